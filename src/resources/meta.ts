@@ -1,0 +1,55 @@
+// Object metadata and conditions, as the Kubernetes API conventions define them.
+
+export type OwnerReference = { apiVersion: string; kind: string; name: string; uid: string; controller?: boolean };
+
+export type ObjectMeta = {
+  name: string;
+  uid?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  /** The store revision of the last write to this object; opaque to clients. */
+  resourceVersion?: string;
+  /** Increases on every spec change; status.observedGeneration dates the status. */
+  generation?: number;
+  creationTimestamp?: string;
+  deletionTimestamp?: string;
+  ownerReferences?: OwnerReference[];
+};
+
+export type Resource<K extends string, S, St> = {
+  apiVersion: "loom.dev/v1alpha1";
+  kind: K;
+  metadata: ObjectMeta;
+  spec: S;
+  status?: St;
+};
+
+export type ConditionStatus = "True" | "False" | "Unknown";
+export type Condition = {
+  type: string;
+  status: ConditionStatus;
+  reason?: string;
+  message?: string;
+  lastTransitionTime?: string;
+  observedGeneration?: number;
+};
+
+/**
+ * Set a condition in place. lastTransitionTime moves only when status flips; the
+ * return value says whether anything changed, so callers write status only then.
+ */
+export function setCondition(list: Condition[], next: Omit<Condition, "lastTransitionTime">, now: string): boolean {
+  const cur = list.find((c) => c.type === next.type);
+  if (!cur) {
+    list.push({ ...next, lastTransitionTime: now });
+    return true;
+  }
+  const changed = (["status", "reason", "message", "observedGeneration"] as const).some((f) => cur[f] !== next[f]);
+  if (cur.status !== next.status) cur.lastTransitionTime = now;
+  Object.assign(cur, next);
+  return changed;
+}
+
+export function getCondition(list: Condition[] | undefined, type: string): Condition | undefined {
+  return list?.find((c) => c.type === type);
+}

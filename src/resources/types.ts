@@ -1,0 +1,20 @@
+// Names for the generated types that the rest of Loom uses, and the v1 state vocabulary.
+export * from "./types.gen.ts";
+export * from "./meta.ts";
+import type { TaskSpecExecutionProfileResources, TaskStatus } from "./types.gen.ts";
+
+/** A resource request, capacity, reservation or headroom, in the contract's whole units. */
+export type ResourceSpec = TaskSpecExecutionProfileResources;
+export type TaskState = NonNullable<TaskStatus["state"]>;
+
+export const RESOURCE_FIELDS = ["cpu_millis", "memory_mb", "disk_mb", "gpu_count"] as const;
+export type ResourceField = (typeof RESOURCE_FIELDS)[number];
+
+/** The two states that hold a lease, and so a reservation. */
+export const ACTIVE_STATES: readonly TaskState[] = ["leased", "running"];
+export const QUEUED_STATES: readonly TaskState[] = ["queued", "retry_queued"];
+export const FINAL_STATES: readonly TaskState[] = ["clean", "dirty", "run_error", "needs_review", "accepted", "ignored", "blocked", "cancelled", "lease_expired"];
+
+export const isActive = (s: string | undefined) => s === "leased" || s === "running";
+export const isQueued = (s: string | undefined) => s === "queued" || s === "retry_queued";
+export const isFinal = (s: string | undefined) => FINAL_STATES.includes(s as TaskState);

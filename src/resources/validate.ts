@@ -1,0 +1,171 @@
+// One validator per kind, compiled with ajv from the CRD schemas. Every door (files,
+// the HTTP API, the CLI) validates through here, so they accept and reject the same things.
+import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
+import { type JSONSchema, loadCrds, API_VERSION } from "./crds.ts";
+
+/** A problem with one field. `field` is a dotted path with [i] for list items. */
+export type FieldError = { field: string; message: string; reason: FieldReason };
+export type FieldReason = "FieldValueRequired" | "FieldValueInvalid" | "FieldValueNotSupported" | "FieldValueDuplicate" | "FieldValueTypeInvalid" | "FieldUnknown";
+
+/**
+ * The CEL rules the CRDs use (x-kubernetes-validations), with their meaning in JS.
+ * A real API server evaluates the CEL text; Loom evaluates this table. A rule the
+ * table does not know fails schema compilation, so no rule is ever skipped silently.
+ */
+const CEL_RULES: Record<string, (self: any) => boolean> = {
+  "!has(self.gpu_types) || size(self.gpu_types) == 0 || (has(self.gpu_count) && self.gpu_count > 0)": (s) =>
+    !Array.isArray(s.gpu_types) || s.gpu_types.length === 0 || (typeof s.gpu_count === "number" && s.gpu_count > 0),
+  "!has(self.initial_concurrency) || !has(self.max_concurrency) || self.initial_concurrency <= self.max_concurrency": (s) =>
+    typeof s.initial_concurrency !== "number" || typeof s.max_concurrency !== "number" || s.initial_concurrency <= s.max_concurrency,
+};
+
+/**
+ * Kubernetes prunes fields a structural schema does not declare; Loom rejects them
+ * instead (like kubectl's strict field validation), so a typo never disappears quietly.
+ */
+function closeObjects(s: JSONSchema): JSONSchema {
+  const out: JSONSchema = { ...s };
+  if (s.properties) {
+    out.properties = Object.fromEntries(Object.entries(s.properties).map(([k, v]) => [k, closeObjects(v)]));
+    if (!s["x-kubernetes-preserve-unknown-fields"] && s.additionalProperties === undefined) out.additionalProperties = false;
+  }
+  if (s.items) out.items = closeObjects(s.items);
+  if (s.additionalProperties && typeof s.additionalProperties === "object") out.additionalProperties = closeObjects(s.additionalProperties);
+  return out;
+}
+
+function makeAjv(): Ajv {
+  const ajv = new Ajv({ allErrors: true, strict: false });
+  ajv.addFormat("int64", true);
+  ajv.addFormat("int32", true);
+  ajv.addKeyword({
+    keyword: "x-kubernetes-validations",
+    type: "object",
+    compile(rules: { rule: string; message: string; fieldPath?: string }[]) {
+      const checks = rules.map((r) => {
+        const fn = CEL_RULES[r.rule];
+        if (!fn) throw new Error(`x-kubernetes-validations: rule not supported by Loom: ${r.rule}`);
+        return { ...r, fn };
+      });
+      const validate = (data: unknown): boolean => {
+        const failed = checks.filter((c) => !c.fn(data));
+        (validate as any).errors = failed.map((c) => ({
+          keyword: "x-kubernetes-validations",
+          message: c.message,
+          params: { fieldPath: c.fieldPath ?? "" },
+        }));
+        return failed.length === 0;
+      };
+      return validate;
+    },
+  });
+  return ajv;
+}
+
+const validators = new Map<string, ValidateFunction>();
+const ajv = makeAjv();
+
+function validatorFor(kind: string): ValidateFunction | undefined {
+  let v = validators.get(kind);
+  if (!v) {
+    const crd = loadCrds().get(kind);
+    if (!crd) return undefined;
+    v = ajv.compile(closeObjects(crd.schema));
+    validators.set(kind, v);
+  }
+  return v;
+}
+
+/** Compile every kind now: a broken CRD stops start-up instead of the first request. */
+export function compileAll(): string[] {
+  return [...loadCrds().keys()].map((k) => (validatorFor(k), k));
+}
+
+/** "/spec/cases/3/x" -> "spec.cases[3].x" */
+export function jsonPointerToField(ptr: string): string {
+  let out = "";
+  for (const raw of ptr.split("/").slice(1)) {
+    const seg = raw.replace(/~1/g, "/").replace(/~0/g, "~");
+    if (/^\d+$/.test(seg)) out += `[${seg}]`;
+    else out += out ? `.${seg}` : seg;
+  }
+  return out;
+}
+
+export function joinField(base: string, rest: string): string {
+  if (!base) return rest;
+  if (!rest) return base;
+  return rest.startsWith("[") ? base + rest : `${base}.${rest}`;
+}
+
+function toFieldError(e: ErrorObject): FieldError | undefined {
+  const at = jsonPointerToField(e.instancePath);
+  const p = e.params as any;
+  switch (e.keyword) {
+    case "required":
+      return { field: joinField(at, p.missingProperty), message: "required", reason: "FieldValueRequired" };
+    case "additionalProperties":
+      return { field: joinField(at, p.additionalProperty), message: "unknown field", reason: "FieldUnknown" };
+    case "enum":
+      return { field: at, message: `must be one of: ${p.allowedValues.join(", ")}`, reason: "FieldValueNotSupported" };
+    case "type":
+      return { field: at, message: `must be ${/^[aeiou]/.test(p.type) ? "an" : "a"} ${p.type}`, reason: "FieldValueTypeInvalid" };
+    case "minimum":
+      return { field: at, message: p.limit === 0 ? "must be non-negative" : `must be >= ${p.limit}`, reason: "FieldValueInvalid" };
+    case "maximum":
+      return { field: at, message: `must be <= ${p.limit}`, reason: "FieldValueInvalid" };
+    case "x-kubernetes-validations":
+      return { field: joinField(at, String(p.fieldPath).replace(/^\./, "")), message: e.message ?? "invalid", reason: "FieldValueInvalid" };
+    default:
+      return { field: at, message: e.message ?? e.keyword, reason: "FieldValueInvalid" };
+  }
+}
+
+const NAME_RE = /^[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?$/;
+
+/** Metadata rules Loom applies to every kind (the CRDs leave metadata to the server). */
+export function validateMetadata(obj: any): FieldError[] {
+  const errs: FieldError[] = [];
+  const m = obj?.metadata;
+  if (!m || typeof m !== "object" || Array.isArray(m)) return [{ field: "metadata", message: "required", reason: "FieldValueRequired" }];
+  if (typeof m.name !== "string" || m.name === "") errs.push({ field: "metadata.name", message: "required", reason: "FieldValueRequired" });
+  else if (!NAME_RE.test(m.name)) errs.push({ field: "metadata.name", message: "must be 1-253 characters of A-Z a-z 0-9 _ . - and start with a letter or digit", reason: "FieldValueInvalid" });
+  for (const key of ["labels", "annotations"] as const) {
+    const v = m[key];
+    if (v === undefined) continue;
+    if (!v || typeof v !== "object" || Array.isArray(v)) errs.push({ field: `metadata.${key}`, message: "must be a map of strings", reason: "FieldValueTypeInvalid" });
+    else for (const [k, val] of Object.entries(v)) if (typeof val !== "string") errs.push({ field: `metadata.${key}.${k}`, message: "must be a string", reason: "FieldValueTypeInvalid" });
+  }
+  return errs;
+}
+
+/** Validate a whole object of any Loom kind. Returns every problem, not only the first. */
+export function validateObject(obj: any, opts: { kind?: string } = {}): FieldError[] {
+  if (!obj || typeof obj !== "object" || Array.isArray(obj)) return [{ field: "", message: "must be an object", reason: "FieldValueTypeInvalid" }];
+  const kind = opts.kind ?? obj.kind;
+  const errs: FieldError[] = [];
+  if (obj.apiVersion !== undefined && obj.apiVersion !== API_VERSION)
+    errs.push({ field: "apiVersion", message: `must be ${API_VERSION}`, reason: "FieldValueNotSupported" });
+  const v = typeof kind === "string" ? validatorFor(kind) : undefined;
+  if (!v) return [...errs, { field: "kind", message: `must be one of: ${[...loadCrds().keys()].join(", ")}`, reason: "FieldValueNotSupported" }];
+  errs.push(...validateMetadata(obj));
+  if (!v(obj)) for (const e of v.errors ?? []) { const fe = toFieldError(e); if (fe) errs.push(fe); }
+  return dedupe(errs);
+}
+
+function dedupe(errs: FieldError[]): FieldError[] {
+  const seen = new Set<string>();
+  return errs.filter((e) => { const k = `${e.field}\0${e.message}`; if (seen.has(k)) return false; seen.add(k); return true; });
+}
+
+export function formatFieldErrors(errs: FieldError[], prefix = ""): string[] {
+  return errs.map((e) => `${prefix}${e.field || "<root>"}: ${e.message}`);
+}
+
+/** Thrown by every door when input is invalid; carries all field errors at once. */
+export class ValidationError extends Error {
+  constructor(readonly errors: FieldError[], readonly source?: string) {
+    super(formatFieldErrors(errors, source ? `${source}: ` : "").join("\n"));
+    this.name = "ValidationError";
+  }
+}

@@ -1,0 +1,63 @@
+// The store interface: the only state Loom has. Every backend (SQLite embedded, etcd for
+// several Hub replicas) implements it and passes the same contract suite (test/store-contract.ts).
+import type { ObjectMeta } from "../resources/meta.ts";
+
+/** Any stored object. CRD kinds are validated on every write; internal kinds (Event, ...) are not. */
+export type StoredObject = {
+  apiVersion: string;
+  kind: string;
+  metadata: ObjectMeta;
+  spec?: unknown;
+  status?: unknown;
+  [k: string]: unknown;
+};
+
+export type WatchEventType = "ADDED" | "MODIFIED" | "DELETED";
+export type WatchEvent<T extends StoredObject = StoredObject> = { type: WatchEventType; object: T; revision: number };
+
+export type ListOptions = {
+  /** Kubernetes label selector: `a=b`, `a!=b`, `a`, `!a`, `a in (x,y)`, `a notin (x)`, comma-separated. */
+  labelSelector?: string;
+};
+export type ListResult<T> = { items: T[]; revision: number };
+
+/**
+ * One write of a transaction. `update` and `delete` may name the resourceVersion they read
+ * (metadata.resourceVersion / resourceVersion); a different current one fails the whole
+ * transaction with Conflict. `check` writes nothing and only asserts a resourceVersion
+ * (or, with resourceVersion "0", that the object does not exist).
+ */
+export type TxnOp =
+  | { op: "create"; object: StoredObject }
+  | { op: "update"; object: StoredObject }
+  | { op: "updateStatus"; object: StoredObject }
+  | { op: "delete"; kind: string; name: string; resourceVersion?: string }
+  | { op: "check"; kind: string; name: string; resourceVersion: string };
+
+export type WatchHandle = { stop(): void };
+
+export interface Store {
+  readonly backend: "sqlite" | "etcd" | string;
+  get<T extends StoredObject = StoredObject>(kind: string, name: string): Promise<T | undefined>;
+  list<T extends StoredObject = StoredObject>(kind: string, opts?: ListOptions): Promise<ListResult<T>>;
+  /** Sets uid, creationTimestamp, generation 1 and resourceVersion. AlreadyExists if the name is taken. */
+  create<T extends StoredObject>(obj: T): Promise<T>;
+  /** Replaces metadata (labels, annotations, ownerReferences) and spec; status is kept as stored. generation +1 when spec changes. */
+  update<T extends StoredObject>(obj: T): Promise<T>;
+  /** Replaces status only; spec and metadata are kept as stored. */
+  updateStatus<T extends StoredObject>(obj: T): Promise<T>;
+  delete<T extends StoredObject = StoredObject>(kind: string, name: string, opts?: { resourceVersion?: string }): Promise<T>;
+  /** All ops commit together at one new revision, or none does. Returns the written objects in op order (deleted ones as last seen). */
+  txn(ops: TxnOp[]): Promise<StoredObject[]>;
+  /** The revision of the last commit. */
+  revision(): Promise<number>;
+  /**
+   * Events with revision > fromRevision for `kind` (or every kind when undefined), replayed
+   * from the event log, then live, in commit order. Throws Gone when fromRevision is older
+   * than the log keeps.
+   */
+  watch(kind: string | undefined, fromRevision: number, onEvent: (ev: WatchEvent) => void): Promise<WatchHandle>;
+  /** Drop event-log entries at or below `revision`. */
+  compact(revision: number): Promise<void>;
+  close(): Promise<void>;
+}
