@@ -47,14 +47,15 @@ export interface Store {
   /** Replaces status only; spec and metadata are kept as stored. */
   updateStatus<T extends StoredObject>(obj: T): Promise<T>;
   delete<T extends StoredObject = StoredObject>(kind: string, name: string, opts?: { resourceVersion?: string }): Promise<T>;
-  /** All ops commit together at one new revision, or none does. Returns the written objects in op order (deleted ones as last seen). */
+  /** All ops commit together at one new revision, or none does. Returns the written objects in op order (deleted ones as last seen; `check` ops add no entry). A txn of checks only commits no revision. */
   txn(ops: TxnOp[]): Promise<StoredObject[]>;
   /** The revision of the last commit. */
   revision(): Promise<number>;
   /**
    * Events with revision > fromRevision for `kind` (or every kind when undefined), replayed
    * from the event log, then live, in commit order. Throws Gone when fromRevision is older
-   * than the log keeps.
+   * than the log keeps. Events of one revision (one txn) are delivered in a single
+   * synchronous run, so a consumer can tell when a revision has been fully applied.
    */
   watch(kind: string | undefined, fromRevision: number, onEvent: (ev: WatchEvent) => void): Promise<WatchHandle>;
   /** Drop event-log entries at or below `revision`. */

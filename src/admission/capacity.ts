@@ -1,0 +1,59 @@
+// A worker's effective capacity: what the scheduler may reserve on it. The inventory wins
+// where it declares a field; otherwise the Runner's registered value; otherwise the
+// conservative default v1 derives from the host snapshot.
+import { RESOURCE_FIELDS, type ResourceField, type ResourceSpec, type Worker } from "../resources/types.ts";
+import { normaliseTypes, wholeUnits, zero, type Vector } from "./vector.ts";
+
+/** The Runner's host snapshot (`health.resources` at registration). Fields may be absent or junk. */
+export type HostResources = Record<string, unknown>;
+
+const num = (x: unknown): number | undefined => (typeof x === "number" && Number.isFinite(x) ? x : undefined);
+
+/** RUNNER_PROTOCOL section 4: the capacity v1 assumes for a field nobody declared. */
+export function defaultCapacityFromHost(host?: HostResources | null): Vector {
+  const h = host ?? {};
+  return {
+    cpu_millis: Math.max(1000, wholeUnits(num(h.cpu_count)) * 1000),
+    memory_mb: wholeUnits(num(h.mem_available_mb) ?? num(h.mem_total_mb) ?? 0),
+    disk_mb: wholeUnits(num(h.disk_available_mb) ?? num(h.disk_total_mb) ?? 0),
+    gpu_count: 0,
+    gpu_types: [],
+  };
+}
+
+/** base with every field the override declares replaced (how a Runner merges its overrides at registration). */
+export function overlayCapacity(base: Vector, override?: ResourceSpec | null): Vector {
+  const out: Vector = { ...base, gpu_types: [...base.gpu_types] };
+  for (const f of RESOURCE_FIELDS) if (num(override?.[f]) !== undefined) out[f] = wholeUnits(override![f]);
+  if (Array.isArray(override?.gpu_types)) out.gpu_types = normaliseTypes(override.gpu_types);
+  return out;
+}
+
+/** Where a capacity field came from. "unknown": no inventory value, no registration, no host snapshot. */
+export type CapacitySource = "spec" | "registration" | "host" | "unknown";
+
+export type EffectiveCapacity = {
+  capacity: Vector;
+  sources: Record<ResourceField | "gpu_types", CapacitySource>;
+  /** Fields whose value is a placeholder: a shortfall there may go away once the Runner registers. */
+  unknown: ResourceField[];
+};
+
+export function effectiveCapacity(worker: Worker): EffectiveCapacity {
+  const spec = worker.spec.resource_capacity;
+  const reg = worker.status?.registration;
+  const host = reg?.host_resources;
+  const hasHost = typeof host === "object" && host !== null && !Array.isArray(host);
+  const fallback = defaultCapacityFromHost(hasHost ? host : undefined);
+  const capacity = zero();
+  const sources = {} as EffectiveCapacity["sources"];
+  for (const f of RESOURCE_FIELDS) {
+    if (num(spec?.[f]) !== undefined) [capacity[f], sources[f]] = [wholeUnits(spec![f]), "spec"];
+    else if (num(reg?.resource_capacity?.[f]) !== undefined) [capacity[f], sources[f]] = [wholeUnits(reg!.resource_capacity![f]), "registration"];
+    else [capacity[f], sources[f]] = [fallback[f], hasHost ? "host" : "unknown"];
+  }
+  if (Array.isArray(spec?.gpu_types)) [capacity.gpu_types, sources.gpu_types] = [normaliseTypes(spec.gpu_types), "spec"];
+  else if (Array.isArray(reg?.resource_capacity?.gpu_types)) [capacity.gpu_types, sources.gpu_types] = [normaliseTypes(reg.resource_capacity.gpu_types), "registration"];
+  else sources.gpu_types = hasHost ? "host" : "unknown";
+  return { capacity, sources, unknown: RESOURCE_FIELDS.filter((f) => sources[f] === "unknown") };
+}

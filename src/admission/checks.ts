@@ -1,0 +1,157 @@
+// Admission checks in the spirit of kube-scheduler's Filter plugins: each is one named step
+// that returns its failures as data (numbers stay numbers). Adding a check = adding one
+// entry to CHECKS.
+import { RESOURCE_FIELDS, type ResourceField } from "../resources/types.ts";
+import { Reason, type ReasonCode } from "./reasons.ts";
+import { concurrencyOf, exclusiveActive, reservedOf, type TaskView, type WorkerView } from "./view.ts";
+
+/** One resource dimension that does not fit: reserved + requested > capacity, by `short`. */
+export type Shortfall = { capacity: number; reserved: number; requested: number; short: number };
+/** A set requirement that is not met: `requested` is not a subset of `available`. */
+export type SetShortfall = { available: string[]; requested: string[] };
+
+export type FailureField = ResourceField | "gpu_types" | "required_capability";
+
+export type Failure = {
+  code: ReasonCode;
+  check: CheckName;
+  field?: FailureField;
+  shortfall?: Shortfall | SetShortfall;
+  /** false: it will not fit on this worker even when the worker is empty (kube's UnschedulableAndUnresolvable). */
+  resolvable: boolean;
+  message?: string;
+};
+
+export type CheckName =
+  | "capability"
+  | "excluded_worker"
+  | "cordoned"
+  | "ready"
+  | "gpu_types"
+  | "exclusive_holder"
+  | "exclusive_needs_empty"
+  | "concurrency"
+  | "resource_fit";
+
+export type Check = { name: CheckName; run(t: TaskView, w: WorkerView): Failure[] };
+
+export const isSetShortfall = (s: Shortfall | SetShortfall | undefined): s is SetShortfall => !!s && "available" in s;
+
+export const capability: Check = {
+  name: "capability",
+  run(t, w) {
+    const need = t.required_capability;
+    if (!need || w.capabilities.includes(need) || w.capabilities.includes("*")) return [];
+    return [
+      {
+        code: Reason.capability_missing,
+        check: "capability",
+        field: "required_capability",
+        shortfall: { available: [...w.capabilities], requested: [need] },
+        resolvable: false,
+      },
+    ];
+  },
+};
+
+/** A different_worker retry never lands where it failed. */
+export const excludedWorker: Check = {
+  name: "excluded_worker",
+  run: (t, w) => (t.excluded_workers.includes(w.name) ? [{ code: Reason.worker_excluded, check: "excluded_worker", resolvable: false }] : []),
+};
+
+/** Cordoned is an operator decision that can be undone, so it is resolvable. */
+export const cordoned: Check = {
+  name: "cordoned",
+  run: (_t, w) => (w.cordoned ? [{ code: Reason.worker_cordoned, check: "cordoned", resolvable: true }] : []),
+};
+
+export const ready: Check = {
+  name: "ready",
+  run: (_t, w) => (w.ready ? [] : [{ code: Reason.worker_not_ready, check: "ready", resolvable: true }]),
+};
+
+/**
+ * Requested accelerator types must all be on the worker; a type constraint only means
+ * something when GPUs are requested. While the worker's GPUs are unknown it may still fit.
+ */
+export const gpuTypes: Check = {
+  name: "gpu_types",
+  run(t, w) {
+    const wanted = t.requests.gpu_types;
+    if (t.requests.gpu_count <= 0 || wanted.length === 0) return [];
+    if (wanted.every((g) => w.capacity.gpu_types.includes(g))) return [];
+    const known = !w.unknown.includes("gpu_count");
+    return [
+      {
+        code: known ? Reason.exceeds_worker_capacity : Reason.resource_reservation_unavailable,
+        check: "gpu_types",
+        field: "gpu_types",
+        shortfall: { available: [...w.capacity.gpu_types], requested: [...wanted] },
+        resolvable: !known,
+      },
+    ];
+  },
+};
+
+/** While an exclusive lease is active the worker takes nothing else. */
+export const exclusiveHolder: Check = {
+  name: "exclusive_holder",
+  run: (_t, w) => (exclusiveActive(w) ? [{ code: Reason.worker_has_exclusive_task, check: "exclusive_holder", resolvable: true }] : []),
+};
+
+/** An exclusive task needs an empty worker; a run the Runner reports counts as much as a lease. */
+export const exclusiveNeedsEmpty: Check = {
+  name: "exclusive_needs_empty",
+  run: (t, w) =>
+    t.placement === "exclusive" && concurrencyOf(w).active_count > 0
+      ? [{ code: Reason.exclusive_worker_busy, check: "exclusive_needs_empty", resolvable: true }]
+      : [],
+};
+
+/** active < min(clamp(desired, 1, max), max), with active = max(reported, leased). */
+export const concurrency: Check = {
+  name: "concurrency",
+  run(_t, w) {
+    const c = concurrencyOf(w);
+    return c.active_count < c.effective_limit ? [] : [{ code: Reason.worker_concurrency_reached, check: "concurrency", resolvable: true }];
+  },
+};
+
+/**
+ * reserved + requested <= capacity in every dimension, each short dimension reported.
+ * A request larger than the whole of a known capacity never fits (exceeds_worker_capacity);
+ * against an unknown capacity it waits for the Runner to register.
+ */
+export const resourceFit: Check = {
+  name: "resource_fit",
+  run(t, w) {
+    const reserved = reservedOf(w);
+    const out: Failure[] = [];
+    for (const f of RESOURCE_FIELDS) {
+      const [capacity, res, requested] = [w.capacity[f], reserved[f], t.requests[f]];
+      if (res + requested <= capacity) continue;
+      const never = requested > capacity && !w.unknown.includes(f);
+      out.push({
+        code: never ? Reason.exceeds_worker_capacity : Reason.resource_reservation_unavailable,
+        check: "resource_fit",
+        field: f,
+        shortfall: { capacity, reserved: res, requested, short: res + requested - capacity },
+        resolvable: !never,
+      });
+    }
+    return out;
+  },
+};
+
+export const CHECKS: readonly Check[] = [
+  capability,
+  excludedWorker,
+  cordoned,
+  ready,
+  gpuTypes,
+  exclusiveHolder,
+  exclusiveNeedsEmpty,
+  concurrency,
+  resourceFit,
+];

@@ -1,0 +1,89 @@
+// The one admission decision: pull claims, push, task conditions, the task-admission API
+// and the CLI all call admit(), so they cannot disagree about why a task does not fit.
+import { RESOURCE_FIELDS, type ResourceField } from "../resources/types.ts";
+import { CHECKS, isSetShortfall, type Failure, type SetShortfall, type Shortfall } from "./checks.ts";
+import { firstV1Reason, orderReasons, type ReasonCode, type V1Reason } from "./reasons.ts";
+import { add, clone, sub, type Vector } from "./vector.ts";
+import { concurrencyOf, exclusiveActive, reservedOf, type Concurrency, type Placement, type TaskView, type WorkerView } from "./view.ts";
+
+export type Shortfalls = Partial<Record<ResourceField, Shortfall>> & { gpu_types?: SetShortfall };
+
+/** RUNNER_PROTOCOL section 4's admission object, plus Loom's `reasons`. */
+export type AdmissionObject = {
+  ok: boolean;
+  /** The v1 code (first failing in v1 order); null when ok, as v1 writes it. */
+  reason: V1Reason | null;
+  reasons: ReasonCode[];
+  placement: Placement;
+  requested: Vector;
+  capacity: Vector;
+  reserved_before: Vector;
+  available_before: Vector;
+  available_after: Vector;
+  shortfalls: Shortfalls;
+  active_task_ids: string[];
+  exclusive_active: boolean;
+  concurrency: Concurrency;
+};
+
+export type Decision = {
+  task: string;
+  worker: string;
+  ok: boolean;
+  /** The v1 code; absent when ok. */
+  reason?: V1Reason;
+  /** Every fine code that applies, de-duplicated, in REASON_ORDER. */
+  reasons: ReasonCode[];
+  /** Every failing check, in CHECKS order. */
+  failures: Failure[];
+  /** Some failure cannot clear on this worker even when it is empty. */
+  unresolvable: boolean;
+  admission: AdmissionObject;
+};
+
+function shortfallsOf(failures: readonly Failure[]): Shortfalls {
+  const out: Shortfalls = {};
+  for (const f of failures) {
+    if (!f.shortfall) continue;
+    if (f.field === "gpu_types" && isSetShortfall(f.shortfall)) out.gpu_types = f.shortfall;
+    else if (RESOURCE_FIELDS.includes(f.field as ResourceField) && !isSetShortfall(f.shortfall)) out[f.field as ResourceField] = f.shortfall;
+  }
+  return out;
+}
+
+/** Runs every check (not the first failing one), so the answer lists everything in the way. */
+export function admit(task: TaskView, worker: WorkerView): Decision {
+  const failures = CHECKS.flatMap((c) => c.run(task, worker));
+  const reasons = orderReasons(failures.map((f) => f.code));
+  const reason = firstV1Reason(reasons);
+  const ok = failures.length === 0;
+  const reserved = reservedOf(worker);
+  const admission: AdmissionObject = {
+    ok,
+    reason: reason ?? null,
+    reasons,
+    placement: task.placement,
+    requested: clone(task.requests),
+    capacity: clone(worker.capacity),
+    reserved_before: reserved,
+    available_before: sub(worker.capacity, reserved),
+    available_after: sub(worker.capacity, add(reserved, task.requests)),
+    shortfalls: shortfallsOf(failures),
+    active_task_ids: worker.leases.map((l) => l.task),
+    exclusive_active: exclusiveActive(worker),
+    concurrency: concurrencyOf(worker),
+  };
+  return {
+    task: task.name,
+    worker: worker.name,
+    ok,
+    ...(reason ? { reason } : {}),
+    reasons,
+    failures,
+    unresolvable: failures.some((f) => !f.resolvable),
+    admission,
+  };
+}
+
+/** One decision per worker, in the order given. */
+export const admitAll = (task: TaskView, workers: readonly WorkerView[]): Decision[] => workers.map((w) => admit(task, w));

@@ -1,0 +1,133 @@
+// The inputs of one admission decision, built from the stored resources. Nothing here is
+// stored back: a worker's reservation is recomputed from its active leases every time, so
+// there is no second copy that could drift from the leases.
+import { isActive, type ResourceField, type Task, type Worker } from "../resources/types.ts";
+import { getCondition } from "../resources/meta.ts";
+import { effectiveCapacity } from "./capacity.ts";
+import { normalise, sum, type Vector } from "./vector.ts";
+
+export type Placement = "shared" | "exclusive";
+
+export type TaskView = {
+  name: string;
+  /** Empty matches any worker. */
+  required_capability: string;
+  placement: Placement;
+  /** What the task reserves while leased; requests.gpu_types are the acceptable accelerator types. */
+  requests: Vector;
+  /** Workers a different_worker retry must avoid. */
+  excluded_workers: string[];
+};
+
+export type LeaseView = { task: string; placement: Placement; reservation: Vector };
+
+export type WorkerView = {
+  name: string;
+  capabilities: string[];
+  /** Effective capacity; capacity.gpu_types are the worker's accelerator types. */
+  capacity: Vector;
+  /** Capacity fields nobody has declared yet (see capacity.ts). */
+  unknown: ResourceField[];
+  cordoned: boolean;
+  ready: boolean;
+  desired_concurrency: number;
+  max_concurrency: number;
+  /** Length of current_runs in the last heartbeat; may lag the Hub's own leases. */
+  reported_active: number;
+  /** Active (leased or running) leases on this worker. */
+  leases: LeaseView[];
+};
+
+/** An omitted profile is shared with zero requests, as in v1. */
+export function taskView(task: Task): TaskView {
+  const profile = task.spec.execution_profile;
+  return {
+    name: task.metadata.name,
+    required_capability: (task.spec.required_capability ?? "").trim(),
+    placement: profile?.placement === "exclusive" ? "exclusive" : "shared",
+    requests: normalise(profile?.resources),
+    excluded_workers: [...(task.status?.excluded_workers ?? [])],
+  };
+}
+
+/**
+ * The lease a task holds, if it is active. The lease's own reservation is the record; a
+ * lease written without one reserves what the task's profile asks for.
+ */
+export function leaseView(task: Task): LeaseView | undefined {
+  const lease = task.status?.lease;
+  if (!lease || !isActive(task.status?.state)) return undefined;
+  const t = taskView(task);
+  return {
+    task: t.name,
+    placement: lease.placement ?? t.placement,
+    reservation: lease.reservation ? normalise(lease.reservation) : t.requests,
+  };
+}
+
+/** The active leases on one worker, by task name. */
+export function leasesOn(worker: string, tasks: Iterable<Task>): LeaseView[] {
+  const out: LeaseView[] = [];
+  for (const t of tasks) {
+    const l = t.status?.lease?.worker === worker ? leaseView(t) : undefined;
+    if (l) out.push(l);
+  }
+  return out.sort((a, b) => (a.task < b.task ? -1 : a.task > b.task ? 1 : 0));
+}
+
+export type WorkerViewOptions = {
+  /** Heartbeat within the grace period. Defaults to the worker's Ready condition. */
+  ready?: boolean;
+  /** The live heartbeat value, which may be newer than status. Defaults to status.reported_active. */
+  reported_active?: number;
+};
+
+/** Where the inventory declares a field it wins over the registration. */
+export function workerView(worker: Worker, leases: readonly LeaseView[], opts: WorkerViewOptions = {}): WorkerView {
+  const { spec, status } = worker;
+  const reg = status?.registration;
+  const eff = effectiveCapacity(worker);
+  const max = spec.max_concurrency ?? reg?.max_concurrency ?? 1;
+  return {
+    name: worker.metadata.name,
+    capabilities: [...(spec.capabilities ?? reg?.capabilities ?? [])],
+    capacity: eff.capacity,
+    unknown: eff.unknown,
+    cordoned: spec.unschedulable === true,
+    ready: opts.ready ?? getCondition(status?.conditions, "Ready")?.status === "True",
+    desired_concurrency: status?.desired_concurrency ?? spec.initial_concurrency ?? reg?.initial_concurrency ?? 1,
+    max_concurrency: max,
+    reported_active: opts.reported_active ?? status?.reported_active ?? 0,
+    leases: [...leases],
+  };
+}
+
+/** The sum of the active leases' reservations: the only definition of "reserved". */
+export const reservedOf = (w: WorkerView): Vector => sum(w.leases.map((l) => l.reservation));
+
+export const exclusiveActive = (w: WorkerView): boolean => w.leases.some((l) => l.placement === "exclusive");
+
+export type Concurrency = {
+  reported_active: number;
+  leased_active: number;
+  /** max(reported, leased): the Hub counts its own leases before any heartbeat mentions them. */
+  active_count: number;
+  desired_concurrency: number;
+  max_concurrency: number;
+  effective_limit: number;
+};
+
+export function concurrencyOf(w: WorkerView): Concurrency {
+  const max = Math.max(1, Math.floor(w.max_concurrency));
+  const desired = Math.min(Math.max(Math.floor(w.desired_concurrency), 1), max);
+  const leased = w.leases.length;
+  const reported = Math.max(0, Math.floor(w.reported_active));
+  return {
+    reported_active: reported,
+    leased_active: leased,
+    active_count: Math.max(reported, leased),
+    desired_concurrency: desired,
+    max_concurrency: max,
+    effective_limit: Math.min(desired, max),
+  };
+}

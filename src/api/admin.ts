@@ -1,0 +1,118 @@
+// Operator endpoints (RUNNER_PROTOCOL 1b): dispatch, the task list, and /api/admin/*.
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { inventoryToWorkers } from "../resources/inventory.ts";
+import { isFinal, isQueued, type Task } from "../resources/types.ts";
+import { dispatch, repoRunRequest } from "../scheduler/dispatch.ts";
+import { HubError } from "../scheduler/errors.ts";
+import { pushTask } from "../scheduler/push.ts";
+import { cancel, expireLeases, retry } from "../scheduler/transitions.ts";
+import { setBlocked, setDesiredConcurrency } from "../scheduler/workers.ts";
+import type { StoredObject } from "../store/store.ts";
+import { applyWorkers } from "../scheduler/hosts.ts";
+
+type Body = Record<string, unknown>;
+const body = (req: FastifyRequest): Body => (req.body && typeof req.body === "object" && !Buffer.isBuffer(req.body) ? (req.body as Body) : {});
+const need = (b: Body, k: string): string => {
+  const v = b[k];
+  if (typeof v !== "string" || !v) throw new HubError(400, `${k}_required`, { field: k });
+  return v;
+};
+
+/** A v1 task row, with JSON as JSON (section 7.5), never JSON in strings. */
+export function taskRow(t: Task) {
+  const st = t.status ?? {};
+  return {
+    task_id: t.metadata.name,
+    task_kind: t.spec.task_kind ?? "execution",
+    state: st.state ?? "queued",
+    campaign_id: t.spec.campaign_id ?? null,
+    case_id: t.spec.case_id ?? null,
+    run_id: t.spec.run_id ?? null,
+    setting_id: t.spec.setting_id ?? null,
+    case_version: t.spec.case_version ?? null,
+    scenario_id: t.spec.scenario_id ?? null,
+    package_id: t.spec.package_id ?? null,
+    priority: t.spec.priority ?? 0,
+    required_capability: t.spec.required_capability ?? "",
+    attempt_no: st.attempt ?? 1,
+    lease_worker_id: st.lease?.worker ?? null,
+    lease_until: st.lease?.lease_until ?? null,
+    result_id: st.result?.result_id ?? null,
+    verdict: st.result?.verdict ?? null,
+    execution_profile: t.spec.execution_profile ?? { placement: "shared", resources: {} },
+    payload: t.spec.payload ?? {},
+    excluded_worker_ids: st.excluded_workers ?? [],
+    error: st.error ?? null,
+    created_at: t.metadata.creationTimestamp ?? null,
+  };
+}
+
+const FILTERS = ["state", "task_id", "case_id", "run_id", "setting_id", "package_id", "lease_worker_id", "attempt_no", "result_id", "task_kind", "campaign_id"] as const;
+
+export async function adminRoutes(f: FastifyInstance): Promise<void> {
+  const hub = f.hub;
+  const ctx = hub.scheduler.ctx;
+
+  f.post("/api/tasks/dispatch", async (req, reply) => {
+    const out = await dispatch(ctx, req.body);
+    return reply.code(out.status).send(out.body);
+  });
+  f.post("/api/tasks/dispatch-repo-run", async (req, reply) => {
+    const out = await dispatch(ctx, repoRunRequest(req.body));
+    return reply.code(out.status).send(out.body);
+  });
+
+  f.get("/api/tasks", async (req) => {
+    const q = req.query as Record<string, string | undefined>;
+    const limit = q.limit === undefined ? 100 : Number(q.limit);
+    const offset = q.offset === undefined ? 0 : Number(q.offset);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new HubError(400, "invalid_limit", { field: "limit", detail: "must be an integer from 1 to 500" });
+    if (!Number.isInteger(offset) || offset < 0) throw new HubError(400, "invalid_offset", { field: "offset", detail: "must be a non-negative integer" });
+    const wanted = FILTERS.flatMap((k) => (q[k] ? [[k, new Set(q[k]!.split(",").map((s) => s.trim()).filter(Boolean))] as const] : []));
+    const rows = ctx.cache.list<Task & StoredObject>("Task").map(taskRow).filter((r) => wanted.every(([k, set]) => set.has(String(r[k] ?? ""))));
+    rows.sort((a, b) => b.priority - a.priority || String(a.created_at).localeCompare(String(b.created_at)) || a.task_id.localeCompare(b.task_id));
+    const page = rows.slice(offset, offset + limit);
+    return { tasks: page, total: rows.length, offset, next_offset: offset + limit < rows.length ? offset + limit : null };
+  });
+
+  f.post("/api/admin/cancel-task", async (req) => cancel(ctx, need(body(req), "task_id")));
+  f.post("/api/admin/retry-task", async (req) => retry(ctx, need(body(req), "task_id"), body(req).preserve_excluded_workers === true));
+  f.post("/api/admin/expire-leases", async () => expireLeases(ctx));
+  f.post("/api/admin/block-worker", async (req) => setBlocked(ctx, need(body(req), "worker_id"), true));
+  f.post("/api/admin/unblock-worker", async (req) => setBlocked(ctx, need(body(req), "worker_id"), false));
+  f.post("/api/admin/set-worker-concurrency", async (req) => {
+    const b = body(req);
+    return setDesiredConcurrency(ctx, need(b, "worker_id"), b.desired_concurrency as number, typeof b.reason === "string" ? b.reason : "");
+  });
+  f.post("/api/admin/register-worker-hosts", async (req) => {
+    const b = body(req);
+    const inv = b.inventory && typeof b.inventory === "object" ? (b.inventory as Body) : undefined;
+    let workers: unknown = inv?.workers ?? b.workers ?? b.hosts;
+    if (inv) {
+      if (inv.inventory_version === undefined) throw new HubError(400, "inventory_version_required");
+      if (inv.inventory_version !== 1) throw new HubError(400, "unsupported_inventory_version", { received: inv.inventory_version });
+    }
+    if (!Array.isArray(workers) || !workers.length) throw new HubError(400, "hosts_required");
+    const conv = inventoryToWorkers({ ...(inv ?? {}), inventory_version: 1, workers });
+    if (conv.errors.length) throw new HubError(400, "invalid_inventory", { errors: conv.errors.map(({ field, message }) => ({ field, message })), detail: conv.errors.map((e) => `${e.field}: ${e.message}`).join("; ") });
+    const registered = await applyWorkers(ctx, conv.workers, typeof b.operator === "string" ? b.operator : undefined);
+    return { ok: true, registered };
+  });
+  f.post("/api/admin/push-task", async (req, reply) => {
+    const out = await pushTask(ctx, body(req), { defaultTokenEnv: hub.opts.runnerTokenEnv });
+    return reply.code(out.status).send(out.body);
+  });
+
+  f.get("/api/data/task-counts", async () => {
+    const by: Record<string, number> = {};
+    let total = 0, final = 0, pending = 0;
+    for (const t of ctx.cache.list<Task & StoredObject>("Task")) {
+      const s = t.status?.state ?? "queued";
+      by[s] = (by[s] ?? 0) + 1;
+      total++;
+      if (isFinal(s)) final++;
+      else if (isQueued(s) || s === "leased" || s === "running" || s === "returned" || s === "imported") pending++;
+    }
+    return { total, final, pending, by_state: by };
+  });
+}

@@ -1,0 +1,67 @@
+// The Hub's HTTP API: a fastify plugin tree with no listen() of its own (`loom hub`
+// listens). Every route shares one Hub (store, informer, scheduler) and one auth hook.
+import type { FastifyInstance } from "fastify";
+import { authenticate, type AuthConfig, type Principal } from "./auth.ts";
+import { v1ErrorHandler } from "./errors.ts";
+import { HubError } from "../scheduler/errors.ts";
+import type { Hub } from "../hub.ts";
+import { runnerRoutes } from "./runner.ts";
+import { adminRoutes } from "./admin.ts";
+import { dataRoutes } from "./data.ts";
+
+declare module "fastify" {
+  interface FastifyInstance {
+    hub: Hub;
+  }
+  interface FastifyRequest {
+    principal: Principal;
+  }
+}
+
+export type AppOptions = { hub: Hub; auth: AuthConfig };
+
+/** Paths a per-worker Runner token may call; everything else needs the Hub token. */
+const RUNNER_PATHS = new Set(["/api/workers/register", "/api/workers/heartbeat", "/api/tasks/claim", "/api/tasks/start", "/api/tasks/renew", "/api/tasks/complete", "/api/tasks/fail", "/api/results/upload", "/api/healthz", "/api/meta"]);
+
+export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
+  f.decorate("hub", o.hub);
+  f.decorateRequest("principal", undefined as never);
+
+  // v1 Runners send JSON with or without a content type; an empty body means {}.
+  f.removeAllContentTypeParsers();
+  f.addContentTypeParser("*", { parseAs: "buffer" }, (req, body: Buffer, done) => {
+    if (req.url.startsWith("/api/results/upload")) return done(null, body);
+    if (body.length === 0) return done(null, {});
+    try {
+      done(null, JSON.parse(body.toString("utf8")));
+    } catch (e) {
+      const err = Object.assign(new Error(`invalid JSON body: ${(e as Error).message}`), { statusCode: 400, code: "FST_ERR_CTP_INVALID_JSON_BODY" });
+      done(err, undefined);
+    }
+  });
+
+  f.addHook("onRequest", async (req, reply) => {
+    const p = authenticate(req, o.auth);
+    if (!p) return reply.code(401).header("cache-control", "no-store").send({ error: "unauthorized" });
+    const path = req.url.split("?")[0];
+    if (p.kind === "worker" && !RUNNER_PATHS.has(path)) return reply.code(403).header("cache-control", "no-store").send({ error: "forbidden", detail: "a worker token may only call the Runner API" });
+    req.principal = p;
+  });
+  f.addHook("onSend", async (_req, reply, payload) => {
+    if (!reply.hasHeader("cache-control")) reply.header("cache-control", "no-store");
+    return payload;
+  });
+  f.setErrorHandler(v1ErrorHandler);
+  f.setNotFoundHandler((req, reply) => reply.code(404).send({ error: "not_found", path: req.url.split("?")[0] }));
+
+  await f.register(runnerRoutes);
+  await f.register(adminRoutes);
+  await f.register(dataRoutes);
+}
+
+/** A per-worker token may act only as its own worker. */
+export function assertActsAs(req: { principal: Principal }, workerId: unknown): void {
+  if (req.principal.kind === "worker" && req.principal.workerId !== workerId) {
+    throw new HubError(403, "forbidden", { detail: `this token belongs to worker ${req.principal.workerId}`, worker_id: workerId });
+  }
+}

@@ -1,0 +1,59 @@
+// The contract's data API and the Hub's health and meta: worker-capacity, task-admission.
+import type { FastifyInstance } from "fastify";
+import { explainTask, explainWorker, summarize } from "../admission/index.ts";
+import type { Worker } from "../resources/types.ts";
+import { cacheAffinity } from "../scheduler/affinity.ts";
+import { decideAll } from "../scheduler/claim.ts";
+import { HubError } from "../scheduler/errors.ts";
+import { capacityEntry } from "../scheduler/workers.ts";
+import type { StoredObject } from "../store/store.ts";
+
+export const CORE_PREVIEW_VERSION = "0.4.0";
+export const PRODUCT_VERSION = "0.1.0";
+export const CAPABILITIES = [
+  "worker-register", "worker-heartbeat", "task-claim", "task-claim-long-poll", "task-start", "task-renew", "result-upload",
+  "task-complete", "task-fail", "result-download", "task-dispatch", "dispatch-repo-run", "task-list", "task-counts",
+  "worker-capacity", "task-admission", "resource-admission", "direct-push", "lease-expiry", "fencing", "per-worker-tokens",
+];
+
+export async function dataRoutes(f: FastifyInstance): Promise<void> {
+  const hub = f.hub;
+  const ctx = hub.scheduler.ctx;
+
+  f.get("/api/healthz", async () => ({ ok: true, time: new Date().toISOString(), core_preview_version: CORE_PREVIEW_VERSION, hub_api_version: 1, capabilities: CAPABILITIES, store: hub.store.backend, synced: hub.cache.synced }));
+  f.get("/api/meta", async () => ({
+    service: "hub", product_version: PRODUCT_VERSION, hub_api_version: 1, runner_api_version: 1, inventory_schema_version: 1, manifest_schema_version: 1, dispatch_schema_version: 1,
+    api_version: 1, capabilities: CAPABILITIES, auth_required: hub.authRequired, runner_token_env: hub.opts.runnerTokenEnv, store: hub.store.backend,
+  }));
+
+  f.get("/api/data/worker-capacity", async () => ({
+    workers: ctx.cache.list<Worker & StoredObject>("Worker").filter((w) => !w.spec.unschedulable).map((w) => capacityEntry(ctx, w)),
+  }));
+
+  f.get("/api/data/task-admission", async (req) => {
+    const taskId = (req.query as Record<string, string | undefined>).task_id;
+    if (!taskId) throw new HubError(400, "task_id_required");
+    const task = ctx.task(taskId);
+    if (!task) throw new HubError(404, "task_not_found", { task_id: taskId });
+    const all = decideAll(ctx, task);
+    const decisions = all.map((x) => x.decision);
+    const s = summarize(decisions);
+    return {
+      task_id: taskId,
+      state: task.status?.state ?? "queued",
+      execution_profile: task.spec.execution_profile ?? { placement: "shared", resources: {} },
+      required_capability: task.spec.required_capability ?? "",
+      eligible_worker_count: s.admittable.length,
+      unsatisfiable: s.unsatisfiable,
+      summary: explainTask(decisions),
+      workers: all.map(({ worker, decision }) => ({
+        worker_id: worker.metadata.name,
+        ...decision.admission,
+        reason: decision.admission.reason,
+        reasons: decision.reasons,
+        explanation: explainWorker(decision),
+        cache_affinity: cacheAffinity(task, worker.metadata.name, ctx.liveness.get(worker.metadata.name)),
+      })),
+    };
+  });
+}

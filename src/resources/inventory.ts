@@ -1,0 +1,152 @@
+// Inventory v1 (RUNNER_PROTOCOL §6) -> Worker resources. The Worker CRD is the schema for
+// each worker; this module adds what the file format itself defines (version, top-level
+// keys, connection_defaults, ids) and reports problems in the file's own terms.
+import { API_VERSION, crdFor } from "./crds.ts";
+import { validateObject } from "./validate.ts";
+import type { Worker, WorkerSpec } from "./types.ts";
+import { type ItemFieldError, dedupeErrors, fieldError, isPlainObject, rebaseField } from "./input-errors.ts";
+import { normaliseGpuTypes } from "./profile.ts";
+
+export const INVENTORY_KEYS = [
+  "inventory_version",
+  "controller",
+  "controller_public_url",
+  "controller_worker_url",
+  "controller_private_url",
+  "connection_defaults",
+  "workers",
+] as const;
+
+export const CONTROLLER_KEYS = ["connection_mode", "host", "private_host", "user", "key_path", "bind_host"] as const;
+export const CONTROLLER_CONNECTION_MODES = ["ssh-start", "prestarted", "local-process"] as const;
+const CONTROLLER_URL_KEYS = ["controller_public_url", "controller_worker_url", "controller_private_url"] as const;
+
+/** Keys a worker entry may have: the Worker spec's fields, plus worker_id (which becomes metadata.name). */
+export function workerKeys(): string[] {
+  return ["worker_id", ...workerSpecKeys()];
+}
+
+function workerSpecKeys(): string[] {
+  return Object.keys(crdFor("Worker").schema.properties?.spec?.properties ?? {});
+}
+
+/** The inventory's own settings (not per worker); the Hub and the quick start read them. */
+export type InventorySettings = {
+  controller?: { connection_mode?: (typeof CONTROLLER_CONNECTION_MODES)[number]; host?: string; private_host?: string; user?: string; key_path?: string; bind_host?: string };
+  controller_public_url?: string;
+  controller_worker_url?: string;
+  controller_private_url?: string;
+};
+
+export type InventoryResult = { workers: Worker[]; settings: InventorySettings; errors: ItemFieldError[] };
+
+/**
+ * Convert one parsed inventory document. Every problem is collected; workers that could be
+ * built are returned even when there are errors, so callers decide (a file with any error
+ * is applied by nobody).
+ */
+export function inventoryToWorkers(doc: unknown): InventoryResult {
+  const errors: ItemFieldError[] = [];
+  const settings: InventorySettings = {};
+  const workers: Worker[] = [];
+  if (!isPlainObject(doc)) return { workers, settings, errors: [fieldError("", "an inventory must be an object", "FieldValueTypeInvalid")] };
+
+  for (const k of Object.keys(doc)) if (!(INVENTORY_KEYS as readonly string[]).includes(k)) errors.push(fieldError(k, "unknown field", "FieldUnknown"));
+
+  if (doc.inventory_version === undefined) errors.push(fieldError("inventory_version", "required", "FieldValueRequired"));
+  else if (doc.inventory_version !== 1) errors.push(fieldError("inventory_version", "must be 1", "FieldValueNotSupported"));
+
+  errors.push(...checkController(doc.controller, settings));
+  for (const k of CONTROLLER_URL_KEYS) {
+    const v = doc[k];
+    if (v === undefined) continue;
+    if (typeof v !== "string" || !isHttpUrl(v)) errors.push(fieldError(k, "must be an http(s) URL", "FieldValueInvalid"));
+    else settings[k] = v;
+  }
+
+  // connection_defaults are copied under every worker; their unknown keys are reported here once.
+  const specKeys = new Set(workerSpecKeys());
+  let defaults: Record<string, unknown> = {};
+  if (doc.connection_defaults !== undefined) {
+    if (!isPlainObject(doc.connection_defaults)) errors.push(fieldError("connection_defaults", "must be an object", "FieldValueTypeInvalid"));
+    else
+      for (const [k, v] of Object.entries(doc.connection_defaults)) {
+        if (specKeys.has(k)) defaults[k] = v;
+        else errors.push(fieldError(`connection_defaults.${k}`, k === "worker_id" ? "worker_id cannot be a default: it must be unique per worker" : "unknown field", "FieldUnknown"));
+      }
+  }
+
+  if (doc.workers === undefined) errors.push(fieldError("workers", "required", "FieldValueRequired"));
+  else if (!Array.isArray(doc.workers)) errors.push(fieldError("workers", "must be a list", "FieldValueTypeInvalid"));
+  else {
+    const seen = new Map<string, number>();
+    doc.workers.forEach((entry, i) => {
+      const at = `workers[${i}]`;
+      if (!isPlainObject(entry)) {
+        errors.push(fieldError(at, "must be an object", "FieldValueTypeInvalid"));
+        return;
+      }
+      const { worker_id, ...own } = entry;
+      const idField = worker_id !== undefined ? `${at}.worker_id` : `${at}.host`;
+      const raw = worker_id !== undefined ? worker_id : entry.host;
+      let name: string | undefined;
+      if (raw === undefined || raw === "") errors.push(fieldError(`${at}.worker_id`, "required (or host, which it falls back to)", "FieldValueRequired"));
+      else if (typeof raw !== "string") errors.push(fieldError(idField, "must be a string", "FieldValueTypeInvalid"));
+      else name = raw;
+      const spec: Record<string, unknown> = { ...defaults, ...own };
+      if (isPlainObject(spec.resource_capacity)) spec.resource_capacity = normaliseGpuTypes(spec.resource_capacity);
+      // Without a usable name the spec is still checked, so one pass reports everything.
+      const worker: Worker = { apiVersion: API_VERSION as Worker["apiVersion"], kind: "Worker", metadata: { name: name ?? "unnamed" }, spec: spec as WorkerSpec };
+
+      // Back to the file's terms: a field the worker sets is its own; one it inherits is connection_defaults'.
+      const where = (field: string): string => {
+        if (field === "metadata.name") return idField;
+        const top = /^spec\.([^.[]+)/.exec(field)?.[1];
+        if (top !== undefined && !(top in own) && top in defaults) return rebaseField(field, "spec", "connection_defaults") ?? field;
+        return rebaseField(field, "spec", at) ?? rebaseField(field, "", at)!;
+      };
+      const own_errors: ItemFieldError[] = [];
+      for (const e of validateObject(worker)) {
+        if (name === undefined && e.field === "metadata.name") continue;
+        const field = where(e.field);
+        own_errors.push(field.startsWith("connection_defaults") ? { ...e, field } : { ...e, field, subject: name });
+      }
+      // v1 registration needs an initial concurrency, and the inventory is where it comes from.
+      if (spec.initial_concurrency === undefined) own_errors.push(fieldError(`${at}.initial_concurrency`, "required", "FieldValueRequired", name));
+      errors.push(...own_errors);
+      if (name === undefined) return;
+
+      const first = seen.get(name);
+      if (first !== undefined) {
+        errors.push(fieldError(idField, `duplicate worker id "${name}" (also workers[${first}])`, "FieldValueDuplicate", name));
+        return;
+      }
+      seen.set(name, i);
+      workers.push(worker);
+    });
+  }
+  return { workers, settings, errors: dedupeErrors(errors) };
+}
+
+function checkController(c: unknown, settings: InventorySettings): ItemFieldError[] {
+  if (c === undefined) return [];
+  if (!isPlainObject(c)) return [fieldError("controller", "must be an object", "FieldValueTypeInvalid")];
+  const errs: ItemFieldError[] = [];
+  for (const [k, v] of Object.entries(c)) {
+    if (!(CONTROLLER_KEYS as readonly string[]).includes(k)) errs.push(fieldError(`controller.${k}`, "unknown field", "FieldUnknown"));
+    else if (typeof v !== "string") errs.push(fieldError(`controller.${k}`, "must be a string", "FieldValueTypeInvalid"));
+    else if (k === "connection_mode" && !(CONTROLLER_CONNECTION_MODES as readonly string[]).includes(v))
+      errs.push(fieldError("controller.connection_mode", `must be one of: ${CONTROLLER_CONNECTION_MODES.join(", ")}`, "FieldValueNotSupported"));
+  }
+  if (errs.length === 0) settings.controller = c as InventorySettings["controller"];
+  return errs;
+}
+
+function isHttpUrl(s: string): boolean {
+  try {
+    const u = new URL(s);
+    return u.protocol === "http:" || u.protocol === "https:";
+  } catch {
+    return false;
+  }
+}

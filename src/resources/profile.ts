@@ -1,0 +1,51 @@
+// Execution profiles (RESOURCE_ADMISSION "Task Execution Profile"): a profile may be given
+// in several layers; later layers override placement, and resource fields merge by name.
+import type { TaskSpecExecutionProfile } from "./types.gen.ts";
+import type { ResourceSpec } from "./types.ts";
+import { type ItemFieldError, fieldError, isPlainObject } from "./input-errors.ts";
+
+export type Placement = "shared" | "exclusive";
+export type ExecutionProfile = TaskSpecExecutionProfile & { placement: Placement; resources: ResourceSpec };
+
+/** What an omitted profile means: shared, with zero resource requirements. */
+export function emptyProfile(): ExecutionProfile {
+  return { placement: "shared", resources: {} };
+}
+
+/**
+ * Merge profile layers, earliest first. Non-object layers are skipped (profileShapeErrors
+ * reports them). Unknown keys are carried through so that schema validation names them
+ * rather than the merge dropping them.
+ */
+export function mergeProfiles(...layers: unknown[]): ExecutionProfile {
+  const out: Record<string, unknown> = { placement: "shared" };
+  const resources: Record<string, unknown> = {};
+  for (const layer of layers) {
+    if (!isPlainObject(layer)) continue;
+    for (const [k, v] of Object.entries(layer)) {
+      if (k === "resources") {
+        if (isPlainObject(v)) Object.assign(resources, v);
+      } else if (v !== undefined) out[k] = v;
+    }
+  }
+  out.resources = normaliseGpuTypes(resources);
+  return out as unknown as ExecutionProfile;
+}
+
+/** gpu_types is a set: sorted and de-duplicated (RUNNER_PROTOCOL §4). Left alone when malformed, so errors point at the given index. */
+export function normaliseGpuTypes<T extends Record<string, unknown>>(r: T): T {
+  const t = r.gpu_types;
+  if (Array.isArray(t) && t.every((x) => typeof x === "string" && x !== "")) {
+    return { ...r, gpu_types: [...new Set(t as string[])].sort() };
+  }
+  return r;
+}
+
+/** Shape problems a merge would otherwise hide: a layer or its resources that is not an object. */
+export function profileShapeErrors(layer: unknown, field: string): ItemFieldError[] {
+  if (layer === undefined) return [];
+  if (!isPlainObject(layer)) return [fieldError(field, "must be an object", "FieldValueTypeInvalid")];
+  if (layer.resources !== undefined && !isPlainObject(layer.resources))
+    return [fieldError(`${field}.resources`, "must be an object", "FieldValueTypeInvalid")];
+  return [];
+}

@@ -1,0 +1,178 @@
+// The Runner's side of RUNNER_PROTOCOL §1a: JSON over fetch, the Hub token as a Bearer
+// header. The token is held privately and never appears in an error or a log line.
+
+/** A non-2xx or non-JSON reply; status 0 means no HTTP reply at all (network error, timeout). */
+export class HubError extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: unknown,
+    readonly path: string,
+  ) {
+    super(`${path}: ${status === 0 ? "no reply" : `HTTP ${status}`} ${describeBody(body)}`.trim());
+    this.name = "HubError";
+  }
+  /** True when the Hub was not reached, so retrying later may help. */
+  get network(): boolean {
+    return this.status === 0;
+  }
+  /** The v1 error code of the reply, e.g. "lease_worker_mismatch". */
+  get code(): string | undefined {
+    const b = this.body as { error?: unknown } | null;
+    return b && typeof b === "object" && typeof b.error === "string" ? b.error : undefined;
+  }
+}
+
+function describeBody(body: unknown): string {
+  if (body === undefined || body === null) return "";
+  const text = typeof body === "string" ? body : JSON.stringify(body);
+  return text.length > 300 ? text.slice(0, 300) + "…" : text;
+}
+
+export interface HubClientOptions {
+  /** Base URL of the Hub, e.g. http://127.0.0.1:8765 */
+  baseUrl: string;
+  /** Name of the env var holding the Hub token (default LOOM_HUB_TOKEN). */
+  tokenEnv?: string;
+  /** The token itself, instead of reading tokenEnv. */
+  token?: string;
+  /** Per-request timeout for ordinary calls (default 30 s). */
+  timeoutMs?: number;
+  /** Timeout for result uploads (default 120 s). */
+  uploadTimeoutMs?: number;
+}
+
+export interface HubConcurrency {
+  desired_concurrency?: number;
+  max_concurrency?: number;
+  initial_concurrency?: number;
+  concurrency_policy?: string;
+  resource_capacity?: Record<string, unknown>;
+}
+export interface RegisterReply extends HubConcurrency {
+  ok: boolean;
+  worker_id: string;
+}
+export interface HeartbeatReply extends HubConcurrency {
+  ok: boolean;
+  worker_id: string;
+  time?: string;
+}
+export interface ClaimReply extends HubConcurrency {
+  tasks: import("./execute.ts").ClaimedTask[];
+  active_count?: number;
+  reserved_resources?: Record<string, unknown>;
+  available_resources?: Record<string, unknown>;
+}
+export interface UploadReply {
+  ok: boolean;
+  result_id: string;
+  attempt_no?: number;
+  verdict?: string;
+  path?: string;
+  auto_retry?: { queued?: boolean; [k: string]: unknown } | null;
+  [k: string]: unknown;
+}
+export type HubReply = Record<string, unknown>;
+
+export interface RegisterRequest {
+  worker_id: string;
+  capabilities: string[];
+  max_concurrency: number;
+  initial_concurrency: number;
+  concurrency_policy: string;
+  resource_capacity: Record<string, unknown>;
+  runner_api_version: 1;
+  health: Record<string, unknown>;
+}
+export interface ClaimRequest {
+  worker_id: string;
+  limit: number;
+  lease_seconds: number;
+  wait_seconds?: number;
+  wait_poll_seconds?: number;
+}
+
+export class HubClient {
+  readonly baseUrl: string;
+  readonly #token: string | undefined;
+  readonly #timeoutMs: number;
+  readonly #uploadTimeoutMs: number;
+
+  constructor(opts: HubClientOptions) {
+    this.baseUrl = opts.baseUrl.replace(/\/+$/, "");
+    this.#token = opts.token ?? (process.env[opts.tokenEnv ?? "LOOM_HUB_TOKEN"] || undefined);
+    this.#timeoutMs = opts.timeoutMs ?? 30_000;
+    this.#uploadTimeoutMs = opts.uploadTimeoutMs ?? 120_000;
+  }
+
+  get hasToken(): boolean {
+    return this.#token !== undefined;
+  }
+
+  private async request<T>(path: string, init: { body: string | Buffer; headers: Record<string, string>; timeoutMs: number; signal?: AbortSignal }): Promise<T> {
+    const headers: Record<string, string> = { Accept: "application/json", ...init.headers };
+    if (this.#token) headers.Authorization = `Bearer ${this.#token}`;
+    const timeout = AbortSignal.timeout(init.timeoutMs);
+    const signal = init.signal ? AbortSignal.any([timeout, init.signal]) : timeout;
+    let res: Response;
+    try {
+      res = await fetch(this.baseUrl + path, { method: "POST", headers, body: init.body, signal });
+    } catch (e) {
+      const cause = e instanceof Error ? ((e.cause as Error | undefined)?.message ?? e.message) : String(e);
+      throw new HubError(0, { error: timeout.aborted ? "timeout" : init.signal?.aborted ? "aborted" : "network_error", detail: cause }, path);
+    }
+    const text = await res.text().catch(() => "");
+    let body: unknown = text;
+    try {
+      body = text === "" ? {} : JSON.parse(text);
+    } catch {
+      throw new HubError(res.status, text, path); // v1 Runners raise on a non-JSON reply too
+    }
+    if (!res.ok) throw new HubError(res.status, body, path);
+    if (body === null || typeof body !== "object") throw new HubError(res.status, body, path);
+    return body as T;
+  }
+
+  private post<T>(path: string, body: object, timeoutMs = this.#timeoutMs, signal?: AbortSignal): Promise<T> {
+    return this.request<T>(path, { body: JSON.stringify(body), headers: { "Content-Type": "application/json" }, timeoutMs, signal });
+  }
+
+  register(body: RegisterRequest): Promise<RegisterReply> {
+    return this.post("/api/workers/register", body);
+  }
+
+  heartbeat(body: { worker_id: string; current_runs: { task_id: string; package_id?: string; phase: string }[]; health: Record<string, unknown> }): Promise<HeartbeatReply> {
+    return this.post("/api/workers/heartbeat", body);
+  }
+
+  /** With wait_seconds the Hub holds the request open (long-poll); the timeout leaves room for it. */
+  claim(body: ClaimRequest, signal?: AbortSignal): Promise<ClaimReply> {
+    const waitMs = Math.max(0, body.wait_seconds ?? 0) * 1000;
+    return this.post("/api/tasks/claim", body, Math.max(this.#timeoutMs, waitMs + 15_000), signal);
+  }
+
+  start(workerId: string, taskId: string): Promise<HubReply> {
+    return this.post("/api/tasks/start", { worker_id: workerId, task_id: taskId });
+  }
+
+  renew(workerId: string, taskId: string, leaseSeconds: number): Promise<HubReply> {
+    return this.post("/api/tasks/renew", { worker_id: workerId, task_id: taskId, lease_seconds: leaseSeconds });
+  }
+
+  /** The raw ZIP as the body (not multipart), as v1 does. */
+  uploadResult(taskId: string, workerId: string, zip: Buffer): Promise<UploadReply> {
+    return this.request("/api/results/upload", {
+      body: zip,
+      headers: { "Content-Type": "application/zip", "X-Task-Id": taskId, "X-Worker-Id": workerId },
+      timeoutMs: this.#uploadTimeoutMs,
+    });
+  }
+
+  complete(body: { worker_id: string; task_id: string; result: unknown; upload: unknown }): Promise<HubReply> {
+    return this.post("/api/tasks/complete", body);
+  }
+
+  fail(body: { worker_id: string; task_id: string; controller_concurrency: unknown; error: { type: string; detail: string } }): Promise<HubReply> {
+    return this.post("/api/tasks/fail", body);
+  }
+}

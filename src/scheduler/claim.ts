@@ -1,0 +1,139 @@
+// Granting leases: pull claims and push both come through leaseBatch(), which asks the one
+// admission function and writes every lease (with its reservation) in one transaction.
+import { randomUUID } from "node:crypto";
+import { admit, taskView, type Decision, type WorkerView, type Vector, type LeaseView } from "../admission/index.ts";
+import type { Task, Worker } from "../resources/types.ts";
+import type { StoredObject } from "../store/store.ts";
+import { cacheAffinity, type CacheAffinity } from "./affinity.ts";
+import type { SchedulerContext } from "./context.ts";
+import { HubError } from "./errors.ts";
+import { grantLease } from "./lifecycle.ts";
+import { ClaimQueue, claimOrder, type QueueEntry, type Shape } from "./queue.ts";
+
+export type Leased = { task: Task; decision: Decision; affinity: CacheAffinity };
+
+/** A worker view after one more lease: used between picks of the same batch. */
+function withLease(v: WorkerView, l: LeaseView): WorkerView {
+  return { ...v, leases: [...v.leases, l] };
+}
+
+/**
+ * Pick up to `limit` queued tasks for one worker, in claim order, skipping what does not fit
+ * (no head-of-line blocking). Admission is asked once per requirement shape per pick.
+ */
+export function pickForWorker(queue: ClaimQueue, ctx: SchedulerContext, worker: Worker, limit: number): { picks: { task: Task; decision: Decision }[]; view: WorkerView } {
+  let view = ctx.workerView(worker);
+  const picks: { task: Task; decision: Decision }[] = [];
+  const taken = new Set<string>();
+  const decided = new Map<Shape, Decision>();
+  while (picks.length < limit) {
+    let best: { entry: QueueEntry; shape: Shape } | undefined;
+    for (const shape of queue.allShapes()) {
+      let d = decided.get(shape);
+      if (!d) decided.set(shape, (d = admit(taskView(shape.sample), view)));
+      if (!d.ok) continue;
+      const entry = shape.entries.find((e) => !taken.has(e.name));
+      if (entry && (!best || claimOrder(entry, best.entry) < 0)) best = { entry, shape };
+    }
+    if (!best) break;
+    const task = ctx.task(best.entry.name);
+    taken.add(best.entry.name);
+    if (!task) continue;
+    const tv = taskView(task);
+    const decision = admit(tv, view);
+    if (!decision.ok) continue;
+    picks.push({ task, decision });
+    view = withLease(view, { task: tv.name, placement: tv.placement, reservation: tv.requests });
+    decided.clear(); // the view changed; every shape is asked again
+  }
+  return { picks, view };
+}
+
+/** Write the leases of one batch atomically: each task must still be the version we read. */
+export async function commitLeases(
+  ctx: SchedulerContext,
+  worker: Worker,
+  picks: { task: Task; decision: Decision }[],
+  opts: { mode: "pull" | "push"; leaseSeconds: number; pushId?: string },
+): Promise<Leased[]> {
+  if (!picks.length) return [];
+  const now = ctx.now();
+  const live = ctx.liveness.get(worker.metadata.name);
+  const ops = picks.map(({ task, decision }) => {
+    const tv = taskView(task);
+    const status = grantLease(task, {
+      worker: worker.metadata.name,
+      mode: opts.mode,
+      pushId: opts.pushId,
+      leaseSeconds: opts.leaseSeconds,
+      placement: tv.placement,
+      reservation: tv.requests as Vector,
+      admission: decision.admission,
+    }, now);
+    return { op: "updateStatus" as const, object: { ...(task as StoredObject), status } };
+  });
+  const written = (await ctx.commit(ops)) as unknown as Task[];
+  return written.map((task, i) => {
+    const decision = picks[i].decision;
+    ctx.recordEvent({ object: task as unknown as StoredObject, type: "Normal", reason: "LeaseGranted", message: `leased to ${worker.metadata.name} (${opts.mode}, epoch ${task.status?.attempt}); reserved ${fmtReservation(decision.admission.requested)}` });
+    return { task, decision, affinity: cacheAffinity(task, worker.metadata.name, live) };
+  });
+}
+
+const fmtReservation = (v: Vector) => `cpu_millis=${v.cpu_millis} memory_mb=${v.memory_mb} disk_mb=${v.disk_mb} gpu_count=${v.gpu_count}`;
+
+/** The claim-shaped task a Runner receives (RUNNER_PROTOCOL 1a), saved by it as task.json. */
+export function claimedTask(
+  l: Leased,
+  settings: { desired_concurrency: number; max_concurrency: number; initial_concurrency: number; concurrency_policy: string },
+  batch: { id: string; size: number } | undefined,
+  extra: Record<string, unknown> = {},
+) {
+  const t = l.task;
+  const payload = (t.spec.payload ?? {}) as Record<string, unknown>;
+  return {
+    task_id: t.metadata.name,
+    task_kind: t.spec.task_kind ?? "execution",
+    lease_until: t.status?.lease?.lease_until,
+    case_id: t.spec.case_id ?? null,
+    run_id: t.spec.run_id ?? null,
+    setting_id: t.spec.setting_id ?? null,
+    case_version: t.spec.case_version ?? "v1",
+    scenario_id: t.spec.scenario_id ?? t.spec.setting_id ?? null,
+    package_id: t.spec.package_id ?? null,
+    campaign_id: t.spec.campaign_id ?? null,
+    attempt_no: t.status?.attempt ?? 1,
+    assigned_worker_id: t.status?.lease?.worker,
+    payload,
+    components: payload.components ?? [],
+    controller_concurrency: {
+      desired_concurrency: settings.desired_concurrency,
+      max_concurrency: settings.max_concurrency,
+      initial_concurrency: settings.initial_concurrency,
+      concurrency_policy: settings.concurrency_policy,
+      active_count_at_claim: l.decision.admission.concurrency.active_count,
+      resource_admission: l.decision.admission,
+      cache_affinity: l.affinity,
+      ...(batch ? { claim_batch_id: batch.id, claim_batch_size: batch.size } : {}),
+      ...extra,
+    },
+  };
+}
+
+export const newBatchId = () => `claim-${randomUUID()}`;
+
+/** Every worker's decision for one task: the task-admission API, conditions and the CLI use this. */
+export function decideAll(ctx: SchedulerContext, task: Task): { worker: Worker; view: WorkerView; decision: Decision }[] {
+  const tv = taskView(task);
+  return ctx.cache.list<Worker & StoredObject>("Worker").map((worker) => {
+    const view = ctx.workerView(worker);
+    return { worker, view, decision: admit(tv, view) };
+  });
+}
+
+export function requireWorker(ctx: SchedulerContext, workerId: string): Worker {
+  const w = ctx.worker(workerId);
+  if (!w || !w.status?.registration) throw new HubError(403, "worker_not_available", { worker_id: workerId, detail: "worker is not registered" });
+  if (w.spec.unschedulable) throw new HubError(403, "worker_not_available", { worker_id: workerId, detail: "worker is blocked" });
+  return w;
+}

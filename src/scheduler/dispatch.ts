@@ -1,0 +1,166 @@
+// POST /api/tasks/dispatch (v1 dispatch schema) and dispatch-repo-run: raw task requests
+// become Task resources in one transaction. An identical resend is idempotent; any
+// conflicting id or invalid field rejects the whole batch and stores nothing.
+import { randomUUID } from "node:crypto";
+import { API_VERSION } from "../resources/crds.ts";
+import { slug } from "../resources/ids.ts";
+import { CAMPAIGN_LABEL } from "../resources/manifest.ts";
+import { mergeProfiles } from "../resources/profile.ts";
+import type { Task } from "../resources/types.ts";
+import { validateObject, type FieldError } from "../resources/validate.ts";
+import type { StoredObject, TxnOp } from "../store/store.ts";
+import { isStoreError } from "../store/errors.ts";
+import type { SchedulerContext } from "./context.ts";
+import { HubError } from "./errors.ts";
+import { initialStatus } from "./lifecycle.ts";
+
+const isObj = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
+const str = (v: unknown) => (typeof v === "string" && v !== "" ? v : typeof v === "number" ? String(v) : undefined);
+
+const TASK_KEYS = ["task_id", "task_kind", "case_id", "run_id", "setting_id", "case_version", "scenario_id", "package_id", "campaign_id", "priority", "required_capability", "execution_profile", "retry_policy", "payload", "expected"];
+
+/** One requested task -> a Task resource (not yet stored), or field errors under `at`. */
+function toTask(raw: unknown, defaults: Record<string, unknown>, at: string): { task?: Task; errors: FieldError[] } {
+  if (!isObj(raw)) return { errors: [{ field: at, message: "must be an object", reason: "FieldValueTypeInvalid" }] };
+  const errors: FieldError[] = [];
+  for (const k of Object.keys(raw)) if (!TASK_KEYS.includes(k)) errors.push({ field: `${at}.${k}`, message: "unknown field", reason: "FieldUnknown" });
+  if (raw.payload !== undefined && !isObj(raw.payload)) errors.push({ field: `${at}.payload`, message: "must be an object", reason: "FieldValueTypeInvalid" });
+  if (errors.length) return { errors };
+  const payload: Record<string, unknown> = { ...(isObj(defaults.payload) ? defaults.payload : {}), ...((raw.payload as Record<string, unknown>) ?? {}) };
+  const normalized = isObj(payload.normalized) ? payload.normalized : {};
+  const id = str(raw.task_id) ? slug(raw.task_id) : `task-${randomUUID()}`;
+  const profile = mergeProfiles(payload.execution_profile, raw.execution_profile);
+  const campaign = str(raw.campaign_id) ?? str(normalized.campaign_id);
+  const retry = raw.retry_policy ?? payload.retry_policy;
+  const spec: Record<string, unknown> = {
+    task_kind: str(raw.task_kind) ?? "execution",
+    ...(campaign ? { campaign_id: campaign } : {}),
+    ...(str(raw.case_id ?? normalized.case_id) ? { case_id: str(raw.case_id ?? normalized.case_id) } : {}),
+    ...(str(raw.run_id ?? normalized.run_id) ? { run_id: str(raw.run_id ?? normalized.run_id) } : {}),
+    ...(str(raw.setting_id ?? normalized.setting_id) ? { setting_id: str(raw.setting_id ?? normalized.setting_id) } : {}),
+    case_version: str(raw.case_version) ?? "v1",
+    ...(str(raw.scenario_id ?? raw.setting_id) ? { scenario_id: str(raw.scenario_id ?? raw.setting_id) } : {}),
+    package_id: str(raw.package_id) ?? str(defaults.package_id) ?? `pkg-${id}`,
+    priority: raw.priority ?? defaults.priority ?? 0,
+    required_capability: raw.required_capability ?? defaults.required_capability ?? "linux",
+    execution_profile: profile,
+    ...(retry !== undefined ? { retry_policy: retry } : {}),
+    payload: { ...payload, execution_profile: profile },
+    ...(raw.expected !== undefined ? { expected: raw.expected } : {}),
+  };
+  const task = {
+    apiVersion: API_VERSION,
+    kind: "Task",
+    metadata: { name: id, labels: campaign ? { [CAMPAIGN_LABEL]: slug(campaign) } : {} },
+    spec,
+    status: initialStatus(),
+  } as unknown as Task;
+  for (const e of validateObject(task)) {
+    const field = e.field.startsWith("spec.") ? `${at}.${e.field.slice(5)}` : e.field === "metadata.name" ? `${at}.task_id` : `${at}.${e.field}`;
+    errors.push({ ...e, field });
+  }
+  return { task: errors.length ? undefined : task, errors };
+}
+
+const sameRequest = (a: Task, b: Task) => JSON.stringify(a.spec) === JSON.stringify(b.spec);
+
+export type DispatchReply = { status: 200 | 201; body: { created: Record<string, unknown>[]; existing: Record<string, unknown>[] } };
+
+export async function dispatch(ctx: SchedulerContext, body: unknown): Promise<DispatchReply> {
+  if (!isObj(body)) throw new HubError(400, "invalid_dispatch", { detail: "body must be a JSON object" });
+  if (body.schema_version === undefined) throw new HubError(400, "dispatch_requires_schema_version");
+  if (body.schema_version !== 1) throw new HubError(400, "unsupported_dispatch_schema_version", { received: body.schema_version, expected: 1 });
+  if (body.tasks !== undefined && !Array.isArray(body.tasks)) throw new HubError(400, "invalid_task_extensions", { errors: [{ field: "tasks", message: "must be a list" }] });
+  if (body.case_ids !== undefined && (!Array.isArray(body.case_ids) || body.case_ids.some((c) => !str(c)))) throw new HubError(400, "invalid_task_extensions", { errors: [{ field: "case_ids", message: "must be a list of ids" }] });
+  const requested: unknown[] = Array.isArray(body.tasks) && body.tasks.length
+    ? body.tasks
+    : Array.isArray(body.case_ids) && body.case_ids.length
+      ? body.case_ids.map((c) => ({ case_id: c }))
+      : [{ payload: { runner: "noop" } }];
+  const errors: FieldError[] = [];
+  const tasks: Task[] = [];
+  requested.forEach((r, i) => {
+    const out = toTask(r, body, `tasks[${i}]`);
+    errors.push(...out.errors);
+    if (out.task) tasks.push(out.task);
+  });
+  if (errors.length) {
+    const code = errors.every((e) => e.field.includes(".execution_profile")) ? "invalid_execution_profile" : "invalid_task_extensions";
+    throw new HubError(400, code, { detail: errors.map((e) => `${e.field}: ${e.message}`).join("; "), errors: errors.map(({ field, message }) => ({ field, message })) });
+  }
+  const seen = new Map<string, number>();
+  const dupes = tasks.filter((t) => { const n = (seen.get(t.metadata.name) ?? 0) + 1; seen.set(t.metadata.name, n); return n === 2; }).map((t) => t.metadata.name);
+  if (dupes.length) throw new HubError(409, "task_id_conflict", { ids: dupes, detail: "the same task_id appears twice in one dispatch" });
+
+  return ctx.mutex.run(async () => {
+    for (let attempt = 0; ; attempt++) {
+      const ops: TxnOp[] = [];
+      const created: Task[] = [];
+      const existing: Task[] = [];
+      const conflicts: string[] = [];
+      for (const t of tasks) {
+        const cur = await ctx.store.get<Task & StoredObject>("Task", t.metadata.name);
+        if (!cur) {
+          ops.push({ op: "create", object: t as unknown as StoredObject });
+          created.push(t);
+        } else if (sameRequest(cur, t)) {
+          ops.push({ op: "check", kind: "Task", name: t.metadata.name, resourceVersion: cur.metadata.resourceVersion! });
+          existing.push(cur);
+        } else conflicts.push(t.metadata.name);
+      }
+      if (conflicts.length) throw new HubError(409, "task_id_conflict", { ids: conflicts, detail: "a task with this id exists with a different request" });
+      try {
+        const written = created.length ? await ctx.commit(ops) : [];
+        const byName = new Map(written.map((o) => [o.metadata.name, o as unknown as Task]));
+        const row = (t: Task) => ({ task_id: t.metadata.name, task_kind: t.spec.task_kind, case_id: t.spec.case_id ?? null, run_id: t.spec.run_id ?? null, setting_id: t.spec.setting_id ?? null, state: t.status?.state ?? "queued" });
+        for (const t of created) ctx.recordEvent({ object: (byName.get(t.metadata.name) ?? t) as unknown as StoredObject, type: "Normal", reason: "Dispatched", message: `dispatched${str(body.operator) ? ` by ${body.operator}` : ""}` });
+        return { status: created.length ? 201 : 200, body: { created: created.map((t) => row(byName.get(t.metadata.name) ?? t)), existing: existing.map(row) } };
+      } catch (e) {
+        // Someone created or changed one of these ids in between: look again, once or twice.
+        if (attempt < 2 && (isStoreError(e, "Conflict") || isStoreError(e, "AlreadyExists"))) continue;
+        throw e;
+      }
+    }
+  });
+}
+
+const REPO_RUN_KEYS = ["repo_url", "command", "commit", "ref", "placement", "cpu_millis", "memory_mb", "disk_mb", "gpu_count", "gpu_types", "task_id", "campaign_id", "case_id", "setting_id", "run_id", "required_capability", "priority", "timeout_seconds", "env", "operator", "artifact_paths"];
+
+/** The contract's dispatch-repo-run: one repo task from flags, no manifest needed. */
+export function repoRunRequest(body: unknown): Record<string, unknown> {
+  if (!isObj(body)) throw new HubError(400, "invalid_dispatch", { detail: "body must be a JSON object" });
+  const errors: { field: string; message: string }[] = [];
+  for (const k of Object.keys(body)) if (!REPO_RUN_KEYS.includes(k)) errors.push({ field: k, message: "unknown field" });
+  if (!str(body.repo_url)) errors.push({ field: "repo_url", message: "required" });
+  if (!str(body.command)) errors.push({ field: "command", message: "required" });
+  if (errors.length) throw new HubError(400, "invalid_dispatch", { detail: errors.map((e) => `${e.field}: ${e.message}`).join("; "), errors });
+  const resources: Record<string, unknown> = {};
+  for (const f of ["cpu_millis", "memory_mb", "disk_mb", "gpu_count", "gpu_types"]) if (body[f] !== undefined) resources[f] = body[f];
+  const caseId = str(body.case_id) ?? "repo-run";
+  const campaign = str(body.campaign_id) ?? "dispatch";
+  const setting = str(body.setting_id) ?? "default";
+  const run = str(body.run_id) ?? new Date().toISOString().replace(/[-:T.Z]/g, "").slice(0, 14);
+  return {
+    schema_version: 1,
+    operator: body.operator,
+    tasks: [{
+      task_id: str(body.task_id) ?? `${slug(campaign)}__${slug(caseId)}__${slug(setting)}__run-${slug(run)}`,
+      campaign_id: campaign,
+      case_id: caseId,
+      setting_id: setting,
+      run_id: run,
+      ...(body.required_capability !== undefined ? { required_capability: body.required_capability } : {}),
+      ...(body.priority !== undefined ? { priority: body.priority } : {}),
+      execution_profile: { placement: body.placement ?? "shared", resources },
+      payload: {
+        runner: "repo",
+        source: { type: "git", url: body.repo_url, ...(str(body.commit) ? { commit: body.commit } : {}), ...(str(body.ref) ? { ref: body.ref } : {}) },
+        commands: [{ name: "run", command: body.command }],
+        ...(body.timeout_seconds !== undefined ? { timeout_seconds: body.timeout_seconds } : {}),
+        ...(body.env !== undefined ? { env: body.env } : {}),
+        ...(body.artifact_paths !== undefined ? { artifact_paths: body.artifact_paths } : {}),
+        normalized: { campaign_id: campaign, case_id: caseId, setting_id: setting, run_id: run },
+      },
+    }],
+  };
+}

@@ -1,0 +1,101 @@
+// Pure task-status transitions. Each takes a status and returns a new one; the scheduler
+// decides when to apply them and writes the result. The lease is the reservation: granting
+// one writes both, and every way out of the active states removes both together.
+import type { AdmissionObject } from "../admission/index.ts";
+import { setCondition, type Condition, type TaskStatus, type TaskState, type Task } from "../resources/types.ts";
+import type { Vector } from "../admission/index.ts";
+
+export type LeaseGrant = {
+  worker: string;
+  mode: "pull" | "push";
+  pushId?: string;
+  leaseSeconds: number;
+  placement: "shared" | "exclusive";
+  reservation: Vector;
+  admission: AdmissionObject;
+};
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+export function initialStatus(): TaskStatus {
+  return { state: "queued", attempt: 1, conditions: [] };
+}
+
+/** queued -> leased, recording the lease with its reservation and the admission snapshot. */
+export function grantLease(task: Task, g: LeaseGrant, now: number): TaskStatus {
+  const st: TaskStatus = structuredClone(task.status ?? initialStatus());
+  const attempt = st.attempt ?? 1;
+  st.state = "leased";
+  st.attempt = attempt;
+  st.lease = {
+    worker: g.worker,
+    epoch: attempt,
+    mode: g.mode,
+    ...(g.pushId ? { push_id: g.pushId } : {}),
+    leased_at: iso(now),
+    lease_until: iso(now + g.leaseSeconds * 1000),
+    placement: g.placement,
+    reservation: { cpu_millis: g.reservation.cpu_millis, memory_mb: g.reservation.memory_mb, disk_mb: g.reservation.disk_mb, gpu_count: g.reservation.gpu_count, ...(g.reservation.gpu_types.length ? { gpu_types: g.reservation.gpu_types } : {}) },
+    admission: g.admission as unknown as Record<string, unknown>,
+  };
+  st.conditions ??= [];
+  setCondition(st.conditions, { type: "Leased", status: "True", reason: "LeaseGranted", message: `leased to ${g.worker} (epoch ${attempt}) until ${st.lease.lease_until}` }, iso(now));
+  setCondition(st.conditions, { type: "Admitted", status: "True", reason: "Admitted", message: `admitted on ${g.worker}` }, iso(now));
+  return st;
+}
+
+/**
+ * End the current lease (if any): it moves into the attempt history with its admission
+ * snapshot, and the task's state becomes `next`. Leaving the active states is what
+ * releases the reservation; there is nothing else to free.
+ */
+export function endLease(status: TaskStatus, next: TaskState, now: number, outcome: string, reason: string, extra: { resultId?: string } = {}): TaskStatus {
+  const st: TaskStatus = structuredClone(status);
+  const lease = st.lease;
+  if (lease) {
+    st.attempts ??= [];
+    st.attempts.push({
+      attempt: lease.epoch,
+      worker: lease.worker,
+      mode: lease.mode,
+      leased_at: lease.leased_at,
+      ended_at: iso(now),
+      outcome,
+      reason,
+      ...(extra.resultId ? { result_id: extra.resultId } : {}),
+      admission: lease.admission,
+    });
+    // Keep the history bounded: a task retried for ever must not grow without limit.
+    if (st.attempts.length > 50) st.attempts.splice(0, st.attempts.length - 50);
+    delete st.lease;
+    st.conditions ??= [];
+    setCondition(st.conditions, { type: "Leased", status: "False", reason, message: `lease on ${lease.worker} (epoch ${lease.epoch}) ended: ${outcome}` }, iso(now));
+  }
+  st.state = next;
+  return st;
+}
+
+export const FAILED_STATES: readonly string[] = ["dirty", "run_error", "blocked", "cancelled", "lease_expired"];
+
+/** Succeeded / Failed conditions for a task that reached a final state. */
+export function markFinal(st: TaskStatus, now: number, reason: string, message: string): TaskStatus {
+  st.conditions ??= [];
+  const failed = FAILED_STATES.includes(st.state ?? "");
+  setCondition(st.conditions, { type: failed ? "Failed" : "Succeeded", status: "True", reason, message }, iso(now));
+  st.conditions = st.conditions.filter((c: Condition) => c.type !== (failed ? "Succeeded" : "Failed"));
+  st.finished_at = iso(now);
+  return st;
+}
+
+/** Back to the queue for another attempt; the epoch moves on, fencing the old holder out. */
+export function requeue(status: TaskStatus, now: number, outcome: string, reason: string, opts: { excludeWorker?: string; keepAttempt?: boolean; clearExclusions?: boolean } = {}): TaskStatus {
+  const st = endLease(status, "retry_queued", now, outcome, reason);
+  if (!opts.keepAttempt) st.attempt = (st.attempt ?? 1) + 1;
+  if (opts.clearExclusions) delete st.excluded_workers;
+  if (opts.excludeWorker) st.excluded_workers = [...new Set([...(st.excluded_workers ?? []), opts.excludeWorker])].sort();
+  delete st.result;
+  delete st.error;
+  delete st.finished_at;
+  st.conditions = (st.conditions ?? []).filter((c) => c.type !== "Succeeded" && c.type !== "Failed");
+  return st;
+}

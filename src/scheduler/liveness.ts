@@ -1,0 +1,63 @@
+// What Runners last said about themselves, kept in memory. A heartbeat is not a store
+// write: the Worker object changes only when a fact changes or Ready flips (see the worker
+// controller); this table answers "is it alive" and "how many runs does it report".
+export type LiveRecord = {
+  /** ms since epoch of the last authenticated call from this worker. */
+  lastSeen: number;
+  reportedActive: number;
+  currentRuns: unknown[];
+  health?: Record<string, unknown>;
+  /** Reported source-cache keys, for cache affinity. */
+  cacheKeys: Set<string>;
+  cacheEnabled: boolean;
+};
+
+export class Liveness {
+  private readonly records = new Map<string, LiveRecord>();
+  constructor(readonly graceMs: number) {}
+
+  private rec(worker: string, now: number): LiveRecord {
+    let r = this.records.get(worker);
+    if (!r) this.records.set(worker, (r = { lastSeen: now, reportedActive: 0, currentRuns: [], cacheKeys: new Set(), cacheEnabled: false }));
+    return r;
+  }
+
+  /** Any authenticated call from a Runner proves it is alive. */
+  touch(worker: string, now: number): void {
+    this.rec(worker, now).lastSeen = now;
+  }
+
+  heartbeat(worker: string, now: number, currentRuns: unknown[], health?: Record<string, unknown>): void {
+    const r = this.rec(worker, now);
+    r.lastSeen = now;
+    r.currentRuns = currentRuns;
+    r.reportedActive = currentRuns.length;
+    if (health) {
+      r.health = health;
+      const sc = health.source_cache as { enabled?: boolean; keys?: unknown[] } | undefined;
+      if (sc) {
+        r.cacheEnabled = sc.enabled === true;
+        r.cacheKeys = new Set((sc.keys ?? []).filter((k): k is string => typeof k === "string"));
+      }
+    }
+  }
+
+  /** A registration starts the count afresh: a new Runner process has nothing running yet. */
+  registered(worker: string, now: number, health?: Record<string, unknown>): void {
+    this.records.delete(worker);
+    this.heartbeat(worker, now, [], health);
+  }
+
+  get(worker: string): LiveRecord | undefined {
+    return this.records.get(worker);
+  }
+
+  ready(worker: string, now: number): boolean {
+    const r = this.records.get(worker);
+    return !!r && now - r.lastSeen <= this.graceMs;
+  }
+
+  forget(worker: string): void {
+    this.records.delete(worker);
+  }
+}

@@ -1,0 +1,92 @@
+// The scheduler: keeps the claim queue in step with the informer and grants leases for
+// pull claims and Direct Runner pushes through the same admission function and the same
+// atomic lease write.
+import { concurrencyOf } from "../admission/index.ts";
+import type { Task } from "../resources/types.ts";
+import type { Informer } from "../store/cache.ts";
+import type { Store, StoredObject } from "../store/store.ts";
+import { claimedTask, commitLeases, newBatchId, pickForWorker, requireWorker } from "./claim.ts";
+import { SchedulerContext, type SchedulerOptions } from "./context.ts";
+import { HubError } from "./errors.ts";
+import { ClaimQueue } from "./queue.ts";
+import { leaseSecondsOf } from "./transitions.ts";
+import { capacityEntry, effectiveSettings } from "./workers.ts";
+
+export class Scheduler {
+  readonly ctx: SchedulerContext;
+  readonly queue = new ClaimQueue();
+  private unsubscribe: () => void;
+
+  constructor(store: Store, cache: Informer, opts: SchedulerOptions, now?: () => number) {
+    this.ctx = new SchedulerContext(store, cache, opts, now);
+    this.unsubscribe = cache.on((ev) => {
+      if (ev.object.kind === "Task") {
+        if (ev.type === "DELETED") this.queue.remove(ev.object.metadata.name);
+        else this.queue.upsert(ev.object as unknown as Task);
+        this.ctx.wake();
+      } else if (ev.object.kind === "Worker") this.ctx.wake();
+    });
+  }
+
+  /** Rebuild the queue from the cache (after the informer's first sync). */
+  resync(): void {
+    for (const t of this.ctx.cache.list<Task & StoredObject>("Task")) this.queue.upsert(t);
+  }
+
+  stop(): void {
+    this.unsubscribe();
+    this.ctx.wake();
+  }
+
+  /** POST /api/tasks/claim: lease up to `limit` tasks, long-polling up to wait_seconds for work. */
+  async claim(body: Record<string, unknown>, signal?: AbortSignal) {
+    const workerId = body.worker_id;
+    if (typeof workerId !== "string" || !workerId) throw new HubError(400, "worker_id_required");
+    const limit = intIn(body.limit, 1, 1024, 1, "limit");
+    const leaseSeconds = leaseSecondsOf(body.lease_seconds);
+    const waitMs = numIn(body.wait_seconds, 0, 60, 0, "wait_seconds") * 1000;
+    const deadline = this.ctx.now() + waitMs;
+    for (;;) {
+      this.ctx.liveness.touch(workerId, this.ctx.now());
+      const reply = await this.ctx.mutex.run(async () => {
+        const worker = requireWorker(this.ctx, workerId);
+        const view0 = this.ctx.workerView(worker);
+        const c = concurrencyOf(view0);
+        const room = Math.max(0, Math.min(limit, c.effective_limit - c.active_count));
+        const { picks } = pickForWorker(this.queue, this.ctx, worker, room);
+        const batch = picks.length ? { id: newBatchId(), size: picks.length } : undefined;
+        const leased = await commitLeases(this.ctx, worker, picks, { mode: "pull", leaseSeconds });
+        const fresh = this.ctx.worker(workerId) ?? worker;
+        const after = this.ctx.workerView(fresh);
+        const s = effectiveSettings(fresh);
+        const e = capacityEntry(this.ctx, fresh);
+        return {
+          tasks: leased.map((l) => claimedTask(l, s, batch)),
+          desired_concurrency: s.desired_concurrency,
+          max_concurrency: s.max_concurrency,
+          initial_concurrency: s.initial_concurrency,
+          concurrency_policy: s.concurrency_policy,
+          active_count: concurrencyOf(after).active_count,
+          resource_capacity: e.capacity,
+          reserved_resources: e.reserved,
+          available_resources: e.available,
+        };
+      });
+      const remaining = deadline - this.ctx.now();
+      if (reply.tasks.length || remaining <= 0 || signal?.aborted) return reply;
+      // Long-poll: sleep until something that could admit work changes, not on a timer.
+      await this.ctx.waitForChange(remaining, signal);
+    }
+  }
+}
+
+export function intIn(v: unknown, min: number, max: number, dflt: number, field: string): number {
+  if (v === undefined || v === null) return dflt;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) throw new HubError(400, `invalid_${field}`, { field, detail: `must be an integer from ${min} to ${max}`, received: v });
+  return v;
+}
+export function numIn(v: unknown, min: number, max: number, dflt: number, field: string): number {
+  if (v === undefined || v === null) return dflt;
+  if (typeof v !== "number" || !Number.isFinite(v) || v < min || v > max) throw new HubError(400, `invalid_${field}`, { field, detail: `must be a number from ${min} to ${max}`, received: v });
+  return v;
+}

@@ -1,0 +1,274 @@
+// What Runners and operators do to a leased task: start, renew, upload, complete, fail,
+// cancel, retry, and lease expiry. Every call from a Runner is fenced: it must come from
+// the worker holding the task's current lease (and, if it says, the current attempt).
+import { randomUUID, createHash } from "node:crypto";
+import { mkdir, open, rename } from "node:fs/promises";
+import { join } from "node:path";
+import { isActive, isFinal, isQueued, type Task, type TaskStatus } from "../resources/types.ts";
+import { inspectResultZip, issuesFromError } from "../results/zip.ts";
+import type { StoredObject } from "../store/store.ts";
+import type { SchedulerContext } from "./context.ts";
+import { HubError } from "./errors.ts";
+import { endLease, markFinal, requeue } from "./lifecycle.ts";
+import { adjustConcurrency } from "./tuning.ts";
+
+const MIN_LEASE_SECONDS = 30;
+export const leaseSecondsOf = (v: unknown, dflt = 600) => {
+  if (v === undefined || v === null) return dflt;
+  if (typeof v !== "number" || !Number.isFinite(v)) throw new HubError(400, "invalid_lease_seconds", { field: "lease_seconds", detail: "must be a number of seconds" });
+  return Math.max(MIN_LEASE_SECONDS, Math.floor(v));
+};
+
+/** The fence: the caller must hold the task's current, active lease. */
+function fence(t: Task, workerId: string, attemptNo: unknown): void {
+  const st = t.status;
+  if (st?.state === "cancelled") throw new HubError(409, "task_cancelled", { task_id: t.metadata.name, state: st.state });
+  if (!st?.lease || !isActive(st.state)) throw new HubError(409, "stale_lease", { task_id: t.metadata.name, state: st?.state ?? "queued", detail: "the task holds no active lease" });
+  if (st.lease.worker !== workerId) throw new HubError(409, "lease_worker_mismatch", { task_id: t.metadata.name, lease_worker_id: st.lease.worker, worker_id: workerId });
+  if (attemptNo !== undefined && attemptNo !== null && Number(attemptNo) !== st.lease.epoch)
+    throw new HubError(409, "stale_lease", { task_id: t.metadata.name, attempt_no: st.lease.epoch, received: attemptNo });
+}
+
+const need = (v: unknown, code: string): string => {
+  if (typeof v !== "string" || !v) throw new HubError(400, code);
+  return v;
+};
+
+export async function start(ctx: SchedulerContext, body: Record<string, unknown>) {
+  const workerId = need(body.worker_id, "worker_id_required");
+  const taskId = need(body.task_id, "task_id_required");
+  ctx.liveness.touch(workerId, ctx.now());
+  return ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
+    fence(t, workerId, body.attempt_no);
+    const old = t.status!.state!;
+    if (old === "running") return { result: { ok: true, task_id: taskId, old_state: old, new_state: "running" } };
+    const status = structuredClone(t.status!);
+    status.state = "running";
+    status.lease!.started_at = new Date(ctx.now()).toISOString();
+    return { status, result: { ok: true, task_id: taskId, old_state: old, new_state: "running" } };
+  });
+}
+
+export async function renew(ctx: SchedulerContext, body: Record<string, unknown>) {
+  const workerId = need(body.worker_id, "worker_id_required");
+  const taskId = need(body.task_id, "task_id_required");
+  const seconds = leaseSecondsOf(body.lease_seconds);
+  ctx.liveness.touch(workerId, ctx.now());
+  return ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
+    fence(t, workerId, body.attempt_no);
+    const status = structuredClone(t.status!);
+    status.lease!.lease_until = new Date(ctx.now() + seconds * 1000).toISOString();
+    return { status, result: { ok: true, task_id: taskId, lease_until: status.lease!.lease_until } };
+  });
+}
+
+type RetryPolicy = { max_attempts?: number; retry_categories?: string[]; categories?: string[]; different_worker?: boolean };
+
+function retryPolicyOf(t: Task): RetryPolicy {
+  const fromPayload = ((t.spec.payload ?? {}) as Record<string, unknown>).retry_policy as RetryPolicy | undefined;
+  return { ...(fromPayload ?? {}), ...(t.spec.retry_policy ?? {}) };
+}
+
+/** Automatic retry (v1): the issues meet the policy's categories and attempts remain. */
+function autoRetry(ctx: SchedulerContext, t: Task, issues: string[]): { queued: boolean; reason?: string; categories?: string[]; excludeWorker?: string } {
+  const p = retryPolicyOf(t);
+  const cats = p.retry_categories ?? p.categories ?? [];
+  const hit = issues.filter((i) => cats.includes(i));
+  if (!hit.length) return { queued: false };
+  const max = p.max_attempts ?? 1;
+  const attempt = t.status?.attempt ?? 1;
+  if (attempt >= max) return { queued: false, reason: "max_attempts_reached", categories: hit };
+  const holder = t.status?.lease?.worker;
+  if (p.different_worker && holder) {
+    // Needs another capable, unblocked worker seen recently, or the retry could never land.
+    const cap = (t.spec.required_capability ?? "").trim();
+    const excluded = new Set([...(t.status?.excluded_workers ?? []), holder]);
+    const other = ctx.cache.list<StoredObject & { spec: any; status?: any }>("Worker").some((w) => {
+      const name = w.metadata.name;
+      if (excluded.has(name) || w.spec.unschedulable) return false;
+      const caps: string[] = w.spec.capabilities ?? w.status?.registration?.capabilities ?? [];
+      const seen = ctx.liveness.get(name);
+      return (!cap || caps.includes(cap) || caps.includes("*")) && !!seen && ctx.now() - seen.lastSeen <= 5 * 60_000;
+    });
+    if (!other) return { queued: false, reason: "automatic_retry_unavailable", categories: hit };
+    return { queued: true, categories: hit, excludeWorker: holder };
+  }
+  return { queued: true, categories: hit };
+}
+
+/** Store the ZIP durably before the state that names it is committed. */
+async function saveResult(dir: string, resultId: string, body: Buffer): Promise<string> {
+  await mkdir(dir, { recursive: true });
+  const path = join(dir, `${resultId}.zip`);
+  const tmp = `${path}.tmp`;
+  const fh = await open(tmp, "w");
+  try {
+    await fh.writeFile(body);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, path);
+  return path;
+}
+
+export async function upload(ctx: SchedulerContext, headers: { taskId?: string; workerId?: string }, body: Buffer) {
+  const taskId = headers.taskId;
+  if (!taskId) throw new HubError(400, "X-Task-Id required");
+  // v1 waved an upload without X-Worker-Id through; Loom requires it, so the fence always applies.
+  const workerId = headers.workerId;
+  if (!workerId) throw new HubError(400, "X-Worker-Id required", { detail: "uploads must name the worker holding the lease" });
+  ctx.liveness.touch(workerId, ctx.now());
+  const pre = ctx.task(taskId);
+  if (!pre) throw new HubError(404, "task_not_found", { task_id: taskId });
+  fence(pre, workerId, undefined);
+  const inspection = await inspectResultZip(body);
+  const resultId = `result-${randomUUID()}`;
+  const sha256 = createHash("sha256").update(body).digest("hex");
+  const path = await saveResult(ctx.opts.resultsDir, resultId, body);
+
+  return ctx.mutex.run(async () => {
+    const t = ctx.task(taskId);
+    if (!t) throw new HubError(404, "task_not_found", { task_id: taskId });
+    fence(t, workerId, undefined);
+    const now = ctx.now();
+    const attempt = t.status!.attempt ?? 1;
+    const verdict = inspection.verdict;
+    const retry = verdict === "clean" ? { queued: false as const } : autoRetry(ctx, t, inspection.issues);
+    let status: TaskStatus;
+    if (retry.queued) {
+      status = requeue(t.status!, now, verdict, "AutoRetry", { excludeWorker: retry.excludeWorker });
+    } else {
+      status = endLease(t.status!, verdict as TaskStatus["state"] & string, now, verdict, "ResultUploaded", { resultId });
+      status.result = { result_id: resultId, verdict, bytes: body.length, sha256, uploaded_at: new Date(now).toISOString() };
+      status.issues = inspection.issues;
+      markFinal(status, now, verdict === "clean" ? "Clean" : "ResultVerdict", `result ${resultId}: ${verdict}`);
+    }
+    const resultObj: StoredObject = {
+      apiVersion: "loom.dev/v1alpha1",
+      kind: "Result",
+      metadata: { name: resultId, labels: { "loom.dev/task": taskId } },
+      spec: { task_id: taskId, attempt_no: attempt, worker_id: workerId, verdict, bytes: body.length, sha256, path, issues: inspection.issues, files: inspection.files, uploaded_at: new Date(now).toISOString() },
+    };
+    const [written] = await ctx.commit([
+      { op: "updateStatus", object: { ...(t as unknown as StoredObject), status } },
+      { op: "create", object: resultObj },
+    ]);
+    ctx.recordEvent({ object: written, type: verdict === "clean" ? "Normal" : "Warning", reason: retry.queued ? "Requeued" : "LeaseReleased", message: retry.queued ? `verdict ${verdict} (${retry.categories!.join(", ")}): retrying as attempt ${attempt + 1}` : `result ${resultId}: ${verdict}; reservation released` });
+    if (!retry.queued && retry.reason === "automatic_retry_unavailable") ctx.recordEvent({ object: written, type: "Warning", reason: "AutomaticRetryUnavailable", message: "no other capable worker seen in the last 5 minutes" });
+    await adjustConcurrency(ctx, workerId, { verdict, issues: inspection.issues, entries: inspection.entries });
+    return {
+      ok: true,
+      result_id: resultId,
+      attempt_no: attempt,
+      verdict,
+      path,
+      auto_retry: retry.queued ? { queued: true, attempt_no: attempt + 1, categories: retry.categories } : null,
+      oracle_outcome: null,
+      oracle_dispatch: null,
+    };
+  });
+}
+
+export async function complete(ctx: SchedulerContext, body: Record<string, unknown>) {
+  const workerId = need(body.worker_id, "worker_id_required");
+  const taskId = need(body.task_id, "task_id_required");
+  ctx.liveness.touch(workerId, ctx.now());
+  return ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
+    const state = t.status?.state;
+    if (isFinal(state) || isQueued(state)) return { result: { ok: true, task_id: taskId, state } };
+    fence(t, workerId, body.attempt_no);
+    // Complete without an upload: v1 parks the task in `returned`, which holds no reservation.
+    const status = endLease(t.status!, "returned", ctx.now(), "returned", "CompletedWithoutResult");
+    return { status, result: { ok: true, task_id: taskId, old_state: state, new_state: "returned" } };
+  });
+}
+
+export async function fail(ctx: SchedulerContext, body: Record<string, unknown>) {
+  const workerId = need(body.worker_id, "worker_id_required");
+  const taskId = need(body.task_id, "task_id_required");
+  ctx.liveness.touch(workerId, ctx.now());
+  const error = body.error ?? { type: "run_error" };
+  const out = await ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
+    try {
+      fence(t, workerId, body.attempt_no);
+    } catch {
+      return { result: { ok: true, ignored_stale_failure: true, task_id: taskId, state: t.status?.state } as Record<string, unknown> };
+    }
+    const issues = issuesFromError(error);
+    const now = ctx.now();
+    const old = t.status!.state;
+    const retry = autoRetry(ctx, t, issues);
+    let status: TaskStatus;
+    if (retry.queued) status = requeue(t.status!, now, "run_error", "AutoRetry", { excludeWorker: retry.excludeWorker });
+    else {
+      status = endLease(t.status!, "run_error", now, "run_error", "RunnerReportedFailure");
+      status.error = error as Record<string, unknown>;
+      status.issues = issues;
+      markFinal(status, now, "RunnerReportedFailure", `runner reported: ${JSON.stringify(error).slice(0, 200)}`);
+    }
+    return {
+      status,
+      result: { ok: true, task_id: taskId, old_state: old, new_state: status.state, auto_retry: retry.queued ? { queued: true, attempt_no: status.attempt, categories: retry.categories } : null, issues } as Record<string, unknown>,
+    };
+  });
+  if (!out.ignored_stale_failure) await adjustConcurrency(ctx, workerId, { verdict: "run_error", issues: out.issues as string[], entries: null });
+  return out;
+}
+
+export async function cancel(ctx: SchedulerContext, taskId: string) {
+  const out = await ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
+    const old = t.status?.state ?? "queued";
+    if (old === "cancelled") return { result: { ok: true, task_id: taskId, old_state: old, new_state: old } };
+    // Cancel ends the lease at once, releasing the reservation; the old holder is fenced off.
+    const status = markFinal(endLease(t.status ?? { state: "queued", attempt: 1 }, "cancelled", ctx.now(), "cancelled", "Cancelled"), ctx.now(), "Cancelled", "cancelled by an operator");
+    return { status, result: { ok: true, task_id: taskId, old_state: old, new_state: "cancelled" } };
+  });
+  const t = ctx.task(taskId);
+  if (t) ctx.recordEvent({ object: t as unknown as StoredObject, type: "Normal", reason: "Cancelled", message: "cancelled; any lease released" });
+  return out;
+}
+
+export async function retry(ctx: SchedulerContext, taskId: string, preserveExcluded: boolean) {
+  const out = await ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
+    const old = t.status?.state ?? "queued";
+    const status = requeue(t.status ?? { state: "queued", attempt: 1 }, ctx.now(), "retried", "OperatorRetry", { clearExclusions: !preserveExcluded });
+    return { status, result: { ok: true, task_id: taskId, old_state: old, new_state: "retry_queued", attempt_no: status.attempt } };
+  });
+  const t = ctx.task(taskId);
+  if (t) ctx.recordEvent({ object: t as unknown as StoredObject, type: "Normal", reason: "Requeued", message: `retried by an operator as attempt ${out.attempt_no}` });
+  return out;
+}
+
+function maxAttemptsForExpiry(ctx: SchedulerContext, t: Task): number {
+  return retryPolicyOf(t).max_attempts ?? ctx.opts.defaultMaxAttempts;
+}
+
+/** Every active lease past its lease_until: requeue with attempt+1, or end in lease_expired once attempts run out. */
+export async function expireLeases(ctx: SchedulerContext) {
+  const expired: { task_id: string; old_state: string; new_state: string }[] = [];
+  const now = ctx.now();
+  const due = [...ctx.tasksInState("leased"), ...ctx.tasksInState("running")].filter((t) => t.status?.lease && Date.parse(t.status.lease.lease_until) < now);
+  for (const d of due) {
+    try {
+      const r = await ctx.updateTask(d.metadata.name, (t) => {
+        const lease = t.status?.lease;
+        if (!lease || !isActive(t.status?.state) || Date.parse(lease.lease_until) >= ctx.now()) return { result: undefined };
+        const old = t.status!.state!;
+        const attempt = t.status!.attempt ?? 1;
+        const status = attempt < maxAttemptsForExpiry(ctx, t)
+          ? requeue(t.status!, ctx.now(), "lease_expired", "LeaseExpired")
+          : markFinal(endLease(t.status!, "lease_expired", ctx.now(), "lease_expired", "LeaseExpired"), ctx.now(), "AttemptsExhausted", `lease on ${lease.worker} expired on attempt ${attempt} of ${maxAttemptsForExpiry(ctx, t)}`);
+        return { status, result: { task_id: t.metadata.name, old_state: old, new_state: status.state!, worker: lease.worker } };
+      });
+      if (r) {
+        expired.push({ task_id: r.task_id, old_state: r.old_state, new_state: r.new_state });
+        const t = ctx.task(r.task_id);
+        if (t) ctx.recordEvent({ object: t as unknown as StoredObject, type: "Warning", reason: "LeaseExpired", message: `lease on ${r.worker} expired; ${r.new_state === "retry_queued" ? `requeued as attempt ${t.status?.attempt}` : "no attempts left"}` });
+      }
+    } catch (e) {
+      if (!(e instanceof HubError && e.status === 404)) throw e;
+    }
+  }
+  return { ok: true, expired, count: expired.length };
+}

@@ -1,0 +1,90 @@
+// Desired concurrency from results (RUNNER_PROTOCOL 4, "Concurrency policies").
+// fixed: only resource or rate-limit trouble lowers it, by one, never below 1.
+// adaptive: a baseline from the first healthy solo run, then step up on healthy complete
+// batches and back off on unhealthy results.
+import type { Worker, WorkerStatus } from "../resources/types.ts";
+import type { StoredObject } from "../store/store.ts";
+import type { SchedulerContext } from "./context.ts";
+import { effectiveSettings } from "./workers.ts";
+
+export type ResultFacts = { verdict: string; issues: string[]; entries: Map<string, Buffer> | null };
+
+const LOWERING_ISSUES = ["terminal_resource_insufficient", "rate_limited"];
+
+type Observed = { desired?: number; batchId?: string; batchSize?: number; cpuSeconds?: number; wallSeconds?: number; maxRssMb?: number };
+
+function observe(entries: Map<string, Buffer> | null): Observed {
+  if (!entries) return {};
+  const name = [...entries.keys()].sort().find((n) => n.endsWith("worker-result.json"));
+  if (!name) return {};
+  try {
+    const wr = JSON.parse(entries.get(name)!.toString("utf8"));
+    const cc = wr.controller_concurrency ?? {};
+    const ru = wr.resource_usage ?? {};
+    return { desired: cc.desired_concurrency, batchId: cc.claim_batch_id, batchSize: cc.claim_batch_size, cpuSeconds: ru.cpu_seconds, wallSeconds: ru.duration_seconds, maxRssMb: ru.max_rss_mb };
+  } catch {
+    return {};
+  }
+}
+
+/** Healthy results per claim batch, so a batch steps up only once it is complete and clean. */
+const batches = new Map<string, { size: number; healthy: number; unhealthy: number }>();
+
+export function nextDesired(w: Worker, facts: ResultFacts): { desired: number; tuning?: WorkerStatus["tuning"] } | undefined {
+  const s = effectiveSettings(w);
+  const healthy = facts.verdict === "clean" && facts.issues.length === 0;
+  const cur = s.desired_concurrency;
+  if (s.concurrency_policy === "fixed") {
+    if (healthy || !facts.issues.some((i) => LOWERING_ISSUES.includes(i))) return undefined;
+    return { desired: Math.max(1, cur - 1) };
+  }
+  const o = observe(facts.entries);
+  const observed = typeof o.desired === "number" ? o.desired : cur;
+  const t = { ...(w.status?.tuning ?? {}) };
+  const max = s.max_concurrency;
+  if (!healthy) {
+    const good = t.good ?? 0;
+    const next = observed <= 1 ? 1 : good >= observed ? observed - 1 : Math.floor((good + observed) / 2);
+    t.bad = observed;
+    return { desired: Math.min(Math.max(1, next), max), tuning: t };
+  }
+  if (t.theoretical === undefined && observed === 1 && o.wallSeconds && o.wallSeconds > 0) {
+    const host = (w.status?.registration?.host_resources ?? {}) as Record<string, number>;
+    const cpuBound = (host.cpu_count ?? 1) / Math.max((o.cpuSeconds ?? 0) / o.wallSeconds, 0.05);
+    const memBound = o.maxRssMb && host.mem_total_mb ? (0.8 * host.mem_total_mb) / o.maxRssMb : Infinity;
+    t.theoretical = Math.min(cpuBound, memBound);
+  }
+  if (o.batchId && o.batchSize) {
+    const b = batches.get(o.batchId) ?? { size: o.batchSize, healthy: 0, unhealthy: 0 };
+    b.healthy++;
+    batches.set(o.batchId, b);
+    if (b.healthy + b.unhealthy < b.size) return t.theoretical !== w.status?.tuning?.theoretical ? { desired: cur, tuning: t } : undefined;
+    batches.delete(o.batchId);
+  }
+  t.good = Math.max(t.good ?? 0, observed);
+  const good = t.good;
+  const theo = t.theoretical ?? max;
+  let next = cur;
+  if (good < theo) {
+    next = Math.max(good + 1, Math.ceil((good + theo) / 2));
+    if (t.bad !== undefined && next >= t.bad) next = Math.max(good, t.bad - 1);
+  } else if (good < Math.min(max, theo + 10)) next = good + 1;
+  return { desired: Math.min(Math.max(1, next), max), tuning: t };
+}
+
+export async function adjustConcurrency(ctx: SchedulerContext, workerId: string, facts: ResultFacts): Promise<void> {
+  const w = ctx.worker(workerId);
+  if (!w) return;
+  const next = nextDesired(w, facts);
+  if (!next) return;
+  const same = next.desired === w.status?.desired_concurrency && JSON.stringify(next.tuning ?? w.status?.tuning) === JSON.stringify(w.status?.tuning);
+  if (same) return;
+  const status = { ...(w.status ?? {}), desired_concurrency: next.desired, ...(next.tuning ? { tuning: next.tuning } : {}) };
+  try {
+    const [written] = await ctx.commit([{ op: "updateStatus", object: { ...(w as unknown as StoredObject), status } }]);
+    if (next.desired !== w.status?.desired_concurrency)
+      ctx.recordEvent({ object: written, type: "Normal", reason: "ConcurrencyTuned", message: `desired concurrency ${w.status?.desired_concurrency ?? "?"} -> ${next.desired} (${effectiveSettings(w).concurrency_policy})` });
+  } catch {
+    // A concurrent write to the worker wins; the next result tunes again.
+  }
+}

@@ -1,0 +1,173 @@
+// Runner registration and heartbeats, and the operator's worker controls. Registration
+// lands in the Worker's status; a worker no file declares is created from it, the way a
+// kubelet registers its Node. Where the inventory declares a field, the inventory wins.
+import { defaultCapacityFromHost, effectiveCapacity, overlayCapacity, concurrencyOf, reservedOf, sub, type Vector } from "../admission/index.ts";
+import { API_VERSION } from "../resources/crds.ts";
+import { setCondition, type Worker, type WorkerStatus } from "../resources/types.ts";
+import { validateMetadata } from "../resources/validate.ts";
+import type { StoredObject } from "../store/store.ts";
+import type { SchedulerContext } from "./context.ts";
+import { HubError } from "./errors.ts";
+
+export const ORIGIN_LABEL = "loom.dev/origin";
+
+/** The values a Runner must follow: the inventory's where declared, else what it registered. */
+export function effectiveSettings(w: Worker) {
+  const reg = w.status?.registration;
+  const max = w.spec.max_concurrency ?? reg?.max_concurrency ?? 1;
+  const initial = Math.min(w.spec.initial_concurrency ?? reg?.initial_concurrency ?? max, max);
+  const desired = Math.min(Math.max(w.status?.desired_concurrency ?? initial, 1), max);
+  return {
+    max_concurrency: max,
+    initial_concurrency: initial,
+    desired_concurrency: desired,
+    concurrency_policy: (w.spec.concurrency_policy ?? reg?.concurrency_policy ?? "fixed") as "fixed" | "adaptive",
+    resource_capacity: effectiveCapacity(w).capacity,
+  };
+}
+
+const CAPACITY_KEYS = ["cpu_millis", "memory_mb", "disk_mb", "gpu_count", "gpu_types"];
+
+/** v1's capacity normalisation: bools rejected, floats truncated, unknown keys and stray gpu_types refused. */
+export function normaliseCapacityInput(raw: unknown, field = "resource_capacity"): Partial<Vector> {
+  if (raw === undefined || raw === null) return {};
+  const bad = (f: string, detail: string) => new HubError(400, "invalid_resource_capacity", { field: f, detail });
+  if (typeof raw !== "object" || Array.isArray(raw)) throw bad(field, "must be an object");
+  const out: Partial<Vector> = {};
+  for (const [k, v] of Object.entries(raw)) {
+    if (!CAPACITY_KEYS.includes(k)) throw bad(`${field}.${k}`, `unknown field; allowed: ${CAPACITY_KEYS.join(", ")}`);
+    if (k === "gpu_types") {
+      if (!Array.isArray(v) || v.some((s) => typeof s !== "string" || !s.trim())) throw bad(`${field}.gpu_types`, "must be a list of non-empty strings");
+      out.gpu_types = [...new Set(v.map((s: string) => s.trim()))].sort();
+      continue;
+    }
+    if (typeof v !== "number" || !Number.isFinite(v)) throw bad(`${field}.${k}`, "must be a non-negative integer");
+    if (v < 0) throw bad(`${field}.${k}`, "must be non-negative");
+    (out as Record<string, number>)[k] = Math.trunc(v);
+  }
+  if (out.gpu_types?.length && !(out.gpu_count! > 0)) throw bad(`${field}.gpu_types`, "requires a positive gpu_count");
+  return out;
+}
+
+const isInt = (v: unknown) => typeof v === "number" && Number.isInteger(v);
+
+export async function register(ctx: SchedulerContext, body: Record<string, unknown>) {
+  if (body.runner_api_version === undefined || body.runner_api_version === null) throw new HubError(400, "runner_api_version_required");
+  if (body.runner_api_version !== 1) throw new HubError(400, "unsupported_runner_api_version", { received: body.runner_api_version, expected: 1 });
+  const id = body.worker_id;
+  if (typeof id !== "string" || !id) throw new HubError(400, "worker_id_required");
+  if (validateMetadata({ metadata: { name: id } }).length) throw new HubError(400, "invalid_worker_id", { field: "worker_id", detail: "must be 1-253 characters of A-Z a-z 0-9 _ . - starting with a letter or digit" });
+  const max = body.max_concurrency ?? 1;
+  const initial = body.initial_concurrency ?? max;
+  if (!isInt(max) || !isInt(initial)) throw new HubError(400, "concurrency_values_must_be_integers", { received: { max_concurrency: max, initial_concurrency: initial } });
+  if ((initial as number) < 1 || (initial as number) > (max as number)) throw new HubError(400, "initial_concurrency_must_be_between_one_and_max_concurrency", { received: { max_concurrency: max, initial_concurrency: initial } });
+  const policy = body.concurrency_policy ?? "fixed";
+  if (policy !== "fixed" && policy !== "adaptive") throw new HubError(400, "unsupported_concurrency_policy", { received: policy, allowed: ["fixed", "adaptive"] });
+  const capabilities = body.capabilities ?? [];
+  if (!Array.isArray(capabilities) || capabilities.some((c) => typeof c !== "string")) throw new HubError(400, "invalid_capabilities", { field: "capabilities", detail: "must be a list of strings" });
+  const reported = normaliseCapacityInput(body.resource_capacity);
+  const health = (body.health && typeof body.health === "object" ? body.health : {}) as Record<string, unknown>;
+  const hostResources = (health.resources && typeof health.resources === "object" ? health.resources : undefined) as Record<string, unknown> | undefined;
+  // A v1 Runner sends a complete vector; a partial one is completed from its host snapshot, as v1 does.
+  const fullReported = overlayCapacity(defaultCapacityFromHost(hostResources), reported);
+
+  return ctx.mutex.run(async () => {
+    const now = ctx.now();
+    const existing = ctx.worker(id);
+    const status: WorkerStatus = structuredClone(existing?.status ?? {});
+    status.registration = {
+      registered_at: new Date(now).toISOString(),
+      runner_api_version: 1,
+      ...(typeof health.hostname === "string" ? { hostname: health.hostname } : {}),
+      ...(typeof health.platform === "string" ? { platform: health.platform } : {}),
+      capabilities: capabilities as string[],
+      max_concurrency: max as number,
+      initial_concurrency: initial as number,
+      concurrency_policy: policy,
+      resource_capacity: { ...fullReported, ...(fullReported.gpu_types.length ? {} : { gpu_types: undefined }) },
+      ...(hostResources ? { host_resources: hostResources } : {}),
+    };
+    if (!status.registration.resource_capacity!.gpu_types) delete status.registration.resource_capacity!.gpu_types;
+    status.conditions ??= [];
+    setCondition(status.conditions, { type: "Registered", status: "True", reason: "RunnerRegistered", message: `runner registered from ${status.registration.hostname ?? "unknown host"}` }, new Date(now).toISOString());
+    // Re-registering resets desired concurrency to initial and clears tuning (v1).
+    delete status.tuning;
+    const draft = { ...(existing ?? { apiVersion: API_VERSION, kind: "Worker", metadata: { name: id, labels: { [ORIGIN_LABEL]: "registration" } }, spec: {} }), status } as Worker;
+    status.desired_concurrency = effectiveSettings({ ...draft, status: { ...status, desired_concurrency: undefined } }).initial_concurrency;
+    const op = existing
+      ? { op: "updateStatus" as const, object: draft as unknown as StoredObject }
+      : { op: "create" as const, object: draft as unknown as StoredObject };
+    const [written] = await ctx.commit([op]);
+    ctx.liveness.registered(id, now, health);
+    const s = effectiveSettings(written as unknown as Worker);
+    ctx.recordEvent({ object: written, type: "Normal", reason: "Registered", message: `runner registered (max ${max}, initial ${initial}, ${policy})` });
+    return { ok: true, worker_id: id, initial_concurrency: s.initial_concurrency, desired_concurrency: s.desired_concurrency, max_concurrency: s.max_concurrency, concurrency_policy: s.concurrency_policy, resource_capacity: s.resource_capacity };
+  });
+}
+
+export function heartbeat(ctx: SchedulerContext, body: Record<string, unknown>) {
+  const id = body.worker_id;
+  if (typeof id !== "string" || !id) throw new HubError(400, "worker_id_required");
+  const now = ctx.now();
+  const runs = Array.isArray(body.current_runs) ? body.current_runs : [];
+  const w = ctx.worker(id);
+  // An unknown worker gets 200 with defaults (v1); nothing is recorded for it.
+  if (w) ctx.liveness.heartbeat(id, now, runs, body.health as Record<string, unknown> | undefined);
+  const s = w ? effectiveSettings(w) : { initial_concurrency: 1, desired_concurrency: 1, max_concurrency: 1, concurrency_policy: "fixed", resource_capacity: defaultCapacityFromHost(undefined) };
+  if (w && (runs.length < ctx.activeTasksOn(id).length || runs.length === 0)) ctx.wake();
+  return { ok: true, worker_id: id, time: new Date(now).toISOString(), ...s };
+}
+
+export async function setDesiredConcurrency(ctx: SchedulerContext, workerId: string, desired: number, reason: string) {
+  if (!isInt(desired)) throw new HubError(400, "desired_concurrency_must_be_integer", { field: "desired_concurrency" });
+  return ctx.mutex.run(async () => {
+    const w = ctx.worker(workerId);
+    if (!w) throw new HubError(404, "worker_not_found", { worker_id: workerId });
+    const max = effectiveSettings(w).max_concurrency;
+    const value = Math.min(Math.max(desired, 1), max);
+    if (w.status?.desired_concurrency !== value) {
+      const [written] = await ctx.commit([{ op: "updateStatus", object: { ...(w as unknown as StoredObject), status: { ...w.status, desired_concurrency: value } } }]);
+      ctx.recordEvent({ object: written, type: "Normal", reason: "ConcurrencySet", message: `desired concurrency ${value}${reason ? `: ${reason}` : ""}` });
+    }
+    return { ok: true, worker_id: workerId, desired_concurrency: value, max_concurrency: max };
+  });
+}
+
+/** Cordon or uncordon (v1's block/unblock): spec.unschedulable, like a Node. */
+export async function setBlocked(ctx: SchedulerContext, workerId: string, blocked: boolean) {
+  return ctx.mutex.run(async () => {
+    const w = ctx.worker(workerId);
+    if (!w) throw new HubError(404, "worker_not_found", { worker_id: workerId });
+    if ((w.spec.unschedulable ?? false) !== blocked) {
+      const spec = { ...w.spec };
+      if (blocked) spec.unschedulable = true;
+      else delete spec.unschedulable;
+      const [written] = await ctx.commit([{ op: "update", object: { ...(w as unknown as StoredObject), spec } }]);
+      ctx.recordEvent({ object: written, type: "Normal", reason: blocked ? "Cordoned" : "Uncordoned", message: blocked ? "worker blocked: no new leases" : "worker unblocked" });
+    }
+    return { ok: true, worker_id: workerId, blocked };
+  });
+}
+
+/** Worker status facts for the capacity API, all derived at read time. */
+export function capacityEntry(ctx: SchedulerContext, w: Worker) {
+  const view = ctx.workerView(w);
+  const s = effectiveSettings(w);
+  const reserved = reservedOf(view);
+  const cap = view.capacity;
+  const available = sub(cap, reserved);
+  const c = concurrencyOf(view);
+  return {
+    worker_id: w.metadata.name,
+    status: w.spec.unschedulable ? "blocked" : !w.status?.registration ? "unregistered" : view.ready ? "ready" : "not_ready",
+    capacity: cap,
+    reserved,
+    available,
+    active_task_ids: view.leases.map((l) => l.task),
+    exclusive_active: view.leases.some((l) => l.placement === "exclusive"),
+    max_concurrency: s.max_concurrency,
+    desired_concurrency: s.desired_concurrency,
+    active_count: c.active_count,
+    effective_limit: c.effective_limit,
+  };
+}

@@ -1,0 +1,493 @@
+// The embedded Store: one SQLite file in WAL mode, durable on every commit.
+//
+// better-sqlite3 is synchronous, so every write runs start to finish inside one JS turn:
+// no other write of this process can interleave, and the async methods only wrap
+// synchronous work. The file is meant to be owned by one Hub process (several replicas use
+// the etcd backend); revisions are still read inside each write transaction so a second
+// process (a CLI, a test) can never produce duplicate revisions, but only writes made by
+// this process are streamed live to its watchers.
+import Database from "better-sqlite3";
+import { randomUUID } from "node:crypto";
+import { validateMetadata, validateObject } from "../resources/validate.ts";
+import { loadCrds } from "../resources/crds.ts";
+import { alreadyExists, conflict, gone, invalid, notFound, StoreError } from "./errors.ts";
+import { labelSelectorMatcher } from "./labels.ts";
+import type { ListOptions, ListResult, Store, StoredObject, TxnOp, WatchEvent, WatchEventType, WatchHandle } from "./store.ts";
+
+export type SqliteStoreOptions = {
+  /** Most events the log keeps; older ones are compacted after commits. Default 100_000. */
+  eventLogLimit?: number;
+  /** How long a write waits for another process's lock, in ms. Default 5000. */
+  busyTimeoutMs?: number;
+};
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS meta (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  revision INTEGER NOT NULL,
+  compacted INTEGER NOT NULL,
+  event_count INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO meta (id, revision, compacted, event_count) VALUES (1, 0, 0, 0);
+CREATE TABLE IF NOT EXISTS objects (
+  kind TEXT NOT NULL,
+  name TEXT NOT NULL,
+  json TEXT NOT NULL,
+  revision INTEGER NOT NULL,
+  PRIMARY KEY (kind, name)
+);
+-- seq orders the several events of one transaction (they share a revision).
+CREATE TABLE IF NOT EXISTS events (
+  seq INTEGER PRIMARY KEY,
+  revision INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  name TEXT NOT NULL,
+  type TEXT NOT NULL,
+  json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_revision ON events (revision);
+CREATE INDEX IF NOT EXISTS events_by_kind ON events (kind, revision);
+`;
+
+type Meta = { revision: number; compacted: number; event_count: number };
+type PendingEvent = { revision: number; kind: string; type: WatchEventType; json: string };
+
+type Watcher = {
+  kind: string | undefined;
+  cb: (ev: WatchEvent) => void;
+  /** Highest revision queued so far; later batches at or below it are never queued twice. */
+  cursor: number;
+  queue: PendingEvent[];
+  head: number;
+  busy: boolean;
+  stopped: boolean;
+};
+
+/** Events delivered per turn before yielding to I/O; a turn never ends inside one revision. */
+const DELIVERY_CHUNK = 1000;
+
+export class SqliteStore implements Store {
+  readonly backend = "sqlite";
+  readonly path: string;
+  private readonly db: Database.Database;
+  private readonly eventLogLimit: number;
+  private readonly watchers = new Set<Watcher>();
+  private closed = false;
+  private readonly crdKinds: Set<string>;
+
+  private readonly st: {
+    meta: Database.Statement<[], Meta>;
+    setMeta: Database.Statement<[number, number, number]>;
+    get: Database.Statement<[string, string], string>;
+    list: Database.Statement<[string], string>;
+    insert: Database.Statement<[string, string, string, number]>;
+    replace: Database.Statement<[string, number, string, string]>;
+    del: Database.Statement<[string, string]>;
+    addEvent: Database.Statement<[number, string, string, string, string]>;
+    eventsAll: Database.Statement<[number], [number, string, string, string]>;
+    eventsKind: Database.Statement<[string, number], [number, string, string, string]>;
+    nthEventRevision: Database.Statement<[number], number>;
+    dropEvents: Database.Statement<[number]>;
+  };
+  private readonly writeTxn: Database.Transaction<(ops: TxnOp[]) => { results: StoredObject[]; events: PendingEvent[] }>;
+  private readonly readTxn: <R>(fn: () => R) => R;
+
+  constructor(path: string, opts: SqliteStoreOptions = {}) {
+    const limit = opts.eventLogLimit ?? 100_000;
+    if (!Number.isInteger(limit) || limit < 0) throw new Error(`eventLogLimit must be a non-negative integer, got ${limit}`);
+    this.eventLogLimit = limit;
+    this.path = path;
+    this.crdKinds = new Set(loadCrds().keys());
+    this.db = new Database(path);
+    try {
+      this.db.pragma("journal_mode = WAL");
+      // FULL: a commit is on disk when the call returns (WAL's NORMAL may lose the last commits on power loss).
+      this.db.pragma("synchronous = FULL");
+      this.db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
+      this.db.exec(SCHEMA);
+    } catch (e) {
+      this.db.close();
+      throw e;
+    }
+    const db = this.db;
+    this.st = {
+      meta: db.prepare<[], Meta>("SELECT revision, compacted, event_count FROM meta WHERE id = 1"),
+      setMeta: db.prepare("UPDATE meta SET revision = ?, compacted = ?, event_count = ? WHERE id = 1"),
+      get: db.prepare<[string, string], string>("SELECT json FROM objects WHERE kind = ? AND name = ?").pluck(),
+      list: db.prepare<[string], string>("SELECT json FROM objects WHERE kind = ? ORDER BY name").pluck(),
+      insert: db.prepare("INSERT INTO objects (kind, name, json, revision) VALUES (?, ?, ?, ?)"),
+      replace: db.prepare("UPDATE objects SET json = ?, revision = ? WHERE kind = ? AND name = ?"),
+      del: db.prepare("DELETE FROM objects WHERE kind = ? AND name = ?"),
+      addEvent: db.prepare("INSERT INTO events (revision, kind, name, type, json) VALUES (?, ?, ?, ?, ?)"),
+      eventsAll: db
+        .prepare<[number], [number, string, string, string]>("SELECT revision, kind, type, json FROM events WHERE revision > ? ORDER BY revision, seq")
+        .raw(),
+      eventsKind: db
+        .prepare<[string, number], [number, string, string, string]>(
+          "SELECT revision, kind, type, json FROM events WHERE kind = ? AND revision > ? ORDER BY revision, seq",
+        )
+        .raw(),
+      nthEventRevision: db.prepare<[number], number>("SELECT revision FROM events ORDER BY revision, seq LIMIT 1 OFFSET ?").pluck(),
+      dropEvents: db.prepare("DELETE FROM events WHERE revision <= ?"),
+    };
+    this.writeTxn = db.transaction((ops: TxnOp[]) => this.applyOps(ops));
+    // A deferred transaction gives several reads one snapshot (matters only with a second process).
+    const read = db.transaction((fn: () => unknown) => fn());
+    this.readTxn = <R>(fn: () => R): R => read.deferred(fn) as R;
+  }
+
+  // ---- reads -------------------------------------------------------------------------
+
+  async get<T extends StoredObject = StoredObject>(kind: string, name: string): Promise<T | undefined> {
+    this.open();
+    const json = this.st.get.get(kind, name);
+    return json === undefined ? undefined : (JSON.parse(json) as T);
+  }
+
+  async list<T extends StoredObject = StoredObject>(kind: string, opts: ListOptions = {}): Promise<ListResult<T>> {
+    this.open();
+    const match = labelSelectorMatcher(opts.labelSelector);
+    const [rows, revision] = this.readTxn(() => [this.st.list.all(kind), this.st.meta.get()!.revision] as const);
+    const items: T[] = [];
+    for (const json of rows) {
+      const obj = JSON.parse(json) as T;
+      if (match(obj.metadata?.labels)) items.push(obj);
+    }
+    return { items, revision };
+  }
+
+  async revision(): Promise<number> {
+    this.open();
+    return this.st.meta.get()!.revision;
+  }
+
+  /** The revision at or below which events have been dropped; watching from below it is Gone. */
+  compactedRevision(): number {
+    this.open();
+    return this.st.meta.get()!.compacted;
+  }
+
+  /** How many events the log holds now (bounded by eventLogLimit). */
+  eventLogSize(): number {
+    this.open();
+    return this.st.meta.get()!.event_count;
+  }
+
+  /** The settings that make each commit durable, for diagnostics (synchronous 2 = FULL). */
+  pragmas(): { journalMode: string; synchronous: number; busyTimeout: number } {
+    this.open();
+    return {
+      journalMode: String(this.db.pragma("journal_mode", { simple: true })),
+      synchronous: Number(this.db.pragma("synchronous", { simple: true })),
+      busyTimeout: Number(this.db.pragma("busy_timeout", { simple: true })),
+    };
+  }
+
+  // ---- writes ------------------------------------------------------------------------
+
+  async create<T extends StoredObject>(obj: T): Promise<T> {
+    return this.commit([{ op: "create", object: obj }])[0] as T;
+  }
+
+  async update<T extends StoredObject>(obj: T): Promise<T> {
+    return this.commit([{ op: "update", object: obj }])[0] as T;
+  }
+
+  async updateStatus<T extends StoredObject>(obj: T): Promise<T> {
+    return this.commit([{ op: "updateStatus", object: obj }])[0] as T;
+  }
+
+  async delete<T extends StoredObject = StoredObject>(kind: string, name: string, opts: { resourceVersion?: string } = {}): Promise<T> {
+    return this.commit([{ op: "delete", kind, name, resourceVersion: opts.resourceVersion }])[0] as T;
+  }
+
+  /**
+   * One revision for every write in `ops`. Returns the written objects in op order; `check`
+   * ops write nothing and contribute no entry. A txn of checks only commits no revision.
+   */
+  async txn(ops: TxnOp[]): Promise<StoredObject[]> {
+    return this.commit(ops);
+  }
+
+  async compact(revision: number): Promise<void> {
+    this.open();
+    this.db
+      .transaction(() => {
+        const m = this.st.meta.get()!;
+        const upTo = Math.min(Math.floor(revision), m.revision);
+        if (upTo <= m.compacted) return;
+        const dropped = this.st.dropEvents.run(upTo).changes;
+        this.st.setMeta.run(m.revision, upTo, m.event_count - dropped);
+      })
+      .immediate();
+  }
+
+  private commit(ops: TxnOp[]): StoredObject[] {
+    this.open();
+    if (!Array.isArray(ops)) throw badRequest("txn: ops must be an array");
+    if (ops.length === 0) return [];
+    const { results, events } = this.writeTxn.immediate(ops);
+    if (events.length > 0) this.publish(events);
+    return results;
+  }
+
+  /** Runs inside BEGIN IMMEDIATE: any throw rolls the whole transaction back. */
+  private applyOps(ops: TxnOp[]): { results: StoredObject[]; events: PendingEvent[] } {
+    const meta = this.st.meta.get()!;
+    const rev = meta.revision + 1;
+    const rv = String(rev);
+    const results: StoredObject[] = [];
+    const events: (PendingEvent & { name: string })[] = [];
+    const now = new Date().toISOString();
+
+    for (const op of ops) {
+      switch (op?.op) {
+        case "create": {
+          const input = copyInput(op.object);
+          const { kind, name } = identity(input);
+          if (this.st.get.get(kind, name) !== undefined) throw alreadyExists(kind, name);
+          // A caller-supplied status is kept: a Runner's registration creates a Worker with both.
+          const obj: StoredObject = {
+            ...input,
+            metadata: { ...input.metadata, uid: randomUUID(), creationTimestamp: now, generation: 1, resourceVersion: rv },
+          };
+          delete obj.metadata.deletionTimestamp;
+          this.validate(obj);
+          const json = JSON.stringify(obj);
+          this.st.insert.run(kind, name, json, rev);
+          events.push({ revision: rev, kind, name, type: "ADDED", json });
+          results.push(obj);
+          break;
+        }
+        case "update":
+        case "updateStatus": {
+          const input = copyInput(op.object);
+          const { kind, name } = identity(input);
+          const cur = this.current(kind, name);
+          precondition(kind, name, input.metadata.resourceVersion, cur);
+          let obj: StoredObject;
+          if (op.op === "update") {
+            obj = {
+              ...input,
+              metadata: {
+                ...input.metadata,
+                uid: cur.metadata.uid,
+                creationTimestamp: cur.metadata.creationTimestamp,
+                generation: (cur.metadata.generation ?? 1) + (jsonEqual(cur.spec, input.spec) ? 0 : 1),
+                resourceVersion: rv,
+              },
+            };
+            if (cur.status === undefined) delete obj.status;
+            else obj.status = cur.status;
+          } else {
+            obj = { ...cur, metadata: { ...cur.metadata, resourceVersion: rv } };
+            if (input.status === undefined) delete obj.status;
+            else obj.status = input.status;
+          }
+          this.validate(obj);
+          const json = JSON.stringify(obj);
+          this.st.replace.run(json, rev, kind, name);
+          events.push({ revision: rev, kind, name, type: "MODIFIED", json });
+          results.push(obj);
+          break;
+        }
+        case "delete": {
+          opIdentity(op);
+          const cur = this.current(op.kind, op.name);
+          precondition(op.kind, op.name, op.resourceVersion, cur);
+          this.st.del.run(op.kind, op.name);
+          // The event carries the deletion's revision, so a client resuming from the last
+          // object it saw does not receive the deletion twice (as Kubernetes does).
+          const gone = { ...cur, metadata: { ...cur.metadata, resourceVersion: rv } };
+          events.push({ revision: rev, kind: op.kind, name: op.name, type: "DELETED", json: JSON.stringify(gone) });
+          results.push(cur);
+          break;
+        }
+        case "check": {
+          opIdentity(op);
+          if (typeof op.resourceVersion !== "string") throw badRequest(`txn: check of ${op.kind} "${op.name}" needs a resourceVersion`);
+          const json = this.st.get.get(op.kind, op.name);
+          const have = json === undefined ? "0" : (JSON.parse(json) as StoredObject).metadata.resourceVersion;
+          if (have !== op.resourceVersion)
+            throw conflict(
+              op.kind,
+              op.name,
+              op.resourceVersion === "0"
+                ? "must not exist, but it does"
+                : json === undefined
+                  ? `expected resourceVersion ${op.resourceVersion}, but it does not exist`
+                  : `expected resourceVersion ${op.resourceVersion}, found ${have}`,
+            );
+          break;
+        }
+        default:
+          throw badRequest(`txn: unknown op ${JSON.stringify((op as { op?: unknown })?.op)}`);
+      }
+    }
+
+    if (events.length === 0) return { results, events };
+    for (const e of events) this.st.addEvent.run(e.revision, e.kind, e.name, e.type, e.json);
+    let count = meta.event_count + events.length;
+    let compacted = meta.compacted;
+    if (count > this.eventLogLimit) {
+      // Compact with some slack so the delete runs every limit/10 commits, not on each one.
+      const target = Math.max(0, this.eventLogLimit - Math.max(1, Math.floor(this.eventLogLimit / 10)));
+      const cutoff = this.st.nthEventRevision.get(count - target - 1)!;
+      count -= this.st.dropEvents.run(cutoff).changes;
+      compacted = Math.max(compacted, cutoff);
+    }
+    this.st.setMeta.run(rev, compacted, count);
+    return { results, events };
+  }
+
+  private current(kind: string, name: string): StoredObject {
+    const json = this.st.get.get(kind, name);
+    if (json === undefined) throw notFound(kind, name);
+    return JSON.parse(json) as StoredObject;
+  }
+
+  private validate(obj: StoredObject): void {
+    const causes = this.crdKinds.has(obj.kind) ? validateObject(obj) : validateMetadata(obj);
+    if (causes.length > 0) throw invalid(obj.kind, obj.metadata.name, causes);
+  }
+
+  // ---- watch -------------------------------------------------------------------------
+
+  async watch(kind: string | undefined, fromRevision: number, onEvent: (ev: WatchEvent) => void): Promise<WatchHandle> {
+    this.open();
+    // Reading the log and registering happen in one synchronous step, so no commit of this
+    // process can fall between the replay and the live stream.
+    const { rows, meta } = this.readTxn(() => {
+      const meta = this.st.meta.get()!;
+      if (fromRevision < meta.compacted) return { rows: [], meta };
+      const rows = kind === undefined ? this.st.eventsAll.all(fromRevision) : this.st.eventsKind.all(kind, fromRevision);
+      return { rows, meta };
+    });
+    if (fromRevision < meta.compacted) throw gone(fromRevision, meta.compacted);
+    const w: Watcher = {
+      kind,
+      cb: onEvent,
+      cursor: Math.max(fromRevision, meta.revision),
+      queue: rows.map(([revision, k, type, json]) => ({ revision, kind: k, type: type as WatchEventType, json })),
+      head: 0,
+      busy: false,
+      stopped: false,
+    };
+    this.watchers.add(w);
+    this.schedule(w);
+    return {
+      stop: () => {
+        w.stopped = true;
+        this.watchers.delete(w);
+      },
+    };
+  }
+
+  private publish(events: PendingEvent[]): void {
+    const rev = events[0].revision;
+    for (const w of this.watchers) {
+      if (w.stopped || rev <= w.cursor) continue;
+      w.cursor = rev;
+      for (const e of events) if (w.kind === undefined || w.kind === e.kind) w.queue.push(e);
+      this.schedule(w);
+    }
+  }
+
+  /** Delivery is always deferred: a callback never runs inside a write, and may itself write. */
+  private schedule(w: Watcher): void {
+    if (w.busy || w.stopped || w.head >= w.queue.length) return;
+    w.busy = true;
+    queueMicrotask(() => this.drain(w));
+  }
+
+  private drain(w: Watcher): void {
+    let delivered = 0;
+    let lastRev = -1;
+    while (!w.stopped && w.head < w.queue.length) {
+      const e = w.queue[w.head];
+      if (delivered >= DELIVERY_CHUNK && e.revision !== lastRev) {
+        // Let I/O run during a long replay, but keep each revision's events in one turn.
+        setImmediate(() => this.drain(w));
+        return;
+      }
+      w.head++;
+      delivered++;
+      lastRev = e.revision;
+      try {
+        // Parsed per watcher: no two consumers ever share (and could mutate) one object.
+        w.cb({ type: e.type, object: JSON.parse(e.json) as StoredObject, revision: e.revision });
+      } catch (err) {
+        console.error(`store watch callback failed at revision ${e.revision}:`, err);
+      }
+    }
+    w.queue = w.head >= w.queue.length ? [] : w.queue.slice(w.head);
+    w.head = 0;
+    w.busy = false;
+    this.schedule(w);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const w of this.watchers) w.stopped = true;
+    this.watchers.clear();
+    this.db.close();
+  }
+
+  private open(): void {
+    if (this.closed) throw new Error(`sqlite store ${this.path} is closed`);
+  }
+}
+
+export function openSqliteStore(path: string, opts?: SqliteStoreOptions): SqliteStore {
+  return new SqliteStore(path, opts);
+}
+
+// ---- helpers -----------------------------------------------------------------------------
+
+const badRequest = (message: string) => new StoreError("BadRequest", 400, message);
+
+/** A private deep copy of the caller's object; later mutations by the caller cannot reach the store. */
+function copyInput(obj: StoredObject): StoredObject {
+  if (!obj || typeof obj !== "object" || Array.isArray(obj)) throw badRequest("object must be a JSON object");
+  const copy = JSON.parse(JSON.stringify(obj)) as StoredObject;
+  if (!copy.metadata || typeof copy.metadata !== "object" || Array.isArray(copy.metadata))
+    throw new StoreError("Invalid", 422, `${String(copy.kind)}: metadata is required`, [
+      { field: "metadata", message: "required", reason: "FieldValueRequired" },
+    ]);
+  return copy;
+}
+
+function identity(obj: StoredObject): { kind: string; name: string } {
+  if (typeof obj.kind !== "string" || obj.kind === "") throw badRequest("object has no kind");
+  if (typeof obj.metadata.name !== "string" || obj.metadata.name === "")
+    throw new StoreError("Invalid", 422, `${obj.kind}: metadata.name is required`, [
+      { field: "metadata.name", message: "required", reason: "FieldValueRequired" },
+    ]);
+  return { kind: obj.kind, name: obj.metadata.name };
+}
+
+function opIdentity(op: { kind: unknown; name: unknown }): void {
+  if (typeof op.kind !== "string" || op.kind === "" || typeof op.name !== "string" || op.name === "")
+    throw badRequest("txn: delete and check ops need a kind and a name");
+}
+
+function precondition(kind: string, name: string, want: string | undefined, cur: StoredObject): void {
+  if (want !== undefined && want !== "" && want !== cur.metadata.resourceVersion)
+    throw conflict(kind, name, `the object has been modified (resourceVersion ${want} is stale, current is ${cur.metadata.resourceVersion}); read it again and retry`);
+}
+
+/** Structural equality of JSON values; key order does not matter (YAML and JSON inputs differ in it). */
+export function jsonEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a)) {
+    const bb = b as unknown[];
+    return a.length === bb.length && a.every((v, i) => jsonEqual(v, bb[i]));
+  }
+  const ak = Object.keys(a as object);
+  const bo = b as Record<string, unknown>;
+  if (ak.length !== Object.keys(bo).length) return false;
+  return ak.every((k) => Object.prototype.hasOwnProperty.call(bo, k) && jsonEqual((a as Record<string, unknown>)[k], bo[k]));
+}

@@ -1,0 +1,134 @@
+// The SQLite backend: the shared store contract on a temp file, plus what only this
+// backend promises (durability settings, the bounded event log, list at scale).
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite.ts";
+import type { StoredObject, TxnOp, WatchEvent } from "../../src/store/store.ts";
+import { eventually, storeContract, storeError, task, worker } from "../store-contract.ts";
+
+async function tempDb(): Promise<{ dir: string; file: string }> {
+  const dir = await mkdtemp(join(tmpdir(), "loom-store-"));
+  return { dir, file: join(dir, "loom.db") };
+}
+
+storeContract("sqlite", async () => {
+  const { dir, file } = await tempDb();
+  return {
+    store: openSqliteStore(file),
+    reopen: async () => openSqliteStore(file),
+    cleanup: () => rm(dir, { recursive: true, force: true }),
+  };
+});
+
+describe("sqlite store specifics", () => {
+  const open: SqliteStore[] = [];
+  const dirs: string[] = [];
+  async function fresh(opts?: { eventLogLimit?: number }) {
+    const { dir, file } = await tempDb();
+    dirs.push(dir);
+    const s = openSqliteStore(file, opts);
+    open.push(s);
+    return { store: s, file };
+  }
+  afterEach(async () => {
+    for (const s of open.splice(0)) await s.close();
+    for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+  });
+
+  it("uses WAL, synchronous=FULL and a busy timeout", async () => {
+    const { store } = await fresh();
+    expect(store.backend).toBe("sqlite");
+    expect(store.pragmas()).toEqual({ journalMode: "wal", synchronous: 2, busyTimeout: 5000 });
+  });
+
+  it("keeps at most eventLogLimit events, compacting automatically", async () => {
+    const { store } = await fresh({ eventLogLimit: 20 });
+    for (let i = 0; i < 100; i++) {
+      await store.create(worker(`w${i}`));
+      expect(store.eventLogSize()).toBeLessThanOrEqual(20);
+    }
+    expect(await store.revision()).toBe(100);
+    const compacted = store.compactedRevision();
+    expect(compacted).toBeGreaterThanOrEqual(80);
+    expect(store.eventLogSize()).toBe(100 - compacted);
+    expect((await store.list("Worker")).items).toHaveLength(100);
+    expect((await storeError(store.watch(undefined, compacted - 1, () => undefined))).reason).toBe("Gone");
+    const events: WatchEvent[] = [];
+    await store.watch(undefined, compacted, (e) => events.push(e));
+    await eventually(() => events.length === 100 - compacted, "the retained log");
+    expect(events.map((e) => e.revision)).toEqual(Array.from({ length: 100 - compacted }, (_, i) => compacted + 1 + i));
+  });
+
+  it("a txn larger than the limit still commits, and the log stays bounded", async () => {
+    const { store } = await fresh({ eventLogLimit: 5 });
+    const live: WatchEvent[] = [];
+    await store.watch(undefined, 0, (e) => live.push(e));
+    await store.txn(Array.from({ length: 12 }, (_, i) => ({ op: "create", object: task(`t${i}`) }) as TxnOp));
+    expect(store.eventLogSize()).toBeLessThanOrEqual(5);
+    expect(store.compactedRevision()).toBe(1);
+    // A watcher that was already streaming still gets every event: live delivery does not read the log.
+    await eventually(() => live.length === 12, "12 live events");
+    expect((await store.list("Task")).items).toHaveLength(12);
+  });
+
+  it("explicit compaction is clamped to the head and persists across reopen", async () => {
+    const { store, file } = await fresh();
+    for (let i = 0; i < 5; i++) await store.create(worker(`w${i}`));
+    await store.compact(1000);
+    expect(store.compactedRevision()).toBe(5);
+    expect(store.eventLogSize()).toBe(0);
+    await store.compact(2); // older than what is already compacted: no change
+    expect(store.compactedRevision()).toBe(5);
+    await store.close();
+    const again = openSqliteStore(file);
+    open.push(again);
+    expect(again.compactedRevision()).toBe(5);
+    expect(await again.revision()).toBe(5);
+    expect((await storeError(again.watch(undefined, 4, () => undefined))).code).toBe(410);
+  });
+
+  it("a second connection to the same file sees commits at once and never reuses a revision", async () => {
+    const { store, file } = await fresh();
+    const other = openSqliteStore(file);
+    open.push(other);
+    await store.create(worker("w1"));
+    expect((await other.get<StoredObject>("Worker", "w1"))?.metadata.resourceVersion).toBe("1");
+    const t = await other.create(task("t1"));
+    const w2 = await store.create(worker("w2"));
+    expect(t.metadata.resourceVersion).toBe("2");
+    expect(w2.metadata.resourceVersion).toBe("3");
+  });
+
+  it("rejects writes and reads after close", async () => {
+    const { store } = await fresh();
+    await store.close();
+    await expect(store.get("Worker", "w1")).rejects.toThrow(/closed/);
+    await expect(store.create(worker("w1"))).rejects.toThrow(/closed/);
+    await store.close(); // idempotent
+  });
+
+  it("lists and selects among 20k objects in name order", async () => {
+    const { store } = await fresh();
+    const N = 20_000;
+    const batch = 5_000;
+    for (let i = 0; i < N; i += batch) {
+      const ops: TxnOp[] = [];
+      for (let j = i; j < i + batch; j++)
+        ops.push({ op: "create", object: worker(`w${String(j).padStart(6, "0")}`, { shard: String(j % 10) }) });
+      await store.txn(ops);
+    }
+    const all = await store.list("Worker");
+    expect(all.items).toHaveLength(N);
+    expect(all.items[0].metadata.name).toBe("w000000");
+    expect(all.items[N - 1].metadata.name).toBe("w019999");
+    const shard = await store.list("Worker", { labelSelector: "shard=3" });
+    expect(shard.items).toHaveLength(N / 10);
+    expect(shard.items.every((w) => w.metadata.labels?.shard === "3")).toBe(true);
+    for (let i = 0; i < 100; i++) {
+      const name = `w${String((i * 97) % N).padStart(6, "0")}`;
+      expect((await store.get("Worker", name))?.metadata.name).toBe(name);
+    }
+  }, 120_000);
+});
