@@ -5,6 +5,7 @@ import Fastify, { type FastifyInstance } from "fastify";
 import { app } from "./api/app.ts";
 import { isLoopback } from "./api/auth.ts";
 import { EventRecorder } from "./reconciler/events.ts";
+import { ControllerManager } from "./reconciler/manager.ts";
 import { compileAll } from "./resources/validate.ts";
 import { Scheduler } from "./scheduler/scheduler.ts";
 import { expireLeases } from "./scheduler/transitions.ts";
@@ -28,6 +29,10 @@ export type HubOptions = {
   uploadLimitBytes: number;
   /** How often leases are checked for expiry. */
   leaseSweepMs: number;
+  /** How often every controller looks at everything again. */
+  resyncMs: number;
+  /** Pacing of the Admitted/Unsatisfiable condition passes. */
+  conditions?: { minIntervalMs: number; refreshMs: number; maxWritesPerPass: number };
   logLevel: "silent" | "error" | "warn" | "info" | "debug";
   env?: NodeJS.ProcessEnv;
   /** Use this store instead of opening SQLite under dataDir (tests, etcd). */
@@ -43,6 +48,7 @@ export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, "dataDir"> = {
   defaultMaxAttempts: 3,
   uploadLimitBytes: 512 * 1024 * 1024,
   leaseSweepMs: 1000,
+  resyncMs: 30_000,
   logLevel: "info",
 };
 
@@ -61,6 +67,7 @@ function readWorkerTokens(path: string): Record<string, string> {
 export class Hub {
   readonly scheduler: Scheduler;
   readonly events: EventRecorder;
+  controllers: ControllerManager | undefined;
   readonly authRequired: boolean;
   private readonly abort = new AbortController();
   readonly stopping = this.abort.signal;
@@ -95,6 +102,9 @@ export class Hub {
     const http = Fastify({ logger: opts.logLevel === "silent" ? false : { level: opts.logLevel, redact: ["req.headers.authorization", "req.headers[\"x-loom-token\"]"] }, bodyLimit: 16 * 1024 * 1024 });
     await http.register(app, { hub, auth: { hubToken, workerTokens } });
     hub.http = http;
+    const log = (level: "info" | "warn" | "error", msg: string, extra?: Record<string, unknown>) => http.log[level](extra ?? {}, msg);
+    hub.controllers = new ControllerManager(hub.scheduler, log, { resyncMs: opts.resyncMs, push: { defaultTokenEnv: opts.runnerTokenEnv, env }, conditions: opts.conditions });
+    hub.controllers.start();
     hub.url = await http.listen({ host: opts.host, port: opts.port });
     hub.sweep = setInterval(() => void expireLeases(hub.scheduler.ctx).catch((e) => http.log.error({ err: e }, "lease sweep failed")), opts.leaseSweepMs);
     return hub;
@@ -104,6 +114,7 @@ export class Hub {
     clearInterval(this.sweep);
     this.abort.abort();
     this.scheduler.stop();
+    await this.controllers?.stop();
     await this.http?.close();
     await this.events.close();
     this.cache.stop();

@@ -99,7 +99,7 @@ export async function adminRoutes(f: FastifyInstance): Promise<void> {
     return { ok: true, registered };
   });
   f.post("/api/admin/push-task", async (req, reply) => {
-    const out = await pushTask(ctx, body(req), { defaultTokenEnv: hub.opts.runnerTokenEnv });
+    const out = await pushTask(ctx, body(req), { defaultTokenEnv: hub.opts.runnerTokenEnv, env: hub.opts.env });
     return reply.code(out.status).send(out.body);
   });
 

@@ -1,7 +1,6 @@
 // Result ZIPs: the Runner writes them, the Hub reads them and scores them.
 // Scoring follows RUNNER_PROTOCOL §3 (verdict rule, issue categories) so a result
 // from a v1 Runner and one from `loom runner` are judged the same way.
-import { once } from "node:events";
 import { createWriteStream } from "node:fs";
 import { pipeline } from "node:stream/promises";
 import yazl from "yazl";
@@ -31,8 +30,7 @@ function fillZip(entries: ZipEntryInput[]): yazl.ZipFile {
 export async function writeZip(entries: ZipEntryInput[]): Promise<Buffer> {
   const zip = fillZip(entries);
   const chunks: Buffer[] = [];
-  zip.outputStream.on("data", (c: Buffer) => chunks.push(c));
-  await once(zip.outputStream as NodeJS.ReadableStream & import("node:events").EventEmitter, "end");
+  for await (const c of zip.outputStream) chunks.push(c as Buffer);
   return Buffer.concat(chunks);
 }
 

@@ -6,7 +6,8 @@ import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
 import type { ClaimedTask } from "./execute.ts";
 import { hostSnapshot, resolveCapacity } from "./host.ts";
 import { runClaimedTask, type TaskReport } from "./lifecycle.ts";
-import { heartbeatBody, isFatal, PullLoop, registerWithRetry, type PullOptions } from "./pull.ts";
+import { HubError } from "./client.ts";
+import { heartbeatBody, isFatal, PullLoop, registerWithRetry, registrationBody, type PullOptions } from "./pull.ts";
 import { utcNow } from "./process.ts";
 
 export const DIRECT_DEFAULT_PORT = 9876;
@@ -122,9 +123,15 @@ export class DirectServer {
       };
     });
 
-    app.post("/api/register", async () => {
-      const result = await registerWithRetry(this.o, this.stopCtl.signal, this.o.maxBackoffMs);
-      return { ok: true, register: result };
+    // One attempt: the caller waits on this request, so the Hub's answer (or silence) is reported, not retried.
+    app.post("/api/register", async (_req, reply) => {
+      try {
+        const { body } = await registrationBody(this.o);
+        return { ok: true, register: await this.o.client.register(body) };
+      } catch (e) {
+        if (!(e instanceof HubError)) throw e;
+        return reply.code(502).send({ error: "hub_register_failed", hub_status: e.status, detail: e.message });
+      }
     });
 
     app.post("/api/run-loop", async (req, reply) => {

@@ -304,7 +304,7 @@ interface RunOutcome {
 
 const json = (v: unknown) => JSON.stringify(v, null, 2) + "\n";
 
-async function runShell(task: ClaimedTask, ctx: RunContext): Promise<RunOutcome> {
+async function runShell(ctx: RunContext): Promise<RunOutcome> {
   const command = commandWithArgs({ name: "shell", command: ctx.payload.command, args: ctx.payload.args });
   if (command === undefined) throw new Error("shell runner needs payload.command");
   const o = await runProcess({
@@ -461,7 +461,7 @@ export async function executeTask(task: ClaimedTask, opts: ExecuteOptions): Prom
     else if (runner === "noop") {
       await writeFile(path.join(attemptDir, "stdout.txt"), "noop ok\n");
       outcome = { exitCode: 0, usage: [], timedOut: false };
-    } else if (runner === "shell") outcome = await runShell(task, ctx);
+    } else if (runner === "shell") outcome = await runShell(ctx);
     else if (runner === "repo") outcome = await runRepo(task, ctx);
     else {
       await writeFile(path.join(attemptDir, "stderr.txt"), `unsupported runner: ${runner}\n`);

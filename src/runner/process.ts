@@ -219,7 +219,8 @@ export async function runProcess(spec: ProcessSpec): Promise<ProcessOutcome> {
           timedOut = true;
           void stopGroup(child.pid!, graceMs);
         }, Math.max(0, spec.timeoutSeconds) * 1000);
-        spec.signal?.addEventListener("abort", onAbort, { once: true });
+        if (spec.signal?.aborted) onAbort();
+        else spec.signal?.addEventListener("abort", onAbort, { once: true });
       });
       child.once("error", (e) => {
         if (timer) clearTimeout(timer);

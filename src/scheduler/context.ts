@@ -67,8 +67,8 @@ export class SchedulerContext {
   /** Commit, then wait until the informer has seen it, so the next decision reads its own write. */
   async commit(ops: TxnOp[]): Promise<StoredObject[]> {
     const out = await this.store.txn(ops);
-    const rev = Math.max(...out.map((o) => Number(o.metadata.resourceVersion ?? 0)));
-    if (rev > 0) await this.cache.waitForRevision(rev);
+    // The store's revision, not the objects': a deleted object reports its last version.
+    await this.cache.waitForRevision(await this.store.revision());
     this.wake();
     return out;
   }

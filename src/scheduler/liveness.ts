@@ -14,10 +14,13 @@ export type LiveRecord = {
 
 export class Liveness {
   private readonly records = new Map<string, LiveRecord>();
+  /** Called when a worker that was not alive calls again (its Ready flips to True). */
+  onRevive: (worker: string) => void = () => {};
   constructor(readonly graceMs: number) {}
 
   private rec(worker: string, now: number): LiveRecord {
     let r = this.records.get(worker);
+    if (!r || now - r.lastSeen > this.graceMs) queueMicrotask(() => this.onRevive(worker));
     if (!r) this.records.set(worker, (r = { lastSeen: now, reportedActive: 0, currentRuns: [], cacheKeys: new Set(), cacheEnabled: false }));
     return r;
   }

@@ -35,7 +35,8 @@ export class ClaimQueue {
   /** Track a task's latest version: queued tasks are (re)inserted, others removed. */
   upsert(task: Task): void {
     const name = task.metadata.name;
-    if (!isQueued(task.status?.state)) return this.remove(name);
+    // A task with no status yet is new, so queued.
+    if (!isQueued(task.status?.state ?? "queued")) return this.remove(name);
     const entry: QueueEntry = { name, priority: task.spec.priority ?? 0, created: task.metadata.creationTimestamp ?? "", shape: shapeKey(task) };
     const old = this.byName.get(name);
     if (old && old.shape === entry.shape && old.priority === entry.priority && old.created === entry.created) {

@@ -126,6 +126,12 @@ describe("POST /api/tasks/execute", () => {
     expect(Object.keys(reg.body.resource_capacity as object).sort()).toEqual(["cpu_millis", "disk_mb", "gpu_count", "gpu_types", "memory_mb"]);
   });
 
+  it("POST /api/register registers again, and reports a Hub refusal as 502", async () => {
+    expect(await call("POST", "/api/register")).toMatchObject({ status: 200, body: { ok: true, register: { ok: true, worker_id: WORKER } } });
+    peer.opts.override = (p) => (p === "/api/workers/register" ? { status: 400, body: { error: "invalid_resource_capacity" } } : undefined);
+    expect(await call("POST", "/api/register")).toMatchObject({ status: 502, body: { error: "hub_register_failed", hub_status: 400 } });
+  });
+
   it("rejects a task assigned to another worker with 409 assigned_worker_mismatch", async () => {
     const r = await call("POST", "/api/tasks/execute", pushed("t-other", { runner: "noop" }, "someone-else"));
     expect(r).toMatchObject({ status: 409, body: { error: "assigned_worker_mismatch", worker_id: WORKER, task_id: "t-other" } });

@@ -49,6 +49,7 @@ describe("resolveConfig", () => {
     [{ resourceCapacityJson: "{nope" }, "--resource-capacity-json"],
     [{ resourceCapacityJson: '{"gpu_types":["a100"]}' }, "--resource-capacity-json"],
     [{ authTokenEnv: "not a name" }, "--auth-token-env"],
+    [{ connectionMode: "direct-worker-api", serveHost: "0.0.0.0" }, "--serve-host"],
   ])("rejects %j naming %s", (bad, flag) => {
     let err: unknown;
     try {
@@ -59,6 +60,13 @@ describe("resolveConfig", () => {
     expect(err).toBeInstanceOf(FlagError);
     expect((err as FlagError).flag).toBe(flag);
     expect((err as Error).message).toContain(flag);
+  });
+});
+
+describe("--serve-host", () => {
+  it("may leave loopback when the Runner token is set", () => {
+    const c = resolveConfig({ ...defaults, connectionMode: "direct-worker-api", serveHost: "0.0.0.0" }, { LOOM_RUNNER_TOKEN: "t" });
+    expect(c.serveHost).toBe("0.0.0.0");
   });
 });
 

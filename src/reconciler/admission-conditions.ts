@@ -1,0 +1,128 @@
+// Task conditions that explain admission. Queued tasks with the same requirement shape
+// get the same answer, so each pass asks admission once per shape and worker, then writes
+// only the tasks whose condition changed. A change of status or reason is written at once;
+// a message that only moved its numbers is refreshed at most every `refreshMs`, so a busy
+// cluster does not rewrite every queued task on every lease.
+import { admit, explainTask, summarize, taskView } from "../admission/index.ts";
+import { getCondition, setCondition, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
+import type { SchedulerContext } from "../scheduler/context.ts";
+import type { ClaimQueue } from "../scheduler/queue.ts";
+import { isStoreError } from "../store/errors.ts";
+import type { StoredObject, TxnOp } from "../store/store.ts";
+import type { Logger } from "./controller.ts";
+
+export type AdmissionConditionsOptions = { minIntervalMs: number; refreshMs: number; maxWritesPerPass: number };
+
+type Wanted = { admitted: { status: "True" | "False"; reason: string; message: string }; unsatisfiable?: { reason: string; message: string } };
+
+export class AdmissionConditions {
+  private dirty = true;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+  /** When each task's Admitted message was last written (ms). */
+  private readonly lastWrite = new Map<string, number>();
+  /** The earliest time a deferred message refresh falls due. */
+  private nextDue = Infinity;
+  private dueTimer: NodeJS.Timeout | undefined;
+  passes = 0;
+  writes = 0;
+
+  constructor(private readonly ctx: SchedulerContext, private readonly queue: ClaimQueue, private readonly log: Logger, private readonly opts: AdmissionConditionsOptions = { minIntervalMs: 500, refreshMs: 60_000, maxWritesPerPass: 2000 }) {}
+
+  markDirty(): void {
+    this.dirty = true;
+    if (this.stopped || this.timer || this.running) return;
+    this.timer = setTimeout(() => this.tick(), this.opts.minIntervalMs);
+  }
+
+  private tick(): void {
+    this.timer = undefined;
+    if (!this.dirty || this.stopped) return;
+    this.dirty = false;
+    this.running = this.pass()
+      .catch((e) => { this.dirty = true; this.log("warn", "admission conditions pass failed", { err: (e as Error).message }); })
+      .finally(() => {
+        this.running = undefined;
+        if (this.dirty) this.markDirty();
+      });
+  }
+
+  /** One pass over every queued task; returns when its writes are committed. */
+  async pass(): Promise<void> {
+    this.passes++;
+    const now = this.ctx.now();
+    const views = this.ctx.cache.list<Worker & StoredObject>("Worker").map((w) => this.ctx.workerView(w));
+    const ops: TxnOp[] = [];
+    let deferred = false;
+    for (const shape of this.queue.allShapes()) {
+      const decisions = views.map((v) => admit(taskView(shape.sample), v));
+      const s = summarize(decisions);
+      const message = decisions.length ? explainTask(decisions) : "no workers are declared or registered";
+      const wanted: Wanted = {
+        admitted: s.admittable.length
+          ? { status: "True", reason: "WorkerAvailable", message }
+          : { status: "False", reason: s.dominant ?? "NoWorkers", message },
+        ...(s.unsatisfiable ? { unsatisfiable: { reason: "exceeds_worker_capacity", message: `no worker could ever admit this task, even empty: ${message}` } } : {}),
+      };
+      for (const e of shape.entries) {
+        if (ops.length >= this.opts.maxWritesPerPass) { deferred = true; break; }
+        const t = this.ctx.task(e.name);
+        if (!t) continue;
+        const next = this.apply(t, wanted, now);
+        if (next) ops.push({ op: "updateStatus", object: { ...(t as unknown as StoredObject), status: next } });
+      }
+    }
+    for (let i = 0; i < ops.length; i += 200) {
+      const chunk = ops.slice(i, i + 200);
+      try {
+        await this.ctx.store.txn(chunk);
+      } catch (e) {
+        // A task changed under us (claimed, cancelled): write the rest one by one; the next pass redoes the loser.
+        if (!isStoreError(e, "Conflict")) throw e;
+        for (const op of chunk) await this.ctx.store.txn([op]).catch((err) => { if (!isStoreError(err, "Conflict")) throw err; });
+      }
+      this.writes += chunk.length;
+    }
+    for (const op of ops) if (op.op === "updateStatus") this.lastWrite.set(op.object.metadata.name, now);
+    if (this.lastWrite.size > this.queue.size * 2 + 1000) for (const k of this.lastWrite.keys()) if (!this.queue.has(k)) this.lastWrite.delete(k);
+    if (deferred) this.dirty = true;
+    if (this.nextDue !== Infinity && !this.stopped) {
+      clearTimeout(this.dueTimer);
+      this.dueTimer = setTimeout(() => this.markDirty(), Math.max(0, this.nextDue - this.ctx.now()));
+      this.dueTimer.unref();
+      this.nextDue = Infinity;
+    }
+  }
+
+  /** The new status if the conditions must be written now, else undefined. */
+  private apply(t: Task, w: Wanted, now: number): TaskStatus | undefined {
+    const st = t.status ?? {};
+    const cur = getCondition(st.conditions, "Admitted");
+    const curUnsat = getCondition(st.conditions, "Unsatisfiable");
+    const flips = !cur || cur.status !== w.admitted.status || cur.reason !== w.admitted.reason || (curUnsat?.status === "True") !== !!w.unsatisfiable;
+    const messageOnly = !flips && (cur!.message !== w.admitted.message || (w.unsatisfiable && curUnsat?.message !== w.unsatisfiable.message));
+    if (!flips && !messageOnly) return undefined;
+    const last = this.lastWrite.get(t.metadata.name) ?? 0;
+    if (!flips && now - last < this.opts.refreshMs) {
+      this.nextDue = Math.min(this.nextDue, last + this.opts.refreshMs); // owed, but not yet
+      return undefined;
+    }
+    const next: TaskStatus = structuredClone(st);
+    next.conditions ??= [];
+    const iso = new Date(now).toISOString();
+    setCondition(next.conditions, { type: "Admitted", ...w.admitted, observedGeneration: t.metadata.generation }, iso);
+    if (w.unsatisfiable) {
+      if (curUnsat?.status !== "True") this.ctx.recordEvent({ object: t as unknown as StoredObject, type: "Warning", reason: "Unsatisfiable", message: w.unsatisfiable.message });
+      setCondition(next.conditions, { type: "Unsatisfiable", status: "True", ...w.unsatisfiable, observedGeneration: t.metadata.generation }, iso);
+    } else if (curUnsat) setCondition(next.conditions, { type: "Unsatisfiable", status: "False", reason: "Satisfiable", message: "some worker could admit this task", observedGeneration: t.metadata.generation }, iso);
+    return next;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    clearTimeout(this.dueTimer);
+    await this.running;
+  }
+}

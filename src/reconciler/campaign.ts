@@ -1,0 +1,133 @@
+// Campaign controller: a Campaign's cases become Tasks. It creates the tasks that are
+// missing, updates a still-queued task whose case changed, removes a still-queued task
+// whose case left the manifest, and counts tasks per state in the Campaign's status.
+// It never duplicates a task: ids are the stable v1 ids, and a create of an existing one
+// is a no-op.
+import { formatInputError } from "../resources/input-errors.ts";
+import { CAMPAIGN_LABEL, expandCampaign } from "../resources/manifest.ts";
+import { isActive, isFinal, isQueued, setCondition, type Campaign, type CampaignStatus, type Task } from "../resources/types.ts";
+import type { Informer } from "../store/cache.ts";
+import type { Store, StoredObject, TxnOp } from "../store/store.ts";
+import { initialStatus } from "../scheduler/lifecycle.ts";
+import type { LoomEvent } from "../scheduler/context.ts";
+import type { Reconciler, Result } from "./controller.ts";
+
+/** Tasks are written in chunks so a 100k-case campaign does not make one giant transaction. */
+const CHUNK = 1000;
+
+const ownedBy = (t: Task, campaign: string) => t.metadata.ownerReferences?.some((r) => r.kind === "Campaign" && r.name === campaign) ?? false;
+
+type Expanded = { uid: string; generation: number; desired: Task[]; errors: ReturnType<typeof expandCampaign>["errors"]; synced: boolean };
+
+export class CampaignReconciler implements Reconciler {
+  readonly name = "campaign";
+  /** Expansion per campaign generation: a pass that only recounts does not expand again. */
+  private readonly expanded = new Map<string, Expanded>();
+  constructor(private readonly store: Store, private readonly cache: Informer, private readonly recordEvent: (e: LoomEvent) => void) {
+    cache.addIndex("Task", "campaign", (o) => {
+      const l = o.metadata.labels?.[CAMPAIGN_LABEL];
+      return l ? [l] : [];
+    });
+  }
+
+  /** The key of the campaign that owns a task, for mapping task events to campaign passes. */
+  static keyOf(o: StoredObject): string | undefined {
+    return o.metadata.labels?.[CAMPAIGN_LABEL];
+  }
+
+  async reconcile(name: string): Promise<Result> {
+    const owned = this.cache.byIndex<Task & StoredObject>("Task", "campaign", name).filter((t) => ownedBy(t, name));
+    const campaign = this.cache.get<Campaign & StoredObject>("Campaign", name);
+    if (!campaign) {
+      this.expanded.delete(name);
+      // Deleted campaign: its queued tasks go with it; tasks that ran or run stay as a record.
+      await this.write(owned.filter((t) => isQueued(t.status?.state ?? "queued")).map((t) => ({ op: "delete", kind: "Task", name: t.metadata.name, resourceVersion: t.metadata.resourceVersion })));
+      return;
+    }
+    const uid = campaign.metadata.uid ?? "";
+    const gen = campaign.metadata.generation ?? 1;
+    let memo = this.expanded.get(name);
+    if (!memo || memo.uid !== uid || memo.generation !== gen) {
+      const x = expandCampaign(campaign);
+      memo = { uid, generation: gen, desired: x.tasks, errors: x.errors, synced: false };
+      this.expanded.set(name, memo);
+    }
+    const { desired, errors } = memo;
+    const now = new Date().toISOString();
+    const status: CampaignStatus = structuredClone(campaign.status ?? {});
+    status.conditions ??= [];
+    if (errors.length) {
+      // All or nothing: an invalid case stops the campaign's changes until it is fixed.
+      const msg = errors.slice(0, 5).map(formatInputError).join("; ") + (errors.length > 5 ? ` (+${errors.length - 5} more)` : "");
+      if (setCondition(status.conditions, { type: "Valid", status: "False", reason: "InvalidCase", message: msg, observedGeneration: campaign.metadata.generation }, now))
+        this.recordEvent({ object: campaign, type: "Warning", reason: "InvalidCase", message: msg });
+      return this.writeStatus(campaign, this.counted(status, owned));
+    }
+    setCondition(status.conditions, { type: "Valid", status: "True", reason: "CasesValid", message: `${desired.length} case(s)`, observedGeneration: campaign.metadata.generation }, now);
+
+    // Already in step with this generation, and nothing owned went missing: only recount.
+    if (memo.synced && owned.length === desired.length) return this.writeStatus(campaign, this.counted(status, owned));
+    const ops: TxnOp[] = [];
+    const wanted = new Set<string>();
+    const conflicts: string[] = [];
+    let created = 0, updated = 0, removed = 0;
+    for (const d of desired) {
+      wanted.add(d.metadata.name);
+      const cur = this.cache.get<Task & StoredObject>("Task", d.metadata.name);
+      d.metadata.ownerReferences = d.metadata.ownerReferences?.map((r) => ({ ...r, uid: campaign.metadata.uid! }));
+      if (!cur) {
+        ops.push({ op: "create", object: { ...(d as unknown as StoredObject), status: initialStatus() } });
+        created++;
+      } else if (!ownedBy(cur, name)) {
+        conflicts.push(d.metadata.name);
+      } else if (isQueued(cur.status?.state ?? "queued") && JSON.stringify(cur.spec) !== JSON.stringify(d.spec)) {
+        ops.push({ op: "update", object: { ...(cur as unknown as StoredObject), spec: d.spec, metadata: { ...cur.metadata, labels: { ...cur.metadata.labels, ...d.metadata.labels } } } });
+        updated++;
+      }
+    }
+    for (const t of owned) {
+      if (wanted.has(t.metadata.name) || !isQueued(t.status?.state ?? "queued")) continue;
+      ops.push({ op: "delete", kind: "Task", name: t.metadata.name, resourceVersion: t.metadata.resourceVersion });
+      removed++;
+    }
+    await this.write(ops);
+    memo.synced = !conflicts.length;
+    if (created || updated || removed)
+      this.recordEvent({ object: campaign, type: "Normal", reason: "TasksSynced", message: `tasks: ${created} created, ${updated} updated, ${removed} removed` });
+    if (conflicts.length) {
+      const msg = `task ids already used by other objects: ${conflicts.slice(0, 5).join(", ")}${conflicts.length > 5 ? ` (+${conflicts.length - 5} more)` : ""}`;
+      if (setCondition(status.conditions, { type: "TasksConflict", status: "True", reason: "TaskIdInUse", message: msg }, now))
+        this.recordEvent({ object: campaign, type: "Warning", reason: "TaskIdInUse", message: msg });
+    } else status.conditions = status.conditions.filter((c) => c.type !== "TasksConflict");
+    // Counts come from the cache after our own writes are visible.
+    const after = this.cache.byIndex<Task & StoredObject>("Task", "campaign", name).filter((t) => ownedBy(t, name));
+    return this.writeStatus(campaign, this.counted(status, after));
+  }
+
+  private counted(status: CampaignStatus, tasks: Task[]): CampaignStatus {
+    const by: Record<string, number> = {};
+    let pending = 0, active = 0, final = 0;
+    for (const t of tasks) {
+      const s = t.status?.state ?? "queued";
+      by[s] = (by[s] ?? 0) + 1;
+      if (isFinal(s)) final++;
+      else if (isActive(s)) active++;
+      else pending++;
+    }
+    return { ...status, task_count: tasks.length, pending, active, final, by_state: by };
+  }
+
+  private async writeStatus(c: Campaign & StoredObject, status: CampaignStatus): Promise<Result> {
+    status.observedGeneration = c.metadata.generation;
+    if (JSON.stringify(status) === JSON.stringify(c.status ?? {})) return;
+    const [w] = await this.store.txn([{ op: "updateStatus", object: { ...c, status } }]);
+    await this.cache.waitForRevision(Number(w.metadata.resourceVersion));
+  }
+
+  private async write(ops: TxnOp[]): Promise<void> {
+    for (let i = 0; i < ops.length; i += CHUNK) {
+      await this.store.txn(ops.slice(i, i + CHUNK));
+      await this.cache.waitForRevision(await this.store.revision());
+    }
+  }
+}

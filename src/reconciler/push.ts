@@ -1,0 +1,68 @@
+// Push dispatcher: Direct Runners in push mode do not claim; the Hub leases queued work
+// to them and delivers it, through the same admission and lease write as a pull claim.
+import { concurrencyOf } from "../admission/index.ts";
+import type { Worker } from "../resources/types.ts";
+import { pickForWorker } from "../scheduler/claim.ts";
+import type { SchedulerContext } from "../scheduler/context.ts";
+import { HubError } from "../scheduler/errors.ts";
+import { directEndpoint, pushTask, type PushOptions } from "../scheduler/push.ts";
+import type { ClaimQueue } from "../scheduler/queue.ts";
+import type { StoredObject } from "../store/store.ts";
+import type { Logger } from "./controller.ts";
+
+export const isPushWorker = (w: Worker) => !!directEndpoint(w) && w.spec.direct_api_dispatch_mode === "push";
+
+export class PushDispatcher {
+  private dirty = false;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+  /** Workers that refused or could not be reached, and until when they rest. */
+  private readonly resting = new Map<string, number>();
+  pushes = 0;
+
+  constructor(private readonly ctx: SchedulerContext, private readonly queue: ClaimQueue, private readonly push: PushOptions, private readonly log: Logger, private readonly restMs = 5000) {}
+
+  markDirty(): void {
+    if (this.stopped) return;
+    this.dirty = true;
+    if (!this.running) this.running = this.loop().finally(() => (this.running = undefined));
+  }
+
+  private async loop(): Promise<void> {
+    while (this.dirty && !this.stopped) {
+      this.dirty = false;
+      await this.pass().catch((e) => this.log("warn", "push pass failed", { err: (e as Error).message }));
+    }
+  }
+
+  async pass(): Promise<void> {
+    const now = this.ctx.now();
+    for (const w of this.ctx.cache.list<Worker & StoredObject>("Worker")) {
+      if (!isPushWorker(w) || w.spec.unschedulable || !w.status?.registration) continue;
+      if ((this.resting.get(w.metadata.name) ?? 0) > now) continue;
+      const view = this.ctx.workerView(w);
+      if (!view.ready) continue;
+      const c = concurrencyOf(view);
+      const { picks } = pickForWorker(this.queue, this.ctx, w, Math.max(0, c.effective_limit - c.active_count));
+      for (const p of picks) {
+        if (this.stopped) return;
+        try {
+          await pushTask(this.ctx, { task_id: p.task.metadata.name, worker_id: w.metadata.name }, this.push);
+          this.pushes++;
+        } catch (e) {
+          // A refusal or an unknown outcome: rest this worker a while instead of hammering it.
+          if (e instanceof HubError && e.status < 500 && e.code === "task_not_queueable") continue;
+          this.resting.set(w.metadata.name, this.ctx.now() + this.restMs);
+          this.log("warn", `push to ${w.metadata.name} failed`, { err: (e as Error).message });
+          setTimeout(() => this.markDirty(), this.restMs).unref();
+          break;
+        }
+      }
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.running;
+  }
+}

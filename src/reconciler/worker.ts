@@ -1,0 +1,85 @@
+// Worker controller: the Worker's status shows its effective capacity, what its active
+// leases reserve, its headroom, the exclusive holder and its conditions. All of it is
+// derived from the leases and the liveness table at each pass, and written only when a
+// fact changes or Ready flips (never for a heartbeat alone). A worker the inventory
+// stopped declaring is deleted once it holds no active lease.
+import { exclusiveActive } from "../admission/index.ts";
+import { setCondition, type Worker, type WorkerStatus } from "../resources/types.ts";
+import type { SchedulerContext } from "../scheduler/context.ts";
+import { capacityEntry, effectiveSettings } from "../scheduler/workers.ts";
+import { isStoreError } from "../store/errors.ts";
+import type { StoredObject } from "../store/store.ts";
+import type { Reconciler, Result } from "./controller.ts";
+
+export const PRUNED_ANNOTATION = "loom.dev/pruned";
+
+/** Status fields that change without being news: never a reason to write on their own. */
+const VOLATILE: (keyof WorkerStatus)[] = ["last_heartbeat_at"];
+
+function comparable(s: WorkerStatus | undefined): string {
+  const c: Record<string, unknown> = { ...(s ?? {}) };
+  for (const k of VOLATILE) delete c[k];
+  return JSON.stringify(c);
+}
+
+export class WorkerReconciler implements Reconciler {
+  readonly name = "worker";
+  constructor(private readonly ctx: SchedulerContext) {}
+
+  async reconcile(name: string): Promise<Result> {
+    const ctx = this.ctx;
+    const w = ctx.worker(name);
+    if (!w) return;
+    const now = ctx.now();
+    const view = ctx.workerView(w);
+    if (w.metadata.annotations?.[PRUNED_ANNOTATION] === "true" && view.leases.length === 0) {
+      try {
+        await ctx.store.delete("Worker", name, { resourceVersion: w.metadata.resourceVersion });
+        ctx.recordEvent({ object: w as unknown as StoredObject, type: "Normal", reason: "Deleted", message: "no longer declared and no active lease: deleted" });
+      } catch (e) {
+        if (!isStoreError(e, "Conflict") && !isStoreError(e, "NotFound")) throw e;
+      }
+      return;
+    }
+    const e = capacityEntry(ctx, w);
+    const s = effectiveSettings(w);
+    const live = ctx.liveness.get(name);
+    const iso = new Date(now).toISOString();
+    const st: WorkerStatus = structuredClone(w.status ?? {});
+    st.observedGeneration = w.metadata.generation;
+    st.capacity = e.capacity;
+    st.reserved = e.reserved;
+    st.available = e.available;
+    st.active_task_ids = e.active_task_ids;
+    st.active_count = e.active_count;
+    st.effective_limit = e.effective_limit;
+    st.desired_concurrency = s.desired_concurrency;
+    const holder = view.leases.find((l) => l.placement === "exclusive")?.task;
+    if (holder) st.exclusive_holder = holder;
+    else delete st.exclusive_holder;
+    if (live) st.last_heartbeat_at = new Date(live.lastSeen).toISOString();
+    st.conditions ??= [];
+    setCondition(st.conditions, st.registration
+      ? { type: "Registered", status: "True", reason: "RunnerRegistered", message: `registered at ${st.registration.registered_at}` }
+      : { type: "Registered", status: "False", reason: "NotRegistered", message: "no Runner has registered as this worker" }, iso);
+    const ready = view.ready;
+    setCondition(st.conditions, ready
+      ? { type: "Ready", status: "True", reason: "RunnerAlive", message: `last call within ${ctx.opts.heartbeatGraceSeconds}s` }
+      : { type: "Ready", status: "False", reason: live ? "HeartbeatMissing" : "NoHeartbeat", message: live ? `no call since ${new Date(live.lastSeen).toISOString()} (grace ${ctx.opts.heartbeatGraceSeconds}s)` : "no heartbeat since the Hub started" }, iso);
+    if (w.spec.unschedulable) setCondition(st.conditions, { type: "Cordoned", status: "True", reason: w.metadata.annotations?.[PRUNED_ANNOTATION] === "true" ? "NoLongerDeclared" : "Blocked", message: "no new leases are admitted" }, iso);
+    else if (st.conditions.some((c) => c.type === "Cordoned")) setCondition(st.conditions, { type: "Cordoned", status: "False", reason: "Schedulable", message: "accepting leases" }, iso);
+    if (exclusiveActive(view)) setCondition(st.conditions, { type: "ExclusiveHeld", status: "True", reason: "ExclusiveLease", message: `held by ${holder}` }, iso);
+    else if (st.conditions.some((c) => c.type === "ExclusiveHeld")) setCondition(st.conditions, { type: "ExclusiveHeld", status: "False", reason: "NoExclusiveLease", message: "no exclusive lease is active" }, iso);
+
+    if (comparable(st) !== comparable(w.status)) {
+      try {
+        await ctx.store.updateStatus({ ...(w as unknown as StoredObject), status: st });
+      } catch (err) {
+        if (!isStoreError(err, "Conflict")) throw err;
+        return { requeueAfterMs: 50 }; // someone else wrote: look again with fresh data
+      }
+    }
+    // Come back when Ready would flip by the clock alone.
+    if (ready && live) return { requeueAfterMs: Math.max(1000, live.lastSeen + ctx.opts.heartbeatGraceSeconds * 1000 - now + 50) };
+  }
+}
