@@ -84,6 +84,17 @@ export function summarize(decisions: readonly Decision[]): Summary {
 
 const FIELD_ORDER: readonly string[] = [...RESOURCE_FIELDS, "gpu_types"];
 
+/**
+ * At most this many workers are named per group; the rest are counted. The task-wide line
+ * is stored in a condition on every queued task, so it must stay small with 1000 workers;
+ * the per-worker detail is one task-admission call away.
+ */
+export const NAMED_PER_GROUP = 5;
+
+function capped(parts: string[]): string {
+  return parts.length <= NAMED_PER_GROUP ? parts.join(", ") : `${parts.slice(0, NAMED_PER_GROUP).join(", ")}, +${parts.length - NAMED_PER_GROUP} more`;
+}
+
 /** "memory_mb short 1024 on a, short 512 on b, gpu_types [a100] on c": grouped by field, the name said once. */
 function resourceDetail(code: ReasonCode, decisions: readonly Decision[]): string {
   const items = decisions
@@ -96,7 +107,7 @@ function resourceDetail(code: ReasonCode, decisions: readonly Decision[]): strin
     prev = f.field;
     return text;
   });
-  return parts.join(", ");
+  return capped(parts);
 }
 
 function capabilityDetail(decisions: readonly Decision[]): string {
@@ -107,14 +118,14 @@ function capabilityDetail(decisions: readonly Decision[]): string {
         const cap = f.shortfall.requested.join(", ");
         byCap.set(cap, [...(byCap.get(cap) ?? []), d.worker]);
       }
-  return [...byCap].map(([cap, ws]) => `${cap} on ${ws.join(", ")}`).join("; ");
+  return [...byCap].map(([cap, ws]) => `${cap} on ${capped(ws)}`).join("; ");
 }
 
 function detail(code: ReasonCode, rejected: readonly Decision[]): string {
   const having = rejected.filter((d) => d.reasons.includes(code));
   if (code === "resource_reservation_unavailable" || code === "exceeds_worker_capacity") return resourceDetail(code, having);
   if (code === "capability_missing") return capabilityDetail(having);
-  return having.map((d) => d.worker).join(", ");
+  return capped(having.map((d) => d.worker));
 }
 
 /**
@@ -125,7 +136,7 @@ function detail(code: ReasonCode, rejected: readonly Decision[]): string {
 export function explainTask(decisions: readonly Decision[]): string {
   const s = summarize(decisions);
   if (s.total === 0) return "0/0 workers admit: no workers";
-  const head = `${s.admittable.length}/${s.total} workers admit${s.admittable.length ? ` (${s.admittable.join(", ")})` : ""}`;
+  const head = `${s.admittable.length}/${s.total} workers admit${s.admittable.length ? ` (${capped(s.admittable)})` : ""}`;
   const rejected = decisions.filter((d) => !d.ok);
   const groups = codesByCount(s.counts).map((code) => {
     const more = detail(code, rejected);

@@ -134,3 +134,11 @@ describe("a task summary over all workers, keeping each worker's detail", () => 
     expect(summarize([])).toEqual({ total: 0, admittable: [], counts: {}, unsatisfiable: false });
   });
 });
+
+describe("the task-wide line stays small with many workers", () => {
+  it("names five workers per group and counts the rest", () => {
+    const ws = Array.from({ length: 12 }, (_, i) => worker(`w${String(i).padStart(2, "0")}`, { leases: [lease("a", { memory_mb: 4096 })] }));
+    const line = explainTask(ws.map((w) => admit(task(), w)));
+    expect(line).toBe("0/12 workers admit: 12 resource_reservation_unavailable (memory_mb short 1024 on w00, short 1024 on w01, short 1024 on w02, short 1024 on w03, short 1024 on w04, +7 more)");
+  });
+});
