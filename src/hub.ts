@@ -6,6 +6,7 @@ import { app } from "./api/app.ts";
 import { isLoopback } from "./api/auth.ts";
 import { EventRecorder } from "./reconciler/events.ts";
 import { ControllerManager } from "./reconciler/manager.ts";
+import { GitopsSync } from "./gitops/index.ts";
 import { compileAll } from "./resources/validate.ts";
 import { Scheduler } from "./scheduler/scheduler.ts";
 import { expireLeases } from "./scheduler/transitions.ts";
@@ -35,6 +36,9 @@ export type HubOptions = {
   conditions?: { minIntervalMs: number; refreshMs: number; maxWritesPerPass: number };
   logLevel: "silent" | "error" | "warn" | "info" | "debug";
   env?: NodeJS.ProcessEnv;
+  /** Inventory and campaign files or folders to keep in sync with the store (GitOps). */
+  gitopsPaths?: string[];
+  gitopsDebounceMs?: number;
   /** Use this store instead of opening SQLite under dataDir (tests, etcd). */
   store?: Store;
 };
@@ -68,6 +72,7 @@ export class Hub {
   readonly scheduler: Scheduler;
   readonly events: EventRecorder;
   controllers: ControllerManager | undefined;
+  gitops: GitopsSync | undefined;
   readonly authRequired: boolean;
   private readonly abort = new AbortController();
   readonly stopping = this.abort.signal;
@@ -102,9 +107,14 @@ export class Hub {
     const http = Fastify({ logger: opts.logLevel === "silent" ? false : { level: opts.logLevel, redact: ["req.headers.authorization", "req.headers[\"x-loom-token\"]"] }, bodyLimit: 16 * 1024 * 1024 });
     await http.register(app, { hub, auth: { hubToken, workerTokens } });
     hub.http = http;
-    const log = (level: "info" | "warn" | "error", msg: string, extra?: Record<string, unknown>) => http.log[level](extra ?? {}, msg);
+    const log = (level: "info" | "warn" | "error", msg: string, extra?: object) => http.log[level](extra ?? {}, msg);
     hub.controllers = new ControllerManager(hub.scheduler, log, { resyncMs: opts.resyncMs, push: { defaultTokenEnv: opts.runnerTokenEnv, env }, conditions: opts.conditions });
     hub.controllers.start();
+    if (opts.gitopsPaths?.length) {
+      // Declared workers exist before any Runner can register as them.
+      hub.gitops = new GitopsSync({ store, paths: opts.gitopsPaths.map((p) => resolve(p)), recordEvent: hub.events.record, log, debounceMs: opts.gitopsDebounceMs });
+      await hub.gitops.start();
+    }
     hub.url = await http.listen({ host: opts.host, port: opts.port });
     hub.sweep = setInterval(() => void expireLeases(hub.scheduler.ctx).catch((e) => http.log.error({ err: e }, "lease sweep failed")), opts.leaseSweepMs);
     return hub;
@@ -112,6 +122,7 @@ export class Hub {
 
   async close(): Promise<void> {
     clearInterval(this.sweep);
+    await this.gitops?.close();
     this.abort.abort();
     this.scheduler.stop();
     await this.controllers?.stop();

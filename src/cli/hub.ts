@@ -19,6 +19,8 @@ export function hubCommand(): Command {
     .option("--worker-tokens-file <path>", "YAML/JSON map of worker_id to a token that may act only as that worker")
     .option("--heartbeat-grace-seconds <n>", "a worker silent for longer is not Ready", intArg("--heartbeat-grace-seconds", 1), DEFAULT_HUB_OPTIONS.heartbeatGraceSeconds)
     .option("--default-max-attempts <n>", "attempts for a task whose leases keep expiring and that has no retry_policy", intArg("--default-max-attempts", 1), DEFAULT_HUB_OPTIONS.defaultMaxAttempts)
+    .option("--inventory <path>", "inventory file or folder to apply and watch (repeatable)", (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option("--manifests <path>", "campaign manifest file or folder to apply and watch (repeatable)", (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option("--log-level <level>", "silent, error, warn, info or debug", DEFAULT_HUB_OPTIONS.logLevel)
     .action(async (o) => {
       const hub = await Hub.start({
@@ -31,13 +33,18 @@ export function hubCommand(): Command {
         heartbeatGraceSeconds: o.heartbeatGraceSeconds,
         defaultMaxAttempts: o.defaultMaxAttempts,
         logLevel: o.logLevel,
+        gitopsPaths: [...o.inventory, ...o.manifests],
       });
       process.stderr.write(`loom hub listening on ${hub.url} (store: ${hub.store.backend}, data: ${hub.opts.dataDir}${hub.authRequired ? ", token required" : ", no token: loopback only"})\n`);
+      // SIGHUP re-reads every watched file, e.g. after a path that did not exist appears.
+      const hup = () => void hub.gitops?.syncNow().catch((e) => process.stderr.write(`gitops sync failed: ${(e as Error).message}\n`));
+      process.on("SIGHUP", hup);
       await new Promise<void>((resolve) => {
         const stop = () => resolve();
         process.once("SIGINT", stop);
         process.once("SIGTERM", stop);
       });
+      process.off("SIGHUP", hup);
       await hub.close();
     });
 }

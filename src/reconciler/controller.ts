@@ -10,7 +10,7 @@ export interface Reconciler {
   reconcile(key: Key, signal: AbortSignal): Promise<Result>;
 }
 
-export type Logger = (level: "info" | "warn" | "error", msg: string, extra?: Record<string, unknown>) => void;
+export type Logger = (level: "info" | "warn" | "error", msg: string, extra?: object) => void;
 
 export class Controller {
   readonly queue: WorkQueue;

@@ -18,6 +18,12 @@ export type EventObject = StoredObject & {
 
 export type EventRecorderOptions = { maxEvents: number; ttlMs: number; flushMs: number; onError?: (e: unknown) => void };
 
+/** An Event's own name follows the object's, made safe: a file path is not a valid name. */
+export function eventNameBase(name: string): string {
+  const safe = name.replace(/[^A-Za-z0-9_.-]+/g, "-").replace(/^[^A-Za-z0-9]+/, "").slice(-200);
+  return safe.replace(/^[^A-Za-z0-9]+/, "") || "object";
+}
+
 export class EventRecorder {
   private pending: LoomEvent[] = [];
   private timer: NodeJS.Timeout | undefined;
@@ -49,7 +55,7 @@ export class EventRecorder {
       const ev: EventObject = {
         apiVersion: "v1",
         kind: "Event",
-        metadata: { name: `${o.metadata.name.slice(0, 200)}.${randomUUID().slice(0, 8)}`, labels: { "loom.dev/involved-kind": o.kind, "loom.dev/involved-name": o.metadata.name } },
+        metadata: { name: `${eventNameBase(o.metadata.name)}.${randomUUID().slice(0, 8)}`, labels: { "loom.dev/involved-kind": o.kind, "loom.dev/involved-name": o.metadata.name } },
         involvedObject: { apiVersion: o.apiVersion, kind: o.kind, name: o.metadata.name, ...(o.metadata.uid ? { uid: o.metadata.uid } : {}) },
         type: e.type,
         reason: e.reason,
