@@ -2,6 +2,7 @@
 import { Command, CommanderError } from "commander";
 import { validateCommand } from "./validate.ts";
 import { hubCommand } from "./hub.ts";
+import { quickstartCommand } from "./quickstart.ts";
 import { runnerCommand } from "../runner/command.ts";
 
 export function buildProgram(): Command {
@@ -12,6 +13,7 @@ export function buildProgram(): Command {
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
   program.addCommand(hubCommand());
+  program.addCommand(quickstartCommand());
   program.addCommand(runnerCommand());
   program.addCommand(validateCommand());
   return program;

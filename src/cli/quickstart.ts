@@ -1,0 +1,68 @@
+// `loom quickstart` (npm start): a Hub on the embedded store that syncs the example
+// inventory and campaign from examples/, plus one local `loom runner` process for each
+// example worker, so `loom get tasks -w` shows real admission at once.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Command } from "commander";
+import { Hub } from "../hub.ts";
+import { loadPaths } from "../resources/load.ts";
+import type { Worker } from "../resources/types.ts";
+import { intArg } from "./hub.ts";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const BIN = join(ROOT, "bin", "loom.mjs");
+
+export function quickstartCommand(): Command {
+  return new Command("quickstart")
+    .description("start a Hub with the examples and local Runners for the example workers")
+    .option("--port <port>", "Hub port", intArg("--port"), 8765)
+    .option("--data-dir <dir>", "where the Hub and Runners keep their state", ".loom/quickstart")
+    .option("--inventory <path>", "inventory to sync", join(ROOT, "examples", "inventory.json"))
+    .option("--manifests <path>", "campaign manifests to sync", join(ROOT, "examples", "loom-resource-admission.manifest.json"))
+    .option("--no-runners", "start only the Hub")
+    .action(async (o) => {
+      const dataDir = resolve(o.dataDir);
+      const loaded = loadPaths([o.inventory]);
+      if (loaded.errors.length) throw new Error(`${o.inventory} does not validate; run loom validate -f ${o.inventory}`);
+      const workers = loaded.resources.filter((r) => r.kind === "Worker") as unknown as Worker[];
+      const hub = await Hub.start({ dataDir: join(dataDir, "hub"), port: o.port, logLevel: "warn", gitopsPaths: [o.inventory, o.manifests] });
+      const say = (s: string) => process.stderr.write(`${s}\n`);
+      say(`loom hub listening on ${hub.url} (embedded store in ${join(dataDir, "hub")})`);
+      say(`syncing ${o.inventory} and ${o.manifests}; edit them and the Hub follows`);
+      const children: ChildProcess[] = [];
+      if (o.runners) {
+        for (const w of workers) {
+          const s = w.spec;
+          const args = [
+            BIN, "runner", "--controller", hub.url, "--worker-id", w.metadata.name,
+            "--max-concurrency", String(s.max_concurrency ?? 1), "--initial-concurrency", String(s.initial_concurrency ?? s.max_concurrency ?? 1),
+            "--connection-mode", "long-poll", "--work-dir", join(dataDir, "runners", w.metadata.name),
+            ...(s.capabilities ?? []).flatMap((c) => ["--capability", c]),
+            ...(s.resource_capacity ? ["--resource-capacity-json", JSON.stringify(s.resource_capacity)] : []),
+          ];
+          mkdirSync(join(dataDir, "runners", w.metadata.name), { recursive: true });
+          // Own process group: a terminal's Ctrl-C reaches the quickstart, which stops each Runner once, gracefully.
+          const child = spawn(process.execPath, args, { stdio: ["ignore", "inherit", "inherit"], env: process.env, detached: true });
+          children.push(child);
+          say(`runner ${w.metadata.name} started (pid ${child.pid})`);
+        }
+      }
+      // If the quickstart itself dies, its Runners go with it.
+      process.once("exit", () => { for (const c of children) if (c.exitCode === null) c.kill("SIGKILL"); });
+      say(`\ntry:  npx loom get workers\n      npx loom get tasks -w\n      npx loom describe task loom-resource-admission__oversized__baseline__run-001\n      npx loom worker-capacity\nCtrl-C stops everything.\n`);
+      await new Promise<void>((res) => {
+        process.once("SIGINT", () => res());
+        process.once("SIGTERM", () => res());
+      });
+      say("stopping runners and the hub");
+      await Promise.all(children.map((c) => new Promise<void>((res) => {
+        if (c.exitCode !== null || c.signalCode !== null) return res();
+        c.once("exit", () => res());
+        c.kill("SIGTERM");
+        setTimeout(() => c.kill("SIGKILL"), 15_000).unref();
+      })));
+      await hub.close();
+    });
+}
