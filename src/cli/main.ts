@@ -16,7 +16,16 @@ export function buildProgram(): Command {
   program.addCommand(quickstartCommand());
   program.addCommand(runnerCommand());
   program.addCommand(validateCommand());
-  return program;
+  return withUsageExits(program);
+}
+
+/** addCommand() does not pass settings down: every verb throws usage errors (exit 2) instead of exiting itself. */
+function withUsageExits(cmd: Command): Command {
+  for (const sub of cmd.commands) {
+    sub.exitOverride().showHelpAfterError().configureOutput({ writeErr: (s) => process.stderr.write(s) });
+    withUsageExits(sub);
+  }
+  return cmd;
 }
 
 export async function main(argv: string[]): Promise<void> {
