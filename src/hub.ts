@@ -104,7 +104,7 @@ export class Hub {
     const hub = new Hub(store, cache, opts);
     await cache.start();
     hub.scheduler.resync();
-    const http = Fastify({ logger: opts.logLevel === "silent" ? false : { level: opts.logLevel, redact: ["req.headers.authorization", "req.headers[\"x-loom-token\"]"] }, bodyLimit: 16 * 1024 * 1024 });
+    const http = Fastify({ logger: opts.logLevel === "silent" ? false : { level: opts.logLevel, redact: ["req.headers.authorization", "req.headers[\"x-loom-token\"]"] }, bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true });
     await http.register(app, { hub, auth: { hubToken, workerTokens } });
     hub.http = http;
     const log = (level: "info" | "warn" | "error", msg: string, extra?: object) => http.log[level](extra ?? {}, msg);

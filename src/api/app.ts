@@ -8,6 +8,7 @@ import type { Hub } from "../hub.ts";
 import { runnerRoutes } from "./runner.ts";
 import { adminRoutes } from "./admin.ts";
 import { dataRoutes } from "./data.ts";
+import { resourceRoutes } from "./resources.ts";
 
 declare module "fastify" {
   interface FastifyInstance {
@@ -57,6 +58,7 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
   await f.register(runnerRoutes);
   await f.register(adminRoutes);
   await f.register(dataRoutes);
+  await f.register(resourceRoutes);
 }
 
 /** A per-worker token may act only as its own worker. */

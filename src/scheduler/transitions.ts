@@ -75,7 +75,7 @@ function autoRetry(ctx: SchedulerContext, t: Task, issues: string[]): { queued: 
   const cats = p.retry_categories ?? p.categories ?? [];
   const hit = issues.filter((i) => cats.includes(i));
   if (!hit.length) return { queued: false };
-  const max = p.max_attempts ?? 1;
+  const max = p.max_attempts ?? ctx.opts.defaultMaxAttempts;
   const attempt = t.status?.attempt ?? 1;
   if (attempt >= max) return { queued: false, reason: "max_attempts_reached", categories: hit };
   const holder = t.status?.lease?.worker;

@@ -1,0 +1,251 @@
+// The resource API, /apis/loom.dev/v1alpha1: every CRD kind as a Kubernetes-style resource
+// (list, watch, create, get, update, merge patch, delete, and the status subresource), plus
+// Events, read-only, for `describe`. Kinds and plurals come from the CRDs.
+//
+// Reads of CRD kinds come from the informer (map lookups); every write goes through the store,
+// which validates it against the CRD schema, and the reply waits until the informer has seen
+// the write, so a client always reads its own writes. Errors are Status objects (status.ts).
+import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from "fastify";
+import { API_VERSION, GROUP, loadCrds } from "../resources/crds.ts";
+import { initialStatus } from "../scheduler/lifecycle.ts";
+import { isStoreError, notFound } from "../store/errors.ts";
+import { jsonEqual } from "../store/sqlite.ts";
+import type { StoredObject } from "../store/store.ts";
+import { mergePatch } from "./merge-patch.ts";
+import { objectMatcher } from "./selectors.ts";
+import { authRefusalAsStatus, badRequest, sendStatus, status, statusErrorHandler, StatusError, type Target } from "./status.ts";
+import { DEFAULT_WATCH_CONFIG, WatchStream, type WatchConfig } from "./watch.ts";
+
+export const API_PREFIX = `/apis/${API_VERSION}`;
+
+export type ResourceRoutesOptions = Partial<WatchConfig>;
+
+type Resource = {
+  plural: string;
+  kind: string;
+  listKind: string;
+  apiVersion: string;
+  /** CRD kinds: cached by the informer, writable, with a status subresource. Events: read-only, read from the store. */
+  crd: boolean;
+};
+
+const EVENTS: Resource = { plural: "events", kind: "Event", listKind: "EventList", apiVersion: "v1", crd: false };
+
+/** Status belongs to Loom: a created object starts with Loom's initial status, or none. */
+const INITIAL_STATUS: Record<string, () => unknown> = { Task: initialStatus };
+
+/** Attempts of a merge patch that did not name a resourceVersion, when a concurrent write wins. */
+const PATCH_ATTEMPTS = 5;
+/** How long a write's reply waits for the informer to catch up. */
+const SETTLE_TIMEOUT_MS = 10_000;
+
+type Query = Record<string, string | string[] | undefined>;
+type Body = Record<string, unknown>;
+
+const isObject = (v: unknown): v is Body => typeof v === "object" && v !== null && !Array.isArray(v) && !Buffer.isBuffer(v);
+const param = (q: Query, k: string): string | undefined => (Array.isArray(q[k]) ? q[k][0] : q[k]);
+
+function boolParam(q: Query, k: string): boolean {
+  const v = param(q, k);
+  if (v === undefined || v === "" || v === "0" || v === "false") return false;
+  if (v === "1" || v === "true") return true;
+  throw badRequest(`${k} must be true, false, 1 or 0, got "${v}"`, k);
+}
+
+function revisionParam(q: Query): number | undefined {
+  const v = param(q, "resourceVersion");
+  if (v === undefined || v === "" || v === "0") return undefined;
+  if (!/^\d+$/.test(v)) throw badRequest(`resourceVersion must be a revision number, got "${v}"`, "resourceVersion");
+  return Number(v);
+}
+
+function secondsParam(q: Query, k: string): number {
+  const v = param(q, k);
+  if (v === undefined || v === "") return 0;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0) throw badRequest(`${k} must be a non-negative number of seconds, got "${v}"`, k);
+  return n;
+}
+
+/** The body as an object of the path's kind: apiVersion and kind default from the path, and must agree with it. */
+function objectFor(r: Resource, body: unknown, pathName?: string): StoredObject {
+  if (!isObject(body)) throw badRequest("the request body must be a JSON object");
+  const o: Body = { apiVersion: r.apiVersion, kind: r.kind, ...body };
+  o.apiVersion ??= r.apiVersion;
+  o.kind ??= r.kind;
+  if (o.kind !== r.kind) throw badRequest(`kind ${JSON.stringify(o.kind)} does not match the path: ${r.plural} holds ${r.kind}`, "kind");
+  if (o.apiVersion !== r.apiVersion) throw badRequest(`apiVersion ${JSON.stringify(o.apiVersion)} does not match the path: ${r.plural} are ${r.apiVersion}`, "apiVersion");
+  if (pathName !== undefined && (o.metadata === undefined || isObject(o.metadata))) {
+    const meta = (o.metadata ?? {}) as Body;
+    const name = meta.name ?? pathName;
+    if (name !== pathName) throw badRequest(`the name of the object (${String(name)}) does not match the name in the path (${pathName})`, "metadata.name");
+    o.metadata = { ...meta, name };
+  }
+  return o as StoredObject;
+}
+
+function withoutStatus(o: StoredObject): Body {
+  const { status: _status, ...rest } = o;
+  return rest;
+}
+
+function requireMergePatch(req: FastifyRequest): void {
+  const type = (req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
+  if (type !== "application/merge-patch+json" && type !== "application/json")
+    throw new StatusError("UnsupportedMediaType", 415, `PATCH takes a JSON merge patch (Content-Type: application/merge-patch+json); got ${type ? `"${type}"` : "no Content-Type"}`);
+}
+
+export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOptions = {}): Promise<void> {
+  const cfg: WatchConfig = { ...DEFAULT_WATCH_CONFIG };
+  for (const k of Object.keys(cfg) as (keyof WatchConfig)[]) if (typeof opts[k] === "number") cfg[k] = opts[k];
+  const hub = f.hub;
+  const resources: Resource[] = [...loadCrds().values()].map((c) => ({ plural: c.plural, kind: c.kind, listKind: c.listKind, apiVersion: API_VERSION, crd: true }));
+  // Fail at start-up, not on the first request, if a CRD kind is missing from the informer.
+  for (const r of resources) hub.cache.list(r.kind);
+  const byPlural = new Map([...resources, EVENTS].map((r) => [r.plural, r]));
+  const watches = new Set<WatchStream>();
+
+  const targetOf = (req: FastifyRequest): Target => {
+    const r = byPlural.get(req.url.split("?")[0].slice(API_PREFIX.length + 1).split("/")[0]);
+    const name = (req.params as { name?: string } | undefined)?.name;
+    return r ? { ...(r.crd ? { group: GROUP } : {}), kind: r.kind, ...(name ? { name } : {}) } : {};
+  };
+
+  /** Read-your-writes: the reply waits until the informer reflects `rev`. */
+  const settle = async (req: FastifyRequest, rev: number): Promise<void> => {
+    await hub.cache.waitForRevision(rev, SETTLE_TIMEOUT_MS).catch((e: unknown) => req.log.warn({ err: e, rev }, "informer did not catch up with a write"));
+  };
+  const rvOf = (o: StoredObject) => Number(o.metadata.resourceVersion);
+
+  const snapshot = (r: Resource) => async (): Promise<{ items: StoredObject[]; revision: number }> =>
+    r.crd ? { items: hub.cache.list(r.kind), revision: hub.cache.revision } : hub.store.list(r.kind);
+
+  const getObject = async (r: Resource, name: string): Promise<StoredObject> => {
+    const o = r.crd ? hub.cache.get(r.kind, name) : await hub.store.get(r.kind, name);
+    if (!o) throw notFound(r.kind, name);
+    return o;
+  };
+
+  async function listOrWatch(r: Resource, req: FastifyRequest, reply: FastifyReply) {
+    const q = req.query as Query;
+    const { matches } = objectMatcher(r.kind, { labelSelector: param(q, "labelSelector"), fieldSelector: param(q, "fieldSelector") });
+    // limit and continue are accepted and ignored: lists are served whole from memory.
+    if (!boolParam(q, "watch")) {
+      const { items, revision } = await snapshot(r)();
+      return { apiVersion: r.apiVersion, kind: r.listKind, metadata: { resourceVersion: String(revision) }, items: items.filter(matches) };
+    }
+    const from = revisionParam(q);
+    const timeoutSeconds = secondsParam(q, "timeoutSeconds");
+    if (from !== undefined) {
+      const current = await hub.store.revision();
+      // A revision from the future would silently skip events up to it.
+      if (from > current)
+        throw new StatusError("Timeout", 504, `Too large resource version: ${from}, current resource version: ${current}`, [
+          { reason: "ResourceVersionTooLarge", message: "Too large resource version", field: "resourceVersion" },
+        ]);
+    }
+    const stream = new WatchStream({ kind: r.kind, apiVersion: r.apiVersion, matches, from, snapshot: snapshot(r), timeoutSeconds }, cfg, watches);
+    await stream.start(hub.store);
+    stream.open(reply);
+    return reply;
+  }
+
+  async function create(r: Resource, req: FastifyRequest, reply: FastifyReply) {
+    const obj = objectFor(r, req.body);
+    delete obj.status;
+    const init = INITIAL_STATUS[r.kind];
+    if (init) obj.status = init();
+    const created = await hub.store.create(obj);
+    await settle(req, rvOf(created));
+    return reply.code(201).send(created);
+  }
+
+  async function replace(r: Resource, req: FastifyRequest, sub: "main" | "status") {
+    const { name } = req.params as { name: string };
+    const obj = objectFor(r, req.body, name);
+    // A given metadata.resourceVersion is a precondition (the store answers Conflict when stale).
+    const written = sub === "status" ? await hub.store.updateStatus(obj) : await hub.store.update(obj);
+    await settle(req, rvOf(written));
+    return written;
+  }
+
+  async function patch(r: Resource, req: FastifyRequest, sub: "main" | "status") {
+    requireMergePatch(req);
+    const { name } = req.params as { name: string };
+    if (!isObject(req.body)) throw badRequest("a merge patch for a resource must be a JSON object");
+    const p = req.body;
+    const pinned = isObject(p.metadata) && typeof p.metadata.resourceVersion === "string" && p.metadata.resourceVersion !== "" ? p.metadata.resourceVersion : undefined;
+    for (let attempt = 1; ; attempt++) {
+      // Read from the store, not the informer: a stale read would only buy a Conflict and a retry.
+      const cur = await hub.store.get(r.kind, name);
+      if (!cur) throw notFound(r.kind, name);
+      const next = objectFor(r, mergePatch(cur, p), name);
+      if (!pinned) next.metadata.resourceVersion = cur.metadata.resourceVersion;
+      // A patch that changes nothing writes nothing (no new revision, no event), as in Kubernetes.
+      const same = sub === "status" ? jsonEqual(next.status, cur.status) : jsonEqual(withoutStatus(next), withoutStatus(cur));
+      if (same && (!pinned || pinned === cur.metadata.resourceVersion)) return cur;
+      try {
+        const written = sub === "status" ? await hub.store.updateStatus(next) : await hub.store.update(next);
+        await settle(req, rvOf(written));
+        return written;
+      } catch (e) {
+        if (pinned || !isStoreError(e, "Conflict") || attempt >= PATCH_ATTEMPTS) throw e;
+      }
+    }
+  }
+
+  async function remove(r: Resource, req: FastifyRequest) {
+    const { name } = req.params as { name: string };
+    const body = isObject(req.body) ? req.body : {};
+    const pre = isObject(body.preconditions) ? body.preconditions : {};
+    const resourceVersion = typeof pre.resourceVersion === "string" && pre.resourceVersion !== "" ? pre.resourceVersion : undefined;
+    const deleted = await hub.store.delete(r.kind, name, { resourceVersion });
+    // The store returns the object as last stored; the deletion's own revision is the latest one or older.
+    await settle(req, await hub.store.revision());
+    return deleted;
+  }
+
+  await f.register(
+    async (api) => {
+      api.setErrorHandler(statusErrorHandler(targetOf));
+      api.setNotFoundHandler((req, reply) => sendStatus(reply, status("NotFound", 404, `the server could not find the requested resource (${req.method} ${req.url.split("?")[0]})`)));
+      api.addHook("onSend", authRefusalAsStatus);
+      // End open watches first, or closing the server would wait for them for ever.
+      api.addHook("preClose", (done) => {
+        for (const w of [...watches]) w.shutdown();
+        done();
+      });
+
+      const notAllowed = (url: string, allowed: HTTPMethods[]) => {
+        const methods = (["GET", "POST", "PUT", "PATCH", "DELETE"] as HTTPMethods[]).filter((m) => !allowed.includes(m));
+        api.route({
+          method: methods,
+          url,
+          handler: (req, reply) => sendStatus(reply.header("allow", allowed.join(", ")), status("MethodNotAllowed", 405, `${req.method} is not supported on ${url}; use ${allowed.join(", ")}`, targetOf(req))),
+        });
+      };
+
+      for (const r of resources) {
+        const coll = `/${r.plural}`;
+        const item = `${coll}/:name`;
+        api.get(coll, (req, reply) => listOrWatch(r, req, reply));
+        api.post(coll, (req, reply) => create(r, req, reply));
+        notAllowed(coll, ["GET", "POST"]);
+        api.get(item, (req) => getObject(r, (req.params as { name: string }).name));
+        api.put(item, (req) => replace(r, req, "main"));
+        api.patch(item, (req) => patch(r, req, "main"));
+        api.delete(item, (req) => remove(r, req));
+        notAllowed(item, ["GET", "PUT", "PATCH", "DELETE"]);
+        api.get(`${item}/status`, (req) => getObject(r, (req.params as { name: string }).name));
+        api.put(`${item}/status`, (req) => replace(r, req, "status"));
+        api.patch(`${item}/status`, (req) => patch(r, req, "status"));
+        notAllowed(`${item}/status`, ["GET", "PUT", "PATCH"]);
+      }
+      api.get(`/${EVENTS.plural}`, (req, reply) => listOrWatch(EVENTS, req, reply));
+      notAllowed(`/${EVENTS.plural}`, ["GET"]);
+      api.get(`/${EVENTS.plural}/:name`, (req) => getObject(EVENTS, (req.params as { name: string }).name));
+      notAllowed(`/${EVENTS.plural}/:name`, ["GET"]);
+    },
+    { prefix: API_PREFIX },
+  );
+}

@@ -1,0 +1,270 @@
+// Watch: a newline-delimited JSON stream of ADDED / MODIFIED / DELETED / BOOKMARK / ERROR
+// events, as the Kubernetes API server sends them.
+//
+// - Without a resourceVersion the client gets every current matching object as ADDED (a
+//   snapshot at revision R), then changes after R; with one, the store's event log is
+//   replayed after it, then live changes. Either way the stream is one store watch, so a
+//   client resuming from the last resourceVersion it saw sees every change exactly once.
+// - The store watch covers every kind (events of other kinds are dropped here) so that a
+//   BOOKMARK can always carry the latest revision whose events were all delivered, even when
+//   this kind is quiet: a resuming client then starts near "now", not from an old revision
+//   the log may have compacted away.
+// - The events of one revision (one store transaction may write several objects) go out in
+//   one write, never split by a BOOKMARK, so resuming from a revision loses nothing.
+// - Selectors are applied per event: an object that stops matching is sent as DELETED, one
+//   that starts matching as ADDED, so the client's view always equals "matching objects".
+// - A watcher that does not read fast enough is cut off with an ERROR event instead of
+//   growing the Hub's memory or stalling its event delivery; every watcher has its own buffer.
+import type { ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import type { FastifyReply } from "fastify";
+import { isStoreError } from "../store/errors.ts";
+import type { Store, StoredObject, WatchEvent, WatchEventType, WatchHandle } from "../store/store.ts";
+import { status } from "./status.ts";
+
+export type WatchConfig = {
+  /** How often a BOOKMARK is sent; it is also the stream's keep-alive. */
+  bookmarkMs: number;
+  /** A watcher with more unsent output than this is cut off. */
+  maxBufferedBytes: number;
+  /** ...as is one whose output stays unsent (the socket never drains) this long. */
+  drainTimeoutMs: number;
+  /** How long a closing stream may take to flush its last bytes before its socket is destroyed. */
+  closeGraceMs: number;
+};
+
+export const DEFAULT_WATCH_CONFIG: WatchConfig = {
+  bookmarkMs: 15_000,
+  maxBufferedBytes: 4 * 1024 * 1024,
+  drainTimeoutMs: 30_000,
+  closeGraceMs: 30_000,
+};
+
+export type WatchSpec = {
+  kind: string;
+  apiVersion: string;
+  matches: (obj: StoredObject) => boolean;
+  /** Resume after this revision; undefined starts with a snapshot. */
+  from?: number;
+  /** The current objects of the kind and the revision they reflect. */
+  snapshot: () => Promise<{ items: StoredObject[]; revision: number }>;
+  /** End the stream cleanly after this many seconds (0: never). */
+  timeoutSeconds: number;
+};
+
+type EventType = WatchEventType | "BOOKMARK" | "ERROR";
+const line = (type: EventType, object: unknown) => `${JSON.stringify({ type, object })}\n`;
+
+/** Snapshot + watch registration retries when the log was compacted past a fresh snapshot. */
+const SNAPSHOT_ATTEMPTS = 3;
+
+export class WatchStream {
+  private res: ServerResponse | undefined;
+  /** Kept apart from res: once the response has finished it is detached, and res.destroy() no longer reaches it. */
+  private socket: Socket | null = null;
+  /** Lines produced before the response is open. */
+  private pending: string[] = [];
+  private handle: WatchHandle | undefined;
+  /** Every event at or below this revision (of any kind) has been handled. */
+  private lastRev = 0;
+  /** Names the client currently holds as matching. */
+  private readonly visible = new Set<string>();
+  /**
+   * After a resume the stream does not know what the client held at `from` until an
+   * object's first event; names in here are known. Undefined: everything is known.
+   */
+  private known: Set<string> | undefined;
+  /** Snapshot objects newer than the snapshot revision (a relisting informer): their older events are skipped. */
+  private ahead = new Map<string, number>();
+  /** Lines of the revision being delivered, written together once it is complete. */
+  private batch = "";
+  private batchRev = -1;
+  private flushQueued = false;
+  /** Bytes of the initial snapshot that may stay unsent beyond the buffer limit. */
+  private allowance = 0;
+  private bookmarkTimer: NodeJS.Timeout | undefined;
+  private timeoutTimer: NodeJS.Timeout | undefined;
+  private drainTimer: NodeJS.Timeout | undefined;
+  private graceTimer: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly spec: WatchSpec,
+    private readonly cfg: WatchConfig,
+    private readonly active: Set<WatchStream>,
+  ) {}
+
+  /** Register with the store. Throws StoreError Gone (before anything is sent) when `from` was compacted. */
+  async start(store: Store): Promise<void> {
+    if (this.spec.from !== undefined) {
+      this.known = new Set();
+      this.lastRev = this.spec.from;
+      this.handle = await store.watch(undefined, this.spec.from, this.onEvent);
+      return;
+    }
+    for (let attempt = 1; ; attempt++) {
+      const snap = await this.spec.snapshot();
+      // Prepared before watch(): the store may deliver the first events before watch() resolves.
+      this.pending = [];
+      this.visible.clear();
+      this.ahead.clear();
+      for (const o of snap.items) {
+        if (!this.spec.matches(o)) continue;
+        this.visible.add(o.metadata.name);
+        const rv = Number(o.metadata.resourceVersion);
+        if (rv > snap.revision) this.ahead.set(o.metadata.name, rv);
+        this.pending.push(line("ADDED", o));
+      }
+      this.lastRev = snap.revision;
+      try {
+        this.handle = await store.watch(undefined, snap.revision, this.onEvent);
+        return;
+      } catch (e) {
+        if (!isStoreError(e, "Gone") || attempt >= SNAPSHOT_ATTEMPTS) throw e;
+      }
+    }
+  }
+
+  /** Take over the response: headers now, then the snapshot, a BOOKMARK and whatever arrived meanwhile. */
+  open(reply: FastifyReply): void {
+    reply.hijack();
+    const res = reply.raw;
+    this.res = res;
+    this.socket = res.socket;
+    this.active.add(this);
+    res.on("close", () => this.closed());
+    res.on("error", () => this.closed());
+    res.on("drain", () => {
+      this.allowance = 0;
+      clearTimeout(this.drainTimer);
+      this.drainTimer = undefined;
+    });
+    if (res.destroyed || this.stopped) return this.closed();
+    res.writeHead(200, { "content-type": "application/json", "cache-control": "no-store", "x-content-type-options": "nosniff" });
+    // The snapshot may be larger than a watcher's buffer limit; it does not count against it
+    // until the client has taken it in once (the next "drain").
+    const initial = this.pending.join("");
+    this.pending = [];
+    this.allowance = Buffer.byteLength(initial);
+    if (initial) this.write(initial);
+    this.bookmark();
+    this.bookmarkTimer = setInterval(() => this.bookmark(), this.cfg.bookmarkMs);
+    if (this.spec.timeoutSeconds > 0) this.timeoutTimer = setTimeout(() => this.end(false), this.spec.timeoutSeconds * 1000);
+  }
+
+  /** Server shutdown: end the stream, and drop the socket if it cannot flush in time. */
+  shutdown(): void {
+    if (this.stopped) this.socket?.destroy(); // already ending (cut off): no more waiting for it
+    else this.end(true, Math.min(this.cfg.closeGraceMs, 1000));
+  }
+
+  private readonly onEvent = (ev: WatchEvent): void => {
+    if (this.stopped) return;
+    if (ev.revision !== this.batchRev) {
+      this.flush();
+      this.batchRev = ev.revision;
+    }
+    if (ev.revision > this.lastRev) this.lastRev = ev.revision;
+    if (ev.object.kind !== this.spec.kind) return;
+    const name = ev.object.metadata.name;
+    const ahead = this.ahead.get(name);
+    if (ahead !== undefined) {
+      if (ev.revision <= ahead) return;
+      this.ahead.delete(name);
+    }
+    const type = this.translate(ev.type, name, ev.object);
+    if (!type) return;
+    this.batch += line(type, ev.object);
+    // The store delivers a revision's events in one synchronous run: it is complete by the next microtask.
+    if (!this.flushQueued) {
+      this.flushQueued = true;
+      queueMicrotask(() => this.flush());
+    }
+  };
+
+  private flush(): void {
+    this.flushQueued = false;
+    if (!this.batch) return;
+    const b = this.batch;
+    this.batch = "";
+    this.write(b);
+  }
+
+  /** The event the client should see, given what it holds; undefined sends nothing. */
+  private translate(type: WatchEventType, name: string, obj: StoredObject): WatchEventType | undefined {
+    const had = this.visible.has(name) ? true : !this.known || this.known.has(name) ? false : undefined;
+    if (type === "DELETED") {
+      this.visible.delete(name);
+      this.known?.delete(name);
+      // The deleted object is its last state, so it tells whether an unknown holder had it.
+      return had === true || (had === undefined && this.spec.matches(obj)) ? "DELETED" : undefined;
+    }
+    const now = this.spec.matches(obj);
+    this.known?.add(name);
+    if (now) this.visible.add(name);
+    else this.visible.delete(name);
+    if (type === "ADDED") return now ? "ADDED" : undefined;
+    if (now) return had === false ? "ADDED" : "MODIFIED";
+    // Not matching now: tell a client that had it (or may have had it) to drop it.
+    return had === false ? undefined : "DELETED";
+  }
+
+  private bookmark(): void {
+    this.flush();
+    this.write(line("BOOKMARK", { kind: this.spec.kind, apiVersion: this.spec.apiVersion, metadata: { resourceVersion: String(this.lastRev) } }));
+  }
+
+  private write(l: string): void {
+    if (this.stopped) return;
+    const res = this.res;
+    if (!res) {
+      this.pending.push(l);
+      return;
+    }
+    const flushed = res.write(l);
+    if (res.writableLength > this.cfg.maxBufferedBytes + this.allowance) {
+      this.cutOff(`more than ${this.cfg.maxBufferedBytes} bytes of events were waiting for the client to read them`);
+    } else if (!flushed && !this.drainTimer) {
+      this.drainTimer = setTimeout(() => this.cutOff(`the client read nothing for ${this.cfg.drainTimeoutMs} ms`), this.cfg.drainTimeoutMs);
+    }
+  }
+
+  private cutOff(why: string): void {
+    if (this.stopped || !this.res) return;
+    // 410 makes clients (client-go included) list again and watch from the new revision.
+    const s = status("TooSlow", 410, `watch cut off because the client is too slow: ${why}; list again and watch from the list's resourceVersion`);
+    this.res.write(line("ERROR", s));
+    this.end(true, this.cfg.closeGraceMs);
+  }
+
+  /** Stop watching and end the response; `drop` also closes the connection once flushed (or after graceMs). */
+  private end(drop: boolean, graceMs = this.cfg.closeGraceMs): void {
+    if (this.stopped) return;
+    this.stop();
+    const res = this.res;
+    if (!res) return;
+    if (!drop) return void res.end();
+    const socket = this.socket;
+    res.end(() => socket?.destroy());
+    this.graceTimer = setTimeout(() => socket?.destroy(), graceMs);
+    this.graceTimer.unref();
+  }
+
+  private stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.handle?.stop();
+    this.handle = undefined;
+    clearInterval(this.bookmarkTimer);
+    clearTimeout(this.timeoutTimer);
+    clearTimeout(this.drainTimer);
+    this.pending = [];
+    this.batch = "";
+  }
+
+  private closed(): void {
+    this.stop();
+    clearTimeout(this.graceTimer);
+    this.active.delete(this);
+  }
+}
