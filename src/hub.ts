@@ -39,6 +39,9 @@ export type HubOptions = {
   /** Inventory and campaign files or folders to keep in sync with the store (GitOps). */
   gitopsPaths?: string[];
   gitopsDebounceMs?: number;
+  /** Serve HTTPS with this certificate and key (PEM files). kubectl sends its token only over TLS. */
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
   /** Use this store instead of opening SQLite under dataDir (tests, etcd). */
   store?: Store;
 };
@@ -97,6 +100,8 @@ export class Hub {
     if (!hubToken && !isLoopback(opts.host))
       throw new Error(`refusing to listen on ${opts.host} without a token: set ${opts.authTokenEnv} (or --auth-token-env NAME), or bind 127.0.0.1`);
     if (workerTokens && !hubToken) throw new Error(`per-worker tokens need a Hub token as well: set ${opts.authTokenEnv}`);
+    if (!!opts.tlsCertFile !== !!opts.tlsKeyFile) throw new Error("--tls-cert-file and --tls-key-file go together");
+    const https = opts.tlsCertFile ? { cert: readFileSync(opts.tlsCertFile), key: readFileSync(opts.tlsKeyFile!) } : undefined;
     compileAll();
     mkdirSync(opts.dataDir, { recursive: true });
     const store = opts.store ?? openSqliteStore(join(opts.dataDir, "loom.db"));
@@ -104,7 +109,7 @@ export class Hub {
     const hub = new Hub(store, cache, opts);
     await cache.start();
     hub.scheduler.resync();
-    const http = Fastify({ logger: opts.logLevel === "silent" ? false : { level: opts.logLevel, redact: ["req.headers.authorization", "req.headers[\"x-loom-token\"]"] }, bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true });
+    const http = Fastify({ logger: opts.logLevel === "silent" ? false : { level: opts.logLevel, redact: ["req.headers.authorization", "req.headers[\"x-loom-token\"]"] }, bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true, ...(https ? { https } : {}) });
     await http.register(app, { hub, auth: { hubToken, workerTokens } });
     hub.http = http;
     const log = (level: "info" | "warn" | "error", msg: string, extra?: object) => http.log[level](extra ?? {}, msg);

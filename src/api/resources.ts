@@ -15,6 +15,7 @@ import { mergePatch } from "./merge-patch.ts";
 import { objectMatcher } from "./selectors.ts";
 import { authRefusalAsStatus, badRequest, sendStatus, status, statusErrorHandler, StatusError, type Target } from "./status.ts";
 import { DEFAULT_WATCH_CONFIG, WatchStream, type WatchConfig } from "./watch.ts";
+import { includeObjectParam, toTable, wantsTable } from "./table.ts";
 
 export const API_PREFIX = `/apis/${API_VERSION}`;
 
@@ -125,13 +126,21 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
     if (!o) throw notFound(r.kind, name);
     return o;
   };
+  /** GET of one object: itself, or a one-row Table when the client asks for one. */
+  const getOne = async (r: Resource, req: FastifyRequest) => {
+    const o = await getObject(r, (req.params as { name: string }).name);
+    return wantsTable(req.headers.accept) ? toTable(r.kind, [o], String(o.metadata.resourceVersion ?? ""), includeObjectParam(param(req.query as Query, "includeObject"))) : o;
+  };
 
   async function listOrWatch(r: Resource, req: FastifyRequest, reply: FastifyReply) {
     const q = req.query as Query;
     const { matches } = objectMatcher(r.kind, { labelSelector: param(q, "labelSelector"), fieldSelector: param(q, "fieldSelector") });
     // limit and continue are accepted and ignored: lists are served whole from memory.
+    const table = wantsTable(req.headers.accept);
+    const include = includeObjectParam(param(q, "includeObject"));
     if (!boolParam(q, "watch")) {
       const { items, revision } = await snapshot(r)();
+      if (table) return toTable(r.kind, items.filter(matches), String(revision), include);
       return { apiVersion: r.apiVersion, kind: r.listKind, metadata: { resourceVersion: String(revision) }, items: items.filter(matches) };
     }
     const from = revisionParam(q);
@@ -144,7 +153,9 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
           { reason: "ResourceVersionTooLarge", message: "Too large resource version", field: "resourceVersion" },
         ]);
     }
-    const stream = new WatchStream({ kind: r.kind, apiVersion: r.apiVersion, matches, from, snapshot: snapshot(r), timeoutSeconds }, cfg, watches);
+    // kubectl get -w asks for Tables: each event then carries a one-row Table, so the columns stay.
+    const render = table ? (o: StoredObject) => toTable(r.kind, [o], String(o.metadata.resourceVersion ?? ""), include) : undefined;
+    const stream = new WatchStream({ kind: r.kind, apiVersion: r.apiVersion, matches, from, snapshot: snapshot(r), timeoutSeconds, render }, cfg, watches);
     await stream.start(hub.store);
     stream.open(reply);
     return reply;
@@ -231,7 +242,7 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
         api.get(coll, (req, reply) => listOrWatch(r, req, reply));
         api.post(coll, (req, reply) => create(r, req, reply));
         notAllowed(coll, ["GET", "POST"]);
-        api.get(item, (req) => getObject(r, (req.params as { name: string }).name));
+        api.get(item, (req) => getOne(r, req));
         api.put(item, (req) => replace(r, req, "main"));
         api.patch(item, (req) => patch(r, req, "main"));
         api.delete(item, (req) => remove(r, req));
@@ -243,9 +254,19 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
       }
       api.get(`/${EVENTS.plural}`, (req, reply) => listOrWatch(EVENTS, req, reply));
       notAllowed(`/${EVENTS.plural}`, ["GET"]);
-      api.get(`/${EVENTS.plural}/:name`, (req) => getObject(EVENTS, (req.params as { name: string }).name));
+      api.get(`/${EVENTS.plural}/:name`, (req) => getOne(EVENTS, req));
       notAllowed(`/${EVENTS.plural}/:name`, ["GET"]);
     },
     { prefix: API_PREFIX },
+  );
+  // The core v1 path kubectl describe searches for an object's Events.
+  await f.register(
+    async (core) => {
+      core.setErrorHandler(statusErrorHandler(targetOf));
+      core.addHook("onSend", authRefusalAsStatus);
+      core.get("/events", (req, reply) => listOrWatch(EVENTS, req, reply));
+      core.get("/events/:name", (req) => getOne(EVENTS, req));
+    },
+    { prefix: "/api/v1" },
   );
 }

@@ -9,7 +9,9 @@ import { badRequest } from "./status.ts";
 export type FieldRequirement = { field: string; op: "=" | "!="; value: string };
 type FieldReader = (o: any) => unknown;
 
-const COMMON: Record<string, FieldReader> = { "metadata.name": (o) => o.metadata?.name };
+// Loom's objects are cluster-scoped: metadata.namespace always reads "", which is what
+// kubectl sends for them (`involvedObject.namespace=` in describe's event search).
+const COMMON: Record<string, FieldReader> = { "metadata.name": (o) => o.metadata?.name, "metadata.namespace": (o) => o.metadata?.namespace };
 
 /** Per kind, the selectable fields and how to read them; a missing value reads as "". */
 const FIELDS: Record<string, Record<string, FieldReader>> = {
@@ -25,6 +27,7 @@ const FIELDS: Record<string, Record<string, FieldReader>> = {
     "involvedObject.name": (o) => o.involvedObject?.name,
     "involvedObject.uid": (o) => o.involvedObject?.uid,
     "involvedObject.apiVersion": (o) => o.involvedObject?.apiVersion,
+    "involvedObject.namespace": (o) => o.involvedObject?.namespace,
     reason: (o) => o.reason,
     type: (o) => o.type,
   },

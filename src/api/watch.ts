@@ -50,6 +50,8 @@ export type WatchSpec = {
   snapshot: () => Promise<{ items: StoredObject[]; revision: number }>;
   /** End the stream cleanly after this many seconds (0: never). */
   timeoutSeconds: number;
+  /** How an object goes on the wire (a one-row Table for kubectl); as stored by default. */
+  render?: (obj: StoredObject) => unknown;
 };
 
 type EventType = WatchEventType | "BOOKMARK" | "ERROR";
@@ -88,6 +90,10 @@ export class WatchStream {
   private graceTimer: NodeJS.Timeout | undefined;
   private stopped = false;
 
+  private render(o: StoredObject): unknown {
+    return this.spec.render ? this.spec.render(o) : o;
+  }
+
   constructor(
     private readonly spec: WatchSpec,
     private readonly cfg: WatchConfig,
@@ -113,7 +119,7 @@ export class WatchStream {
         this.visible.add(o.metadata.name);
         const rv = Number(o.metadata.resourceVersion);
         if (rv > snap.revision) this.ahead.set(o.metadata.name, rv);
-        this.pending.push(line("ADDED", o));
+        this.pending.push(line("ADDED", this.render(o)));
       }
       this.lastRev = snap.revision;
       try {
@@ -174,7 +180,7 @@ export class WatchStream {
     }
     const type = this.translate(ev.type, name, ev.object);
     if (!type) return;
-    this.batch += line(type, ev.object);
+    this.batch += line(type, this.render(ev.object));
     // The store delivers a revision's events in one synchronous run: it is complete by the next microtask.
     if (!this.flushQueued) {
       this.flushQueued = true;

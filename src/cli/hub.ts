@@ -21,6 +21,8 @@ export function hubCommand(): Command {
     .option("--default-max-attempts <n>", "attempts for a task whose leases keep expiring and that has no retry_policy", intArg("--default-max-attempts", 1), DEFAULT_HUB_OPTIONS.defaultMaxAttempts)
     .option("--inventory <path>", "inventory file or folder to apply and watch (repeatable)", (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option("--manifests <path>", "campaign manifest file or folder to apply and watch (repeatable)", (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option("--tls-cert-file <path>", "serve HTTPS with this PEM certificate (kubectl sends tokens only over TLS)")
+    .option("--tls-key-file <path>", "the PEM private key of --tls-cert-file")
     .option("--log-level <level>", "silent, error, warn, info or debug", DEFAULT_HUB_OPTIONS.logLevel)
     .action(async (o) => {
       const hub = await Hub.start({
@@ -34,6 +36,8 @@ export function hubCommand(): Command {
         defaultMaxAttempts: o.defaultMaxAttempts,
         logLevel: o.logLevel,
         gitopsPaths: [...o.inventory, ...o.manifests],
+        tlsCertFile: o.tlsCertFile,
+        tlsKeyFile: o.tlsKeyFile,
       });
       process.stderr.write(`loom hub listening on ${hub.url} (store: ${hub.store.backend}, data: ${hub.opts.dataDir}${hub.authRequired ? ", token required" : ", no token: loopback only"})\n`);
       // SIGHUP re-reads every watched file, e.g. after a path that did not exist appears.

@@ -3,7 +3,7 @@
 // only the tasks whose condition changed. A change of status or reason is written at once;
 // a message that only moved its numbers is refreshed at most every `refreshMs`, so a busy
 // cluster does not rewrite every queued task on every lease.
-import { admit, explainTask, summarize, taskView } from "../admission/index.ts";
+import { admit, explainTask, summarize, taskView, type Decision } from "../admission/index.ts";
 import { getCondition, setCondition, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { SchedulerContext } from "../scheduler/context.ts";
 import type { ClaimQueue } from "../scheduler/queue.ts";
@@ -14,6 +14,13 @@ import type { Logger } from "./controller.ts";
 export type AdmissionConditionsOptions = { minIntervalMs: number; refreshMs: number; maxWritesPerPass: number };
 
 type Wanted = { admitted: { status: "True" | "False"; reason: string; message: string }; unsatisfiable?: { reason: string; message: string } };
+
+/** The most common failure that no worker can outgrow (capability, exclusion, capacity). */
+function dominantUnresolvable(decisions: Decision[]): string {
+  const counts = new Map<string, number>();
+  for (const d of decisions) for (const f of d.failures) if (!f.resolvable) counts.set(f.code, (counts.get(f.code) ?? 0) + 1);
+  return [...counts].sort((a, b) => b[1] - a[1])[0]?.[0] ?? "exceeds_worker_capacity";
+}
 
 export class AdmissionConditions {
   private dirty = true;
@@ -59,11 +66,13 @@ export class AdmissionConditions {
       const decisions = views.map((v) => admit(taskView(shape.sample), v));
       const s = summarize(decisions);
       const message = decisions.length ? explainTask(decisions) : "no workers are declared or registered";
+      // A task that can never fit is explained by what can never change, not by what might.
+      const reason = s.unsatisfiable ? dominantUnresolvable(decisions) : s.dominant ?? "NoWorkers";
       const wanted: Wanted = {
         admitted: s.admittable.length
           ? { status: "True", reason: "WorkerAvailable", message }
-          : { status: "False", reason: s.dominant ?? "NoWorkers", message },
-        ...(s.unsatisfiable ? { unsatisfiable: { reason: "exceeds_worker_capacity", message: `no worker could ever admit this task, even empty: ${message}` } } : {}),
+          : { status: "False", reason, message },
+        ...(s.unsatisfiable ? { unsatisfiable: { reason, message: "no worker could ever admit this task, even empty" } } : {}),
       };
       for (const e of shape.entries) {
         if (ops.length >= this.opts.maxWritesPerPass) { deferred = true; break; }
