@@ -35,7 +35,8 @@ export function taskRow(t: Task) {
     priority: t.spec.priority ?? 0,
     required_capability: t.spec.required_capability ?? "",
     attempt_no: st.attempt ?? 1,
-    lease_worker_id: st.lease?.worker ?? null,
+    // v1 keeps the worker that produced a result; a requeued task has none until its next lease.
+    lease_worker_id: st.lease?.worker ?? (isQueued(st.state ?? "queued") ? null : st.attempts?.at(-1)?.worker ?? null),
     lease_until: st.lease?.lease_until ?? null,
     result_id: st.result?.result_id ?? null,
     verdict: st.result?.verdict ?? null,

@@ -34,7 +34,7 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
     const taskId = (req.query as Record<string, string | undefined>).task_id;
     if (!taskId) throw new HubError(400, "task_id_required");
     const task = ctx.task(taskId);
-    if (!task) throw new HubError(404, "task_not_found", { task_id: taskId });
+    if (!task) throw new HubError(404, "task_not_found", { task_id: taskId, detail: `no task named "${taskId}"` });
     const all = decideAll(ctx, task);
     const decisions = all.map((x) => x.decision);
     const s = summarize(decisions);

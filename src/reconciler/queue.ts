@@ -7,7 +7,7 @@ export class WorkQueue {
   private readonly ready: Key[] = [];
   private readonly dirty = new Set<Key>();
   private readonly processing = new Set<Key>();
-  private readonly delayed = new Map<Key, NodeJS.Timeout>();
+  private readonly delayed = new Map<Key, { timer: NodeJS.Timeout; due: number }>();
   private readonly failures = new Map<Key, number>();
   private waiters: ((k: Key | undefined) => void)[] = [];
   private shut = false;
@@ -25,12 +25,17 @@ export class WorkQueue {
     else this.ready.push(k);
   }
 
-  /** Add after a delay; an earlier pending delay for the same key wins. */
+  /** Add after a delay. Of two delays for one key the sooner wins, so a long "look again later" never swallows a prompt wake-up. */
   addAfter(k: Key, ms: number): void {
     if (this.shut) return;
     if (ms <= 0) return this.add(k);
-    if (this.delayed.has(k)) return;
-    this.delayed.set(k, setTimeout(() => { this.delayed.delete(k); this.add(k); }, ms));
+    const due = Date.now() + ms;
+    const cur = this.delayed.get(k);
+    if (cur && cur.due <= due) return;
+    if (cur) clearTimeout(cur.timer);
+    const timer = setTimeout(() => { this.delayed.delete(k); this.add(k); }, ms);
+    timer.unref();
+    this.delayed.set(k, { timer, due });
   }
 
   /** Retry with per-key exponential backoff. */
@@ -65,7 +70,7 @@ export class WorkQueue {
 
   shutDown(): void {
     this.shut = true;
-    for (const t of this.delayed.values()) clearTimeout(t);
+    for (const d of this.delayed.values()) clearTimeout(d.timer);
     this.delayed.clear();
     for (const w of this.waiters) w(undefined);
     this.waiters = [];

@@ -5,7 +5,7 @@ import { randomUUID } from "node:crypto";
 import { API_VERSION } from "../resources/crds.ts";
 import { slug } from "../resources/ids.ts";
 import { CAMPAIGN_LABEL } from "../resources/manifest.ts";
-import { mergeProfiles } from "../resources/profile.ts";
+import { mergeProfiles, profileShapeErrors } from "../resources/profile.ts";
 import type { Task } from "../resources/types.ts";
 import { validateObject, type FieldError } from "../resources/validate.ts";
 import type { StoredObject, TxnOp } from "../store/store.ts";
@@ -25,6 +25,10 @@ function toTask(raw: unknown, defaults: Record<string, unknown>, at: string): { 
   const errors: FieldError[] = [];
   for (const k of Object.keys(raw)) if (!TASK_KEYS.includes(k)) errors.push({ field: `${at}.${k}`, message: "unknown field", reason: "FieldUnknown" });
   if (raw.payload !== undefined && !isObj(raw.payload)) errors.push({ field: `${at}.payload`, message: "must be an object", reason: "FieldValueTypeInvalid" });
+  // A profile that is not an object must not quietly mean "shared, nothing requested".
+  errors.push(...profileShapeErrors(raw.execution_profile, `${at}.execution_profile`));
+  if (isObj(raw.payload)) errors.push(...profileShapeErrors(raw.payload.execution_profile, `${at}.payload.execution_profile`));
+  if (isObj(defaults.payload)) errors.push(...profileShapeErrors(defaults.payload.execution_profile, "payload.execution_profile"));
   if (errors.length) return { errors };
   const payload: Record<string, unknown> = { ...(isObj(defaults.payload) ? defaults.payload : {}), ...((raw.payload as Record<string, unknown>) ?? {}) };
   const normalized = isObj(payload.normalized) ? payload.normalized : {};

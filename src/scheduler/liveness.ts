@@ -51,6 +51,20 @@ export class Liveness {
     this.heartbeat(worker, now, [], health);
   }
 
+  /**
+   * A run the worker reported has ended on the Hub's side (uploaded, completed, failed,
+   * cancelled, expired): it stops counting at once, not at the next heartbeat, so a
+   * long-poll waiting for room is not held back by a count the Runner has not refreshed.
+   */
+  finished(worker: string, taskId: string): boolean {
+    const r = this.records.get(worker);
+    if (!r) return false;
+    const before = r.currentRuns.length;
+    r.currentRuns = r.currentRuns.filter((x) => !(x && typeof x === "object" && (x as { task_id?: unknown }).task_id === taskId));
+    r.reportedActive = r.currentRuns.length;
+    return r.currentRuns.length !== before;
+  }
+
   get(worker: string): LiveRecord | undefined {
     return this.records.get(worker);
   }

@@ -2,7 +2,7 @@
 // pull claims and Direct Runner pushes through the same admission function and the same
 // atomic lease write.
 import { concurrencyOf } from "../admission/index.ts";
-import type { Task } from "../resources/types.ts";
+import { isActive, type Task } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
 import type { Store, StoredObject } from "../store/store.ts";
 import { claimedTask, commitLeases, newBatchId, pickForWorker, requireWorker } from "./claim.ts";
@@ -23,6 +23,10 @@ export class Scheduler {
       if (ev.object.kind === "Task") {
         if (ev.type === "DELETED") this.queue.remove(ev.object.metadata.name);
         else this.queue.upsert(ev.object as unknown as Task);
+        const old = ev.old as unknown as Task | undefined;
+        const cur = ev.object as unknown as Task;
+        const holder = old?.status?.lease?.worker;
+        if (holder && isActive(old?.status?.state) && (ev.type === "DELETED" || !isActive(cur.status?.state))) this.ctx.liveness.finished(holder, cur.metadata.name);
         this.ctx.wake();
       } else if (ev.object.kind === "Worker") this.ctx.wake();
     });

@@ -4,7 +4,7 @@
 import { randomUUID, createHash } from "node:crypto";
 import { mkdir, open, rename } from "node:fs/promises";
 import { join } from "node:path";
-import { isActive, isFinal, isQueued, type Task, type TaskStatus } from "../resources/types.ts";
+import { isActive, isFinal, type Task, type TaskStatus } from "../resources/types.ts";
 import { inspectResultZip, issuesFromError } from "../results/zip.ts";
 import type { StoredObject } from "../store/store.ts";
 import type { SchedulerContext } from "./context.ts";
@@ -176,7 +176,8 @@ export async function complete(ctx: SchedulerContext, body: Record<string, unkno
   ctx.liveness.touch(workerId, ctx.now());
   return ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
     const state = t.status?.state;
-    if (isFinal(state) || isQueued(state)) return { result: { ok: true, task_id: taskId, state } };
+    // A task already final answers as v1 does; anything else must come from the lease holder.
+    if (isFinal(state)) return { result: { ok: true, task_id: taskId, state } };
     fence(t, workerId, body.attempt_no);
     // Complete without an upload: v1 parks the task in `returned`, which holds no reservation.
     const status = endLease(t.status!, "returned", ctx.now(), "returned", "CompletedWithoutResult");

@@ -7,7 +7,7 @@ import { Hub } from "../../src/hub.ts";
 import { HubClient } from "../../src/runner/client.ts";
 import { DirectServer } from "../../src/runner/direct.ts";
 import { PullLoop, type PullOptions } from "../../src/runner/pull.ts";
-import { until } from "./runner-hub-peer.ts";
+import { eventually } from "../support/hub.ts";
 
 const HUB_TOKEN = "hub-contract-token-0123456789";
 const RUNNER_TOKEN = "runner-contract-token-0123456789";
@@ -112,7 +112,7 @@ describe("Direct Runner pushed by the Hub", () => {
       expect(first).toMatchObject([202, { ok: true, task_id: "push-1", runner: { state: "accepted" } }]);
       const [busy, busyBody] = await api("/api/admin/push-task", { task_id: "push-2", worker_id: "hub-direct-w", operator: "test" });
       expect([busy, busyBody.error]).toEqual([429, "worker_capacity_reached"]);
-      await until(() => server.activePushes.length === 0, 10_000, "push to finish");
+      await eventually(() => server.activePushes.length === 0, "push to finish");
       expect(await states(["push-1"])).toEqual({ "push-1": "clean" });
     } finally {
       await server.close(0);

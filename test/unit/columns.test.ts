@@ -9,10 +9,10 @@ describe("printer columns from the CRDs", () => {
   };
 
   it("evaluates the JSONPath subset the CRDs use", () => {
-    expect(evalJsonPath(worker, ".status.conditions[?(@.type==\"Ready\")].status")).toBe("False");
-    expect(evalJsonPath(worker, ".status.conditions[0].type")).toBe("Registered");
-    expect(evalJsonPath(worker, ".spec.nothing")).toBeUndefined();
-    expect(() => evalJsonPath(worker, "status")).toThrow(/unsupported JSONPath/);
+    expect(evalJsonPath(worker, ".status.conditions[?(@.type==\"Ready\")].status")).toEqual(["False"]);
+    expect(evalJsonPath(worker, ".status.conditions[0].type")).toEqual(["Registered"]);
+    expect(evalJsonPath(worker, ".spec.nothing")).toEqual([]);
+    expect(() => evalJsonPath(worker, "status")).toThrow(/invalid JSONPath/);
   });
 
   it("puts Name first and keeps the CRD's order and priorities", () => {

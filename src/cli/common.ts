@@ -1,0 +1,41 @@
+// What every Hub-talking verb shares: the connection flag, `-o`, flag parsers that name
+// the flag they reject, and stdout for data only.
+import { type Command, InvalidArgumentError, Option } from "commander";
+import { Client, CONTROLLER_ENV, DEFAULT_CONTROLLER, resolveConnection } from "./client.ts";
+import type { OutputFormat } from "./printers.ts";
+
+export const CONTROLLER_HELP = `Hub URL (env ${CONTROLLER_ENV}, default ${DEFAULT_CONTROLLER}); the token comes from env LOOM_HUB_TOKEN`;
+
+/** `--controller` on a verb; the program-level flag (before the verb) works too. */
+export function withController(cmd: Command): Command {
+  return cmd.option("--controller <url>", CONTROLLER_HELP);
+}
+
+/** The nearest `--controller` given, from the verb up to the program. */
+export function clientOf(cmd: Command): Client {
+  let flag: string | undefined;
+  for (let c: Command | null = cmd; c && flag === undefined; c = c.parent) flag = c.opts().controller as string | undefined;
+  return new Client(resolveConnection(flag));
+}
+
+export function outputOption(formats: readonly OutputFormat[] = ["wide", "json", "yaml", "name"]): Option {
+  return new Option("-o, --output <format>", `output format: ${formats.join(", ")}`).choices(formats as string[]);
+}
+
+/** A whole-number flag; the error names the flag (commander prints it and exits 2). */
+export const intFlag = (flag: string, min = 0) => (v: string): number => {
+  if (!/^\s*-?\d+\s*$/.test(v)) throw new InvalidArgumentError(`${flag} must be a whole number >= ${min}, got ${JSON.stringify(v)}`);
+  const n = Number(v);
+  if (n < min) throw new InvalidArgumentError(`${flag} must be >= ${min}, got ${n}`);
+  return n;
+};
+
+/** `a,b` -> ["a", "b"], empty entries dropped. */
+export const listFlag = (flag: string) => (v: string): string[] => {
+  const items = v.split(",").map((s) => s.trim()).filter(Boolean);
+  if (!items.length) throw new InvalidArgumentError(`${flag} needs at least one name (a,b)`);
+  return items;
+};
+
+export const out = (s: string): void => void process.stdout.write(s);
+export const err = (s: string): void => void process.stderr.write(s);

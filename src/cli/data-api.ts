@@ -1,0 +1,41 @@
+// The shapes of the contract's data API (GET /api/data/worker-capacity, /api/data/task-admission)
+// as the CLI reads them; every field optional that a printer can do without.
+
+/** A resource vector in the contract's whole units. */
+export type Vec = { cpu_millis?: number; memory_mb?: number; disk_mb?: number; gpu_count?: number; gpu_types?: string[] };
+
+/** One dimension's shortfall, or a set requirement (`gpu_types`) that is not met. */
+export type Shortfall = { capacity?: number; reserved?: number; requested?: number | string[]; short?: number; available?: string[] };
+
+/** An admission object (RUNNER_PROTOCOL section 4) as the data API returns it per worker. */
+export type WorkerAdmission = {
+  worker_id: string;
+  ok: boolean;
+  reason?: string | null;
+  reasons?: string[];
+  shortfalls?: Record<string, Shortfall>;
+  concurrency?: { active_count?: number; effective_limit?: number };
+  explanation?: string;
+};
+
+export type TaskAdmission = {
+  task_id: string;
+  state?: string;
+  summary?: string;
+  eligible_worker_count?: number;
+  unsatisfiable?: boolean;
+  execution_profile?: { placement?: string; resources?: Vec };
+  workers: WorkerAdmission[];
+};
+
+export type CapacityEntry = {
+  worker_id: string;
+  status?: string;
+  capacity?: Vec;
+  reserved?: Vec;
+  available?: Vec;
+  active_task_ids?: string[];
+  exclusive_active?: boolean;
+  active_count?: number;
+  effective_limit?: number;
+};

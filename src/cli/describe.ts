@@ -1,0 +1,228 @@
+// `loom describe KIND NAME`: kubectl-describe layout, one describer per kind and a generic
+// fallback. Identity first, then spec, status, conditions, what the kind is about (a task's
+// lease, attempts and per-worker admission; a worker's headroom and leases), Events last.
+import { Command } from "commander";
+import type { Condition } from "../resources/meta.ts";
+import type { Campaign, Task, Worker } from "../resources/types.ts";
+import { ApiError, type Client, RESOURCE_PREFIX } from "./client.ts";
+import { clientOf, out, withController } from "./common.ts";
+import { type KindInfo, resolveKind } from "./kinds.ts";
+import type { CapacityEntry, TaskAdmission, Vec } from "./data-api.ts";
+import { age, DIMENSIONS, formatRequests, formatShortfalls, formatVector, NONE, PrefixWriter, when, writeNested } from "./printers.ts";
+
+type Obj = { kind: string; metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string>; creationTimestamp?: string }; spec?: Record<string, unknown>; status?: Record<string, unknown> };
+type EventObj = { type?: string; reason?: string; message?: string; count?: number; firstTimestamp?: string; lastTimestamp?: string; source?: { component?: string }; metadata?: { creationTimestamp?: string } };
+
+function identity(w: PrefixWriter, o: Obj, now: Date): void {
+  w.kv(0, "Name", o.metadata.name);
+  map(w, "Labels", o.metadata.labels);
+  map(w, "Annotations", o.metadata.annotations);
+  w.kv(0, "Created", when(o.metadata.creationTimestamp, now));
+}
+
+/** `Key:  a=b`, further entries on their own lines under the first. */
+function map(w: PrefixWriter, key: string, m: Record<string, string> | undefined): void {
+  const entries = Object.entries(m ?? {}).sort(([a], [b]) => a.localeCompare(b));
+  if (!entries.length) return w.kv(0, key, NONE);
+  entries.forEach(([k, v], i) => w.write(0, `${i ? "" : `${key}:`}\t${k}=${v.split("\n")[0]}`));
+}
+
+function conditions(w: PrefixWriter, list: Condition[] | undefined): void {
+  w.section(0, "Conditions", ["TYPE", "STATUS", "REASON", "MESSAGE"], (list ?? []).map((c) => [c.type, c.status, c.reason ?? NONE, c.message ?? NONE]));
+}
+
+async function events(w: PrefixWriter, client: Client, o: Obj, now: Date): Promise<void> {
+  let items: EventObj[];
+  try {
+    const l = await client.get<{ items: EventObj[] }>(`${RESOURCE_PREFIX}/events`, { fieldSelector: `involvedObject.kind=${o.kind},involvedObject.name=${o.metadata.name}` });
+    items = l.items ?? [];
+  } catch (e) {
+    if (!(e instanceof ApiError)) throw e;
+    return w.kv(0, "Events", `<unavailable: ${e.reason}: ${e.message}>`);
+  }
+  const at = (e: EventObj) => e.lastTimestamp ?? e.firstTimestamp ?? e.metadata?.creationTimestamp ?? "";
+  items.sort((a, b) => at(a).localeCompare(at(b)));
+  w.section(0, "Events", ["TYPE", "REASON", "AGE", "FROM", "MESSAGE"], items.map((e) => [
+    e.type ?? NONE,
+    e.reason ?? NONE,
+    `${age(at(e), now)}${(e.count ?? 1) > 1 ? ` (x${e.count})` : ""}`,
+    e.source?.component ?? NONE,
+    e.message ?? NONE,
+  ]));
+}
+
+// --- Task
+
+async function describeTask(client: Client, t: Task & Obj, now: Date): Promise<string> {
+  const w = new PrefixWriter();
+  identity(w, t, now);
+  const s = t.spec ?? {};
+  w.write(0, "Spec:");
+  w.kv(1, "Task Kind", s.task_kind);
+  w.kv(1, "Campaign", s.campaign_id);
+  w.kv(1, "Case", s.case_id);
+  w.kv(1, "Setting", s.setting_id);
+  w.kv(1, "Run", s.run_id);
+  w.kv(1, "Required Capability", s.required_capability || "<any>");
+  w.kv(1, "Priority", s.priority ?? 0);
+  w.kv(1, "Placement", s.execution_profile?.placement ?? "shared");
+  w.kv(1, "Requests", formatRequests(s.execution_profile?.resources));
+  if (s.retry_policy) w.kv(1, "Retry Policy", Object.entries(s.retry_policy).map(([k, v]) => `${k}=${Array.isArray(v) ? v.join("|") : v}`).join(", "));
+  w.kv(1, "Runner", (s.payload as { runner?: string } | undefined)?.runner);
+
+  const st = t.status ?? {};
+  w.write(0, "Status:");
+  w.kv(1, "State", st.state);
+  w.kv(1, "Attempt", st.attempt);
+  w.kv(1, "Excluded Workers", st.excluded_workers?.join(", "));
+  if (st.result) w.kv(1, "Result", Object.entries(st.result).map(([k, v]) => `${k}=${v}`).join(", "));
+  if (st.error) w.kv(1, "Error", JSON.stringify(st.error));
+  if (st.finished_at) w.kv(1, "Finished", when(st.finished_at, now));
+  conditions(w, st.conditions as Condition[] | undefined);
+
+  const l = st.lease;
+  if (!l) w.kv(0, "Lease", NONE);
+  else {
+    w.write(0, "Lease:");
+    w.kv(1, "Worker", l.worker);
+    w.kv(1, "Epoch", l.epoch);
+    w.kv(1, "Mode", l.mode);
+    w.kv(1, "Leased At", when(l.leased_at, now));
+    w.kv(1, "Until", when(l.lease_until, now));
+    w.kv(1, "Placement", l.placement);
+    w.kv(1, "Reservation", formatVector(l.reservation));
+    const a = l.admission as { reserved_before?: Vec; available_before?: Vec } | undefined;
+    if (a) {
+      w.kv(1, "Reserved Before", formatVector(a.reserved_before));
+      w.kv(1, "Available Before", formatVector(a.available_before));
+    }
+  }
+
+  w.section(0, "Attempts", ["ATTEMPT", "WORKER", "OUTCOME", "REASON", "ENDED", "REQUESTED", "RESERVED BEFORE", "AVAILABLE BEFORE"], (st.attempts ?? []).map((x) => {
+    const a = (x.admission ?? {}) as { requested?: Vec; reserved_before?: Vec; available_before?: Vec };
+    return [String(x.attempt ?? NONE), x.worker ?? NONE, x.outcome ?? NONE, x.reason ?? NONE, x.ended_at ? `${age(x.ended_at, now)} ago` : NONE, formatVector(a.requested), formatVector(a.reserved_before), formatVector(a.available_before)];
+  }));
+
+  try {
+    const adm = await client.get<TaskAdmission>("/api/data/task-admission", { task_id: t.metadata.name });
+    w.write(0, "Admission:");
+    w.kv(1, "Summary", adm.summary);
+    w.table(1, ["WORKER", "OK", "REASON", "SHORTFALLS"], adm.workers.map((x) => [x.worker_id, String(x.ok), x.reasons?.length ? x.reasons.join(",") : (x.reason ?? NONE), formatShortfalls(x.shortfalls)]));
+  } catch (e) {
+    if (!(e instanceof ApiError)) throw e;
+    w.kv(0, "Admission", `<unavailable: ${e.reason}: ${e.message}>`);
+  }
+  await events(w, client, t, now);
+  return w.toString();
+}
+
+// --- Worker
+
+async function describeWorker(client: Client, wk: Worker & Obj, now: Date): Promise<string> {
+  const w = new PrefixWriter();
+  identity(w, wk, now);
+  if (Object.keys(wk.spec ?? {}).length) {
+    w.write(0, "Spec:");
+    writeNested(w, 1, wk.spec);
+  } else w.kv(0, "Spec", NONE);
+
+  const st = wk.status ?? {};
+  const reg = st.registration;
+  w.write(0, "Status:");
+  w.kv(1, "Registered", reg ? `${when(reg.registered_at, now)} from ${reg.hostname ?? "unknown host"}` : NONE);
+  w.kv(1, "Capabilities", (reg?.capabilities ?? wk.spec?.capabilities)?.join(", "));
+  w.kv(1, "Last Heartbeat", when(st.last_heartbeat_at, now));
+  w.kv(1, "Schedulable", wk.spec?.unschedulable ? "false (cordoned)" : "true");
+  w.kv(1, "Desired Concurrency", st.desired_concurrency);
+  w.kv(1, "Exclusive Holder", st.exclusive_holder);
+  conditions(w, st.conditions as Condition[] | undefined);
+
+  // The data API derives headroom from the leases at read time; the status may lag a pass behind.
+  const cap = await client
+    .get<{ workers: CapacityEntry[] }>("/api/data/worker-capacity")
+    .then((r) => r.workers.find((x) => x.worker_id === wk.metadata.name))
+    .catch((e) => {
+      if (e instanceof ApiError) return undefined;
+      throw e;
+    });
+  const h: CapacityEntry = cap ?? { worker_id: wk.metadata.name, capacity: st.capacity, reserved: st.reserved, available: st.available, active_count: st.active_count, effective_limit: st.effective_limit };
+  w.write(0, "Headroom:");
+  w.kv(1, "Active/Limit", `${h.active_count ?? "?"}/${h.effective_limit ?? "?"}`);
+  w.table(1, ["RESOURCE", "CAPACITY", "RESERVED", "AVAILABLE"], [
+    ...DIMENSIONS.map((d) => [d.field, num(h.capacity?.[d.field]), num(h.reserved?.[d.field]), num(h.available?.[d.field])]),
+    ...(h.capacity?.gpu_types?.length || h.reserved?.gpu_types?.length ? [["gpu_types", types(h.capacity?.gpu_types), types(h.reserved?.gpu_types), "-"]] : []),
+  ]);
+
+  const leased = await client.get<{ items: Task[] }>(`${RESOURCE_PREFIX}/tasks`, { fieldSelector: `status.lease.worker=${wk.metadata.name}` });
+  const active = leased.items.filter((t) => t.status?.state === "leased" || t.status?.state === "running");
+  w.section(0, "Active Leases", ["TASK", "STATE", "PLACEMENT", "EPOCH", "UNTIL", "RESERVATION"], active.map((t) => {
+    const l = t.status!.lease!;
+    return [t.metadata.name, t.status?.state ?? NONE, l.placement ?? "shared", String(l.epoch), when(l.lease_until, now), formatRequests(l.reservation)];
+  }));
+  await events(w, client, wk, now);
+  return w.toString();
+}
+
+const num = (v: unknown) => (typeof v === "number" ? String(v) : NONE);
+const types = (v: string[] | undefined) => (v?.length ? v.join(",") : "-");
+
+// --- Campaign and the generic fallback
+
+async function describeCampaign(client: Client, c: Campaign & Obj, now: Date): Promise<string> {
+  const w = new PrefixWriter();
+  identity(w, c, now);
+  w.write(0, "Spec:");
+  w.kv(1, "Campaign ID", c.spec?.campaign_id);
+  w.kv(1, "Schema Version", c.spec?.schema_version);
+  w.kv(1, "Cases", Array.isArray(c.spec?.cases) ? c.spec.cases.length : NONE);
+  if (c.spec?.defaults && Object.keys(c.spec.defaults).length) {
+    w.write(1, "Defaults:");
+    writeNested(w, 2, c.spec.defaults);
+  }
+  const st = c.status ?? {};
+  w.write(0, "Status:");
+  w.kv(1, "Tasks", st.task_count);
+  w.kv(1, "Pending", st.pending);
+  w.kv(1, "Active", st.active);
+  w.kv(1, "Final", st.final);
+  w.kv(1, "By State", Object.entries(st.by_state ?? {}).map(([k, v]) => `${k}=${v}`).join(", "));
+  conditions(w, st.conditions as Condition[] | undefined);
+  await events(w, client, c, now);
+  return w.toString();
+}
+
+async function describeGeneric(client: Client, o: Obj, now: Date): Promise<string> {
+  const w = new PrefixWriter();
+  identity(w, o, now);
+  const { apiVersion: _a, kind: _k, metadata: _m, status, ...rest } = o as Obj & { apiVersion?: string };
+  writeNested(w, 0, rest);
+  if (status) {
+    const { conditions: cs, ...st } = status as { conditions?: Condition[] };
+    w.write(0, "Status:");
+    writeNested(w, 1, st);
+    if (cs) conditions(w, cs);
+  }
+  if (o.kind !== "Event") await events(w, client, o, now);
+  return w.toString();
+}
+
+const DESCRIBERS: Record<string, (c: Client, o: any, now: Date) => Promise<string>> = { Task: describeTask, Worker: describeWorker, Campaign: describeCampaign };
+
+export async function describe(client: Client, k: KindInfo, name: string): Promise<string> {
+  const o = await client.get<Obj>(`${k.path}/${encodeURIComponent(name)}`);
+  return (DESCRIBERS[k.kind] ?? describeGeneric)(client, o, new Date());
+}
+
+export function describeCommand(): Command {
+  return withController(new Command("describe"))
+    .description("show one worker, task or campaign in detail: spec, status, conditions, admission, events")
+    .argument("<type>", "worker, task or campaign (plural and short names lw, lt, lc too)")
+    .argument("<name...>", "object names")
+    .action(async (type: string, names: string[], _o: unknown, cmd: Command) => {
+      const k = resolveKind(type);
+      const client = clientOf(cmd);
+      const texts: string[] = [];
+      for (const n of names) texts.push(await describe(client, k, n));
+      out(texts.join("\n"));
+    });
+}

@@ -1,0 +1,190 @@
+// `loom get TYPE [NAME]`: tables from the resource API, `-o` for the API's own answer, and
+// `-w` to keep printing rows as objects change (client-go's list-then-watch: resume from the
+// last resourceVersion after a dropped connection, list again on 410 Gone).
+import { Command } from "commander";
+import { loadCrds } from "../resources/crds.ts";
+import { ApiError, type Client, type Query, UnreachableError, UsageError } from "./client.ts";
+import { clientOf, err, out, outputOption, withController } from "./common.ts";
+import { type KindInfo, objectRef, resolveKind } from "./kinds.ts";
+import { columnWidths, formatObject, formatRows, type OutputFormat, tableCells, visibleColumns } from "./printers.ts";
+
+type Obj = { kind?: string; metadata?: { name?: string; resourceVersion?: string } } & Record<string, unknown>;
+type List = { kind?: string; metadata?: { resourceVersion?: string }; items: Obj[] };
+type WatchEvent = { type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR"; object: Obj };
+
+type GetOptions = { output?: OutputFormat; selector?: string; fieldSelector?: string; state?: string; watch?: boolean; headers: boolean };
+
+/** Reconnect delays after a dropped watch: quick at first, then at most every few seconds. */
+const RECONNECT_MS = [250, 500, 1000, 2000, 4000];
+
+function taskStates(): string[] {
+  const schema = loadCrds().get("Task")?.schema as { properties?: { status?: { properties?: { state?: { enum?: string[] } } } } } | undefined;
+  return schema?.properties?.status?.properties?.state?.enum ?? [];
+}
+
+/** The label and field selectors of a request, `--state` becoming `status.state=STATE`. */
+export function selectors(k: KindInfo, o: Pick<GetOptions, "selector" | "fieldSelector" | "state">, name?: string): Query {
+  const fields: string[] = [];
+  if (o.fieldSelector) fields.push(o.fieldSelector);
+  if (o.state !== undefined) {
+    if (k.kind !== "Task") throw new UsageError(`--state: only tasks have a state, not ${k.plural}`);
+    const states = taskStates();
+    if (states.length && !states.includes(o.state)) throw new UsageError(`--state: unknown state ${JSON.stringify(o.state)}; one of: ${states.join(", ")}`);
+    fields.push(`status.state=${o.state}`);
+  }
+  if (name !== undefined) fields.push(`metadata.name=${name}`);
+  return { labelSelector: o.selector, fieldSelector: fields.join(",") || undefined };
+}
+
+/** Prints objects in one output format; a table prints its headers once and keeps its column widths. */
+class ObjectPrinter {
+  private widths: number[] = [];
+  private printedHeaders = false;
+  private docs = 0;
+  constructor(private readonly k: KindInfo, private readonly format: OutputFormat | undefined, private readonly headers: boolean) {}
+
+  /** A whole answer: a List or one object, printed as the API returned it for -o json|yaml. */
+  answer(body: Obj | List, items: Obj[]): void {
+    if (this.format === "json" || this.format === "yaml") return out(formatObject(body, this.format));
+    this.rows(items);
+  }
+
+  /** Objects one by one (watch events, a relist). */
+  objects(items: Obj[]): void {
+    if (this.format === "json") for (const o of items) out(formatObject(o, "json"));
+    else if (this.format === "yaml") for (const o of items) out(`${this.docs++ ? "---\n" : ""}${formatObject(o, "yaml")}`);
+    else this.rows(items);
+  }
+
+  private rows(items: Obj[]): void {
+    if (!items.length) return;
+    if (this.format === "name") return out(items.map((o) => `${objectRef(this.k, o.metadata?.name ?? "")}\n`).join(""));
+    const cols = visibleColumns(this.k.columns, this.format === "wide");
+    const withHeaders = this.headers && !this.printedHeaders;
+    const cells = tableCells(cols, items, new Date(), !withHeaders);
+    if (!cells.length) return;
+    this.printedHeaders ||= withHeaders;
+    const lines = formatRows(cells, this.widths);
+    this.widths = columnWidths(cells).map((w, i) => Math.max(w, this.widths[i] ?? 0));
+    out(lines.map((l) => `${l}\n`).join(""));
+  }
+}
+
+async function list(client: Client, k: KindInfo, q: Query): Promise<List> {
+  return client.get<List>(k.path, q);
+}
+
+export type WatchOptions = {
+  /** Called with the objects to print: a relist's items, or one changed object. */
+  show(objects: Obj[]): void;
+  /** Diagnostics (a dropped connection, a relist). */
+  log(line: string): void;
+  signal: AbortSignal;
+  /** Delays before reconnecting; the last repeats. */
+  reconnectMs?: number[];
+};
+
+/**
+ * Watch from the list's resourceVersion until `signal` aborts: resume from the last
+ * resourceVersion seen (BOOKMARKs included) when the stream ends or drops, list again when
+ * the Hub answers 410 (too old), and never end on its own while the Hub may come back.
+ */
+export async function watchLoop(client: Client, k: KindInfo, q: Query, first: List, o: WatchOptions): Promise<void> {
+  const { signal } = o;
+  const delays = o.reconnectMs ?? RECONNECT_MS;
+  let rv = first.metadata?.resourceVersion;
+  let failures = 0;
+  const relist = async () => {
+    const l = await list(client, k, q);
+    o.show(l.items);
+    rv = l.metadata?.resourceVersion;
+  };
+  while (!signal.aborted) {
+    let why: string | undefined;
+    try {
+      for await (const raw of client.lines(k.path, { ...q, watch: 1, allowWatchBookmarks: "true", resourceVersion: rv }, signal)) {
+        const ev = raw as WatchEvent;
+        failures = 0;
+        if (ev.type === "ERROR") {
+          const s = ev.object as { code?: number; reason?: string; message?: string };
+          if (s.code === 410) {
+            why = "resourceVersion too old (410)";
+            rv = undefined;
+            break;
+          }
+          throw new ApiError(s.code ?? 500, s.reason ?? "WatchError", s.message ?? "the watch failed");
+        }
+        if (ev.object?.metadata?.resourceVersion) rv = ev.object.metadata.resourceVersion;
+        if (ev.type !== "BOOKMARK") o.show([ev.object]);
+      }
+      why ??= "the Hub closed the watch";
+    } catch (e) {
+      if (signal.aborted) return;
+      if (e instanceof ApiError && e.status === 410) {
+        why = "resourceVersion too old (410)";
+        rv = undefined;
+      } else if (e instanceof UnreachableError) {
+        why = e.message;
+      } else if (e instanceof TypeError) {
+        // fetch reports a connection cut mid-body as a TypeError ("terminated")
+        why = `connection lost: ${e.message}`;
+      } else throw e;
+    }
+    if (signal.aborted) return;
+    const delay = delays[Math.min(failures++, delays.length - 1)];
+    o.log(`watch: ${why}; ${rv === undefined ? "listing again" : `resuming from resourceVersion ${rv}`}`);
+    await new Promise((r) => setTimeout(r, delay));
+    if (signal.aborted) return;
+    if (rv === undefined) {
+      try {
+        await relist();
+      } catch (e) {
+        if (!(e instanceof UnreachableError)) throw e;
+      }
+    }
+  }
+}
+
+export function getCommand(): Command {
+  return withController(new Command("get"))
+    .description("list workers, tasks, campaigns or events, or get one by name")
+    .argument("<type>", "workers, tasks, campaigns or events (also singular, or lw, lt, lc, ev)")
+    .argument("[name]", "one object by name")
+    .addOption(outputOption())
+    .option("-l, --selector <selector>", "label selector, e.g. loom.dev/campaign=c1,tier!=gpu")
+    .option("--field-selector <selector>", "field selector, e.g. status.lease.worker=evaluation-01")
+    .option("--state <state>", "tasks in this state (the field selector status.state=STATE)")
+    .option("-w, --watch", "after the list, print a row for every change (Ctrl-C ends)")
+    .option("--no-headers", "leave out the header row")
+    .action(async (type: string, name: string | undefined, o: GetOptions, cmd: Command) => {
+      const k = resolveKind(type);
+      const client = clientOf(cmd);
+      const printer = new ObjectPrinter(k, o.output, o.headers);
+      if (o.watch) {
+        const q = selectors(k, o, name);
+        const ac = new AbortController();
+        const stop = () => ac.abort();
+        process.once("SIGINT", stop);
+        process.once("SIGTERM", stop);
+        try {
+          const first = await list(client, k, q);
+          printer.objects(first.items);
+          await watchLoop(client, k, q, first, { show: (objs) => printer.objects(objs), log: (l) => err(`${l}\n`), signal: ac.signal });
+        } catch (e) {
+          if (!ac.signal.aborted) throw e;
+        } finally {
+          process.off("SIGINT", stop);
+          process.off("SIGTERM", stop);
+        }
+        return;
+      }
+      if (name !== undefined) {
+        if (o.selector || o.fieldSelector || o.state) throw new UsageError("a name cannot be combined with -l, --field-selector or --state");
+        const obj = await client.get<Obj>(`${k.path}/${encodeURIComponent(name)}`);
+        return printer.answer(obj, [obj]);
+      }
+      const l = await list(client, k, selectors(k, o));
+      if (!l.items.length && o.output !== "json" && o.output !== "yaml") return err("No resources found.\n");
+      printer.answer(l, l.items);
+    });
+}
