@@ -2,49 +2,16 @@
 // `<none>` for missing values, AGE as a HumanDuration, priority-1 columns only with
 // `-o wide`, and `-o json|yaml|name` printing the API's own answer untouched.
 import { stringify } from "yaml";
-import type { PrinterColumn } from "../resources/crds.ts";
 import { evalJsonPath, humanDuration, parseJsonPath } from "../resources/jsonpath.ts";
 
 export { evalJsonPath, humanDuration, parseJsonPath };
 import type { Shortfall, Vec } from "./data-api.ts";
 
-export const NONE = "<none>";
-
-export type Column<T = any> = { name: string; priority: 0 | 1; cell(o: T, now: Date): string };
+export { NONE, age, crdColumn, ratio, formatRequests, type Column } from "../resources/columns.ts";
+import { NONE, age, type Column } from "../resources/columns.ts";
 
 export const OUTPUT_FORMATS = ["wide", "json", "yaml", "name"] as const;
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
-
-// ---------------------------------------------------------------------------
-// AGE
-
-/** Age of a timestamp at `now`; `<none>` when there is no timestamp, `<invalid>` when unparsable. */
-export function age(ts: unknown, now: Date): string {
-  if (typeof ts !== "string" || !ts) return NONE;
-  const t = Date.parse(ts);
-  return Number.isNaN(t) ? "<invalid>" : humanDuration(now.getTime() - t);
-}
-
-function scalarText(v: unknown): string {
-  if (typeof v === "string") return v;
-  if (typeof v === "number" || typeof v === "boolean") return String(v);
-  return JSON.stringify(v);
-}
-
-/** A column from a CRD's additionalPrinterColumns; a `date` column is shown as an age. */
-export function crdColumn(c: PrinterColumn): Column {
-  const steps = parseJsonPath(c.jsonPath);
-  return {
-    name: c.name.toUpperCase(),
-    priority: (c.priority ?? 0) > 0 ? 1 : 0,
-    cell: (o, now) => {
-      const vs = evalJsonPath(o, steps);
-      if (!vs.length) return NONE;
-      if (c.type === "date") return age(vs[0], now);
-      return vs.map(scalarText).join(",");
-    },
-  };
-}
 
 // ---------------------------------------------------------------------------
 // Alignment
@@ -136,24 +103,6 @@ export function formatObject(o: unknown, format: "json" | "yaml"): string {
  * `1536/6144Mi`, `1/4`; `<none>` when nothing is known. Millicores keep their `m` on both
  * sides (`1500m/4000m`): a bare 1500 would read as cores.
  */
-export function ratio(used: unknown, total: unknown, unit = ""): string {
-  const u = typeof used === "number" ? used : undefined;
-  const t = typeof total === "number" ? total : undefined;
-  if (u === undefined && t === undefined) return NONE;
-  return `${u ?? "?"}${unit === "m" && u !== undefined ? "m" : ""}/${t ?? "?"}${unit}`;
-}
-
-/** `cpu=750m,mem=1536Mi,disk=2048Mi,gpu=1[a100]`, zeros left out; `-` for no request at all. */
-export function formatRequests(r: Vec | undefined): string {
-  if (!r) return "-";
-  const parts: string[] = [];
-  if (r.cpu_millis) parts.push(`cpu=${r.cpu_millis}m`);
-  if (r.memory_mb) parts.push(`mem=${r.memory_mb}Mi`);
-  if (r.disk_mb) parts.push(`disk=${r.disk_mb}Mi`);
-  if (r.gpu_count) parts.push(`gpu=${r.gpu_count}${r.gpu_types?.length ? `[${r.gpu_types.join("|")}]` : ""}`);
-  return parts.length ? parts.join(",") : "-";
-}
-
 /** One dimension with its unit, for headroom and shortfalls. */
 export const DIMENSIONS = [
   { field: "cpu_millis", label: "CPU", unit: "m" },

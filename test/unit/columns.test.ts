@@ -1,34 +1,35 @@
 import { describe, expect, it } from "vitest";
-import { cellValue, columnsFor, evalJsonPath, humanDuration } from "../../src/resources/columns.ts";
+import { columnsFor } from "../../src/resources/columns.ts";
+import { evalJsonPath } from "../../src/resources/jsonpath.ts";
+import { toTable } from "../../src/api/table.ts";
 
-describe("printer columns from the CRDs", () => {
+describe("columns, defined once for the server-side Table and loom get", () => {
   const worker = {
+    apiVersion: "loom.dev/v1alpha1", kind: "Worker",
     metadata: { name: "w1", creationTimestamp: new Date(Date.now() - 90_000).toISOString() },
-    spec: { connection_mode: "ssh-start" },
-    status: { active_count: 2, effective_limit: 4, conditions: [{ type: "Registered", status: "True" }, { type: "Ready", status: "False" }] },
+    spec: { connection_mode: "ssh-start", unschedulable: true },
+    status: { active_count: 2, effective_limit: 4, reserved: { cpu_millis: 1500, memory_mb: 1536, disk_mb: 0, gpu_count: 0 }, capacity: { cpu_millis: 4000, memory_mb: 6144, disk_mb: 30000, gpu_count: 0 },
+      conditions: [{ type: "Registered", status: "True" }, { type: "Ready", status: "False" }] },
   };
 
   it("evaluates the JSONPath subset the CRDs use", () => {
     expect(evalJsonPath(worker, ".status.conditions[?(@.type==\"Ready\")].status")).toEqual(["False"]);
     expect(evalJsonPath(worker, ".status.conditions[0].type")).toEqual(["Registered"]);
     expect(evalJsonPath(worker, ".spec.nothing")).toEqual([]);
-    expect(() => evalJsonPath(worker, "status")).toThrow(/invalid JSONPath/);
   });
 
-  it("puts Name first and keeps the CRD's order and priorities", () => {
+  it("starts from the CRD's printer columns and adds headroom as reserved/capacity", () => {
     const cols = columnsFor("Worker");
-    expect(cols[0]).toMatchObject({ name: "Name", format: "name" });
-    expect(cols.map((c) => c.name)).toEqual(["Name", "Ready", "Active", "Limit", "Mode", "Host", "Age"]);
-    expect(cols.find((c) => c.name === "Mode")?.priority).toBe(1);
+    expect(cols.map((c) => c.name)).toEqual(["NAME", "READY", "ACTIVE/LIMIT", "CPU", "MEM", "DISK", "GPU", "MODE", "HOST", "AGE"]);
+    const now = new Date();
+    expect(cols.map((c) => c.cell(worker, now))).toEqual(["w1", "False,SchedulingDisabled", "2/4", "1500m/4000m", "1536/6144Mi", "0/30000Mi", "0/0", "ssh-start", "<none>", "90s"]);
   });
 
-  it("renders cells as the API server does: dates as ages, missing as null", () => {
-    const cols = columnsFor("Worker");
-    const now = Date.now();
-    expect(cols.map((c) => cellValue(worker, c, now))).toEqual(["w1", "False", 2, 4, "ssh-start", null, "90s"]);
-  });
-
-  it("formats ages like kubectl", () => {
-    expect([5_000, 90_000, 330_000, 3 * 3600_000 + 300_000, 6 * 86400_000 + 4 * 3600_000, 400 * 86400_000].map(humanDuration)).toEqual(["5s", "90s", "5m30s", "3h5m", "6d4h", "400d"]);
+  it("renders a Table with those cells, priorities and PartialObjectMetadata rows", () => {
+    const t = toTable("Worker", [worker as never], "7");
+    expect(t.kind).toBe("Table");
+    expect(t.columnDefinitions.find((c) => c.name === "MODE")?.priority).toBe(1);
+    expect(t.rows[0].cells[2]).toBe("2/4");
+    expect(t.rows[0].object).toMatchObject({ kind: "PartialObjectMetadata", metadata: { name: "w1" } });
   });
 });
