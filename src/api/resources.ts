@@ -15,7 +15,7 @@ import { mergePatch } from "./merge-patch.ts";
 import { objectMatcher } from "./selectors.ts";
 import { authRefusalAsStatus, badRequest, sendStatus, status, statusErrorHandler, StatusError, type Target } from "./status.ts";
 import { DEFAULT_WATCH_CONFIG, WatchStream, type WatchConfig } from "./watch.ts";
-import { includeObjectParam, toTable, wantsTable } from "./table.ts";
+import { bookmarkTable, includeObjectParam, toTable, wantsTable } from "./table.ts";
 
 export const API_PREFIX = `/apis/${API_VERSION}`;
 
@@ -108,7 +108,9 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
 
   const targetOf = (req: FastifyRequest): Target => {
     const r = byPlural.get(req.url.split("?")[0].slice(API_PREFIX.length + 1).split("/")[0]);
-    const name = (req.params as { name?: string } | undefined)?.name;
+    // A create names its object in the body (kubectl prints `The Worker "NAME" is invalid`).
+    const bodyName = req.method === "POST" && isObject(req.body) && isObject(req.body.metadata) && typeof req.body.metadata.name === "string" ? req.body.metadata.name : undefined;
+    const name = (req.params as { name?: string } | undefined)?.name ?? bodyName;
     return r ? { ...(r.crd ? { group: GROUP } : {}), kind: r.kind, ...(name ? { name } : {}) } : {};
   };
 
@@ -155,7 +157,11 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
     }
     // kubectl get -w asks for Tables: each event then carries a one-row Table, so the columns stay.
     const render = table ? (o: StoredObject) => toTable(r.kind, [o], String(o.metadata.resourceVersion ?? ""), include) : undefined;
-    const stream = new WatchStream({ kind: r.kind, apiVersion: r.apiVersion, matches, from, snapshot: snapshot(r), timeoutSeconds, render }, cfg, watches);
+    // kubectl get -w prints every event it receives and does not ask for BOOKMARKs: as in
+    // Kubernetes, a Table watch gets them only with allowWatchBookmarks, as row-less Tables.
+    const bookmarks = !table || boolParam(q, "allowWatchBookmarks");
+    const renderBookmark = table ? bookmarkTable : undefined;
+    const stream = new WatchStream({ kind: r.kind, apiVersion: r.apiVersion, matches, from, snapshot: snapshot(r), timeoutSeconds, render, bookmarks, renderBookmark }, cfg, watches);
     await stream.start(hub.store);
     stream.open(reply);
     return reply;

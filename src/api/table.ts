@@ -33,6 +33,15 @@ export function toTable(kind: string, objects: StoredObject[], resourceVersion: 
   };
 }
 
+/**
+ * The object of a BOOKMARK in a Table watch: a Table without rows or columns, carrying the
+ * resourceVersion. kubectl prints nothing for it; an object of the watched kind would be
+ * printed as a row of its own ("NAME AGE / <unknown>").
+ */
+export function bookmarkTable(resourceVersion: string) {
+  return { kind: "Table", apiVersion: "meta.k8s.io/v1", metadata: { resourceVersion }, columnDefinitions: [], rows: [] };
+}
+
 export function includeObjectParam(v: unknown): IncludeObject {
   return v === "None" || v === "Object" ? v : "Metadata";
 }

@@ -52,6 +52,10 @@ export type WatchSpec = {
   timeoutSeconds: number;
   /** How an object goes on the wire (a one-row Table for kubectl); as stored by default. */
   render?: (obj: StoredObject) => unknown;
+  /** Send BOOKMARKs (default true). */
+  bookmarks?: boolean;
+  /** How a BOOKMARK's object goes on the wire; by default an object of the kind carrying only its resourceVersion. */
+  renderBookmark?: (resourceVersion: string) => unknown;
 };
 
 type EventType = WatchEventType | "BOOKMARK" | "ERROR";
@@ -154,7 +158,7 @@ export class WatchStream {
     this.allowance = Buffer.byteLength(initial);
     if (initial) this.write(initial);
     this.bookmark();
-    this.bookmarkTimer = setInterval(() => this.bookmark(), this.cfg.bookmarkMs);
+    if (this.spec.bookmarks !== false) this.bookmarkTimer = setInterval(() => this.bookmark(), this.cfg.bookmarkMs);
     if (this.spec.timeoutSeconds > 0) this.timeoutTimer = setTimeout(() => this.end(false), this.spec.timeoutSeconds * 1000);
   }
 
@@ -217,7 +221,9 @@ export class WatchStream {
 
   private bookmark(): void {
     this.flush();
-    this.write(line("BOOKMARK", { kind: this.spec.kind, apiVersion: this.spec.apiVersion, metadata: { resourceVersion: String(this.lastRev) } }));
+    if (this.spec.bookmarks === false) return;
+    const rv = String(this.lastRev);
+    this.write(line("BOOKMARK", this.spec.renderBookmark ? this.spec.renderBookmark(rv) : { kind: this.spec.kind, apiVersion: this.spec.apiVersion, metadata: { resourceVersion: rv } }));
   }
 
   private write(l: string): void {

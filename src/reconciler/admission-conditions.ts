@@ -15,6 +15,9 @@ export type AdmissionConditionsOptions = { minIntervalMs: number; refreshMs: num
 
 type Wanted = { admitted: { status: "True" | "False"; reason: string; message: string }; unsatisfiable?: { reason: string; message: string } };
 
+/** A message with its numbers blanked out: what it says, not how much. */
+const skeleton = (m: string | undefined) => (m ?? "").replace(/\d+/g, "#");
+
 /** The most common failure that no worker can outgrow (capability, exclusion, capacity). */
 function dominantUnresolvable(decisions: Decision[]): string {
   const counts = new Map<string, number>();
@@ -109,7 +112,9 @@ export class AdmissionConditions {
     const st = t.status ?? {};
     const cur = getCondition(st.conditions, "Admitted");
     const curUnsat = getCondition(st.conditions, "Unsatisfiable");
-    const flips = !cur || cur.status !== w.admitted.status || cur.reason !== w.admitted.reason || (curUnsat?.status === "True") !== !!w.unsatisfiable;
+    // A new reason in the message (a worker became ready, a capability went missing) is news;
+    // the same reasons with other numbers are not, and wait for the refresh.
+    const flips = !cur || cur.status !== w.admitted.status || cur.reason !== w.admitted.reason || (curUnsat?.status === "True") !== !!w.unsatisfiable || skeleton(cur.message) !== skeleton(w.admitted.message);
     const messageOnly = !flips && (cur!.message !== w.admitted.message || (w.unsatisfiable && curUnsat?.message !== w.unsatisfiable.message));
     if (!flips && !messageOnly) return undefined;
     const last = this.lastWrite.get(t.metadata.name) ?? 0;

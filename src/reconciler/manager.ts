@@ -52,7 +52,7 @@ export class ControllerManager {
         this.push.markDirty();
       }
     });
-    ctx.liveness.onRevive = (w) => {
+    ctx.liveness.onChange = (w) => {
       this.workers.queue.add(w);
       this.admission.markDirty();
       this.push.markDirty();
@@ -75,7 +75,7 @@ export class ControllerManager {
   async stop(): Promise<void> {
     clearInterval(this.resync);
     this.unsubscribe();
-    this.ctx.liveness.onRevive = () => {};
+    this.ctx.liveness.onChange = () => {};
     await Promise.all([this.campaigns.stop(), this.workers.stop(), this.admission.stop(), this.push.stop()]);
   }
 }

@@ -14,13 +14,13 @@ export type LiveRecord = {
 
 export class Liveness {
   private readonly records = new Map<string, LiveRecord>();
-  /** Called when a worker that was not alive calls again (its Ready flips to True). */
-  onRevive: (worker: string) => void = () => {};
+  /** Called when a fact the worker's status shows changes: it came back to life, or its reported run count moved. */
+  onChange: (worker: string) => void = () => {};
   constructor(readonly graceMs: number) {}
 
   private rec(worker: string, now: number): LiveRecord {
     let r = this.records.get(worker);
-    if (!r || now - r.lastSeen > this.graceMs) queueMicrotask(() => this.onRevive(worker));
+    if (!r || now - r.lastSeen > this.graceMs) queueMicrotask(() => this.onChange(worker));
     if (!r) this.records.set(worker, (r = { lastSeen: now, reportedActive: 0, currentRuns: [], cacheKeys: new Set(), cacheEnabled: false }));
     return r;
   }
@@ -33,8 +33,10 @@ export class Liveness {
   heartbeat(worker: string, now: number, currentRuns: unknown[], health?: Record<string, unknown>): void {
     const r = this.rec(worker, now);
     r.lastSeen = now;
+    const before = r.reportedActive;
     r.currentRuns = currentRuns;
     r.reportedActive = currentRuns.length;
+    if (before !== r.reportedActive) queueMicrotask(() => this.onChange(worker));
     if (health) {
       r.health = health;
       const sc = health.source_cache as { enabled?: boolean; keys?: unknown[] } | undefined;
@@ -62,6 +64,7 @@ export class Liveness {
     const before = r.currentRuns.length;
     r.currentRuns = r.currentRuns.filter((x) => !(x && typeof x === "object" && (x as { task_id?: unknown }).task_id === taskId));
     r.reportedActive = r.currentRuns.length;
+    if (r.currentRuns.length !== before) queueMicrotask(() => this.onChange(worker));
     return r.currentRuns.length !== before;
   }
 

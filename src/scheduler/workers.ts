@@ -3,7 +3,7 @@
 // kubelet registers its Node. Where the inventory declares a field, the inventory wins.
 import { defaultCapacityFromHost, effectiveCapacity, overlayCapacity, concurrencyOf, reservedOf, sub, type Vector } from "../admission/index.ts";
 import { API_VERSION } from "../resources/crds.ts";
-import { setCondition, type Worker, type WorkerStatus } from "../resources/types.ts";
+import { isActive, setCondition, type Worker, type WorkerStatus } from "../resources/types.ts";
 import { validateMetadata } from "../resources/validate.ts";
 import type { StoredObject } from "../store/store.ts";
 import type { SchedulerContext } from "./context.ts";
@@ -109,8 +109,15 @@ export function heartbeat(ctx: SchedulerContext, body: Record<string, unknown>) 
   const id = body.worker_id;
   if (typeof id !== "string" || !id) throw new HubError(400, "worker_id_required");
   const now = ctx.now();
-  const runs = Array.isArray(body.current_runs) ? body.current_runs : [];
   const w = ctx.worker(id);
+  // A run the Hub already saw end (uploaded, failed, cancelled, requeued) no longer counts: a
+  // heartbeat built just before a task finished must not hold its slot until the next one.
+  // Runs the Hub does not know keep counting, as v1 counts them.
+  const runs = (Array.isArray(body.current_runs) ? body.current_runs : []).filter((r: unknown) => {
+    const taskId = r && typeof r === "object" ? (r as { task_id?: unknown }).task_id : undefined;
+    const t = typeof taskId === "string" ? ctx.task(taskId) : undefined;
+    return !t || (isActive(t.status?.state) && t.status?.lease?.worker === id);
+  });
   // An unknown worker gets 200 with defaults (v1); nothing is recorded for it.
   if (w) ctx.liveness.heartbeat(id, now, runs, body.health as Record<string, unknown> | undefined);
   const s = w ? effectiveSettings(w) : { initial_concurrency: 1, desired_concurrency: 1, max_concurrency: 1, concurrency_policy: "fixed", resource_capacity: defaultCapacityFromHost(undefined) };
