@@ -104,10 +104,11 @@ suite(title, () => {
     const reg = async (id: string, cap: Json) => expect((await post(h.url, "/api/workers/register", registerBody(id, { resource_capacity: cap }))).status).toBe(200);
     await reg("w1", { cpu_millis: 4000, memory_mb: 6144, disk_mb: 30000, gpu_count: 0 });
     await reg("w2", { cpu_millis: 2000, memory_mb: 2048, disk_mb: 30000, gpu_count: 0 });
-    // A declared worker with a host and a mode (the priority-1 columns), never registered: not Ready.
+    // A declared worker with a host and a mode (the priority-1 columns), never registered: not
+    // Ready. Its capacity is declared: unknown capacity would keep t-big from being Unsatisfiable.
     const created = await post(h.url, `${API}/workers`, {
       metadata: { name: "w-static", labels: { tier: "silver" } },
-      spec: { host: "static-1.example", connection_mode: "long-poll", max_concurrency: 2 },
+      spec: { host: "static-1.example", connection_mode: "long-poll", max_concurrency: 2, resource_capacity: { cpu_millis: 1000, memory_mb: 1024, disk_mb: 10000, gpu_count: 0 } },
     });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
 
