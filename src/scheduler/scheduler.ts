@@ -1,7 +1,6 @@
 // The scheduler: keeps the claim queue in step with the informer and grants leases for
 // pull claims and Direct Runner pushes through the same admission function and the same
 // atomic lease write.
-import { concurrencyOf } from "../admission/index.ts";
 import { isActive, type Task } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
 import type { Store, StoredObject } from "../store/store.ts";
@@ -54,14 +53,11 @@ export class Scheduler {
       this.ctx.liveness.touch(workerId, this.ctx.now());
       const reply = await this.ctx.mutex.run(async () => {
         const worker = requireWorker(this.ctx, workerId);
-        const view0 = this.ctx.workerView(worker);
-        const c = concurrencyOf(view0);
-        const room = Math.max(0, Math.min(limit, c.effective_limit - c.active_count));
-        const { picks } = pickForWorker(this.queue, this.ctx, worker, room);
+        // Admission's concurrency check stops the batch at the worker's limit; `limit` caps it for the Runner.
+        const { picks } = pickForWorker(this.queue, this.ctx, worker, limit);
         const batch = picks.length ? { id: newBatchId(), size: picks.length } : undefined;
         const leased = await commitLeases(this.ctx, worker, picks, { mode: "pull", leaseSeconds });
         const fresh = this.ctx.worker(workerId) ?? worker;
-        const after = this.ctx.workerView(fresh);
         const s = effectiveSettings(fresh);
         const e = capacityEntry(this.ctx, fresh);
         return {
@@ -70,7 +66,7 @@ export class Scheduler {
           max_concurrency: s.max_concurrency,
           initial_concurrency: s.initial_concurrency,
           concurrency_policy: s.concurrency_policy,
-          active_count: concurrencyOf(after).active_count,
+          active_count: e.active_count,
           resource_capacity: e.capacity,
           reserved_resources: e.reserved,
           available_resources: e.available,
