@@ -306,3 +306,26 @@ describe("pull loop and pushes exclude each other", () => {
     expect((await row("q2")).state).toBe("clean");
   });
 });
+
+describe("push dispatcher", () => {
+  it("delivers queued work to a push-mode Direct Runner by itself, through the same admission", async () => {
+    const r = await api("/api/admin/register-worker-hosts", {
+      operator: "test",
+      hosts: [{ worker_id: WORKER, initial_concurrency: 1, max_concurrency: 1, connection_mode: "direct-worker-api", worker_url: base, direct_api_dispatch_mode: "push", resource_capacity: { cpu_millis: 1000, memory_mb: 1024, disk_mb: 1000, gpu_count: 0 } }],
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    await registered();
+    // One task fits; the other asks for more memory than the worker has and must never be pushed.
+    await dispatch([
+      { task_id: "auto-1", payload: { runner: "noop" }, execution_profile: { resources: { memory_mb: 512 } } },
+      { task_id: "too-big", payload: { runner: "noop" }, execution_profile: { resources: { memory_mb: 4096 } } },
+    ]);
+    const done = await eventually(async () => { const t = await row("auto-1"); return t?.state === "clean" && t; }, "the dispatcher to push and the Runner to finish", 20_000);
+    expect(done.lease_worker_id).toBe(WORKER);
+    expect(rec.callsTo("/api/results/upload").length).toBeGreaterThanOrEqual(1);
+    expect(rec.callsTo("/api/tasks/claim")).toHaveLength(0); // pushed, not pulled
+    const big = await row("too-big");
+    expect(big.state).toBe("queued");
+    expect(big.attempt_no).toBe(1);
+  });
+});
