@@ -181,6 +181,7 @@ export async function complete(ctx: SchedulerContext, body: Record<string, unkno
     fence(t, workerId, body.attempt_no);
     // Complete without an upload: v1 parks the task in `returned`, which holds no reservation.
     const status = endLease(t.status!, "returned", ctx.now(), "returned", "CompletedWithoutResult");
+    ctx.recordEvent({ object: t as unknown as StoredObject, type: "Warning", reason: "LeaseReleased", message: `${workerId} completed without uploading a result; reservation released` });
     return { status, result: { ok: true, task_id: taskId, old_state: state, new_state: "returned" } };
   });
 }
@@ -213,7 +214,11 @@ export async function fail(ctx: SchedulerContext, body: Record<string, unknown>)
       result: { ok: true, task_id: taskId, old_state: old, new_state: status.state, auto_retry: retry.queued ? { queued: true, attempt_no: status.attempt, categories: retry.categories } : null, issues } as Record<string, unknown>,
     };
   });
-  if (!out.ignored_stale_failure) await adjustConcurrency(ctx, workerId, { verdict: "run_error", issues: out.issues as string[], entries: null });
+  if (!out.ignored_stale_failure) {
+    const t = ctx.task(taskId);
+    if (t) ctx.recordEvent({ object: t as unknown as StoredObject, type: "Warning", reason: out.new_state === "retry_queued" ? "Requeued" : "LeaseReleased", message: `${workerId} reported a failure; ${out.new_state === "retry_queued" ? `retrying as attempt ${t.status?.attempt}` : "reservation released"}` });
+    await adjustConcurrency(ctx, workerId, { verdict: "run_error", issues: out.issues as string[], entries: null });
+  }
   return out;
 }
 
