@@ -70,7 +70,7 @@ class ObjectPrinter {
   }
 }
 
-async function list(client: Client, k: KindInfo, q: Query): Promise<List> {
+export async function list(client: Client, k: KindInfo, q: Query): Promise<List> {
   return client.get<List>(k.path, q);
 }
 

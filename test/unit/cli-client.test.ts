@@ -1,12 +1,10 @@
-// The CLI's client side without a Hub: both error shapes become one error, apply computes
-// the merge patch kubectl would send, and a watch resumes and relists (against a stub
-// server on loopback that drops the connection and answers 410 on cue).
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+// The CLI's client side without a Hub: both error shapes become one error, and apply
+// computes the merge patch kubectl would send. (Watch resumption runs against a real Hub in
+// test/integration/cli-watch.test.ts.)
+import { describe, expect, it } from "vitest";
 import { createMergePatch, describePatch, planPatch } from "../../src/cli/apply.ts";
-import { ApiError, Client, resolveConnection, toApiError, UsageError } from "../../src/cli/client.ts";
-import { selectors, watchLoop } from "../../src/cli/get.ts";
+import { ApiError, resolveConnection, toApiError, UsageError } from "../../src/cli/client.ts";
+import { selectors } from "../../src/cli/get.ts";
 import { resolveKind } from "../../src/cli/kinds.ts";
 import type { StoredObject } from "../../src/store/store.ts";
 
@@ -90,67 +88,5 @@ describe("apply: the merge patch that makes the stored object match the file", (
     expect(p.patch).toBeUndefined();
     expect(p.warning).toMatch(/running/);
     expect(planPatch(stored("Task", { priority: 1 }, { state: "queued" }), stored("Task", { priority: 5 })).patch?.spec).toEqual({ priority: 5 });
-  });
-});
-
-describe("watch: resume from the last resourceVersion, list again on 410", () => {
-  const task = (name: string, rv: number, state: string) => ({ apiVersion: "loom.dev/v1alpha1", kind: "Task", metadata: { name, resourceVersion: String(rv) }, spec: {}, status: { state } });
-  const watches: (string | null)[] = [];
-  let lists = 0;
-  let url = "";
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const u = new URL(req.url!, "http://x");
-    if (u.searchParams.get("watch") !== "1") {
-      lists++;
-      res.setHeader("content-type", "application/json");
-      return res.end(JSON.stringify({ kind: "TaskList", metadata: { resourceVersion: "9" }, items: [task("b", 9, "queued")] }));
-    }
-    const from = u.searchParams.get("resourceVersion");
-    watches.push(from);
-    if (watches.length === 1) {
-      // a change, a bookmark further on, then the connection drops
-      res.writeHead(200, { "content-type": "application/json" });
-      res.write(`${JSON.stringify({ type: "MODIFIED", object: task("a", 6, "leased") })}\n`);
-      res.write(`${JSON.stringify({ type: "BOOKMARK", object: { kind: "Task", metadata: { resourceVersion: "8" } } })}\n`);
-      setTimeout(() => res.socket?.destroy(), 20);
-      return;
-    }
-    if (watches.length === 2) {
-      res.writeHead(410, { "content-type": "application/json" });
-      return res.end(JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Failure", code: 410, reason: "Expired", message: "too old" }));
-    }
-    res.writeHead(200, { "content-type": "application/json" });
-    res.write(`${JSON.stringify({ type: "ADDED", object: task("c", 10, "queued") })}\n`);
-  });
-
-  beforeAll(async () => {
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  });
-  afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise((r) => server.close(r));
-  });
-
-  it("prints each change once, resumes after the drop from the bookmark, relists after 410", async () => {
-    const shown: string[] = [];
-    const logs: string[] = [];
-    const ac = new AbortController();
-    const first = { metadata: { resourceVersion: "5" }, items: [] };
-    const done = watchLoop(new Client({ controller: url }), resolveKind("tasks"), {}, first, {
-      show: (objs) => {
-        shown.push(...objs.map((o) => `${o.metadata?.name}@${o.metadata?.resourceVersion}`));
-        if (shown.includes("c@10")) ac.abort();
-      },
-      log: (l) => logs.push(l),
-      signal: ac.signal,
-      reconnectMs: [10],
-    });
-    await done;
-    expect(watches).toEqual(["5", "8", "9"]);
-    expect(lists).toBe(1);
-    expect(shown).toEqual(["a@6", "b@9", "c@10"]);
-    expect(logs[0]).toMatch(/resuming from resourceVersion 8/);
-    expect(logs[1]).toMatch(/410.*listing again/);
   });
 });
