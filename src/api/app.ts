@@ -9,6 +9,7 @@ import { runnerRoutes } from "./runner.ts";
 import { adminRoutes } from "./admin.ts";
 import { dataRoutes } from "./data.ts";
 import { discoveryRoutes } from "./discovery.ts";
+import { openApiRoutes } from "./openapi.ts";
 import { resourceRoutes } from "./resources.ts";
 
 declare module "fastify" {
@@ -60,6 +61,7 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
   await f.register(adminRoutes);
   await f.register(dataRoutes);
   await f.register(discoveryRoutes);
+  await f.register(openApiRoutes);
   await f.register(resourceRoutes);
 }
 

@@ -362,6 +362,28 @@ suite(title, () => {
     });
   });
 
+  describe("OpenAPI v3 from the CRDs", () => {
+    it("plain kubectl apply (default validation) works, the Hub validates strictly, and explain reads the schemas", async () => {
+      const good = join(dir, "w-openapi.yaml");
+      await writeFile(good, stringifyYaml({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name: "w-openapi" }, spec: { max_concurrency: 2 } }));
+      const created = await kubectl("apply", "-f", good);
+      expect(created.code, created.stderr).toBe(0);
+      expect(created.stdout.trim()).toBe("worker.loom.dev/w-openapi created");
+
+      const bad = join(dir, "w-openapi-bad.yaml");
+      await writeFile(bad, stringifyYaml({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name: "w-openapi-bad" }, spec: { bogus: 1 } }));
+      const refused = await kubectl("apply", "-f", bad);
+      expect(refused.code).not.toBe(0);
+      expect(refused.stderr).toContain("spec.bogus: unknown field");
+      expect((await get(h.url, `${API}/workers/w-openapi-bad`)).status).toBe(404);
+
+      const explain = await kubectl("explain", "workers.spec.resource_capacity");
+      expect(explain.code, explain.stderr).toBe(0);
+      expect(explain.stdout).toContain("KIND:       Worker");
+      expect(explain.stdout).toMatch(/cpu_millis\s+<integer>/);
+    });
+  });
+
   describe("with a token over HTTPS", () => {
     const TOKEN = "kubectl-e2e-token-0123456789abcdef";
     let th: TestHub;
