@@ -23,7 +23,7 @@ export class ControllerManager {
   private unsubscribe: () => void = () => {};
   private readonly ctx: SchedulerContext;
 
-  constructor(scheduler: Scheduler, private readonly log: Logger, private readonly opts: ManagerOptions) {
+  constructor(scheduler: Scheduler, log: Logger, private readonly opts: ManagerOptions) {
     const ctx = (this.ctx = scheduler.ctx);
     this.campaigns = new Controller(new CampaignReconciler(ctx.store, ctx.cache, (e) => ctx.recordEvent(e)), log);
     this.workers = new Controller(new WorkerReconciler(ctx), log);

@@ -4,7 +4,7 @@
 // fact changes or Ready flips (never for a heartbeat alone). A worker the inventory
 // stopped declaring is deleted once it holds no active lease.
 import { exclusiveActive } from "../admission/index.ts";
-import { setCondition, type Worker, type WorkerStatus } from "../resources/types.ts";
+import { setCondition, type WorkerStatus } from "../resources/types.ts";
 import type { SchedulerContext } from "../scheduler/context.ts";
 import { capacityEntry, effectiveSettings } from "../scheduler/workers.ts";
 import { isStoreError } from "../store/errors.ts";

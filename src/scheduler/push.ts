@@ -4,7 +4,7 @@
 // (timeout, cut connection) keeps it until it is renewed or expires.
 import { randomUUID } from "node:crypto";
 import { admit, concurrencyOf, taskView, type Decision } from "../admission/index.ts";
-import { isQueued, type Task, type Worker } from "../resources/types.ts";
+import { isQueued, type Worker } from "../resources/types.ts";
 import type { StoredObject } from "../store/store.ts";
 import { claimedTask, commitLeases, requireWorker } from "./claim.ts";
 import type { SchedulerContext } from "./context.ts";
@@ -116,4 +116,3 @@ export async function pushTask(ctx: SchedulerContext, body: Record<string, unkno
   throw new HubError(502, "push_delivery_unknown", { task_id: taskId, worker_id: worker.metadata.name, state: "leased", lease_until: leased.task.status?.lease?.lease_until, runner_status: res.status, runner: reply });
 }
 
-export type { Task };
