@@ -2,29 +2,21 @@
 // slots allow, and run each task through start/renew/upload/complete. Unlike v1 it claims
 // again as soon as a slot frees up instead of waiting for the whole batch, and it backs off
 // on errors instead of crashing.
-import { HubError, type ClaimRequest, type HubClient, type RegisterReply, type RegisterRequest } from "./client.ts";
+import { HubError, type ClaimRequest, type RegisterReply, type RegisterRequest } from "./client.ts";
 import type { ClaimedTask } from "./execute.ts";
 import { hostSnapshot, resolveCapacity, type HostSnapshot, type ResourceCapacity } from "./host.ts";
 import { runClaimedTask, type TaskContext, type TaskPhase, type TaskReport } from "./lifecycle.ts";
 
 export type ConcurrencyPolicy = "fixed" | "adaptive";
 
-export interface WorkerIdentity {
-  client: HubClient;
-  workerId: string;
-  workDir: string;
+/** Who the Runner is, on top of what running one task needs (TaskContext). */
+export interface WorkerIdentity extends TaskContext {
   capabilities: string[];
   maxConcurrency: number;
   initialConcurrency: number;
   concurrencyPolicy: ConcurrencyPolicy;
   /** Partial resource_capacity overrides, merged over the host defaults at registration. */
   capacityOverrides?: unknown;
-  leaseSeconds: number;
-  scrubEnv: string[];
-  log: (line: string) => void;
-  killGraceMs?: number;
-  renewIntervalMs?: number;
-  retryDelaysMs?: number[];
 }
 
 export interface PullOptions extends WorkerIdentity {
