@@ -105,7 +105,7 @@ export class Hub {
     compileAll();
     mkdirSync(opts.dataDir, { recursive: true });
     const store = opts.store ?? openSqliteStore(join(opts.dataDir, "loom.db"));
-    const cache = new Informer(store, ["Worker", "Task", "Campaign"]);
+    const cache = new Informer(store, ["Worker", "Task", "Campaign"], { pending: true });
     const hub = new Hub(store, cache, opts);
     await cache.start();
     hub.scheduler.resync();

@@ -637,6 +637,117 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
       });
     });
 
+    describe("the lease guard: no write adds a lease its worker cannot hold", () => {
+      const cap = { cpu_millis: 1000, memory_mb: 1024, disk_mb: 0, gpu_count: 0 };
+      const lease = (w: string, placement: "shared" | "exclusive", reservation: Record<string, number>, state = "leased") => ({
+        state,
+        attempt: 1,
+        lease: { worker: w, epoch: 1, mode: "pull", leased_at: "2026-01-01T00:00:00.000Z", lease_until: "2026-01-01T01:00:00.000Z", placement, reservation: { cpu_millis: 0, memory_mb: 0, disk_mb: 0, gpu_count: 0, ...reservation } },
+      });
+      async function seed(maxConcurrency = 4) {
+        await store.create(worker("w1", undefined, { max_concurrency: maxConcurrency, initial_concurrency: 1, resource_capacity: cap }));
+        for (const n of ["t1", "t2", "t3"]) await store.create(task(n));
+      }
+      const withStatus = async (name: string, status: unknown) => ({ ...(await store.get<StoredObject>("Task", name))!, status });
+
+      it("refuses a lease that would over-reserve a dimension, naming it, and stores nothing", async () => {
+        await seed();
+        await store.updateStatus(await withStatus("t1", lease("w1", "shared", { cpu_millis: 1000 })));
+        const rev = await store.revision();
+        const e = await storeError(store.updateStatus(await withStatus("t2", lease("w1", "shared", { cpu_millis: 1000 }))));
+        expect(e.reason).toBe("Conflict");
+        expect(e.code).toBe(409);
+        expect(e.causes.map((c) => c.field)).toEqual(["status.lease.reservation.cpu_millis"]);
+        expect(e.message).toContain("cpu_millis");
+        expect(await store.revision()).toBe(rev);
+        expect((await store.get<StoredObject>("Task", "t2"))!.status).toBeUndefined();
+      });
+
+      it("checks the leases of one transaction one after another", async () => {
+        await seed();
+        const e = await storeError(
+          store.txn([
+            { op: "updateStatus", object: await withStatus("t1", lease("w1", "shared", { memory_mb: 600 })) },
+            { op: "updateStatus", object: await withStatus("t2", lease("w1", "shared", { memory_mb: 600 })) },
+          ]),
+        );
+        expect(e.causes.map((c) => c.field)).toEqual(["status.lease.reservation.memory_mb"]);
+        expect((await store.get<StoredObject>("Task", "t1"))!.status).toBeUndefined();
+      });
+
+      it("keeps an exclusive lease alone, in both orders", async () => {
+        await seed();
+        await store.updateStatus(await withStatus("t1", lease("w1", "exclusive", {})));
+        expect((await storeError(store.updateStatus(await withStatus("t2", lease("w1", "shared", {}))))).message).toContain("worker_has_exclusive_task");
+        await store.updateStatus(await withStatus("t1", { state: "clean", attempt: 1 }));
+        await store.updateStatus(await withStatus("t2", lease("w1", "shared", {})));
+        expect((await storeError(store.updateStatus(await withStatus("t3", lease("w1", "exclusive", {}))))).message).toContain("exclusive_worker_busy");
+      });
+
+      it("holds active leases to max_concurrency", async () => {
+        await seed(2);
+        await store.updateStatus(await withStatus("t1", lease("w1", "shared", {})));
+        await store.updateStatus(await withStatus("t2", lease("w1", "shared", {}), ));
+        expect((await storeError(store.updateStatus(await withStatus("t3", lease("w1", "shared", {}))))).message).toContain("worker_concurrency_reached");
+      });
+
+      it("refuses a lease on a worker that does not exist", async () => {
+        await seed();
+        const e = await storeError(store.updateStatus(await withStatus("t1", lease("nope", "shared", {}))));
+        expect(e.causes.map((c) => c.field)).toEqual(["status.lease.worker"]);
+      });
+
+      it("lets a lease it already holds be renewed or started after capacity shrank, and a release frees room", async () => {
+        await seed();
+        await store.updateStatus(await withStatus("t1", lease("w1", "shared", { cpu_millis: 800 })));
+        const w = (await store.get<StoredObject>("Worker", "w1"))!;
+        await store.update({ ...w, spec: { ...(w.spec as object), resource_capacity: { ...cap, cpu_millis: 500 } } });
+        await store.updateStatus(await withStatus("t1", { ...lease("w1", "shared", { cpu_millis: 800 }, "running") }));
+        expect((await storeError(store.updateStatus(await withStatus("t2", lease("w1", "shared", { cpu_millis: 100 }))))).message).toContain("cpu_millis");
+        await store.delete("Task", "t1");
+        await store.updateStatus(await withStatus("t2", lease("w1", "shared", { cpu_millis: 500 })));
+      });
+
+      it("a reopened store still knows every worker's leases", async (t) => {
+        if (!ctx.reopen) return t.skip();
+        await seed();
+        await store.updateStatus(await withStatus("t1", lease("w1", "shared", { cpu_millis: 700 })));
+        await store.close();
+        store = await ctx.reopen();
+        expect((await storeError(store.updateStatus(await withStatus("t2", lease("w1", "shared", { cpu_millis: 700 }))))).reason).toBe("Conflict");
+      });
+    });
+
+    describe("group commit", () => {
+      it("apply makes a write visible to pending watchers at once; the rest see it only once durable", async () => {
+        const early: WatchEvent[] = [];
+        const late: WatchEvent[] = [];
+        const from = await store.revision();
+        await store.watch(undefined, from, (e) => early.push(e), { pending: true });
+        await store.watch(undefined, from, (e) => late.push(e));
+        const applied = await store.apply([{ op: "create", object: task("t1") }]);
+        expect(applied.revision).toBe(from + 1);
+        expect(applied.results.map((o) => o.metadata.name)).toEqual(["t1"]);
+        await eventually(() => early.length === 1, "the pending watcher's event");
+        await applied.durable;
+        await eventually(() => late.length === 1, "the durable watcher's event");
+        expect(late[0].revision).toBe(applied.revision);
+      });
+
+      it("many concurrent writes all commit, each answered once durable, at distinct revisions", async () => {
+        const written = await Promise.all(Array.from({ length: 64 }, (_, i) => store.create(task(`t${i}`))));
+        expect(new Set(written.map(rvOf)).size).toBe(64);
+        expect((await store.list("Task")).items).toHaveLength(64);
+      });
+
+      it("a write that fails fails alone; the others of its group commit", async () => {
+        await store.create(task("taken"));
+        const results = await Promise.allSettled([store.create(task("a")), store.create(task("taken")), store.create(task("b"))]);
+        expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+        expect(names((await store.list("Task")).items)).toEqual(["a", "b", "taken"]);
+      });
+    });
+
     describe("durability", () => {
       it("a reopened store finds everything committed, and continues the revision", async (t) => {
         if (!ctx.reopen) return t.skip();

@@ -47,3 +47,4 @@ export {
 } from "./checks.ts";
 export { admit, admitAll, type Decision, type AdmissionObject, type Shortfalls } from "./decide.ts";
 export { describeFailure, explainWorker, explainTask, summarize, type Summary } from "./explain.ts";
+export { INVARIANT_CHECKS, allocationOf, sameAllocation, leaseViolations, type Allocation, type GuardCause } from "./guard.ts";

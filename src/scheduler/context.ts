@@ -1,5 +1,6 @@
 // What every scheduler operation shares: the store (truth), the informer (reads), the
 // liveness table, the clock, one mutex for state changes, and a wake-up for long-polls.
+import { AsyncLocalStorage } from "node:async_hooks";
 import { leaseView, workerView, type WorkerView } from "../admission/index.ts";
 import { isActive, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
@@ -22,7 +23,9 @@ export type LoomEvent = { object: StoredObject; type: "Normal" | "Warning"; reas
 
 export class SchedulerContext {
   readonly liveness: Liveness;
-  readonly mutex = new Mutex();
+  private readonly mutex = new Mutex();
+  /** Inside locked(): the durability promises of the writes made there. */
+  private readonly unflushed = new AsyncLocalStorage<Promise<void>[]>();
   private readonly wakers = new Set<() => void>();
   /** Records an Event about an object; the Hub wires the event recorder in. */
   recordEvent: (e: LoomEvent) => void = () => {};
@@ -64,21 +67,42 @@ export class SchedulerContext {
     });
   }
 
-  /** Commit, then wait until the informer has seen it, so the next decision reads its own write. */
-  async commit(ops: TxnOp[]): Promise<StoredObject[]> {
-    const out = await this.store.txn(ops);
-    // The store's revision, not the objects': a deleted object reports its last version.
-    await this.cache.waitForRevision(await this.store.revision());
-    this.wake();
-    return out;
+  /**
+   * Lease decisions run one at a time, so two of them never see the same headroom. The lock
+   * is held only while deciding and applying; the writes made under it become durable after
+   * it is released, in one group flush with other callers' writes, and `locked` resolves
+   * once they are (group commit: the answer is never sent before its write is on disk).
+   */
+  async locked<R>(fn: () => Promise<R>): Promise<R> {
+    const writes: Promise<void>[] = [];
+    try {
+      return await this.mutex.run(() => this.unflushed.run(writes, fn));
+    } finally {
+      // Also on failure: what was applied before the error is answered only once durable.
+      await Promise.all(writes);
+    }
   }
 
   /**
-   * Read-modify-write of one task's status under the mutex. `fn` returns the new status,
+   * Apply, then wait until the informer has seen it, so the next decision reads its own
+   * write. Inside locked() durability is awaited when the lock is released; elsewhere here.
+   */
+  async commit(ops: TxnOp[]): Promise<StoredObject[]> {
+    const applied = await this.store.apply(ops);
+    await this.cache.waitForRevision(applied.revision);
+    this.wake();
+    const writes = this.unflushed.getStore();
+    if (writes) writes.push(applied.durable);
+    else await applied.durable;
+    return applied.results;
+  }
+
+  /**
+   * Read-modify-write of one task's status under the lock. `fn` returns the new status,
    * or undefined to write nothing. A conflict (someone wrote in between) retries on fresh data.
    */
   async updateTask<R>(name: string, fn: (t: Task) => { status?: TaskStatus; result: R }): Promise<R> {
-    return this.mutex.run(async () => {
+    return this.locked(async () => {
       for (let i = 0; ; i++) {
         const t = this.task(name);
         if (!t) throw new HubError(404, "task_not_found", { task_id: name });

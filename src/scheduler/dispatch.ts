@@ -96,7 +96,7 @@ export async function dispatch(ctx: SchedulerContext, body: unknown): Promise<Di
   const dupes = tasks.filter((t) => { const n = (seen.get(t.metadata.name) ?? 0) + 1; seen.set(t.metadata.name, n); return n === 2; }).map((t) => t.metadata.name);
   if (dupes.length) throw new HubError(409, "task_id_conflict", { ids: dupes, detail: "the same task_id appears twice in one dispatch" });
 
-  return ctx.mutex.run(async () => {
+  return ctx.locked(async () => {
     for (let attempt = 0; ; attempt++) {
       const ops: TxnOp[] = [];
       const created: Task[] = [];

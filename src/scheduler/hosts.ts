@@ -6,7 +6,7 @@ import type { SchedulerContext } from "./context.ts";
 import { directEndpoint } from "./push.ts";
 
 export async function applyWorkers(ctx: SchedulerContext, workers: Worker[], operator?: string) {
-  return ctx.mutex.run(async () => {
+  return ctx.locked(async () => {
     const ops: TxnOp[] = [];
     for (const w of workers) {
       const cur = await ctx.store.get<Worker & StoredObject>("Worker", w.metadata.name);

@@ -51,7 +51,7 @@ export class Scheduler {
     const deadline = this.ctx.now() + waitMs;
     for (;;) {
       this.ctx.liveness.touch(workerId, this.ctx.now());
-      const reply = await this.ctx.mutex.run(async () => {
+      const reply = await this.ctx.locked(async () => {
         const worker = requireWorker(this.ctx, workerId);
         // Admission's concurrency check stops the batch at the worker's limit; `limit` caps it for the Runner.
         const { picks } = pickForWorker(this.queue, this.ctx, worker, limit);

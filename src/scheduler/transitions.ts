@@ -127,7 +127,7 @@ export async function upload(ctx: SchedulerContext, headers: { taskId?: string; 
   const sha256 = createHash("sha256").update(body).digest("hex");
   const path = await saveResult(ctx.opts.resultsDir, resultId, body);
 
-  return ctx.mutex.run(async () => {
+  return ctx.locked(async () => {
     const t = ctx.task(taskId);
     if (!t) throw new HubError(404, "task_not_found", { task_id: taskId });
     fence(t, workerId, undefined);

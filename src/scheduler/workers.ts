@@ -71,7 +71,7 @@ export async function register(ctx: SchedulerContext, body: Record<string, unkno
   // A v1 Runner sends a complete vector; a partial one is completed from its host snapshot, as v1 does.
   const fullReported = overlayCapacity(defaultCapacityFromHost(hostResources), reported);
 
-  return ctx.mutex.run(async () => {
+  return ctx.locked(async () => {
     const now = ctx.now();
     const existing = ctx.worker(id);
     const status: WorkerStatus = structuredClone(existing?.status ?? {});
@@ -127,7 +127,7 @@ export function heartbeat(ctx: SchedulerContext, body: Record<string, unknown>) 
 
 export async function setDesiredConcurrency(ctx: SchedulerContext, workerId: string, desired: number, reason: string) {
   if (!isInt(desired)) throw new HubError(400, "desired_concurrency_must_be_integer", { field: "desired_concurrency" });
-  return ctx.mutex.run(async () => {
+  return ctx.locked(async () => {
     const w = ctx.worker(workerId);
     if (!w) throw new HubError(404, "worker_not_found", { worker_id: workerId });
     const max = effectiveSettings(w).max_concurrency;
@@ -142,7 +142,7 @@ export async function setDesiredConcurrency(ctx: SchedulerContext, workerId: str
 
 /** Cordon or uncordon (v1's block/unblock): spec.unschedulable, like a Node. */
 export async function setBlocked(ctx: SchedulerContext, workerId: string, blocked: boolean) {
-  return ctx.mutex.run(async () => {
+  return ctx.locked(async () => {
     const w = ctx.worker(workerId);
     if (!w) throw new HubError(404, "worker_not_found", { worker_id: workerId });
     if ((w.spec.unschedulable ?? false) !== blocked) {

@@ -49,9 +49,14 @@ export class Informer {
   private _revision = 0;
   private _lastEventAt: number | undefined;
 
+  /**
+   * `pending`: see writes as soon as they are applied, before they are durable. The Hub's
+   * own informer does, so a decision reads the previous one's write without waiting a flush.
+   */
   constructor(
     private readonly store: Store,
     kinds: string | string[],
+    private readonly opts: { pending?: boolean } = {},
   ) {
     this.kinds = [...new Set(Array.isArray(kinds) ? kinds : [kinds])];
     if (this.kinds.length === 0) throw new Error("Informer needs at least one kind");
@@ -204,7 +209,7 @@ export class Informer {
       this._lastEventAt = Date.now();
 
       try {
-        const handle = await this.store.watch(undefined, from, (ev) => this.onWatchEvent(epoch, ev));
+        const handle = await this.store.watch(undefined, from, (ev) => this.onWatchEvent(epoch, ev), { pending: this.opts.pending });
         if (epoch !== this.epoch) {
           handle.stop();
           throw new Error("informer stopped");

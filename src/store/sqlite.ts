@@ -1,18 +1,27 @@
-// The embedded Store: one SQLite file in WAL mode, durable on every commit.
+// The embedded Store: one SQLite file in WAL mode, with group commit.
 //
 // better-sqlite3 is synchronous, so every write runs start to finish inside one JS turn:
-// no other write of this process can interleave, and the async methods only wrap
-// synchronous work. The file is meant to be owned by one Hub process (several replicas use
+// no other write of this process can interleave. A commit appends to the WAL without
+// waiting for the disk (synchronous = NORMAL); durability comes from one fdatasync of the
+// WAL, run off the event loop, that covers every commit applied before it started
+// (wal-sync.ts). A write is acknowledged only once such a flush has completed, so an
+// answered request survives kill -9 and power loss, while writes that arrive during a
+// flush share the next one. NORMAL still syncs the WAL before every checkpoint and the
+// database after it, so checkpointed pages are never at risk. The file is meant to be owned by one Hub process (several replicas use
 // the etcd backend); revisions are still read inside each write transaction so a second
 // process (a CLI, a test) can never produce duplicate revisions, but only writes made by
 // this process are streamed live to its watchers.
 import Database from "better-sqlite3";
 import { randomUUID } from "node:crypto";
+import { allocationOf, leaseViolations, sameAllocation, type Allocation } from "../admission/guard.ts";
+import type { LeaseView } from "../admission/view.ts";
+import type { Task, Worker } from "../resources/types.ts";
 import { validateMetadata, validateObject } from "../resources/validate.ts";
 import { loadCrds } from "../resources/crds.ts";
 import { alreadyExists, conflict, gone, invalid, notFound, StoreError } from "./errors.ts";
 import { labelSelectorMatcher } from "./labels.ts";
-import type { ListOptions, ListResult, Store, StoredObject, TxnOp, WatchEvent, WatchEventType, WatchHandle } from "./store.ts";
+import type { Applied, ListOptions, ListResult, Store, StoredObject, TxnOp, WatchEvent, WatchEventType, WatchHandle, WatchOptions } from "./store.ts";
+import { WalSync } from "./wal-sync.ts";
 
 export type SqliteStoreOptions = {
   /** Most events the log keeps; older ones are compacted after commits. Default 100_000. */
@@ -47,13 +56,26 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_by_revision ON events (revision);
 CREATE INDEX IF NOT EXISTS events_by_kind ON events (kind, revision);
+-- The active leases, by worker: an index derived from the Task rows in the same
+-- transaction, so the lease guard reads one worker's leases without a scan.
+CREATE TABLE IF NOT EXISTS allocations (
+  task TEXT PRIMARY KEY,
+  worker TEXT NOT NULL,
+  lease TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS allocations_by_worker ON allocations (worker);
 `;
+
+/** PRAGMA user_version: 1 = the allocations index exists and is complete. */
+const SCHEMA_VERSION = 1;
 
 type Meta = { revision: number; compacted: number; event_count: number };
 type PendingEvent = { revision: number; kind: string; type: WatchEventType; json: string };
 
 type Watcher = {
   kind: string | undefined;
+  /** Receives applied writes before they are durable (the Hub's informer only). */
+  pending: boolean;
   cb: (ev: WatchEvent) => void;
   /** Highest revision queued so far; later batches at or below it are never queued twice. */
   cursor: number;
@@ -88,7 +110,13 @@ export class SqliteStore implements Store {
     eventsKind: Database.Statement<[string, number], [number, string, string, string]>;
     nthEventRevision: Database.Statement<[number], number>;
     dropEvents: Database.Statement<[number]>;
+    allocsOn: Database.Statement<[string], [string, string]>;
+    putAlloc: Database.Statement<[string, string, string]>;
+    dropAlloc: Database.Statement<[string]>;
   };
+  private readonly sync: WalSync;
+  /** Applied batches of events that pending=false watchers have not been given yet. */
+  private undurable: PendingEvent[][] = [];
   private readonly writeTxn: Database.Transaction<(ops: TxnOp[]) => { results: StoredObject[]; events: PendingEvent[] }>;
   private readonly readTxn: <R>(fn: () => R) => R;
 
@@ -101,8 +129,8 @@ export class SqliteStore implements Store {
     this.db = new Database(path);
     try {
       this.db.pragma("journal_mode = WAL");
-      // FULL: a commit is on disk when the call returns (WAL's NORMAL may lose the last commits on power loss).
-      this.db.pragma("synchronous = FULL");
+      // NORMAL: commits do not wait for the disk; WalSync makes them durable in groups.
+      this.db.pragma("synchronous = NORMAL");
       this.db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
       this.db.exec(SCHEMA);
     } catch (e) {
@@ -129,7 +157,12 @@ export class SqliteStore implements Store {
         .raw(),
       nthEventRevision: db.prepare<[number], number>("SELECT revision FROM events ORDER BY revision, seq LIMIT 1 OFFSET ?").pluck(),
       dropEvents: db.prepare("DELETE FROM events WHERE revision <= ?"),
+      allocsOn: db.prepare<[string], [string, string]>("SELECT task, lease FROM allocations WHERE worker = ?").raw(),
+      putAlloc: db.prepare("INSERT OR REPLACE INTO allocations (task, worker, lease) VALUES (?, ?, ?)"),
+      dropAlloc: db.prepare("DELETE FROM allocations WHERE task = ?"),
     };
+    if (Number(db.pragma("user_version", { simple: true })) < SCHEMA_VERSION) this.backfillAllocations();
+    this.sync = new WalSync(`${path}-wal`, this.st.meta.get()!.revision, (rev) => this.releaseDurable(rev));
     this.writeTxn = db.transaction((ops: TxnOp[]) => this.applyOps(ops));
     // A deferred transaction gives several reads one snapshot (matters only with a second process).
     const read = db.transaction((fn: () => unknown) => fn());
@@ -186,19 +219,19 @@ export class SqliteStore implements Store {
   // ---- writes ------------------------------------------------------------------------
 
   async create<T extends StoredObject>(obj: T): Promise<T> {
-    return this.commit([{ op: "create", object: obj }])[0] as T;
+    return (await this.txn([{ op: "create", object: obj }]))[0] as T;
   }
 
   async update<T extends StoredObject>(obj: T): Promise<T> {
-    return this.commit([{ op: "update", object: obj }])[0] as T;
+    return (await this.txn([{ op: "update", object: obj }]))[0] as T;
   }
 
   async updateStatus<T extends StoredObject>(obj: T): Promise<T> {
-    return this.commit([{ op: "updateStatus", object: obj }])[0] as T;
+    return (await this.txn([{ op: "updateStatus", object: obj }]))[0] as T;
   }
 
   async delete<T extends StoredObject = StoredObject>(kind: string, name: string, opts: { resourceVersion?: string } = {}): Promise<T> {
-    return this.commit([{ op: "delete", kind, name, resourceVersion: opts.resourceVersion }])[0] as T;
+    return (await this.txn([{ op: "delete", kind, name, resourceVersion: opts.resourceVersion }]))[0] as T;
   }
 
   /**
@@ -206,7 +239,24 @@ export class SqliteStore implements Store {
    * ops write nothing and contribute no entry. A txn of checks only commits no revision.
    */
   async txn(ops: TxnOp[]): Promise<StoredObject[]> {
+    const a = this.commit(ops);
+    await a.durable;
+    return a.results;
+  }
+
+  /** The commit happens before this returns (synchronously); only durability is awaited later. */
+  async apply(ops: TxnOp[]): Promise<Applied> {
     return this.commit(ops);
+  }
+
+  /** How many WAL flushes have run and how many writes they carried (group commit's batch size). */
+  syncStats(): { flushes: number; writes: number } {
+    return { flushes: this.sync.flushes, writes: this.sync.flushedWrites };
+  }
+
+  /** The highest revision known to be on disk. */
+  durableRevision(): number {
+    return this.sync.durableRevision;
   }
 
   async compact(revision: number): Promise<void> {
@@ -222,13 +272,14 @@ export class SqliteStore implements Store {
       .immediate();
   }
 
-  private commit(ops: TxnOp[]): StoredObject[] {
+  private commit(ops: TxnOp[]): Applied {
     this.open();
     if (!Array.isArray(ops)) throw badRequest("txn: ops must be an array");
-    if (ops.length === 0) return [];
-    const { results, events } = this.writeTxn.immediate(ops);
-    if (events.length > 0) this.publish(events);
-    return results;
+    const { results, events } = ops.length === 0 ? { results: [], events: [] } : this.writeTxn.immediate(ops);
+    if (events.length === 0) return { results, revision: this.st.meta.get()!.revision, durable: Promise.resolve() };
+    const revision = events[0].revision;
+    this.publish(events);
+    return { results, revision, durable: this.sync.after(revision) };
   }
 
   /** Runs inside BEGIN IMMEDIATE: any throw rolls the whole transaction back. */
@@ -253,6 +304,7 @@ export class SqliteStore implements Store {
           };
           delete obj.metadata.deletionTimestamp;
           this.validate(obj);
+          this.allocate(kind, undefined, obj);
           const json = JSON.stringify(obj);
           this.st.insert.run(kind, name, json, rev);
           events.push({ revision: rev, kind, name, type: "ADDED", json });
@@ -285,6 +337,7 @@ export class SqliteStore implements Store {
             else obj.status = input.status;
           }
           this.validate(obj);
+          this.allocate(kind, cur, obj);
           const json = JSON.stringify(obj);
           this.st.replace.run(json, rev, kind, name);
           events.push({ revision: rev, kind, name, type: "MODIFIED", json });
@@ -295,6 +348,7 @@ export class SqliteStore implements Store {
           opIdentity(op);
           const cur = this.current(op.kind, op.name);
           precondition(op.kind, op.name, op.resourceVersion, cur);
+          this.allocate(op.kind, cur, undefined);
           this.st.del.run(op.kind, op.name);
           // The event carries the deletion's revision, so a client resuming from the last
           // object it saw does not receive the deletion twice (as Kubernetes does).
@@ -346,6 +400,50 @@ export class SqliteStore implements Store {
     return JSON.parse(json) as StoredObject;
   }
 
+  /**
+   * Keep the allocations index in step with a Task write, and refuse a write that adds a
+   * lease its worker cannot hold (admission/guard.ts). Runs inside the write transaction,
+   * after the earlier ops of the same transaction, so a batch is checked lease by lease.
+   */
+  private allocate(kind: string, before: StoredObject | undefined, after: StoredObject | undefined): void {
+    if (kind !== "Task") return;
+    const was = before && allocationOf(before as unknown as Task);
+    const now = after && allocationOf(after as unknown as Task);
+    if (sameAllocation(was, now)) return;
+    if (now) {
+      const json = this.st.get.get("Worker", now.worker);
+      const worker = json === undefined ? undefined : (JSON.parse(json) as unknown as Worker);
+      const held = this.leasesOn(now.worker).filter((l) => l.task !== now.task);
+      const causes = leaseViolations(worker, now, held);
+      if (causes.length > 0)
+        throw new StoreError(
+          "Conflict",
+          409,
+          `task "${now.task}": a lease on worker "${now.worker}" would break admission: ${causes.map((c) => c.message).join("; ")}`,
+          causes.map((c) => ({ ...c, reason: "FieldValueInvalid" as const })),
+        );
+      this.st.putAlloc.run(now.task, now.worker, JSON.stringify(now.lease));
+    } else this.st.dropAlloc.run(was!.task);
+  }
+
+  private leasesOn(worker: string): LeaseView[] {
+    return this.st.allocsOn.all(worker).map(([, lease]) => JSON.parse(lease) as LeaseView);
+  }
+
+  /** Build the allocations index from the Task rows (a store written before it existed). */
+  private backfillAllocations(): void {
+    this.db
+      .transaction(() => {
+        this.db.exec("DELETE FROM allocations");
+        for (const json of this.st.list.iterate("Task")) {
+          const a: Allocation | undefined = allocationOf(JSON.parse(json) as Task);
+          if (a) this.st.putAlloc.run(a.task, a.worker, JSON.stringify(a.lease));
+        }
+        this.db.pragma(`user_version = ${SCHEMA_VERSION}`);
+      })
+      .immediate();
+  }
+
   private validate(obj: StoredObject): void {
     const causes = this.crdKinds.has(obj.kind) ? validateObject(obj) : validateMetadata(obj);
     if (causes.length > 0) throw invalid(obj.kind, obj.metadata.name, causes);
@@ -353,8 +451,9 @@ export class SqliteStore implements Store {
 
   // ---- watch -------------------------------------------------------------------------
 
-  async watch(kind: string | undefined, fromRevision: number, onEvent: (ev: WatchEvent) => void): Promise<WatchHandle> {
+  async watch(kind: string | undefined, fromRevision: number, onEvent: (ev: WatchEvent) => void, opts: WatchOptions = {}): Promise<WatchHandle> {
     this.open();
+    const pending = opts.pending === true;
     // Reading the log and registering happen in one synchronous step, so no commit of this
     // process can fall between the replay and the live stream.
     const { rows, meta } = this.readTxn(() => {
@@ -364,11 +463,14 @@ export class SqliteStore implements Store {
       return { rows, meta };
     });
     if (fromRevision < meta.compacted) throw gone(fromRevision, meta.compacted);
+    // A durable-only watcher replays what is on disk; the rest reaches it from releaseDurable().
+    const upTo = pending ? meta.revision : Math.min(meta.revision, this.sync.durableRevision);
     const w: Watcher = {
       kind,
+      pending,
       cb: onEvent,
-      cursor: Math.max(fromRevision, meta.revision),
-      queue: rows.map(([revision, k, type, json]) => ({ revision, kind: k, type: type as WatchEventType, json })),
+      cursor: Math.max(fromRevision, upTo),
+      queue: rows.filter(([revision]) => revision <= upTo).map(([revision, k, type, json]) => ({ revision, kind: k, type: type as WatchEventType, json })),
       head: 0,
       busy: false,
       stopped: false,
@@ -383,10 +485,22 @@ export class SqliteStore implements Store {
     };
   }
 
+  /** Applied events go to pending watchers now, and to the others once durable. */
   private publish(events: PendingEvent[]): void {
+    this.deliver(events, true);
+    this.undurable.push(events);
+  }
+
+  private releaseDurable(rev: number): void {
+    let n = 0;
+    while (n < this.undurable.length && this.undurable[n][0].revision <= rev) this.deliver(this.undurable[n++], false);
+    if (n > 0) this.undurable = this.undurable.slice(n);
+  }
+
+  private deliver(events: PendingEvent[], pending: boolean): void {
     const rev = events[0].revision;
     for (const w of this.watchers) {
-      if (w.stopped || rev <= w.cursor) continue;
+      if (w.pending !== pending || w.stopped || rev <= w.cursor) continue;
       w.cursor = rev;
       for (const e of events) if (w.kind === undefined || w.kind === e.kind) w.queue.push(e);
       this.schedule(w);
@@ -429,6 +543,8 @@ export class SqliteStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // Whatever was applied is made durable (and its waiters answered) before the file closes.
+    await this.sync.close().catch((e) => console.error(`sqlite store ${this.path}: final WAL sync failed:`, e));
     for (const w of this.watchers) w.stopped = true;
     this.watchers.clear();
     this.db.close();

@@ -36,6 +36,18 @@ export type TxnOp =
 
 export type WatchHandle = { stop(): void };
 
+export type WatchOptions = {
+  /**
+   * Also deliver writes that are applied but not yet durable. Only the Hub's own informer
+   * asks for this, so its next decision sees the previous one; everything that leaves the
+   * process (watch streams, replies) waits for durability.
+   */
+  pending?: boolean;
+};
+
+/** A write that has been applied: visible to this process, durable once `durable` resolves. */
+export type Applied = { results: StoredObject[]; revision: number; durable: Promise<void> };
+
 export interface Store {
   readonly backend: "sqlite" | "etcd" | string;
   get<T extends StoredObject = StoredObject>(kind: string, name: string): Promise<T | undefined>;
@@ -47,8 +59,23 @@ export interface Store {
   /** Replaces status only; spec and metadata are kept as stored. */
   updateStatus<T extends StoredObject>(obj: T): Promise<T>;
   delete<T extends StoredObject = StoredObject>(kind: string, name: string, opts?: { resourceVersion?: string }): Promise<T>;
-  /** All ops commit together at one new revision, or none does. Returns the written objects in op order (deleted ones as last seen; `check` ops add no entry). A txn of checks only commits no revision. */
+  /**
+   * All ops commit together at one new revision, or none does. Resolves once the commit is
+   * durable, with the written objects in op order (deleted ones as last seen; `check` ops
+   * add no entry). A txn of checks only commits no revision.
+   *
+   * Every backend keeps the admission invariant here: a write that adds a lease to a worker
+   * (a Task entering `leased`/`running`, or changing its lease's worker or reservation) is
+   * re-checked against that worker's current leases (admission/guard.ts) in the same
+   * transaction, and refused with Conflict naming the dimension when it would break it.
+   */
   txn(ops: TxnOp[]): Promise<StoredObject[]>;
+  /**
+   * txn() in two steps: resolves once the write is applied and visible to `pending`
+   * watchers, with a promise for its durability. Writes that arrive while an earlier one is
+   * being made durable share its successor's flush (group commit).
+   */
+  apply(ops: TxnOp[]): Promise<Applied>;
   /** The revision of the last commit. */
   revision(): Promise<number>;
   /**
@@ -57,7 +84,7 @@ export interface Store {
    * than the log keeps. Events of one revision (one txn) are delivered in a single
    * synchronous run, so a consumer can tell when a revision has been fully applied.
    */
-  watch(kind: string | undefined, fromRevision: number, onEvent: (ev: WatchEvent) => void): Promise<WatchHandle>;
+  watch(kind: string | undefined, fromRevision: number, onEvent: (ev: WatchEvent) => void, opts?: WatchOptions): Promise<WatchHandle>;
   /** Drop event-log entries at or below `revision`. */
   compact(revision: number): Promise<void>;
   close(): Promise<void>;

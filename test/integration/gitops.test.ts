@@ -89,6 +89,8 @@ const ofReason = (reason: string, file?: string) => events.filter((e) => e.reaso
 
 /** A lease on `worker`, written the way the scheduler writes one: status only. */
 async function leaseTask(name: string, worker: string): Promise<StoredObject> {
+  // The store refuses a lease on a worker that does not exist.
+  if (!(await get("Worker", worker))) await store.create({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name: worker }, spec: { max_concurrency: 4 } });
   const t = (await get("Task", name)) ?? (await store.create({ apiVersion: "loom.dev/v1alpha1", kind: "Task", metadata: { name }, spec: { campaign_id: "c", execution_profile: { placement: "shared" } } }));
   const now = new Date().toISOString();
   return store.updateStatus({ ...t, status: { state: "running", attempt: 1, lease: { worker, epoch: 1, leased_at: now, lease_until: new Date(Date.now() + 600_000).toISOString() } } });

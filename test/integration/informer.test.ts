@@ -185,6 +185,7 @@ describe("waitForRevision", () => {
 describe("indexes", () => {
   it("indexes objects by derived values and keeps the index current", async () => {
     const w = await store.create(worker("w1"));
+    await store.create(worker("w2")); // a lease must name a worker that exists
     const t1 = await store.updateStatus(leasedTo(await store.create(task("t1")), "w1"));
     await store.create(task("t2"));
     const inf = informer(["Worker", "Task"]);

@@ -97,6 +97,7 @@ describe("task controller", () => {
   it("ends a task in lease_expired when its attempts run out", async () => {
     const past = new Date(Date.now() - 60_000).toISOString();
     const dir = await seed([
+      { apiVersion: A, kind: "Worker", metadata: { name: "gone" }, spec: { max_concurrency: 1 } },
       { apiVersion: A, kind: "Task", metadata: { name: "t1" }, spec: { retry_policy: { max_attempts: 2 }, payload: { runner: "noop" } },
         status: { state: "leased", attempt: 2, lease: { worker: "gone", epoch: 2, leased_at: past, lease_until: past } } },
     ]);
