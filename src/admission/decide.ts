@@ -3,7 +3,7 @@
 import { RESOURCE_FIELDS, type ResourceField } from "../resources/types.ts";
 import { CHECKS, isSetShortfall, type Check, type Failure, type SetShortfall, type Shortfall } from "./checks.ts";
 import { firstV1Reason, orderReasons, type ReasonCode, type V1Reason } from "./reasons.ts";
-import { add, clone, sub, type Vector } from "./vector.ts";
+import { add, clone, sub, zero, type Vector } from "./vector.ts";
 import { concurrencyOf, exclusiveActive, reservedOf, type Concurrency, type Placement, type TaskView, type WorkerView } from "./view.ts";
 
 export type Shortfalls = Partial<Record<ResourceField, Shortfall>> & { gpu_types?: SetShortfall };
@@ -86,6 +86,23 @@ export function admit(task: TaskView, worker: WorkerView, checks: readonly Check
     unresolvable: failures.some((f) => !f.resolvable),
     admission,
   };
+}
+
+/**
+ * admit(task, worker).ok without the explanation: the same checks, stopping at the first
+ * failure. For scans that only need a yes or no (a claim looking for the next task that fits).
+ */
+export function admits(task: TaskView, worker: WorkerView, checks: readonly Check[] = CHECKS): boolean {
+  for (const c of checks) if (c.run(task, worker).length > 0) return false;
+  return true;
+}
+
+/**
+ * False when the worker can take no task at all right now (cordoned, not ready, an exclusive
+ * lease active, or its concurrency reached): a task asking for nothing is the easiest fit.
+ */
+export function acceptsAny(worker: WorkerView): boolean {
+  return admits({ name: "", required_capability: "", placement: "shared", requests: zero(), excluded_workers: [] }, worker);
 }
 
 /** One decision per worker, in the order given. */

@@ -45,6 +45,6 @@ export {
   type Shortfall,
   type SetShortfall,
 } from "./checks.ts";
-export { admit, admitAll, type Decision, type AdmissionObject, type Shortfalls } from "./decide.ts";
+export { admit, admits, acceptsAny, admitAll, type Decision, type AdmissionObject, type Shortfalls } from "./decide.ts";
 export { describeFailure, explainWorker, explainTask, summarize, type Summary } from "./explain.ts";
 export { INVARIANT_CHECKS, allocationOf, sameAllocation, leaseViolations, type Allocation, type GuardCause } from "./guard.ts";

@@ -112,9 +112,16 @@ export class AdmissionConditions {
     const st = t.status ?? {};
     const cur = getCondition(st.conditions, "Admitted");
     const curUnsat = getCondition(st.conditions, "Unsatisfiable");
-    // A new reason in the message (a worker became ready, a capability went missing) is news;
-    // the same reasons with other numbers are not, and wait for the refresh.
-    const flips = !cur || cur.status !== w.admitted.status || cur.reason !== w.admitted.reason || (curUnsat?.status === "True") !== !!w.unsatisfiable || skeleton(cur.message) !== skeleton(w.admitted.message);
+    // For a task that cannot be admitted, a new reason in the message (a worker became ready,
+    // a capability went missing) is news; the same reasons with other numbers are not, and
+    // wait for the refresh. For one that can, which workers happen to be busy is not news:
+    // rewriting every admissible task on each lease would cost more than the leases.
+    const flips =
+      !cur ||
+      cur.status !== w.admitted.status ||
+      cur.reason !== w.admitted.reason ||
+      (curUnsat?.status === "True") !== !!w.unsatisfiable ||
+      (w.admitted.status === "False" && skeleton(cur.message) !== skeleton(w.admitted.message));
     const messageOnly = !flips && (cur!.message !== w.admitted.message || (w.unsatisfiable && curUnsat?.message !== w.unsatisfiable.message));
     if (!flips && !messageOnly) return undefined;
     const last = this.lastWrite.get(t.metadata.name) ?? 0;

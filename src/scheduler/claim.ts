@@ -1,14 +1,14 @@
 // Granting leases: pull claims and push both come through leaseBatch(), which asks the one
 // admission function and writes every lease (with its reservation) in one transaction.
 import { randomUUID } from "node:crypto";
-import { admit, taskView, type Decision, type WorkerView, type Vector, type LeaseView } from "../admission/index.ts";
-import type { Task, Worker } from "../resources/types.ts";
+import { acceptsAny, admit, admits, taskView, type Decision, type WorkerView, type Vector, type LeaseView } from "../admission/index.ts";
+import { isQueued, type Task, type Worker } from "../resources/types.ts";
 import type { StoredObject } from "../store/store.ts";
 import { cacheAffinity, type CacheAffinity } from "./affinity.ts";
 import type { SchedulerContext } from "./context.ts";
 import { HubError } from "./errors.ts";
 import { grantLease } from "./lifecycle.ts";
-import { ClaimQueue, claimOrder, type QueueEntry, type Shape } from "./queue.ts";
+import type { ClaimQueue } from "./queue.ts";
 
 export type Leased = { task: Task; decision: Decision; affinity: CacheAffinity };
 
@@ -18,33 +18,44 @@ function withLease(v: WorkerView, l: LeaseView): WorkerView {
 }
 
 /**
+ * Shapes that do not fit a worker that one claim may pass over before it answers with what it
+ * has found (v1 looks at a window of 500 tasks). Skipping costs one admission check per
+ * shape, so this bounds a claim's cost however many distinct shapes are queued.
+ */
+export const MAX_SKIPPED_SHAPES = 2048;
+
+/**
  * Pick up to `limit` queued tasks for one worker, in claim order, skipping what does not fit
- * (no head-of-line blocking). Admission is asked once per requirement shape per pick.
+ * (no head-of-line blocking). The walk visits only shapes whose capability the worker has;
+ * a shape that does not fit is not asked again in this claim, since each pick only adds a
+ * lease and so can only make the next fit harder.
  */
 export function pickForWorker(queue: ClaimQueue, ctx: SchedulerContext, worker: Worker, limit: number): { picks: { task: Task; decision: Decision }[]; view: WorkerView } {
   let view = ctx.workerView(worker);
   const picks: { task: Task; decision: Decision }[] = [];
-  const taken = new Set<string>();
-  const decided = new Map<Shape, Decision>();
-  while (picks.length < limit) {
-    let best: { entry: QueueEntry; shape: Shape } | undefined;
-    for (const shape of queue.allShapes()) {
-      let d = decided.get(shape);
-      if (!d) decided.set(shape, (d = admit(taskView(shape.sample), view)));
-      if (!d.ok) continue;
-      const entry = shape.entries.find((e) => !taken.has(e.name));
-      if (entry && (!best || claimOrder(entry, best.entry) < 0)) best = { entry, shape };
+  const walk = queue.walk(view.capabilities);
+  try {
+    let skipped = 0;
+    while (picks.length < limit && skipped < MAX_SKIPPED_SHAPES && acceptsAny(view)) {
+      const next = walk.next();
+      if (!next) break;
+      const task = ctx.task(next.entry.name);
+      if (!task || !isQueued(task.status?.state ?? "queued")) {
+        walk.take();
+        continue;
+      }
+      const tv = taskView(task);
+      if (!admits(tv, view)) {
+        walk.skip();
+        skipped++;
+        continue;
+      }
+      walk.take();
+      picks.push({ task, decision: admit(tv, view) });
+      view = withLease(view, { task: tv.name, placement: tv.placement, reservation: tv.requests });
     }
-    if (!best) break;
-    const task = ctx.task(best.entry.name);
-    taken.add(best.entry.name);
-    if (!task) continue;
-    const tv = taskView(task);
-    const decision = admit(tv, view);
-    if (!decision.ok) continue;
-    picks.push({ task, decision });
-    view = withLease(view, { task: tv.name, placement: tv.placement, reservation: tv.requests });
-    decided.clear(); // the view changed; every shape is asked again
+  } finally {
+    walk.close();
   }
   return { picks, view };
 }
