@@ -70,9 +70,13 @@ export async function adminRoutes(f: FastifyInstance): Promise<void> {
     if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new HubError(400, "invalid_limit", { field: "limit", detail: "must be an integer from 1 to 500" });
     if (!Number.isInteger(offset) || offset < 0) throw new HubError(400, "invalid_offset", { field: "offset", detail: "must be a non-negative integer" });
     const wanted = FILTERS.flatMap((k) => (q[k] ? [[k, new Set(q[k]!.split(",").map((s) => s.trim()).filter(Boolean))] as const] : []));
-    const rows = ctx.cache.list<Task & StoredObject>("Task").map(taskRow).filter((r) => wanted.every(([k, set]) => set.has(String(r[k] ?? ""))));
-    rows.sort((a, b) => b.priority - a.priority || String(a.created_at).localeCompare(String(b.created_at)) || a.task_id.localeCompare(b.task_id));
-    const page = rows.slice(offset, offset + limit);
+    // A task_id filter names its tasks: look them up rather than scanning every task.
+    const named = wanted.find(([k]) => k === "task_id")?.[1];
+    const candidates = named ? [...named].flatMap((n) => ctx.task(n) ?? []) : ctx.cache.list<Task & StoredObject>("Task");
+    const rows = candidates.map(taskRow).filter((r) => wanted.every(([k, set]) => set.has(String(r[k] ?? ""))));
+    const order = (a: ReturnType<typeof taskRow>, b: ReturnType<typeof taskRow>) => b.priority - a.priority || String(a.created_at).localeCompare(String(b.created_at)) || a.task_id.localeCompare(b.task_id);
+    // Only the requested page is sorted out of the matches: a selection of offset + limit, not a sort of all.
+    const page = topK(rows, offset + limit, order).slice(offset);
     return { tasks: page, total: rows.length, offset, next_offset: offset + limit < rows.length ? offset + limit : null };
   });
 
@@ -116,4 +120,22 @@ export async function adminRoutes(f: FastifyInstance): Promise<void> {
     }
     return { total, final, pending, by_state: by };
   });
+}
+
+/** The first k items of xs in `order`, without sorting all of xs (k is at most a few hundred). */
+function topK<T>(xs: T[], k: number, order: (a: T, b: T) => number): T[] {
+  if (xs.length <= k * 4) return xs.sort(order).slice(0, k);
+  const best: T[] = [];
+  for (const x of xs) {
+    if (best.length === k && order(x, best[k - 1]) >= 0) continue;
+    let lo = 0, hi = best.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (order(best[mid], x) <= 0) lo = mid + 1;
+      else hi = mid;
+    }
+    best.splice(lo, 0, x);
+    if (best.length > k) best.pop();
+  }
+  return best;
 }

@@ -4,12 +4,13 @@
 // a message that only moved its numbers is refreshed at most every `refreshMs`, so a busy
 // cluster does not rewrite every queued task on every lease.
 import { admit, explainTask, summarize, taskView, type Decision } from "../admission/index.ts";
-import { getCondition, setCondition, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
+import { getCondition, isQueued, setCondition, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { SchedulerContext } from "../scheduler/context.ts";
 import type { ClaimQueue } from "../scheduler/queue.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { StoredObject, TxnOp } from "../store/store.ts";
 import type { Logger } from "./controller.ts";
+import { TimeSlice } from "./slice.ts";
 
 export type AdmissionConditionsOptions = { minIntervalMs: number; refreshMs: number; maxWritesPerPass: number };
 
@@ -58,15 +59,30 @@ export class AdmissionConditions {
       });
   }
 
-  /** One pass over every queued task; returns when its writes are committed. */
+  /**
+   * One pass over every queued task, in time slices (it yields to I/O between them, so a
+   * pass over 200k tasks and thousands of workers never stalls a request); returns when its
+   * writes are committed. Tasks and workers that change during the pass are seen as they
+   * are when reached; whatever changed behind it marks the next pass dirty.
+   */
   async pass(): Promise<void> {
     this.passes++;
     const now = this.ctx.now();
-    const views = this.ctx.cache.list<Worker & StoredObject>("Worker").map((w) => this.ctx.workerView(w));
+    const slice = new TimeSlice();
+    const views: ReturnType<SchedulerContext["workerView"]>[] = [];
+    for (const w of this.ctx.cache.list<Worker & StoredObject>("Worker")) {
+      views.push(this.ctx.workerView(w));
+      if (slice.due()) await slice.pause();
+    }
     const ops: TxnOp[] = [];
     let deferred = false;
-    for (const shape of this.queue.allShapes()) {
-      const decisions = views.map((v) => admit(taskView(shape.sample), v));
+    // A snapshot of the shapes: the queue may change while the pass yields.
+    for (const shape of [...this.queue.allShapes()]) {
+      const decisions: Decision[] = [];
+      for (const v of views) {
+        decisions.push(admit(taskView(shape.sample), v));
+        if (slice.due()) await slice.pause();
+      }
       const s = summarize(decisions);
       const message = decisions.length ? explainTask(decisions) : "no workers are declared or registered";
       // A task that can never fit is explained by what can never change, not by what might.
@@ -77,10 +93,11 @@ export class AdmissionConditions {
           : { status: "False", reason, message },
         ...(s.unsatisfiable ? { unsatisfiable: { reason, message: "no worker could ever admit this task, even empty" } } : {}),
       };
-      for (const e of shape.entries) {
+      for (const e of [...shape.entries]) {
+        if (slice.due()) await slice.pause();
         if (ops.length >= this.opts.maxWritesPerPass) { deferred = true; break; }
         const t = this.ctx.task(e.name);
-        if (!t) continue;
+        if (!t || !isQueued(t.status?.state ?? "queued")) continue;
         const next = this.apply(t, wanted, now);
         if (next) ops.push({ op: "updateStatus", object: { ...(t as unknown as StoredObject), status: next } });
       }

@@ -36,7 +36,7 @@ export class CampaignReconciler implements Reconciler {
   }
 
   async reconcile(name: string): Promise<Result> {
-    const owned = this.cache.byIndex<Task & StoredObject>("Task", "campaign", name).filter((t) => ownedBy(t, name));
+    const owned = this.cache.byIndex<Task & StoredObject>("Task", "campaign", name, { sorted: false }).filter((t) => ownedBy(t, name));
     const campaign = this.cache.get<Campaign & StoredObject>("Campaign", name);
     if (!campaign) {
       this.expanded.delete(name);
@@ -100,7 +100,7 @@ export class CampaignReconciler implements Reconciler {
         this.recordEvent({ object: campaign, type: "Warning", reason: "TaskIdInUse", message: msg });
     } else status.conditions = status.conditions.filter((c) => c.type !== "TasksConflict");
     // Counts come from the cache after our own writes are visible.
-    const after = this.cache.byIndex<Task & StoredObject>("Task", "campaign", name).filter((t) => ownedBy(t, name));
+    const after = this.cache.byIndex<Task & StoredObject>("Task", "campaign", name, { sorted: false }).filter((t) => ownedBy(t, name));
     return this.writeStatus(campaign, this.counted(status, after));
   }
 

@@ -163,13 +163,16 @@ export class Informer {
     for (const obj of this.kindMap(kind).values()) indexAdd(index, obj);
   }
 
-  byIndex<T extends StoredObject = StoredObject>(kind: string, indexName: string, value: string): T[] {
+  /** The objects with this index value, sorted by name unless `sorted` is false (a count needs no order). */
+  byIndex<T extends StoredObject = StoredObject>(kind: string, indexName: string, value: string, opts: { sorted?: boolean } = {}): T[] {
     const index = this.kindIndexes(kind).get(indexName);
     if (!index) throw new Error(`no index ${kind}/${indexName}`);
     const names = index.byValue.get(value);
     if (!names) return [];
     const m = this.kindMap(kind);
-    return [...names].sort(compareNames).map((n) => m.get(n) as T);
+    const list = [...names];
+    if (opts.sorted !== false) list.sort(compareNames);
+    return list.map((n) => m.get(n) as T);
   }
 
   // ---- internals ---------------------------------------------------------------------

@@ -55,7 +55,8 @@ CREATE TABLE IF NOT EXISTS events (
   json TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_by_revision ON events (revision);
-CREATE INDEX IF NOT EXISTS events_by_kind ON events (kind, revision);
+-- Replays of one kind scan by revision: a second index would cost every write a b-tree insert.
+DROP INDEX IF EXISTS events_by_kind;
 -- The active leases, by worker: an index derived from the Task rows in the same
 -- transaction, so the lease guard reads one worker's leases without a scan.
 CREATE TABLE IF NOT EXISTS allocations (

@@ -1,0 +1,21 @@
+// Long passes (every queued task, every worker) run in slices: after `budgetMs` of
+// synchronous work they yield to I/O, so no request waits behind a pass for longer than that.
+import { setImmediate as yieldToIo } from "node:timers/promises";
+
+export class TimeSlice {
+  private start = performance.now();
+  /** Longest slice so far, in ms (for metrics and the stall benchmark). */
+  longest = 0;
+  constructor(private readonly budgetMs = 8) {}
+
+  /** True once this slice has used its budget: the caller should `await pause()`. */
+  due(): boolean {
+    return performance.now() - this.start >= this.budgetMs;
+  }
+
+  async pause(): Promise<void> {
+    this.longest = Math.max(this.longest, performance.now() - this.start);
+    await yieldToIo();
+    this.start = performance.now();
+  }
+}
