@@ -1,13 +1,15 @@
 // The embedded Store: one SQLite file in WAL mode, with group commit.
 //
 // better-sqlite3 is synchronous, so every write runs start to finish inside one JS turn:
-// no other write of this process can interleave. A commit appends to the WAL without
-// waiting for the disk (synchronous = NORMAL); durability comes from one fdatasync of the
-// WAL, run off the event loop, that covers every commit applied before it started
-// (wal-sync.ts). A write is acknowledged only once such a flush has completed, so an
-// answered request survives kill -9 and power loss, while writes that arrive during a
-// flush share the next one. NORMAL still syncs the WAL before every checkpoint and the
-// database after it, so checkpointed pages are never at risk. The file is meant to be owned by one Hub process (several replicas use
+// no other write of this process can interleave. Writes that arrive while the disk is busy
+// form a group: each runs in its own SAVEPOINT inside one open SQLite transaction (a write
+// that fails rolls back alone), and the group is committed once, right before one
+// fdatasync of the WAL that runs off the event loop (wal-sync.ts). A commit appends to the
+// WAL without waiting for the disk (synchronous = NORMAL); a write is acknowledged only once
+// the flush after its group's commit has completed, so an answered request survives kill -9
+// and power loss. NORMAL still syncs the WAL before every checkpoint and the database after
+// it, so checkpointed pages are never at risk. This connection reads its own group's writes
+// at once; other processes see a group once it is committed. The file is meant to be owned by one Hub process (several replicas use
 // the etcd backend); revisions are still read inside each write transaction so a second
 // process (a CLI, a test) can never produce duplicate revisions, but only writes made by
 // this process are streamed live to its watchers.
@@ -163,7 +165,7 @@ export class SqliteStore implements Store {
       dropAlloc: db.prepare("DELETE FROM allocations WHERE task = ?"),
     };
     if (Number(db.pragma("user_version", { simple: true })) < SCHEMA_VERSION) this.backfillAllocations();
-    this.sync = new WalSync(`${path}-wal`, this.st.meta.get()!.revision, (rev) => this.releaseDurable(rev));
+    this.sync = new WalSync(`${path}-wal`, this.st.meta.get()!.revision, (rev) => this.releaseDurable(rev), () => this.commitGroup());
     this.writeTxn = db.transaction((ops: TxnOp[]) => this.applyOps(ops));
     // A deferred transaction gives several reads one snapshot (matters only with a second process).
     const read = db.transaction((fn: () => unknown) => fn());
@@ -262,6 +264,7 @@ export class SqliteStore implements Store {
 
   async compact(revision: number): Promise<void> {
     this.open();
+    // Inside an open group this is a savepoint of it, committed with the group.
     this.db
       .transaction(() => {
         const m = this.st.meta.get()!;
@@ -276,8 +279,22 @@ export class SqliteStore implements Store {
   private commit(ops: TxnOp[]): Applied {
     this.open();
     if (!Array.isArray(ops)) throw badRequest("txn: ops must be an array");
-    const { results, events } = ops.length === 0 ? { results: [], events: [] } : this.writeTxn.immediate(ops);
-    if (events.length === 0) return { results, revision: this.st.meta.get()!.revision, durable: Promise.resolve() };
+    if (ops.length === 0) return { results: [], revision: this.st.meta.get()!.revision, durable: Promise.resolve() };
+    const opened = !this.db.inTransaction;
+    if (opened) this.db.exec("BEGIN IMMEDIATE");
+    let out: { results: StoredObject[]; events: PendingEvent[] };
+    try {
+      // Inside the group's transaction better-sqlite3 runs this as a SAVEPOINT.
+      out = this.writeTxn(ops);
+    } catch (e) {
+      if (opened) this.commitGroup(); // nothing of this group was written
+      throw e;
+    }
+    const { results, events } = out;
+    if (events.length === 0) {
+      if (opened) this.commitGroup();
+      return { results, revision: this.st.meta.get()!.revision, durable: Promise.resolve() };
+    }
     const revision = events[0].revision;
     this.publish(events);
     return { results, revision, durable: this.sync.after(revision) };
@@ -487,6 +504,11 @@ export class SqliteStore implements Store {
   }
 
   /** Applied events go to pending watchers now, and to the others once durable. */
+  /** Commit the open group (its writes reach the WAL file; the flush that follows makes them durable). */
+  private commitGroup(): void {
+    if (this.db.inTransaction) this.db.exec("COMMIT");
+  }
+
   private publish(events: PendingEvent[]): void {
     this.deliver(events, true);
     this.undurable.push(events);
@@ -546,6 +568,7 @@ export class SqliteStore implements Store {
     this.closed = true;
     // Whatever was applied is made durable (and its waiters answered) before the file closes.
     await this.sync.close().catch((e) => console.error(`sqlite store ${this.path}: final WAL sync failed:`, e));
+    this.commitGroup();
     for (const w of this.watchers) w.stopped = true;
     this.watchers.clear();
     this.db.close();

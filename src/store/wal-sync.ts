@@ -18,11 +18,15 @@ export class WalSync {
   flushes = 0;
   flushedWrites = 0;
 
-  /** `revision`: what is already on disk when the store opens. */
+  /**
+   * `revision`: what is already on disk when the store opens. `beforeFlush` runs right before
+   * each fdatasync (the store commits the SQLite transaction its group of writes shares).
+   */
   constructor(
     private readonly walPath: string,
     revision: number,
     private readonly onDurable: (rev: number) => void,
+    private readonly beforeFlush: () => void = () => {},
   ) {
     this._durable = revision;
   }
@@ -71,6 +75,7 @@ export class WalSync {
         done();
       };
       try {
+        this.beforeFlush();
         this.fd ??= openSync(this.walPath, "r");
       } catch (e) {
         finish(e as Error);
