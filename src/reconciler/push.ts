@@ -20,7 +20,10 @@ export class PushDispatcher {
   private readonly resting = new Map<string, number>();
   pushes = 0;
 
-  constructor(private readonly ctx: SchedulerContext, private readonly queue: ClaimQueue, private readonly push: PushOptions, private readonly log: Logger, private readonly restMs = 5000) {}
+  constructor(private readonly ctx: SchedulerContext, private readonly queue: ClaimQueue, private readonly push: PushOptions, private readonly log: Logger, private readonly restMs = 5000) {
+    // A pass visits push-mode workers only, however many pull workers there are.
+    ctx.cache.addIndex("Worker", "pushMode", (w) => (isPushWorker(w as unknown as Worker) ? ["push"] : []));
+  }
 
   markDirty(): void {
     if (this.stopped) return;
@@ -37,8 +40,8 @@ export class PushDispatcher {
 
   async pass(): Promise<void> {
     const now = this.ctx.now();
-    for (const w of this.ctx.cache.list<Worker & StoredObject>("Worker")) {
-      if (!isPushWorker(w) || w.spec.unschedulable || !w.status?.registration) continue;
+    for (const w of this.ctx.cache.byIndex<Worker & StoredObject>("Worker", "pushMode", "push")) {
+      if (w.spec.unschedulable || !w.status?.registration) continue;
       if ((this.resting.get(w.metadata.name) ?? 0) > now) continue;
       const view = this.ctx.workerView(w);
       if (!view.ready) continue;
