@@ -16,6 +16,16 @@ import type { Worker } from "../../src/resources/types.ts";
 import { eventually, get, post, startHub, type TestHub } from "../support/hub.ts";
 import { CHROMIUM, launchChromium, uiBuilt } from "../support/browser.ts";
 
+// What the functions handed to page.evaluate use; they run in the page, not in Node.
+declare const document: { querySelector(s: string): { querySelector(s: string): { textContent: string | null } | null } | null; body: object };
+declare const sessionStorage: { getItem(k: string): string | null };
+declare const localStorage: object;
+declare const window: { __sameDocument?: number };
+declare class MutationObserver {
+  constructor(cb: () => void);
+  observe(target: object, options: object): void;
+}
+
 const ROOT = join(import.meta.dirname, "..", "..");
 const OUT = join(ROOT, "test-output", "ui");
 const INVENTORY = join(ROOT, "examples", "inventory.json");
@@ -40,7 +50,7 @@ const shot = (page: Page, name: string) => page.screenshot({ path: join(OUT, `${
 
 /** The visible numbers of every bar of one worker row, as "used / total" text per dimension. */
 const barTexts = (page: Page, worker: string) =>
-  page.$$eval(`.vt-row[data-key="${worker}"] .meter`, (els) => Object.fromEntries(els.map((e) => [(e as HTMLElement).dataset.dim, e.querySelector(".num")!.textContent])));
+  page.$$eval(`.vt-row[data-key="${worker}"] .meter`, (els) => Object.fromEntries(els.map((e) => [e.getAttribute("data-dim"), e.querySelector(".num")!.textContent])));
 
 const UNITS: Record<string, string> = { cpu_millis: "m", memory_mb: "Mi", disk_mb: "Mi", gpu_count: "" };
 
@@ -102,7 +112,7 @@ describe("web view at /ui in chromium", () => {
     await page.getByLabel("Hub token").fill(TOKEN);
     await page.keyboard.press("Enter");
     await page.locator('.live[data-state="live"]').waitFor({ timeout: 20_000 });
-    await page.evaluate(() => ((window as unknown as { __sameDocument: number }).__sameDocument = 1));
+    await page.evaluate(() => (window.__sameDocument = 1));
     expect(await page.evaluate(() => sessionStorage.getItem("loom.hub-token"))).toBe(TOKEN);
     expect(await page.evaluate(() => JSON.stringify(localStorage))).not.toContain(TOKEN);
 
@@ -144,13 +154,19 @@ describe("web view at /ui in chromium", () => {
       return m.ok && m.reservedSomewhere;
     }, "bars equal to the data API while the task holds a reservation", 15_000);
     await shot(page, "3-workers-busy");
+    if (process.env.LOOM_UI_DOCS_IMAGE) await page.screenshot({ path: join(ROOT, "docs", "ui.png") });
     await page.getByRole("link", { name: "Queue" }).click();
     await page.locator('.vt-row[data-key="ui-e2e-live"] .col-state', { hasText: "clean" }).waitFor({ timeout: 30_000 });
     const states = await seen.evaluate((s) => [...s]);
     expect(states).toContain("clean");
     expect(states.length).toBeGreaterThan(1); // it changed under our eyes
-    expect(await page.evaluate(() => (window as unknown as { __sameDocument?: number }).__sameDocument)).toBe(1);
+    expect(await page.evaluate(() => window.__sameDocument)).toBe(1);
     await shot(page, "4-queue");
+    // Its page shows the result and the log the Runner uploaded.
+    await row.locator("a").click();
+    await page.getByRole("heading", { name: "ui-e2e-live" }).waitFor();
+    await expect.poll(() => page.locator("details", { hasText: /^stdout\.txt/ }).locator("pre.log").textContent(), { timeout: 15_000 }).toContain("done");
+    await page.getByRole("link", { name: "← Queue" }).click();
 
     // 6. The unsatisfiable example task: by keyboard from the queue, its page names the dimension and the numbers.
     await page.getByLabel("Name contains").fill("oversized");
@@ -173,10 +189,22 @@ describe("web view at /ui in chromium", () => {
     expect((await post(hub.url, "/api/admin/block-worker", { worker_id: "evaluation-02" }, auth)).status).toBe(200);
     await expect.poll(() => state.textContent(), { timeout: 15_000 }).toBe("cordoned");
     await shot(page, "6-cordoned");
-    if (process.env.LOOM_UI_DOCS_IMAGE) {
-      await page.locator('.vt-row[data-key="evaluation-02"]').waitFor();
-      await page.screenshot({ path: join(ROOT, "docs", "ui.png") });
-    }
+
+    // A queue of thousands stays a few dozen rows in the DOM, and the keyboard reaches its end.
+    const bulk = Array.from({ length: 2000 }, (_, i) => ({ task_id: `bulk-${String(i).padStart(4, "0")}`, campaign_id: "ui-bulk", required_capability: "no-such-capability", payload: { runner: "noop" } }));
+    const t0 = Date.now();
+    expect((await post(hub.url, "/api/tasks/dispatch", { schema_version: 1, tasks: bulk }, auth)).status).toBe(201);
+    await page.evaluate(() => (location.hash = "#/queue?campaign=ui-bulk"));
+    await page.locator(".count", { hasText: /^2000 of \d+ tasks$/ }).waitFor({ timeout: 30_000 });
+    console.log(`ui e2e: 2000 dispatched tasks listed on the page ${Date.now() - t0} ms after the dispatch call`);
+    const rendered = await page.locator(".vt-spacer > .vt-row").count();
+    expect(rendered).toBeGreaterThan(5);
+    expect(rendered).toBeLessThan(80);
+    await page.getByRole("grid", { name: "Tasks" }).focus();
+    await page.keyboard.press("End");
+    await page.locator('.vt-row.active[data-key="bulk-1999"]').waitFor();
+    expect(await page.locator(".vt-spacer > .vt-row").count()).toBeLessThan(80);
+    await shot(page, "7-bulk-queue-end");
 
     // The token went only in headers: never in a URL, and on every API call.
     expect(urls.filter((u) => u.includes(TOKEN))).toEqual([]);
