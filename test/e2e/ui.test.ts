@@ -20,6 +20,7 @@ import { CHROMIUM, launchChromium, uiBuilt } from "../support/browser.ts";
 declare const document: { querySelector(s: string): { querySelector(s: string): { textContent: string | null } | null } | null; body: object };
 declare const sessionStorage: { getItem(k: string): string | null };
 declare const localStorage: object;
+declare const location: { hash: string };
 declare const window: { __sameDocument?: number };
 declare class MutationObserver {
   constructor(cb: () => void);
