@@ -103,6 +103,8 @@ describe("web view at /ui in chromium", () => {
     });
     const pageErrors: string[] = [];
     page.on("pageerror", (e) => pageErrors.push(e.message));
+    // The page must run under its own Content-Security-Policy without a single violation.
+    page.on("console", (m) => { if (/Content Security Policy/i.test(m.text())) pageErrors.push(m.text()); });
     await page.goto(`${hub.url}/ui/`);
     await page.getByLabel("Hub token").waitFor();
     await shot(page, "1-token");
