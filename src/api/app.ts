@@ -11,6 +11,8 @@ import { dataRoutes } from "./data.ts";
 import { discoveryRoutes } from "./discovery.ts";
 import { openApiRoutes } from "./openapi.ts";
 import { resourceRoutes } from "./resources.ts";
+import { resultLogRoutes } from "./result-logs.ts";
+import { isUiPath, uiRoutes } from "./ui.ts";
 
 declare module "fastify" {
   interface FastifyInstance {
@@ -44,9 +46,11 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
   });
 
   f.addHook("onRequest", async (req, reply) => {
+    const path = req.url.split("?")[0];
+    // The web view's static files hold no data; the page sends the token with each API call.
+    if (isUiPath(path)) return;
     const p = authenticate(req, o.auth);
     if (!p) return reply.code(401).header("cache-control", "no-store").send({ error: "unauthorized" });
-    const path = req.url.split("?")[0];
     if (p.kind === "worker" && !RUNNER_PATHS.has(path)) return reply.code(403).header("cache-control", "no-store").send({ error: "forbidden", detail: "a worker token may only call the Runner API" });
     req.principal = p;
   });
@@ -63,6 +67,8 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
   await f.register(discoveryRoutes);
   await f.register(openApiRoutes);
   await f.register(resourceRoutes);
+  await f.register(resultLogRoutes);
+  await f.register(uiRoutes);
 }
 
 /** A per-worker token may act only as its own worker. */

@@ -40,6 +40,7 @@ export function hubCommand(): Command {
         tlsKeyFile: o.tlsKeyFile,
       });
       process.stderr.write(`loom hub listening on ${hub.url} (store: ${hub.store.backend}, data: ${hub.opts.dataDir}${hub.authRequired ? ", token required" : ", no token: loopback only"})\n`);
+      process.stderr.write(`web view: ${hub.url}/ui/\n`);
       // SIGHUP re-reads every watched file, e.g. after a path that did not exist appears.
       const hup = () => void hub.gitops?.syncNow().catch((e) => process.stderr.write(`gitops sync failed: ${(e as Error).message}\n`));
       process.on("SIGHUP", hup);

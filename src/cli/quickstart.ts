@@ -30,6 +30,7 @@ export function quickstartCommand(): Command {
       const hub = await Hub.start({ dataDir: join(dataDir, "hub"), port: o.port, logLevel: "warn", gitopsPaths: [o.inventory, o.manifests] });
       const say = (s: string) => process.stderr.write(`${s}\n`);
       say(`loom hub listening on ${hub.url} (embedded store in ${join(dataDir, "hub")})`);
+      say(`web view: ${hub.url}/ui/`);
       say(`syncing ${o.inventory} and ${o.manifests}; edit them and the Hub follows`);
       const children: ChildProcess[] = [];
       if (o.runners) {

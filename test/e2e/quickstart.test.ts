@@ -38,6 +38,7 @@ describe("npm start (loom quickstart)", () => {
       return byId[`${prefix}full-host__baseline__run-001`] === "clean" && byId[`${prefix}long-context__baseline__run-001`] === "clean" && byId;
     }, "the runnable example tasks to finish clean", 60_000);
     expect(tasks[`${prefix}oversized__baseline__run-001`]).toBe("queued");
+    expect(err).toContain(`web view: ${url}/ui/`);
 
     const describe = await run(process.execPath, ["bin/loom.mjs", "describe", "task", `${prefix}oversized__baseline__run-001`, "--controller", url], { cwd: ROOT });
     expect(describe.stdout).toMatch(/Unsatisfiable\s+True\s+exceeds_worker_capacity/);

@@ -1,0 +1,95 @@
+// The web view's derivations (ui/src/model.ts): what the rows show is computed from the
+// watched objects, the way the Hub computes it.
+import { describe, expect, it } from "vitest";
+import { campaignRows, filterTasks, parseSelector, sortWorkers, taskRow, workerObj, workerRows, type Task, type Worker } from "../../ui/src/model.ts";
+
+const task = (name: string, over: { state?: string; worker?: string; placement?: "shared" | "exclusive"; res?: Record<string, number>; campaign?: string; priority?: number; order?: number; labels?: Record<string, string>; admitted?: { status: "True" | "False"; reason: string } } = {}): Task => ({
+  apiVersion: "loom.dev/v1alpha1",
+  kind: "Task",
+  metadata: { name, labels: over.labels ?? {} },
+  spec: { campaign_id: over.campaign, priority: over.priority ?? 0, execution_profile: { placement: over.placement ?? "shared", resources: over.res ?? {} } },
+  status: {
+    state: (over.state ?? "queued") as never,
+    created_order: over.order ?? 0,
+    ...(over.worker ? { lease: { worker: over.worker, epoch: 1, leased_at: "", lease_until: "", placement: over.placement ?? "shared", reservation: over.res } } : {}),
+    conditions: over.admitted ? [{ type: "Admitted", ...over.admitted }] : [],
+  },
+});
+
+const worker = (name: string, over: { cap?: Record<string, number>; unschedulable?: boolean; ready?: boolean; labels?: Record<string, string> } = {}): Worker => ({
+  apiVersion: "loom.dev/v1alpha1",
+  kind: "Worker",
+  metadata: { name, labels: over.labels ?? {} },
+  spec: { max_concurrency: 4, unschedulable: over.unschedulable },
+  status: { capacity: over.cap ?? { cpu_millis: 4000, memory_mb: 8192 }, effective_limit: 2, registration: {}, conditions: [{ type: "Ready", status: over.ready === false ? "False" : "True" }] },
+});
+
+describe("worker rows", () => {
+  it("sum the reservations of active leases only, and name the state", () => {
+    const tasks = [
+      task("a", { state: "running", worker: "w1", res: { cpu_millis: 1000, memory_mb: 512 } }),
+      task("b", { state: "leased", worker: "w1", res: { cpu_millis: 500, gpu_count: 1 } }),
+      task("done", { state: "clean", worker: "w1", res: { cpu_millis: 9999 } }), // a finished lease holds nothing
+      task("x", { state: "running", worker: "w2", placement: "exclusive", res: { memory_mb: 100 } }),
+    ].map(taskRow);
+    const rows = workerRows([worker("w1"), worker("w2"), worker("w3", { unschedulable: true }), worker("w4", { ready: false })].map(workerObj), tasks);
+    const by = Object.fromEntries(rows.map((r) => [r.name, r]));
+    expect(by.w1.reserved).toEqual({ cpu_millis: 1500, memory_mb: 512, disk_mb: 0, gpu_count: 1 });
+    expect(by.w1.active).toEqual(["a", "b"]);
+    expect(by.w1.state).toBe("ready");
+    expect(by.w2.state).toBe("exclusive");
+    expect(by.w3.state).toBe("cordoned");
+    expect(by.w4.state).toBe("not ready");
+    expect(by.w1.capacity.cpu_millis).toBe(4000);
+    expect(by.w1.limit).toBe(2);
+  });
+
+  it("sort by a label, absent values last, then by name", () => {
+    const rows = workerRows([worker("b", { labels: { zone: "b" } }), worker("a"), worker("c", { labels: { zone: "a" } })].map(workerObj), []);
+    expect(sortWorkers(rows, { key: "label:zone", desc: false }).map((r) => r.name)).toEqual(["c", "b", "a"]);
+  });
+});
+
+describe("label selectors", () => {
+  const labels = { pool: "gpu", zone: "eu" };
+  it.each([
+    ["pool=gpu", true], ["pool==gpu", true], ["pool=cpu", false], ["pool!=cpu", true], ["zone", true], ["!zone", false], ["!rack", true], ["pool=gpu, zone=eu", true], ["", true],
+  ])("%s", (sel, want) => {
+    const s = parseSelector(sel);
+    expect(s.ok && s.match(labels)).toBe(want);
+  });
+  it("names the term that does not parse", () => {
+    expect(parseSelector("pool=gpu,=x")).toEqual({ ok: false, error: 'label selector term "=x" is not key, !key, key=value or key!=value' });
+    expect(parseSelector("!a=b").ok).toBe(false);
+  });
+});
+
+describe("the queue", () => {
+  const rows = [
+    task("low", { priority: 0, order: 1, campaign: "c1", admitted: { status: "False", reason: "insufficient_resources" } }),
+    task("high", { priority: 5, order: 3, campaign: "c2", labels: { team: "x" }, admitted: { status: "True", reason: "Admitted" } }),
+    task("early", { priority: 0, order: 0, campaign: "c1", state: "running", worker: "w1" }),
+    task("old", { priority: 0, order: 2, campaign: "c1", state: "clean" }),
+  ].map(taskRow);
+  const all = { campaign: "", state: "", reason: "", worker: "", text: "", selector: () => true };
+
+  it("is in claim order: priority, then dispatch order", () => {
+    expect(filterTasks(rows, all).map((t) => t.name)).toEqual(["high", "early", "low", "old"]);
+  });
+  it("filters by campaign, state group, reason, worker and label", () => {
+    const sel = parseSelector("team=x");
+    expect(filterTasks(rows, { ...all, campaign: "c1", state: "pending" }).map((t) => t.name)).toEqual(["low"]);
+    expect(filterTasks(rows, { ...all, state: "active" }).map((t) => t.name)).toEqual(["early"]);
+    expect(filterTasks(rows, { ...all, state: "final" }).map((t) => t.name)).toEqual(["old"]);
+    expect(filterTasks(rows, { ...all, reason: "admitted" }).map((t) => t.name)).toEqual(["high"]);
+    expect(filterTasks(rows, { ...all, worker: "w1" }).map((t) => t.name)).toEqual(["early"]);
+    expect(sel.ok && filterTasks(rows, { ...all, selector: sel.match }).map((t) => t.name)).toEqual(["high"]);
+  });
+  it("shows the Admitted reason, and admitted when the condition is True", () => {
+    expect(rows.map((t) => [t.name, t.reason])).toEqual([["low", "insufficient_resources"], ["high", "admitted"], ["early", ""], ["old", ""]]);
+  });
+  it("campaign progress counts each task once by state", () => {
+    const c = campaignRows([{ name: "c1", campaignId: "c1" }, { name: "empty", campaignId: "e" }], rows);
+    expect(c.map((r) => [r.name, r.total, r.pending, r.active, r.final, r.declared])).toEqual([["c1", 3, 1, 1, 1, true], ["c2", 1, 1, 0, 0, false], ["empty", 0, 0, 0, 0, true]]);
+  });
+});

@@ -1,0 +1,117 @@
+// The queue: tasks by state with the Admitted reason and the requested resources, in claim
+// order (priority, then dispatch order). Filters: campaign, state, reason, worker, label
+// selector and name. The filters live in the location hash, so a view can be linked to.
+import { h } from "../dom.ts";
+import type { Fleet } from "../fleet.ts";
+import { countBy, filterTasks, parseSelector, requestText, stateMatches, type TaskFilter, type TaskRow } from "../model.ts";
+import { VirtualTable, type Column } from "../virtual-table.ts";
+import { ago, badge, labelChips, select, textInput } from "../widgets.ts";
+
+/**
+ * Hook for the queue position the why-pending issue adds to task status. Until the Hub
+ * reports one, the column is not shown: a position computed here could disagree with the
+ * scheduler's own order.
+ */
+export const QUEUE_POSITION_COLUMN: Column<TaskRow> & { available: boolean } = {
+  key: "position",
+  title: "Position",
+  width: "6rem",
+  available: false,
+  cell: () => "",
+};
+
+const STATE_GROUPS: [string, string][] = [["pending", "pending (queued, retry_queued)"], ["active", "active (leased, running)"], ["final", "final"]];
+
+export class QueueView {
+  readonly el: HTMLElement;
+  private filter: TaskFilter;
+  private selectorText: string;
+  private seen = "";
+  private readonly table: VirtualTable<TaskRow>;
+  private readonly summary = h("div", { class: "states", role: "group", "aria-label": "Tasks by state" });
+  private readonly filters = h("div", { class: "toolbar" });
+  private readonly count = h("p", { class: "count", "aria-live": "polite" });
+  private readonly error = h("p", { class: "error", role: "alert", hidden: true });
+
+  constructor(private readonly fleet: Fleet, params: URLSearchParams, private readonly open: (name: string) => void) {
+    this.selectorText = params.get("labels") ?? "";
+    const sel = parseSelector(this.selectorText);
+    this.filter = { campaign: params.get("campaign") ?? "", state: params.get("state") ?? "", reason: params.get("reason") ?? "", worker: params.get("worker") ?? "", text: params.get("q") ?? "", selector: sel.ok ? sel.match : () => true };
+    const columns: Column<TaskRow>[] = [
+      { key: "name", title: "Task", width: "minmax(14rem, 2.4fr)", cell: (t) => h("a", { href: `#/task/${encodeURIComponent(t.name)}`, tabindex: -1 }, t.name) },
+      { key: "state", title: "State", width: "7.5rem", cell: (t) => badge(t.state) },
+      { key: "reason", title: "Admitted reason", width: "minmax(11rem, 1.4fr)", cell: (t) => h("span", { title: t.message }, t.reason || "—") },
+      ...(QUEUE_POSITION_COLUMN.available ? [QUEUE_POSITION_COLUMN] : []),
+      { key: "requests", title: "Requests", width: "minmax(12rem, 1.6fr)", cell: (t) => `${t.placement === "exclusive" ? "exclusive · " : ""}${requestText(t.requests)}` },
+      { key: "worker", title: "Worker", width: "minmax(7rem, 1fr)", cell: (t) => t.worker || "—" },
+      { key: "campaign", title: "Campaign", width: "minmax(8rem, 1fr)", cell: (t) => t.campaign || "—" },
+      { key: "labels", title: "Labels", width: "minmax(8rem, 1fr)", cell: (t) => labelChips(t.labels) },
+      { key: "age", title: "Age", width: "6rem", cell: (t) => ago(t.created) },
+    ];
+    this.table = new VirtualTable<TaskRow>({ label: "Tasks", rowHeight: 36, columns, rowKey: (t) => t.name, onOpen: (t) => this.open(t.name), empty: "No tasks match these filters." });
+    this.el = h("section", { class: "view", "aria-labelledby": "queue-h" }, h("h1", { id: "queue-h" }, "Queue"), this.summary, this.filters, this.error, this.count, this.table.el);
+  }
+
+  private set(k: keyof Omit<TaskFilter, "selector">, v: string): void {
+    this.filter[k] = v;
+    this.syncHash();
+    this.update(true);
+  }
+
+  /** Keep the filters in the hash without a navigation (the view stays as it is). */
+  private syncHash(): void {
+    const p = new URLSearchParams();
+    for (const k of ["campaign", "state", "reason", "worker"] as const) if (this.filter[k]) p.set(k, this.filter[k]);
+    if (this.filter.text) p.set("q", this.filter.text);
+    if (this.selectorText) p.set("labels", this.selectorText);
+    const q = p.toString();
+    history.replaceState(null, "", `#/queue${q ? `?${q}` : ""}`);
+  }
+
+  update(force = false): void {
+    const v = `${this.fleet.versions.tasks}`;
+    if (!force && v === this.seen) return;
+    this.seen = v;
+    const all = [...this.fleet.tasks.values()];
+    const rows = filterTasks(all, this.filter);
+    this.renderSummary(all);
+    this.renderFilters(all);
+    this.count.textContent = `${rows.length} of ${all.length} tasks`;
+    this.table.setRows(rows);
+  }
+
+  private renderSummary(all: TaskRow[]): void {
+    const by = [...countBy(all, (t) => t.state)].sort(([a], [b]) => a.localeCompare(b));
+    const chip = (value: string, text: string, n: number) =>
+      h("button", { type: "button", class: `state-chip${this.filter.state === value ? " on" : ""}`, "aria-pressed": String(this.filter.state === value), "data-state": value, onclick: () => this.set("state", this.filter.state === value ? "" : value) }, text, h("span", { class: "n" }, String(n)));
+    this.summary.replaceChildren(chip("", "all", all.length), ...by.map(([s, n]) => chip(s, s, n)));
+  }
+
+  private renderFilters(all: TaskRow[]): void {
+    // Rebuilding the inputs would drop focus and half-typed text: build once, refresh menus only.
+    if (!this.filters.childElementCount) {
+      const labels = textInput("Label selector", this.selectorText, "e.g. loom.dev/campaign=x", (v, input) => {
+        const s = parseSelector(v);
+        input.setAttribute("aria-invalid", String(!s.ok));
+        this.error.hidden = s.ok;
+        if (!s.ok) return void (this.error.textContent = s.error);
+        this.selectorText = v;
+        this.filter.selector = s.match;
+        this.syncHash();
+        this.update(true);
+      });
+      const text = textInput("Name contains", this.filter.text, "task name", (v) => this.set("text", v));
+      this.filters.append(h("span", { class: "menus" }), labels, text);
+    }
+    const menus = this.filters.firstElementChild!;
+    const opts = (m: Map<string, number>) => [...m].filter(([k]) => k).sort(([a], [b]) => a.localeCompare(b)).map(([k, n]): [string, string] => [k, `${k} (${n})`]);
+    const active = document.activeElement;
+    if (active && menus.contains(active)) return; // never swap a menu out from under the keyboard
+    menus.replaceChildren(
+      select("Campaign", this.filter.campaign, opts(countBy(all, (t) => t.campaign)), (v) => this.set("campaign", v)),
+      select("State", this.filter.state, [...STATE_GROUPS.map(([g, t]): [string, string] => [g, `${t} (${all.filter((x) => stateMatches(g, x.state)).length})`]), ...opts(countBy(all, (t) => t.state))], (v) => this.set("state", v)),
+      select("Reason", this.filter.reason, opts(countBy(all, (t) => t.reason)), (v) => this.set("reason", v)),
+      select("Worker", this.filter.worker, opts(countBy(all, (t) => t.worker)), (v) => this.set("worker", v)),
+    );
+  }
+}
