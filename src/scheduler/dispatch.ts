@@ -132,8 +132,8 @@ const REPO_RUN_KEYS = ["repo_url", "command", "commands", "commit", "ref", "dept
 
 /**
  * The contract's dispatch-repo-run: one repo task from flags, no manifest needed. Several
- * commands become steps in order (`step-1`, `step-2`, ...). Without a run_id the run is a
- * fresh uuid, so two dispatches in the same instant are two tasks.
+ * commands become steps in order (`step-1`, `step-2`, ...). Without a task_id or run_id the
+ * run is a fresh uuid, so two dispatches in the same instant are two tasks.
  */
 export function repoRunRequest(body: unknown): Record<string, unknown> {
   if (!isObj(body)) throw new HubError(400, "invalid_dispatch", { detail: "body must be a JSON object" });
@@ -149,7 +149,8 @@ export function repoRunRequest(body: unknown): Record<string, unknown> {
   const caseId = str(body.case_id) ?? "repo-run";
   const campaign = str(body.campaign_id) ?? "dispatch";
   const setting = str(body.setting_id) ?? "default";
-  const run = str(body.run_id) ?? randomUUID();
+  // A named task keeps one run id, so sending it again is recognised as the same request.
+  const run = str(body.run_id) ?? (str(body.task_id) ? slug(str(body.task_id)!) : randomUUID());
   const source = { type: "git", url: body.repo_url, ...(str(body.commit) ? { commit: body.commit } : {}), ...(str(body.ref) ? { ref: body.ref } : {}), ...(body.depth !== undefined ? { depth: body.depth } : {}), ...(str(body.source_token_env) ? { token_env: body.source_token_env } : {}) };
   const optional = (keys: string[]) => Object.fromEntries(keys.filter((k) => body[k] !== undefined).map((k) => [k, body[k]]));
   return {
