@@ -8,6 +8,7 @@ import type { Hub } from "../hub.ts";
 import { runnerRoutes } from "./runner.ts";
 import { adminRoutes } from "./admin.ts";
 import { dataRoutes } from "./data.ts";
+import { v1DataRoutes } from "./v1-data.ts";
 import { discoveryRoutes } from "./discovery.ts";
 import { openApiRoutes } from "./openapi.ts";
 import { resourceRoutes } from "./resources.ts";
@@ -64,6 +65,7 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
   await f.register(runnerRoutes);
   await f.register(adminRoutes);
   await f.register(dataRoutes);
+  await f.register(v1DataRoutes);
   await f.register(discoveryRoutes);
   await f.register(openApiRoutes);
   await f.register(resourceRoutes);

@@ -117,6 +117,7 @@ export function applyCommand(): Command {
     .option("--dry-run", "print what would be created or changed, and write nothing")
     .action(async (o: { filename: string[]; dryRun?: boolean }, cmd: Command) => {
       const res = loadPaths(o.filename);
+      for (const n of res.notes) err(`note: ${formatInputError(n)}\n`);
       if (res.errors.length) {
         for (const e of res.errors) err(`${formatInputError(e)}\n`);
         throw new CliError(`${res.errors.length} error(s) in ${o.filename.join(", ")}; nothing was applied`, 1, "Invalid");

@@ -2,23 +2,36 @@
 // the flag they reject, and stdout for data only.
 import { type Command, InvalidArgumentError, Option } from "commander";
 import { Client, CONTROLLER_ENV, DEFAULT_CONTROLLER, resolveConnection } from "./client.ts";
-import type { OutputFormat } from "./printers.ts";
+import { type OutputFormat, formatObject } from "./printers.ts";
 
 export const CONTROLLER_HELP = `Hub URL (env ${CONTROLLER_ENV}, default ${DEFAULT_CONTROLLER}); the token comes from env LOOM_HUB_TOKEN`;
 
-/** `--controller` on a verb; the program-level flag (before the verb) works too. */
+/** `--controller` (and v1's `--controller-token-env`) on a verb; the program-level flag (before the verb) works too. */
 export function withController(cmd: Command): Command {
-  return cmd.option("--controller <url>", CONTROLLER_HELP);
+  return cmd
+    .option("--controller <url>", CONTROLLER_HELP)
+    .option("--controller-token-env <name>", "environment variable holding the Hub token (default LOOM_HUB_TOKEN)");
 }
 
-/** The nearest `--controller` given, from the verb up to the program. */
+/** The nearest `--controller` given, from the verb up to the program; the token from `--controller-token-env` when given. */
 export function clientOf(cmd: Command): Client {
   let flag: string | undefined;
   for (let c: Command | null = cmd; c && flag === undefined; c = c.parent) flag = c.opts().controller as string | undefined;
-  return new Client(resolveConnection(flag));
+  const tokenEnv = cmd.opts().controllerTokenEnv as string | undefined;
+  const conn = resolveConnection(flag);
+  return new Client(tokenEnv === undefined ? conn : { ...conn, token: process.env[tokenEnv] || undefined });
 }
 
-export function outputOption(formats: readonly OutputFormat[] = ["wide", "json", "yaml", "name"]): Option {
+/**
+ * The verbs v1 also had print its JSON when stdout is not a terminal (a script reading a
+ * pipe or a file), and a table on a terminal; `-o` always wins.
+ */
+export const forScripts = <F extends string>(output: F | undefined): F | "json" | undefined => output ?? (process.stdout.isTTY ? undefined : "json");
+
+/** v1's JSON: two-space indented, one trailing newline. */
+export const printJson = (body: unknown): void => out(formatObject(body, "json"));
+
+export function outputOption(formats: readonly (OutputFormat | "table")[] = ["wide", "json", "yaml", "name"]): Option {
   return new Option("-o, --output <format>", `output format: ${formats.join(", ")}`).choices(formats as string[]);
 }
 
@@ -28,6 +41,18 @@ export const intFlag = (flag: string, min = 0) => (v: string): number => {
   const n = Number(v);
   if (n < min) throw new InvalidArgumentError(`${flag} must be >= ${min}, got ${n}`);
   return n;
+};
+
+/** A repeatable flag: each use adds one value. */
+export const collect = (v: string, prev: string[] = []): string[] => [...prev, v];
+
+/** Repeated `KEY=VALUE` flags as one map; the error names the flag. */
+export const keyValueFlag = (flag: string) => (v: string, prev: Record<string, string> = {}): Record<string, string> => {
+  const at = v.indexOf("=");
+  if (at < 0) throw new InvalidArgumentError(`${flag} expects KEY=VALUE, got ${JSON.stringify(v)}`);
+  const key = v.slice(0, at).trim();
+  if (!key) throw new InvalidArgumentError(`${flag} has an empty KEY in ${JSON.stringify(v)}`);
+  return { ...prev, [key]: v.slice(at + 1) };
 };
 
 /** `a,b` -> ["a", "b"], empty entries dropped. */

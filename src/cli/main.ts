@@ -24,6 +24,9 @@ const VERBS: [names: string[], load: () => Promise<Command[]>][] = [
     const m = await import("./contract.ts");
     return [m.workerCapacityCommand(), m.taskAdmissionCommand(), m.dispatchRepoRunCommand()];
   }],
+  // v1's Hub CLI verbs that Loom names differently or lacked (src/cli/v1.ts keeps the list).
+  [["dispatch-smoke", "dispatch-spec", "dispatch-oracle", "summary", "worker-cache", "capabilities", "set-worker-concurrency", "register-worker-hosts", "retry-task", "push-task"],
+    async () => (await import("./v1.ts")).v1Commands()],
   [["top"], async () => [(await import("./top.ts")).topCommand()]],
   [["kubeconfig"], async () => [(await import("./kubeconfig.ts")).kubeconfigCommand()]],
 ];
@@ -32,7 +35,7 @@ const VERBS: [names: string[], load: () => Promise<Command[]>][] = [
 export function verbOf(argv: string[]): string | undefined {
   const args = argv.slice(2);
   for (let i = 0; i < args.length; i++) {
-    if (args[i] === "--controller") i++;
+    if (args[i] === "--controller" || args[i] === "--controller-token-env") i++;
     else if (!args[i].startsWith("-")) return args[i];
   }
   return undefined;

@@ -9,6 +9,7 @@ export function validateCommand(): Command {
       const { loadPaths } = await import("../resources/load.ts");
       const { formatInputError } = await import("../resources/input-errors.ts");
       const res = loadPaths(opts.filename);
+      for (const n of res.notes) process.stderr.write(`note: ${formatInputError(n)}\n`);
       for (const e of res.errors) process.stderr.write(`${formatInputError(e)}\n`);
       if (res.errors.length) {
         process.stderr.write(`${res.errors.length} error(s)\n`);

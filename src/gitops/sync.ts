@@ -214,6 +214,8 @@ export class GitopsSync {
     }
     if (!isFile) return { file, errors: [], gone: true };
     const r = loadFile(file);
+    // v1 fields Loom keeps without acting on them are shown, as `loom validate` shows them.
+    if (r.notes.length) this.log("info", `gitops: ${file}: kept, not acted on: ${r.notes.map((n) => n.field).join(", ")}`, { file, kept_fields: r.notes.map((n) => n.field) });
     return { file, resources: r.resources, errors: r.errors, gone: false };
   }
 

@@ -6,6 +6,7 @@ import { validateObject } from "./validate.ts";
 import type { Worker, WorkerSpec } from "./types.ts";
 import { type ItemFieldError, dedupeErrors, fieldError, isPlainObject, rebaseField } from "./input-errors.ts";
 import { normaliseGpuTypes } from "./profile.ts";
+import { V1_FIELDS_ANNOTATION, keptAnnotation, keptNote } from "./v1-fields.ts";
 
 export const INVENTORY_KEYS = [
   "inventory_version",
@@ -36,9 +37,12 @@ export type InventorySettings = {
   controller_public_url?: string;
   controller_worker_url?: string;
   controller_private_url?: string;
+  /** Top-level inventory keys Loom does not act on, as written. */
+  kept?: Record<string, unknown>;
 };
 
-export type InventoryResult = { workers: Worker[]; settings: InventorySettings; errors: ItemFieldError[] };
+/** `notes` name the v1 fields Loom keeps without acting on them (never errors). */
+export type InventoryResult = { workers: Worker[]; settings: InventorySettings; errors: ItemFieldError[]; notes: ItemFieldError[] };
 
 /**
  * Convert one parsed inventory document. Every problem is collected; workers that could be
@@ -47,16 +51,22 @@ export type InventoryResult = { workers: Worker[]; settings: InventorySettings; 
  */
 export function inventoryToWorkers(doc: unknown): InventoryResult {
   const errors: ItemFieldError[] = [];
+  const notes: ItemFieldError[] = [];
   const settings: InventorySettings = {};
   const workers: Worker[] = [];
-  if (!isPlainObject(doc)) return { workers, settings, errors: [fieldError("", "an inventory must be an object", "FieldValueTypeInvalid")] };
+  if (!isPlainObject(doc)) return { workers, settings, errors: [fieldError("", "an inventory must be an object", "FieldValueTypeInvalid")], notes };
 
-  for (const k of Object.keys(doc)) if (!(INVENTORY_KEYS as readonly string[]).includes(k)) errors.push(fieldError(k, "unknown field", "FieldUnknown"));
+  // Inventory-level keys Loom does not know are kept in the settings and shown, as v1 tolerated them.
+  for (const k of Object.keys(doc)) {
+    if ((INVENTORY_KEYS as readonly string[]).includes(k)) continue;
+    (settings.kept ??= {})[k] = doc[k];
+    notes.push(keptNote(k, "in the inventory settings"));
+  }
 
   if (doc.inventory_version === undefined) errors.push(fieldError("inventory_version", "required", "FieldValueRequired"));
   else if (doc.inventory_version !== 1) errors.push(fieldError("inventory_version", "must be 1", "FieldValueNotSupported"));
 
-  errors.push(...checkController(doc.controller, settings));
+  errors.push(...checkController(doc.controller, settings, notes));
   for (const k of CONTROLLER_URL_KEYS) {
     const v = doc[k];
     if (v === undefined) continue;
@@ -64,15 +74,21 @@ export function inventoryToWorkers(doc: unknown): InventoryResult {
     else settings[k] = v;
   }
 
-  // connection_defaults are copied under every worker; their unknown keys are reported here once.
+  // connection_defaults are copied under every worker; the keys Loom does not act on (an SSH
+  // option, say) are kept on every worker too, and noted here once.
   const specKeys = new Set(workerSpecKeys());
-  let defaults: Record<string, unknown> = {};
+  const defaults: Record<string, unknown> = {};
+  const keptDefaults: Record<string, unknown> = {};
   if (doc.connection_defaults !== undefined) {
     if (!isPlainObject(doc.connection_defaults)) errors.push(fieldError("connection_defaults", "must be an object", "FieldValueTypeInvalid"));
     else
       for (const [k, v] of Object.entries(doc.connection_defaults)) {
         if (specKeys.has(k)) defaults[k] = v;
-        else errors.push(fieldError(`connection_defaults.${k}`, k === "worker_id" ? "worker_id cannot be a default: it must be unique per worker" : "unknown field", "FieldUnknown"));
+        else if (k === "worker_id") errors.push(fieldError("connection_defaults.worker_id", "worker_id cannot be a default: it must be unique per worker", "FieldUnknown"));
+        else {
+          keptDefaults[k] = v;
+          notes.push(keptNote(`connection_defaults.${k}`, `on every worker (annotation ${V1_FIELDS_ANNOTATION})`));
+        }
       }
   }
 
@@ -86,7 +102,13 @@ export function inventoryToWorkers(doc: unknown): InventoryResult {
         errors.push(fieldError(at, "must be an object", "FieldValueTypeInvalid"));
         return;
       }
-      const { worker_id, ...own } = entry;
+      const { worker_id, ...all } = entry;
+      const own: Record<string, unknown> = {};
+      const kept: Record<string, unknown> = { ...keptDefaults };
+      for (const [k, v] of Object.entries(all)) {
+        if (specKeys.has(k)) own[k] = v;
+        else kept[k] = v;
+      }
       const idField = worker_id !== undefined ? `${at}.worker_id` : `${at}.host`;
       const raw = worker_id !== undefined ? worker_id : entry.host;
       let name: string | undefined;
@@ -96,7 +118,10 @@ export function inventoryToWorkers(doc: unknown): InventoryResult {
       const spec: Record<string, unknown> = { ...defaults, ...own };
       if (isPlainObject(spec.resource_capacity)) spec.resource_capacity = normaliseGpuTypes(spec.resource_capacity);
       // Without a usable name the spec is still checked, so one pass reports everything.
-      const worker: Worker = { apiVersion: API_VERSION as Worker["apiVersion"], kind: "Worker", metadata: { name: name ?? "unnamed" }, spec: spec as WorkerSpec };
+      for (const k of Object.keys(all)) if (!specKeys.has(k)) notes.push(keptNote(`${at}.${k}`, `on the Worker (annotation ${V1_FIELDS_ANNOTATION})`, name));
+      const annotations = keptAnnotation(kept);
+      const metadata = { name: name ?? "unnamed", ...(Object.keys(annotations).length ? { annotations } : {}) };
+      const worker: Worker = { apiVersion: API_VERSION as Worker["apiVersion"], kind: "Worker", metadata, spec: spec as WorkerSpec };
 
       // Back to the file's terms: a field the worker sets is its own; one it inherits is connection_defaults'.
       const where = (field: string): string => {
@@ -125,15 +150,15 @@ export function inventoryToWorkers(doc: unknown): InventoryResult {
       workers.push(worker);
     });
   }
-  return { workers, settings, errors: dedupeErrors(errors) };
+  return { workers, settings, errors: dedupeErrors(errors), notes };
 }
 
-function checkController(c: unknown, settings: InventorySettings): ItemFieldError[] {
+function checkController(c: unknown, settings: InventorySettings, notes: ItemFieldError[]): ItemFieldError[] {
   if (c === undefined) return [];
   if (!isPlainObject(c)) return [fieldError("controller", "must be an object", "FieldValueTypeInvalid")];
   const errs: ItemFieldError[] = [];
   for (const [k, v] of Object.entries(c)) {
-    if (!(CONTROLLER_KEYS as readonly string[]).includes(k)) errs.push(fieldError(`controller.${k}`, "unknown field", "FieldUnknown"));
+    if (!(CONTROLLER_KEYS as readonly string[]).includes(k)) notes.push(keptNote(`controller.${k}`, "in the inventory settings"));
     else if (typeof v !== "string") errs.push(fieldError(`controller.${k}`, "must be a string", "FieldValueTypeInvalid"));
     else if (k === "connection_mode" && !(CONTROLLER_CONNECTION_MODES as readonly string[]).includes(v))
       errs.push(fieldError("controller.connection_mode", `must be one of: ${CONTROLLER_CONNECTION_MODES.join(", ")}`, "FieldValueNotSupported"));

@@ -22,6 +22,8 @@ export type LoadResult = {
   inventories: (InventorySettings & { source: string })[];
   /** Every problem. When it names a file, nothing from that file should be applied. */
   errors: InputError[];
+  /** v1 fields Loom keeps without acting on them: shown, never errors. */
+  notes: InputError[];
 };
 
 /** The file extensions a directory walk picks up. */
@@ -31,7 +33,7 @@ type Locate = (field: string) => number | undefined;
 type Origin = { source: string; field: string; subject?: string; locate: Locate };
 type Acc = LoadResult & { origins: Map<object, Origin> };
 
-const emptyAcc = (): Acc => ({ resources: [], tasks: [], inventories: [], errors: [], origins: new Map() });
+const emptyAcc = (): Acc => ({ resources: [], tasks: [], inventories: [], errors: [], notes: [], origins: new Map() });
 
 /** Parse one file's text; `sourceName` names it in errors and picks the format by extension (.jsonl, .json, otherwise YAML). */
 export function parseDocuments(text: string, sourceName: string): LoadResult {
@@ -108,6 +110,7 @@ function parseInto(acc: Acc, raw: string, source: string): void {
 function addJsonl(acc: Acc, text: string, source: string): void {
   const r = convertJsonlManifest(text);
   acc.errors.push(...r.errors.map((e) => ({ ...e, source })));
+  acc.notes.push(...r.notes.map((e) => ({ ...e, source })));
   if (!r.campaign) return;
   const locate: Locate = (field) => {
     const m = /^cases\[(\d+)\]/.exec(field);
@@ -159,9 +162,9 @@ function addYaml(acc: Acc, text: string, source: string): void {
 
 /** One parsed document: decide what it holds by its keys. */
 function addValue(acc: Acc, value: unknown, source: string, locate: Locate): void {
-  const push = (errs: ItemFieldError[]): void => {
-    acc.errors.push(...errs.map((e) => ({ ...e, source, line: e.line ?? locate(e.field) })));
-  };
+  const at = (e: ItemFieldError): InputError => ({ ...e, source, line: e.line ?? locate(e.field) });
+  const push = (errs: ItemFieldError[]): void => void acc.errors.push(...errs.map(at));
+  const note = (notes: ItemFieldError[]): void => void acc.notes.push(...notes.map(at));
 
   if (Array.isArray(value)) {
     value.forEach((item, i) => addResource(acc, item, `[${i}]`, source, locate, push));
@@ -181,6 +184,7 @@ function addValue(acc: Acc, value: unknown, source: string, locate: Locate): voi
   if ("inventory_version" in value || "workers" in value) {
     const r = inventoryToWorkers(value);
     push(r.errors);
+    note(r.notes);
     acc.inventories.push({ source, ...r.settings });
     const entries = Array.isArray(value.workers) ? value.workers : [];
     for (const w of r.workers) {
@@ -190,9 +194,10 @@ function addValue(acc: Acc, value: unknown, source: string, locate: Locate): voi
     }
     return;
   }
-  if ("schema_version" in value || "cases" in value || "campaign_id" in value) {
+  if ("schema_version" in value || "cases" in value || "runs" in value || "campaign_id" in value) {
     const r = convertManifest(value);
     push(r.errors);
+    note(r.notes);
     if (r.campaign) addObject(acc, r.campaign, { source, field: "campaign_id", locate });
     for (const t of r.tasks) addTask(acc, t, { source, field: `cases[${sourceIndex(t)}]`, subject: t.metadata.name, locate });
     return;
@@ -262,7 +267,7 @@ function finish(acc: Acc): LoadResult {
   };
   const resources = acc.resources.filter(keep);
   const tasks = acc.tasks.filter(keep);
-  return { resources, tasks, inventories: acc.inventories, errors: dedupeErrors(acc.errors) };
+  return { resources, tasks, inventories: acc.inventories, errors: dedupeErrors(acc.errors), notes: dedupeErrors(acc.notes) };
 }
 
 /** The line of the deepest node on a field path ("cases[3].env.X"); keys are preferred, so an unknown key points at itself. */

@@ -9,6 +9,7 @@ import type { OwnerReference } from "./meta.ts";
 import { caseTaskId, packageId, slug } from "./ids.ts";
 import { mergeProfiles, profileShapeErrors } from "./profile.ts";
 import { type ItemFieldError, dedupeErrors, fieldError, isPlainObject, rebaseField } from "./input-errors.ts";
+import { readV1Manifest } from "./v1-manifest.ts";
 
 export const MANIFEST_KEYS = ["schema_version", "campaign_id", "defaults", "cases"] as const;
 
@@ -21,6 +22,8 @@ export const CASE_KEYS = [
   "task_id", "case_id", "setting_id", "run_id", "case_version", "scenario_id", "package_id",
   "required_capability", "priority", "expected", "execution_profile", "retry_policy",
   "payload", "runner", "command", "source", "phases", "commands", "env", "artifact_paths", "timeout_seconds", "continue_on_error",
+  // `vars` are `{name}` template values; the other three are v1 contracts Loom carries in the payload.
+  "vars", "extensions", "oracle", "trajectory_export",
 ] as const;
 
 /** Defaults may set anything a case may, except its own task_id (which would repeat in every case). */
@@ -45,7 +48,8 @@ export type Phase = {
 };
 
 export type ExpandResult = { tasks: Task[]; errors: ItemFieldError[] };
-export type ManifestResult = { campaign?: Campaign; tasks: Task[]; errors: ItemFieldError[] };
+/** `notes` name the v1 fields kept without Loom acting on them (never errors). */
+export type ManifestResult = { campaign?: Campaign; tasks: Task[]; errors: ItemFieldError[]; notes: ItemFieldError[] };
 
 type Obj = Record<string, unknown>;
 type Check = (v: unknown, field: string) => ItemFieldError[];
@@ -102,6 +106,10 @@ const LAYER_CHECKS: Record<string, Check> = {
   setting_id: checkId,
   run_id: checkId,
   case_version: checkId,
+  vars: (v, f) => (isPlainObject(v) ? ok : bad(f, "must be a map of template values", "FieldValueTypeInvalid")),
+  extensions: (v, f) => (isPlainObject(v) ? ok : bad(f, "must be an object", "FieldValueTypeInvalid")),
+  oracle: (v, f) => (isPlainObject(v) ? ok : bad(f, "must be an object", "FieldValueTypeInvalid")),
+  trajectory_export: (v, f) => (isPlainObject(v) ? ok : bad(f, "must be an object", "FieldValueTypeInvalid")),
   payload: (v, f) => (isPlainObject(v) ? checkKnown(v, f, PAYLOAD_CHECKS) : bad(f, "must be an object", "FieldValueTypeInvalid")),
 };
 
@@ -245,7 +253,9 @@ export function expandCampaign(campaign: Campaign): ExpandResult {
     const case_version = idString(first(c.case_version, d.case_version)) ?? "v1";
     const scenario_id = first(c.scenario_id, d.scenario_id) ?? ids.setting_id;
     const package_id = first(c.package_id, d.package_id) ?? packageId(cid, ids.setting_id);
-    const vars: Record<string, string> = { campaign_id: cid, ...ids, task_id: id, case_version, scenario_id: String(scenario_id), package_id: String(package_id) };
+    // Template values below the task's own identity, as v1 had them (defaults < case < ids).
+    const own = Object.entries({ ...objOr(d.vars), ...objOr(c.vars) }).filter(([, v]) => ["string", "number", "boolean"].includes(typeof v));
+    const vars: Record<string, string> = { ...Object.fromEntries(own.map(([k, v]) => [k, String(v)])), campaign_id: cid, ...ids, task_id: id, case_version, scenario_id: String(scenario_id), package_id: String(package_id) };
     const expand = expander(vars);
 
     // payload = defaults.payload merged with case.payload; the keys below then layer payload < defaults < case.
@@ -283,6 +293,7 @@ export function expandCampaign(campaign: Campaign): ExpandResult {
     const phases = expand(merged.phases);
 
     const profile = mergeProfiles(d.execution_profile, dp.execution_profile, c.execution_profile, cp.execution_profile);
+    const contracts = v1Contracts([d, dp, c, cp], expand);
 
     const finalPayload: Obj = {
       ...payload,
@@ -298,6 +309,7 @@ export function expandCampaign(campaign: Campaign): ExpandResult {
       commands: phases,
       ...(source !== undefined ? { source, source_descriptor: source } : {}),
       execution_profile: profile,
+      ...contracts,
     };
     const expected = first(c.expected, d.expected);
     const taskSpec = {
@@ -348,6 +360,21 @@ export function expandCampaign(campaign: Campaign): ExpandResult {
   return { tasks, errors: dedupeErrors(errors) };
 }
 
+/**
+ * v1's layered contracts, lowest layer first: `extensions` merge by top-level key and are not
+ * templated; `oracle` and `trajectory_export` are taken whole from the highest layer that sets them.
+ */
+function v1Contracts(layers: Obj[], expand: <T>(v: T) => T): Obj {
+  const out: Obj = {};
+  const ext = layers.map((l) => l.extensions).filter(isPlainObject);
+  if (ext.length) out.extensions = Object.assign({}, ...ext);
+  for (const k of ["oracle", "trajectory_export"]) {
+    const top = layers.map((l) => l[k]).filter(isPlainObject).at(-1);
+    if (top) out[k] = expand(top);
+  }
+  return out;
+}
+
 /** A Task schema error, in the case's terms; a scalar inherited from defaults is reported there. */
 function taskFieldToCase(field: string, at: string, c: Obj, d: Obj): string {
   if (field === "metadata.name") return c.task_id !== undefined ? `${at}.task_id` : at;
@@ -361,8 +388,9 @@ function taskFieldToCase(field: string, at: string, c: Obj, d: Obj): string {
 }
 
 /** The Campaign resource for a parsed manifest object (schema v1), with the manifest's own checks. */
-export function manifestToCampaign(doc: unknown): { campaign?: Campaign; errors: ItemFieldError[] } {
-  if (!isPlainObject(doc)) return { errors: [fieldError("", "a manifest must be an object", "FieldValueTypeInvalid")] };
+export function manifestToCampaign(input: unknown): { campaign?: Campaign; errors: ItemFieldError[]; notes: ItemFieldError[] } {
+  if (!isPlainObject(input)) return { errors: [fieldError("", "a manifest must be an object", "FieldValueTypeInvalid")], notes: [] };
+  const { doc, notes, annotations } = readV1Manifest(input, MANIFEST_KEYS, CASE_KEYS);
   const errors: ItemFieldError[] = unknownKeys(doc, MANIFEST_KEYS, "").map((e) => ({ ...e, field: e.field.slice(1) }));
   if (doc.schema_version === undefined) errors.push(fieldError("schema_version", "required", "FieldValueRequired"));
   else if (doc.schema_version !== 1) errors.push(fieldError("schema_version", "must be 1", "FieldValueNotSupported"));
@@ -379,21 +407,21 @@ export function manifestToCampaign(doc: unknown): { campaign?: Campaign; errors:
   const campaign = {
     apiVersion: API_VERSION as Campaign["apiVersion"],
     kind: "Campaign" as const,
-    metadata: { name, labels: { [CAMPAIGN_LABEL]: name } },
+    metadata: { name, labels: { [CAMPAIGN_LABEL]: name }, ...(Object.keys(annotations).length ? { annotations } : {}) },
     spec: spec as unknown as Campaign["spec"],
   };
-  return { campaign, errors };
+  return { campaign, errors, notes };
 }
 
 /** Manifest -> Campaign -> Tasks, every check in one pass; fields are in the manifest's terms. */
 export function convertManifest(doc: unknown): ManifestResult {
-  const { campaign, errors } = manifestToCampaign(doc);
-  if (!campaign) return { tasks: [], errors };
-  return finishManifest(campaign, errors, new Set(errors.map((e) => e.field)));
+  const { campaign, errors, notes } = manifestToCampaign(doc);
+  if (!campaign) return { tasks: [], errors, notes };
+  return { ...finishManifest(campaign, errors, new Set(errors.map((e) => e.field))), notes };
 }
 
 /** Schema and expansion errors for a manifest's Campaign; `suppress` names fields the caller already reported in its own words. */
-function finishManifest(campaign: Campaign, errors: ItemFieldError[], suppress: Set<string>): ManifestResult {
+function finishManifest(campaign: Campaign, errors: ItemFieldError[], suppress: Set<string>): Omit<ManifestResult, "notes"> {
   const out = [...errors];
   for (const e of validateObject(campaign)) {
     const field = e.field === "metadata.name" ? "campaign_id" : (rebaseField(e.field, "spec", "") ?? e.field);
@@ -442,9 +470,9 @@ export function convertJsonlManifest(text: string): ManifestResult & { lines: nu
     lines.push(lineNo);
   }
   if (cases.length === 0 && errors.length === 0) errors.push(fieldError("cases", "must list at least one case"));
-  const { campaign } = manifestToCampaign({ schema_version: 1, campaign_id: campaignId ?? "", cases });
+  const { campaign, notes } = manifestToCampaign({ schema_version: 1, campaign_id: campaignId ?? "", cases });
   // campaign_id and schema_version are checked line by line above.
-  const result = finishManifest(campaign!, errors, new Set(["campaign_id", "schema_version", "cases"]));
+  const result = { ...finishManifest(campaign!, errors, new Set(["campaign_id", "schema_version", "cases"])), notes };
   const errs = result.errors.map((e) => {
     if (e.line !== undefined) return e;
     const m = /^cases\[(\d+)\]/.exec(e.field);

@@ -13,6 +13,8 @@ import { PullLoop, type ConcurrencyPolicy, type PullOptions } from "./pull.ts";
 
 export const CONNECTION_MODES = ["ssh-start", "long-poll", "direct-worker-api", "prestarted"] as const;
 export type ConnectionMode = (typeof CONNECTION_MODES)[number];
+/** v1 Runner's mode names: `poll` is a pull loop with no long-poll wait, `direct-api` serves pushes. */
+export const V1_CONNECTION_MODES: Record<string, ConnectionMode> = { poll: "prestarted", "direct-api": "direct-worker-api" };
 const LONG_POLL_WAIT_SECONDS = 25;
 const SHUTDOWN_GRACE_SECONDS = 30;
 
@@ -34,8 +36,15 @@ interface RawOptions {
   serveHost: string;
   servePort: string;
   authTokenEnv: string;
+  /** v1's name for --auth-token-env; wins when given. */
+  controllerTokenEnv?: string;
   directApiTokenEnv: string;
   shutdownGraceSeconds: string;
+  /** v1 flags this Runner accepts but has nothing to do with (it keeps no source cache). */
+  sourceCacheDir?: string;
+  sourceCacheMaxMb?: string;
+  failFast?: boolean;
+  directApiRunOnStart?: boolean;
 }
 
 export class FlagError extends Error {
@@ -61,6 +70,8 @@ export interface RunnerConfig {
   controller: string;
   authTokenEnv: string;
   directApiTokenEnv: string;
+  /** v1 flags given that have no effect here, each with why; logged at start. */
+  ignored: string[];
   pull: Omit<PullOptions, "client" | "log">;
   serveHost: string;
   servePort: number;
@@ -80,15 +91,18 @@ export function resolveConfig(raw: RawOptions, env: NodeJS.ProcessEnv = process.
 
   const workerId = (raw.workerId ?? os.hostname()).trim();
   if (!workerId) throw new FlagError("--worker-id", "must not be empty");
-  if (!(CONNECTION_MODES as readonly string[]).includes(raw.connectionMode)) {
-    throw new FlagError("--connection-mode", `must be one of ${CONNECTION_MODES.join(", ")}, got ${JSON.stringify(raw.connectionMode)}`);
+  const modeName = V1_CONNECTION_MODES[raw.connectionMode] ?? raw.connectionMode;
+  if (!(CONNECTION_MODES as readonly string[]).includes(modeName)) {
+    throw new FlagError("--connection-mode", `must be one of ${[...CONNECTION_MODES, ...Object.keys(V1_CONNECTION_MODES)].join(", ")}, got ${JSON.stringify(raw.connectionMode)}`);
   }
-  const mode = raw.connectionMode as ConnectionMode;
+  const mode = modeName as ConnectionMode;
+  const authTokenEnv = raw.controllerTokenEnv ?? raw.authTokenEnv;
   if (raw.concurrencyPolicy !== "fixed" && raw.concurrencyPolicy !== "adaptive") {
     throw new FlagError("--concurrency-policy", `must be fixed or adaptive, got ${JSON.stringify(raw.concurrencyPolicy)}`);
   }
   const maxConcurrency = int("--max-concurrency", raw.maxConcurrency, { min: 1, max: 1024 })!;
-  const initialConcurrency = int("--initial-concurrency", raw.initialConcurrency, { min: 1 }) ?? maxConcurrency;
+  // v1's default: start at one and let the Hub raise it.
+  const initialConcurrency = int("--initial-concurrency", raw.initialConcurrency, { min: 1 }) ?? 1;
   if (initialConcurrency > maxConcurrency) {
     throw new FlagError("--initial-concurrency", `must be between 1 and --max-concurrency (${maxConcurrency}), got ${initialConcurrency}`);
   }
@@ -114,7 +128,8 @@ export function resolveConfig(raw: RawOptions, env: NodeJS.ProcessEnv = process.
   const maxTasks = int("--max-tasks", raw.maxTasks, { min: 0 }) ?? 0;
   const servePort = int("--serve-port", raw.servePort, { min: 0, max: 65535 })!;
   const shutdownGrace = int("--shutdown-grace-seconds", raw.shutdownGraceSeconds, { min: 0 })!;
-  for (const [flag, name] of [["--auth-token-env", raw.authTokenEnv], ["--direct-api-token-env", raw.directApiTokenEnv]] as const) {
+  int("--source-cache-max-mb", raw.sourceCacheMaxMb, { min: 0 });
+  for (const [flag, name] of [[raw.controllerTokenEnv !== undefined ? "--controller-token-env" : "--auth-token-env", authTokenEnv], ["--direct-api-token-env", raw.directApiTokenEnv]] as const) {
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new FlagError(flag, `must be an environment variable name, got ${JSON.stringify(name)}`);
   }
   if (mode === "direct-worker-api" && !isLoopbackHost(raw.serveHost) && !env[raw.directApiTokenEnv]) {
@@ -125,8 +140,13 @@ export function resolveConfig(raw: RawOptions, env: NodeJS.ProcessEnv = process.
   return {
     mode,
     controller: controller.replace(/\/+$/, ""),
-    authTokenEnv: raw.authTokenEnv,
+    authTokenEnv,
     directApiTokenEnv: raw.directApiTokenEnv,
+    ignored: [
+      ...(raw.sourceCacheDir !== undefined || raw.sourceCacheMaxMb !== undefined ? ["--source-cache-dir/--source-cache-max-mb (this Runner keeps no source cache)"] : []),
+      ...(raw.failFast ? ["--fail-fast (a failed task is reported to the Hub and the loop goes on)"] : []),
+      ...(raw.directApiRunOnStart ? ["--direct-api-run-on-start (a Direct Runner here only takes pushes)"] : []),
+    ],
     serveHost: raw.serveHost,
     servePort,
     pull: {
@@ -143,7 +163,7 @@ export function resolveConfig(raw: RawOptions, env: NodeJS.ProcessEnv = process.
       once: Boolean(raw.once),
       maxTasks,
       graceSeconds: shutdownGrace,
-      scrubEnv: [...new Set([...DEFAULT_SCRUBBED_ENV, raw.authTokenEnv, raw.directApiTokenEnv])],
+      scrubEnv: [...new Set([...DEFAULT_SCRUBBED_ENV, authTokenEnv, raw.directApiTokenEnv])],
     },
   };
 }
@@ -167,6 +187,7 @@ export async function runRunner(cfg: RunnerConfig): Promise<number> {
   await mkdir(cfg.pull.workDir, { recursive: true });
   const client = new HubClient({ baseUrl: cfg.controller, tokenEnv: cfg.authTokenEnv });
   if (!client.hasToken) log(`no Hub token in $${cfg.authTokenEnv}; calling the Hub without one`);
+  for (const flag of cfg.ignored) log(`accepted, no effect: ${flag}`);
   const opts: PullOptions = { ...cfg.pull, client, log };
   // Capacity is frozen at registration: say what it will be before anything else.
   const snap = await hostSnapshot(cfg.pull.workDir);
@@ -220,21 +241,26 @@ export function runnerCommand(): Command {
     .option("--worker-id <id>", "worker id (default: the hostname)")
     .option("--capability <name>", "capability to advertise (repeatable; default linux and *)", collect, [])
     .option("--max-concurrency <n>", "hard cap on tasks running at once", "1")
-    .option("--initial-concurrency <n>", "desired concurrency at registration (default: --max-concurrency)")
+    .option("--initial-concurrency <n>", "desired concurrency at registration; the Hub may raise it (default 1)")
     .option("--concurrency-policy <policy>", "fixed | adaptive", "fixed")
     .option("--resource-capacity-json <json>", 'capacity overrides, e.g. {"memory_mb":2048,"gpu_count":1,"gpu_types":["a100"]}')
     .option("--work-dir <dir>", "where attempts and result ZIPs are kept (default ./.loom/runner/<worker>)")
     .option("--lease-seconds <n>", "lease asked for on claim and renew (>= 30)", "600")
     .option("--claim-wait-seconds <n>", "long-poll wait sent with claims (0..60; long-poll mode: 25)")
-    .option("--connection-mode <mode>", CONNECTION_MODES.join(" | "), "ssh-start")
+    .option("--connection-mode <mode>", `${CONNECTION_MODES.join(" | ")}; v1's poll and direct-api mean prestarted and direct-worker-api`, "ssh-start")
     .option("--poll-seconds <n>", "pause between idle rounds", "5")
     .option("--once", "exit after an idle round with nothing running")
     .option("--max-tasks <n>", "exit after this many tasks (0 = no limit)")
     .option("--serve-host <host>", "direct-worker-api: address to listen on", "127.0.0.1")
     .option("--serve-port <port>", "direct-worker-api: port to listen on", String(DIRECT_DEFAULT_PORT))
     .option("--auth-token-env <name>", "env var holding the Hub token", "LOOM_HUB_TOKEN")
+    .option("--controller-token-env <name>", "v1's name for --auth-token-env")
     .option("--direct-api-token-env <name>", "env var holding the Direct Runner API token", "LOOM_RUNNER_TOKEN")
     .option("--shutdown-grace-seconds <n>", "on SIGINT/SIGTERM, how long running tasks may finish", String(SHUTDOWN_GRACE_SECONDS))
+    .option("--source-cache-dir <dir>", "v1 flag, accepted; this Runner keeps no source cache")
+    .option("--source-cache-max-mb <n>", "v1 flag, accepted; this Runner keeps no source cache")
+    .option("--fail-fast", "v1 flag, accepted; a failed task is reported and the loop goes on")
+    .option("--direct-api-run-on-start", "v1 flag, accepted; a Direct Runner here only takes pushes")
     .exitOverride()
     .action(async (raw: RawOptions) => {
       let cfg: RunnerConfig;

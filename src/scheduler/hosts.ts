@@ -14,7 +14,7 @@ export async function applyWorkers(ctx: SchedulerContext, workers: Worker[], ope
       else {
         // Declared fields replace the stored ones; a cordon set by an operator stays.
         const spec = { ...w.spec, ...(cur.spec.unschedulable ? { unschedulable: true } : {}) };
-        ops.push({ op: "update", object: { ...cur, metadata: { ...cur.metadata, labels: { ...cur.metadata.labels, ...w.metadata.labels } }, spec } as unknown as StoredObject });
+        ops.push({ op: "update", object: { ...cur, metadata: { ...cur.metadata, labels: { ...cur.metadata.labels, ...w.metadata.labels }, annotations: { ...cur.metadata.annotations, ...w.metadata.annotations } }, spec } as unknown as StoredObject });
       }
     }
     const written = await ctx.commit(ops);

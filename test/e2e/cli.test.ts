@@ -167,7 +167,7 @@ describe("loom describe", () => {
 
 describe("the contract's verbs", () => {
   it("worker-capacity and task-admission print the numbers; top draws bars without colors when piped", async () => {
-    const [cap, adm, top] = await Promise.all([loom("worker-capacity"), loom("task-admission", "--task-id", "t-big"), loom("top", "workers")]);
+    const [cap, adm, top] = await Promise.all([loom("worker-capacity", "-o", "table"), loom("task-admission", "--task-id", "t-big", "-o", "table"), loom("top", "workers")]);
     expect(cap.code, cap.stderr).toBe(0);
     expect(lineOf(cap.stdout, "w1").split(/\s+/)).toEqual(["w1", "ready", "1/4", "750m/4000m", "1536/6144Mi", "2048/30000Mi", "0/0", "cpu=3250m,mem=4608Mi,disk=27952Mi,gpu=0"]);
 
@@ -181,17 +181,18 @@ describe("the contract's verbs", () => {
     expect(lineOf(top.stdout, "w1")).toMatch(/^w1\s+ready\s+1\/4\s+\[##\.{8}\]\s+19% 750m\/4000m\s+\[###\.{7}\]\s+25% 1536\/6144Mi\s/);
   });
 
-  it("dispatch-repo-run sends the profile from its flags and reports created, then existing", async () => {
+  it("dispatch-repo-run sends the profile from its flags and reports created, then the repeated id as a conflict", async () => {
     const args = ["dispatch-repo-run", "--repo-url", "https://example.invalid/eval.git", "--command", "python3 run_eval.py", "--placement", "exclusive",
       "--cpu-millis", "2000", "--memory-mb", "4096", "--task-id", "repo-1", "--run-id", "001", "--required-capability", "linux"];
-    const first = await loom(...args);
+    const first = await loom(...args, "-o", "table");
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout).toBe("task/repo-1 created\n");
     const t = (await get(h.url, `${API}/tasks/repo-1`)).body;
     expect(t.spec.execution_profile).toEqual({ placement: "exclusive", resources: { cpu_millis: 2000, memory_mb: 4096 } });
     expect(t.spec.payload.source).toEqual({ type: "git", url: "https://example.invalid/eval.git" });
     const again = await loom(...args, "-o", "json");
-    expect(again.code, again.stderr).toBe(0);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/^error: task_id_conflict: task "repo-1" already exists \(queued\)/);
     expect(JSON.parse(again.stdout)).toEqual({ created: [], existing: [expect.objectContaining({ task_id: "repo-1", state: "queued" })] });
   });
 });

@@ -68,7 +68,7 @@ beforeAll(async () => {
   for (const [id, w] of Object.entries(WORKERS)) {
     runners.push(
       launch(id, [
-        "runner", "--controller", url, "--worker-id", id, "--max-concurrency", String(w.max), "--resource-capacity-json", JSON.stringify(w.capacity),
+        "runner", "--controller", url, "--worker-id", id, "--max-concurrency", String(w.max), "--initial-concurrency", String(w.max), "--resource-capacity-json", JSON.stringify(w.capacity),
         ...w.caps.flatMap((c) => ["--capability", c]), "--connection-mode", "long-poll", "--poll-seconds", "1", "--lease-seconds", "60",
         "--work-dir", path.join(dir, id), "--shutdown-grace-seconds", "5",
       ], { LOOM_HUB_TOKEN: TOKEN }),

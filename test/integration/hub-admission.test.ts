@@ -151,7 +151,7 @@ describe("capability eligibility", () => {
     const dir = await mkdtemp(join(tmpdir(), "loom-cap-"));
     try {
       const cfg = resolveConfig({
-        controller: u, workerId: "plain-runner", capability: [], maxConcurrency: "2", concurrencyPolicy: "fixed", leaseSeconds: "600",
+        controller: u, workerId: "plain-runner", capability: [], maxConcurrency: "2", initialConcurrency: "2", concurrencyPolicy: "fixed", leaseSeconds: "600",
         connectionMode: "ssh-start", pollSeconds: "5", serveHost: "127.0.0.1", servePort: "9876", authTokenEnv: "LOOM_HUB_TOKEN",
         directApiTokenEnv: "LOOM_RUNNER_TOKEN", shutdownGraceSeconds: "30", workDir: dir,
       });

@@ -169,7 +169,7 @@ describe("inventory v1 -> Worker resources", () => {
     });
   });
 
-  it("unknown top-level, controller, connection_defaults and worker keys are errors", () => {
+  it("keys Loom does not act on are kept and noted, never errors; bad values of known keys still are", () => {
     const r = inventoryToWorkers({
       inventory_version: 1,
       hosts: [],
@@ -178,13 +178,14 @@ describe("inventory v1 -> Worker resources", () => {
       workers: [worker({ worker_id: "w1", gpu: 1 })],
     });
     expect(fields(r.errors)).toEqual([
-      "hosts: unknown field",
       "controller.connection_mode: must be one of: ssh-start, prestarted, local-process",
-      "controller.colour: unknown field",
-      "connection_defaults.bogus: unknown field",
       "connection_defaults.worker_id: worker_id cannot be a default: it must be unique per worker",
-      "workers[0].gpu: unknown field",
     ]);
+    expect(r.notes.map((n) => n.field)).toEqual(["hosts", "controller.colour", "connection_defaults.bogus", "workers[0].gpu"]);
+    expect(r.settings.kept).toEqual({ hosts: [] });
+    // the worker keeps its own and the inherited unknown keys, as written, in one annotation
+    expect(JSON.parse(r.workers[0].metadata.annotations!["loom.dev/v1-fields"])).toEqual({ bogus: 1, gpu: 1 });
+    expect(r.workers[0].spec).not.toHaveProperty("gpu");
   });
 
   it("duplicate worker ids are errors naming both entries", () => {
@@ -262,7 +263,7 @@ describe("inventory v1 -> Worker resources", () => {
     const r = inventoryToWorkers({
       inventory_version: 3,
       controller_public_url: "not a url",
-      workers: [worker({ worker_id: "a", resource_capacity: { cpu_millis: -1, gpu_types: ["x"] } }), "nope", worker({ worker_id: "a", colour: 1 })],
+      workers: [worker({ worker_id: "a", resource_capacity: { cpu_millis: -1, gpu_types: ["x"] } }), "nope", worker({ worker_id: "a", port: 0 })],
     });
     expect(fields(r.errors)).toEqual([
       "inventory_version: must be 1",
@@ -270,7 +271,7 @@ describe("inventory v1 -> Worker resources", () => {
       "workers[0].resource_capacity.cpu_millis: must be non-negative",
       "workers[0].resource_capacity.gpu_types: requires a positive gpu_count",
       "workers[1]: must be an object",
-      "workers[2].colour: unknown field",
+      "workers[2].port: must be >= 1",
       'workers[2].worker_id: duplicate worker id "a" (also workers[0])',
     ]);
   });
@@ -451,11 +452,19 @@ describe("campaign manifest v1 -> Campaign -> Tasks", () => {
     });
   });
 
-  it("unknown case, default and manifest keys are errors (explicit allowlists)", () => {
+  it("v1 keys Loom does not know become template values or annotations, noted, never errors", () => {
     expect(CASE_KEYS).toContain("task_id");
     expect(DEFAULT_KEYS).not.toContain("task_id");
-    const r = convertManifest({ ...manifest([c({ colour: "red" })], { task_id: "x", colour: 1 }), owner: "me" });
-    expect(fields(r.errors)).toEqual(["owner: unknown field", "defaults.task_id: unknown field", "defaults.colour: unknown field", "cases[0].colour: unknown field"]);
+    const r = convertManifest({ ...manifest([c({ colour: "red" })], { task_id: "x", colour: 1, command: "echo {colour}" }), owner: "me" });
+    expect(fields(r.errors)).toEqual(["defaults.task_id: unknown field"]);
+    expect(r.notes.map((n) => n.field)).toEqual(["owner", "defaults.colour", "cases[0].colour"]);
+    expect(r.campaign!.metadata.annotations).toEqual({ "loom.dev/v1-fields": JSON.stringify({ owner: "me" }) });
+    expect(r.campaign!.spec.cases[0]).toMatchObject({ vars: { colour: "red" } });
+  });
+
+  it("Loom's own Campaign form stays strict: an unknown case key there is an error", () => {
+    const campaign = { apiVersion: "loom.dev/v1alpha1", kind: "Campaign", metadata: { name: "x" }, spec: { campaign_id: "x", cases: [c({ colour: "red" })] } } as unknown as Campaign;
+    expect(fields(expandCampaign(campaign).errors)).toEqual(["cases[0].colour: unknown field"]);
   });
 
   it("schema_version must be 1 and campaign_id is required", () => {
@@ -531,12 +540,12 @@ describe("campaign manifest v1 -> Campaign -> Tasks", () => {
     const r = convertManifest({
       schema_version: 1,
       campaign_id: "demo",
-      defaults: { bogus: true },
+      defaults: { timeout_seconds: -1 },
       cases: [c(), "nope", c({ case_id: "b", execution_profile: { resources: { gpu_types: ["x"] } } }), { case_id: "c" }, c()],
     });
     expect(formatInputErrors(r.errors)).toEqual([
       "cases[1]: must be an object",
-      "defaults.bogus: unknown field",
+      "defaults.timeout_seconds: must be a positive number",
       "cases[2] (demo__b__base__run-001).execution_profile.resources.gpu_types: requires a positive gpu_count",
       "cases[3].setting_id: required (on the case or in defaults)",
       "cases[3].run_id: required (on the case or in defaults)",
@@ -682,7 +691,7 @@ cases:
     expect(fields(parseDocuments("hello: world\n", "x.yaml").errors)).toEqual([
       ": not a Loom resource (apiVersion, kind), an inventory (inventory_version) or a campaign manifest (schema_version, campaign_id, cases)",
     ]);
-    expect(parseDocuments("---\n---\n", "empty.yaml")).toEqual({ resources: [], tasks: [], inventories: [], errors: [] });
+    expect(parseDocuments("---\n---\n", "empty.yaml")).toEqual({ resources: [], tasks: [], inventories: [], errors: [], notes: [] });
   });
 
   describe("a parse error names the file and line", () => {

@@ -19,6 +19,17 @@ const defaults = {
 };
 
 describe("resolveConfig", () => {
+  it("accepts the v1 Runner's flags: poll, direct-api and --controller-token-env map onto Loom's", () => {
+    const poll = resolveConfig({ ...defaults, connectionMode: "poll", controllerTokenEnv: "V1_TOKEN" }, {});
+    expect(poll.mode).toBe("prestarted");
+    expect(poll.pull.claimWaitSeconds).toBe(0);
+    expect(poll.authTokenEnv).toBe("V1_TOKEN");
+    expect(poll.pull.scrubEnv).toContain("V1_TOKEN");
+    expect(resolveConfig({ ...defaults, connectionMode: "direct-api" }, {}).mode).toBe("direct-worker-api");
+    const quiet = resolveConfig({ ...defaults, sourceCacheDir: "/c", sourceCacheMaxMb: "10", failFast: true }, {});
+    expect(quiet.ignored).toHaveLength(2);
+    expect(resolveConfig(defaults, {}).ignored).toEqual([]);
+  });
   it("applies the documented defaults", () => {
     const c = resolveConfig({ ...defaults, workerId: "w1" }, {});
     expect(c.controller).toBe("http://127.0.0.1:8765");
@@ -27,10 +38,10 @@ describe("resolveConfig", () => {
     expect(c.pull.workDir).toBe(path.resolve(".loom/runner/w1"));
     expect(c.pull.scrubEnv).toEqual(expect.arrayContaining(["LOOM_HUB_TOKEN", "LOOM_RUNNER_TOKEN"]));
   });
-  it("takes the controller from LOOM_CONTROLLER, initial concurrency from max, and 25 s waits in long-poll mode", () => {
+  it("takes the controller from LOOM_CONTROLLER, initial concurrency 1 as v1 did, and 25 s waits in long-poll mode", () => {
     const c = resolveConfig({ ...defaults, maxConcurrency: "4", connectionMode: "long-poll" }, { LOOM_CONTROLLER: "http://hub:9000/" });
     expect(c.controller).toBe("http://hub:9000");
-    expect(c.pull).toMatchObject({ maxConcurrency: 4, initialConcurrency: 4, claimWaitSeconds: 25 });
+    expect(c.pull).toMatchObject({ maxConcurrency: 4, initialConcurrency: 1, claimWaitSeconds: 25 });
     expect(resolveConfig({ ...defaults, connectionMode: "long-poll", claimWaitSeconds: "5" }, {}).pull.claimWaitSeconds).toBe(5);
   });
   it.each([
@@ -49,6 +60,8 @@ describe("resolveConfig", () => {
     [{ resourceCapacityJson: "{nope" }, "--resource-capacity-json"],
     [{ resourceCapacityJson: '{"gpu_types":["a100"]}' }, "--resource-capacity-json"],
     [{ authTokenEnv: "not a name" }, "--auth-token-env"],
+    [{ controllerTokenEnv: "not a name" }, "--controller-token-env"],
+    [{ sourceCacheMaxMb: "-5" }, "--source-cache-max-mb"],
     [{ connectionMode: "direct-worker-api", serveHost: "0.0.0.0" }, "--serve-host"],
   ])("rejects %j naming %s", (bad, flag) => {
     let err: unknown;
