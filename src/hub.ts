@@ -108,7 +108,7 @@ export class Hub {
     const cache = new Informer(store, ["Worker", "Task", "Campaign"], { pending: true });
     const hub = new Hub(store, cache, opts);
     await cache.start();
-    hub.scheduler.resync();
+    // The scheduler follows the informer from before its first list, so its queue is already full.
     const http = Fastify({ logger: opts.logLevel === "silent" ? false : { level: opts.logLevel, redact: ["req.headers.authorization", "req.headers[\"x-loom-token\"]"] }, bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true, ...(https ? { https } : {}) });
     await http.register(app, { hub, auth: { hubToken, workerTokens } });
     hub.http = http;

@@ -93,10 +93,10 @@ export class AdmissionConditions {
           : { status: "False", reason, message },
         ...(s.unsatisfiable ? { unsatisfiable: { reason, message: "no worker could ever admit this task, even empty" } } : {}),
       };
-      for (const e of [...shape.entries]) {
+      for (const name of this.queue.namesOf(shape)) {
         if (slice.due()) await slice.pause();
         if (ops.length >= this.opts.maxWritesPerPass) { deferred = true; break; }
-        const t = this.ctx.task(e.name);
+        const t = this.ctx.task(name);
         if (!t || !isQueued(t.status?.state ?? "queued")) continue;
         const next = this.apply(t, wanted, now);
         if (next) ops.push({ op: "updateStatus", object: { ...(t as unknown as StoredObject), status: next } });

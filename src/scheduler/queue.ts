@@ -28,44 +28,43 @@ export function shapeKey(t: Task): string {
 
 const capabilityOf = (t: Task) => (t.spec.required_capability ?? "").trim();
 
-export type Shape = { key: string; capability: string; sample: Task; entries: QueueEntry[]; heapIndex: number };
-
-/** A binary heap of shapes by their first entry, with positions so a shape can move when its head changes. */
-class ShapeHeap {
-  readonly items: Shape[] = [];
+/** A binary heap whose items know their position, so any item can be removed or re-placed in O(log n). */
+class IndexedHeap<T extends { heapIndex: number }> {
+  readonly items: T[] = [];
+  constructor(private readonly before: (a: T, b: T) => boolean) {}
   get size(): number { return this.items.length; }
-  peek(): Shape | undefined { return this.items[0]; }
-  push(s: Shape): void {
-    s.heapIndex = this.items.length;
-    this.items.push(s);
-    this.up(s.heapIndex);
+  peek(): T | undefined { return this.items[0]; }
+  push(x: T): void {
+    x.heapIndex = this.items.length;
+    this.items.push(x);
+    this.up(x.heapIndex);
   }
-  pop(): Shape | undefined {
+  pop(): T | undefined {
     const top = this.items[0];
     if (top) this.removeAt(0);
     return top;
   }
-  remove(s: Shape): void {
-    if (this.items[s.heapIndex] === s) this.removeAt(s.heapIndex);
+  remove(x: T): boolean {
+    if (this.items[x.heapIndex] !== x) return false;
+    this.removeAt(x.heapIndex);
+    return true;
   }
-  /** The shape's head changed: restore the heap order around it. */
-  update(s: Shape): void {
-    if (this.items[s.heapIndex] !== s) return this.push(s);
-    this.up(s.heapIndex);
-    this.down(s.heapIndex);
+  /** x's key changed: restore the order around it. */
+  update(x: T): void {
+    if (this.items[x.heapIndex] !== x) return this.push(x);
+    this.up(x.heapIndex);
+    this.down(x.heapIndex);
   }
   private removeAt(i: number): void {
+    const gone = this.items[i];
     const last = this.items.pop()!;
-    this.items[i] && (this.items[i].heapIndex = -1);
+    gone.heapIndex = -1;
     if (i < this.items.length) {
       this.items[i] = last;
       last.heapIndex = i;
       this.up(i);
       this.down(i);
     }
-  }
-  private less(i: number, j: number): boolean {
-    return claimOrder(this.items[i].entries[0], this.items[j].entries[0]) < 0;
   }
   private swap(i: number, j: number): void {
     const a = this.items[i], b = this.items[j];
@@ -75,7 +74,7 @@ class ShapeHeap {
   private up(i: number): void {
     while (i > 0) {
       const p = (i - 1) >> 1;
-      if (!this.less(i, p)) return;
+      if (!this.before(this.items[i], this.items[p])) return;
       this.swap(i, p);
       i = p;
     }
@@ -84,8 +83,8 @@ class ShapeHeap {
     for (;;) {
       const l = 2 * i + 1, r = l + 1;
       let m = i;
-      if (l < this.items.length && this.less(l, m)) m = l;
-      if (r < this.items.length && this.less(r, m)) m = r;
+      if (l < this.items.length && this.before(this.items[l], this.items[m])) m = l;
+      if (r < this.items.length && this.before(this.items[r], this.items[m])) m = r;
       if (m === i) return;
       this.swap(i, m);
       i = m;
@@ -93,11 +92,19 @@ class ShapeHeap {
   }
 }
 
+type Entry = QueueEntry & { heapIndex: number };
+
+/** The queued tasks of one requirement shape, best first (a heap: inserting and removing cost O(log n) at any depth). */
+export type Shape = { key: string; capability: string; sample: Task; entries: IndexedHeap<Entry>; heapIndex: number };
+
+/** Shapes ordered by their best task. */
+const shapeHeap = () => new IndexedHeap<Shape>((a, b) => claimOrder(a.entries.peek()!, b.entries.peek()!) < 0);
+
 export class ClaimQueue {
   private readonly shapes = new Map<string, Shape>();
-  private readonly byName = new Map<string, QueueEntry>();
+  private readonly byName = new Map<string, Entry>();
   /** Shapes by required capability ("" = any worker). */
-  private readonly heaps = new Map<string, ShapeHeap>();
+  private readonly heaps = new Map<string, IndexedHeap<Shape>>();
 
   get size(): number { return this.byName.size; }
 
@@ -106,7 +113,7 @@ export class ClaimQueue {
     const name = task.metadata.name;
     // A task with no status yet is new, so queued.
     if (!isQueued(task.status?.state ?? "queued")) return this.remove(name);
-    const entry: QueueEntry = { name, priority: task.spec.priority ?? 0, created: task.metadata.creationTimestamp ?? "", shape: shapeKey(task) };
+    const entry: Entry = { name, priority: task.spec.priority ?? 0, created: task.metadata.creationTimestamp ?? "", shape: shapeKey(task), heapIndex: -1 };
     const old = this.byName.get(name);
     if (old && old.shape === entry.shape && old.priority === entry.priority && old.created === entry.created) {
       this.shapes.get(old.shape)!.sample = task;
@@ -114,13 +121,13 @@ export class ClaimQueue {
     }
     if (old) this.remove(name);
     let shape = this.shapes.get(entry.shape);
-    if (!shape) this.shapes.set(entry.shape, (shape = { key: entry.shape, capability: capabilityOf(task), sample: task, entries: [], heapIndex: -1 }));
+    if (!shape) this.shapes.set(entry.shape, (shape = { key: entry.shape, capability: capabilityOf(task), sample: task, entries: new IndexedHeap<Entry>((a, b) => claimOrder(a, b) < 0), heapIndex: -1 }));
     shape.sample = task;
-    const at = this.insertAt(shape.entries, entry);
-    shape.entries.splice(at, 0, entry);
+    const head = shape.entries.peek();
+    shape.entries.push(entry);
     this.byName.set(name, entry);
-    if (shape.entries.length === 1) this.heap(shape.capability).push(shape);
-    else if (at === 0) this.heap(shape.capability).update(shape);
+    if (!head) this.heap(shape.capability).push(shape);
+    else if (shape.entries.peek() !== head) this.heap(shape.capability).update(shape);
   }
 
   remove(name: string): void {
@@ -128,21 +135,22 @@ export class ClaimQueue {
     if (!e) return;
     this.byName.delete(name);
     const shape = this.shapes.get(e.shape)!;
-    let i = this.insertAt(shape.entries, e);
-    // insertAt finds the first position not before e; e itself sits there
-    if (shape.entries[i]?.name !== e.name) i = shape.entries.findIndex((x) => x.name === e.name);
-    shape.entries.splice(i, 1);
+    const wasHead = shape.entries.peek() === e;
+    shape.entries.remove(e);
     const heap = this.heap(shape.capability);
-    if (shape.entries.length === 0) {
+    if (shape.entries.size === 0) {
       heap.remove(shape);
       this.shapes.delete(e.shape);
       if (heap.size === 0) this.heaps.delete(shape.capability);
-    } else if (i === 0) heap.update(shape);
+    } else if (wasHead) heap.update(shape);
   }
 
   has(name: string): boolean { return this.byName.has(name); }
 
   allShapes(): IterableIterator<Shape> { return this.shapes.values(); }
+
+  /** The names of a shape's queued tasks, in no particular order. */
+  namesOf(shape: Shape): string[] { return shape.entries.items.map((e) => e.name); }
 
   get shapeCount(): number { return this.shapes.size; }
 
@@ -155,59 +163,49 @@ export class ClaimQueue {
    * written and the informer removes their tasks).
    */
   walk(capabilities: readonly string[]): ClaimWalk {
-    const sources = capabilities.includes("*") ? [...this.heaps.values()] : ["", ...new Set(capabilities)].map((c) => this.heaps.get(c)).filter((h): h is ShapeHeap => !!h);
+    const sources = capabilities.includes("*") ? [...this.heaps.values()] : ["", ...new Set(capabilities)].map((c) => this.heaps.get(c)).filter((h): h is IndexedHeap<Shape> => !!h);
     return new ClaimWalk(sources);
   }
 
-  private heap(capability: string): ShapeHeap {
+  private heap(capability: string): IndexedHeap<Shape> {
     let h = this.heaps.get(capability);
-    if (!h) this.heaps.set(capability, (h = new ShapeHeap()));
+    if (!h) this.heaps.set(capability, (h = shapeHeap()));
     return h;
-  }
-
-  private insertAt(list: QueueEntry[], e: QueueEntry): number {
-    let lo = 0, hi = list.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (claimOrder(list[mid], e) < 0) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
   }
 }
 
 /** `pulled`: the source's next shape has joined the merge (the heap only vouches for this shape's first entry). */
-type Cursor = { shape: Shape; offset: number; source: ShapeHeap; pulled: boolean };
+type Cursor = { shape: Shape; source: IndexedHeap<Shape>; pulled: boolean };
 
-/** A k-way merge over the capability heaps, with a read offset per visited shape. */
+/**
+ * A k-way merge over the capability heaps. Shapes visited are taken off their heap, and the
+ * entries taken off their shape, for the length of the walk; close() puts all of them back.
+ */
 export class ClaimWalk {
   private readonly open: Cursor[] = [];
-  private readonly popped: { shape: Shape; source: ShapeHeap }[] = [];
+  private readonly popped: { shape: Shape; source: IndexedHeap<Shape> }[] = [];
+  private readonly taken: { shape: Shape; entry: Entry }[] = [];
   private current: Cursor | undefined;
 
-  constructor(private readonly sources: ShapeHeap[]) {
+  constructor(sources: IndexedHeap<Shape>[]) {
     for (const h of sources) this.pull(h);
   }
 
   /** The best remaining task and its shape, or undefined when the walk is over. */
   next(): { shape: Shape; entry: QueueEntry } | undefined {
-    let best = -1;
-    for (let i = 0; i < this.open.length; i++) {
-      const c = this.open[i];
-      if (best < 0 || claimOrder(c.shape.entries[c.offset], this.open[best].shape.entries[this.open[best].offset]) < 0) best = i;
-    }
-    if (best < 0) return (this.current = undefined);
-    this.current = this.open[best];
-    return { shape: this.current.shape, entry: this.current.shape.entries[this.current.offset] };
+    let best: Cursor | undefined;
+    for (const c of this.open) if (!best || claimOrder(c.shape.entries.peek()!, best.shape.entries.peek()!) < 0) best = c;
+    this.current = best;
+    return best && { shape: best.shape, entry: best.shape.entries.peek()! };
   }
 
   /** The last task returned is taken (or gone): its shape offers its next one. */
   take(): void {
     const c = this.current!;
-    c.offset++;
+    this.taken.push({ shape: c.shape, entry: c.shape.entries.pop()! });
     // Past its first entry this shape may rank below the next shape of its heap.
     this.pullAfter(c);
-    if (c.offset >= c.shape.entries.length) this.drop(c);
+    if (c.shape.entries.size === 0) this.drop(c);
   }
 
   /** The last shape returned does not fit this worker: none of its tasks are offered again. */
@@ -216,7 +214,9 @@ export class ClaimWalk {
   }
 
   close(): void {
+    for (const { shape, entry } of this.taken) shape.entries.push(entry);
     for (const { shape, source } of this.popped) source.push(shape);
+    this.taken.length = 0;
     this.popped.length = 0;
     this.open.length = 0;
   }
@@ -233,10 +233,10 @@ export class ClaimWalk {
     this.pull(c.source);
   }
 
-  private pull(h: ShapeHeap): void {
+  private pull(h: IndexedHeap<Shape>): void {
     const shape = h.pop();
     if (!shape) return;
     this.popped.push({ shape, source: h });
-    this.open.push({ shape, offset: 0, source: h, pulled: false });
+    this.open.push({ shape, source: h, pulled: false });
   }
 }
