@@ -136,7 +136,7 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
 
   async function listOrWatch(r: Resource, req: FastifyRequest, reply: FastifyReply) {
     const q = req.query as Query;
-    const { matches } = objectMatcher(r.kind, { labelSelector: param(q, "labelSelector"), fieldSelector: param(q, "fieldSelector") });
+    const { matches, filtered } = objectMatcher(r.kind, { labelSelector: param(q, "labelSelector"), fieldSelector: param(q, "fieldSelector") });
     // limit and continue are accepted and ignored: lists are served whole from memory.
     const table = wantsTable(req.headers.accept);
     const include = includeObjectParam(param(q, "includeObject"));
@@ -161,7 +161,7 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
     // Kubernetes, a Table watch gets them only with allowWatchBookmarks, as row-less Tables.
     const bookmarks = !table || boolParam(q, "allowWatchBookmarks");
     const renderBookmark = table ? bookmarkTable : undefined;
-    const stream = new WatchStream({ kind: r.kind, apiVersion: r.apiVersion, matches, from, snapshot: snapshot(r), timeoutSeconds, render, bookmarks, renderBookmark }, cfg, watches);
+    const stream = new WatchStream({ kind: r.kind, apiVersion: r.apiVersion, matches, matchesAll: !filtered, from, snapshot: snapshot(r), timeoutSeconds, render, bookmarks, renderBookmark }, cfg, watches);
     await stream.start(hub.store);
     stream.open(reply);
     return reply;

@@ -44,6 +44,8 @@ export type WatchSpec = {
   kind: string;
   apiVersion: string;
   matches: (obj: StoredObject) => boolean;
+  /** No selector: every object matches, and an event can go out as the store holds it, without decoding. */
+  matchesAll?: boolean;
   /** Resume after this revision; undefined starts with a snapshot. */
   from?: number;
   /** The current objects of the kind and the revision they reflect. */
@@ -175,16 +177,17 @@ export class WatchStream {
       this.batchRev = ev.revision;
     }
     if (ev.revision > this.lastRev) this.lastRev = ev.revision;
-    if (ev.object.kind !== this.spec.kind) return;
-    const name = ev.object.metadata.name;
+    if (ev.kind !== this.spec.kind) return;
+    const name = ev.name;
     const ahead = this.ahead.get(name);
     if (ahead !== undefined) {
       if (ev.revision <= ahead) return;
       this.ahead.delete(name);
     }
-    const type = this.translate(ev.type, name, ev.object);
+    const type = this.translate(ev.type, name, ev);
     if (!type) return;
-    this.batch += line(type, this.render(ev.object));
+    // The stored JSON is the object as the client would get it: no decode and encode per watcher.
+    this.batch += ev.json !== undefined && !this.spec.render ? `{"type":"${type}","object":${ev.json}}\n` : line(type, this.render(ev.object));
     // The store delivers a revision's events in one synchronous run: it is complete by the next microtask.
     if (!this.flushQueued) {
       this.flushQueued = true;
@@ -201,15 +204,16 @@ export class WatchStream {
   }
 
   /** The event the client should see, given what it holds; undefined sends nothing. */
-  private translate(type: WatchEventType, name: string, obj: StoredObject): WatchEventType | undefined {
+  private translate(type: WatchEventType, name: string, ev: WatchEvent): WatchEventType | undefined {
+    const matches = () => this.spec.matchesAll === true || this.spec.matches(ev.object);
     const had = this.visible.has(name) ? true : !this.known || this.known.has(name) ? false : undefined;
     if (type === "DELETED") {
       this.visible.delete(name);
       this.known?.delete(name);
       // The deleted object is its last state, so it tells whether an unknown holder had it.
-      return had === true || (had === undefined && this.spec.matches(obj)) ? "DELETED" : undefined;
+      return had === true || (had === undefined && matches()) ? "DELETED" : undefined;
     }
-    const now = this.spec.matches(obj);
+    const now = matches();
     this.known?.add(name);
     if (now) this.visible.add(name);
     else this.visible.delete(name);

@@ -73,7 +73,28 @@ CREATE INDEX IF NOT EXISTS allocations_by_worker ON allocations (worker);
 const SCHEMA_VERSION = 1;
 
 type Meta = { revision: number; compacted: number; event_count: number };
-type PendingEvent = { revision: number; kind: string; type: WatchEventType; json: string };
+type PendingEvent = { revision: number; kind: string; name: string; type: WatchEventType; json: string };
+
+/** A watch event whose object is decoded on first read: a watcher that skips it never pays for it. */
+class StoredEvent implements WatchEvent {
+  private decoded: StoredObject | undefined;
+  readonly kind: string;
+  readonly name: string;
+  readonly type: WatchEventType;
+  readonly revision: number;
+  readonly json: string;
+  constructor(e: PendingEvent) {
+    this.kind = e.kind;
+    this.name = e.name;
+    this.type = e.type;
+    this.revision = e.revision;
+    this.json = e.json;
+  }
+  get object(): StoredObject {
+    // Decoded per watcher: no two consumers ever share (and could mutate) one object.
+    return (this.decoded ??= JSON.parse(this.json) as StoredObject);
+  }
+}
 
 type Watcher = {
   kind: string | undefined;
@@ -109,8 +130,8 @@ export class SqliteStore implements Store {
     replace: Database.Statement<[string, number, string, string]>;
     del: Database.Statement<[string, string]>;
     addEvent: Database.Statement<[number, string, string, string, string]>;
-    eventsAll: Database.Statement<[number], [number, string, string, string]>;
-    eventsKind: Database.Statement<[string, number], [number, string, string, string]>;
+    eventsAll: Database.Statement<[number], [number, string, string, string, string]>;
+    eventsKind: Database.Statement<[string, number], [number, string, string, string, string]>;
     nthEventRevision: Database.Statement<[number], number>;
     dropEvents: Database.Statement<[number]>;
     allocsOn: Database.Statement<[string], [string, string]>;
@@ -151,11 +172,11 @@ export class SqliteStore implements Store {
       del: db.prepare("DELETE FROM objects WHERE kind = ? AND name = ?"),
       addEvent: db.prepare("INSERT INTO events (revision, kind, name, type, json) VALUES (?, ?, ?, ?, ?)"),
       eventsAll: db
-        .prepare<[number], [number, string, string, string]>("SELECT revision, kind, type, json FROM events WHERE revision > ? ORDER BY revision, seq")
+        .prepare<[number], [number, string, string, string, string]>("SELECT revision, kind, name, type, json FROM events WHERE revision > ? ORDER BY revision, seq")
         .raw(),
       eventsKind: db
-        .prepare<[string, number], [number, string, string, string]>(
-          "SELECT revision, kind, type, json FROM events WHERE kind = ? AND revision > ? ORDER BY revision, seq",
+        .prepare<[string, number], [number, string, string, string, string]>(
+          "SELECT revision, kind, name, type, json FROM events WHERE kind = ? AND revision > ? ORDER BY revision, seq",
         )
         .raw(),
       nthEventRevision: db.prepare<[number], number>("SELECT revision FROM events ORDER BY revision, seq LIMIT 1 OFFSET ?").pluck(),
@@ -306,7 +327,7 @@ export class SqliteStore implements Store {
     const rev = meta.revision + 1;
     const rv = String(rev);
     const results: StoredObject[] = [];
-    const events: (PendingEvent & { name: string })[] = [];
+    const events: PendingEvent[] = [];
     const now = new Date().toISOString();
 
     for (const op of ops) {
@@ -488,7 +509,7 @@ export class SqliteStore implements Store {
       pending,
       cb: onEvent,
       cursor: Math.max(fromRevision, upTo),
-      queue: rows.filter(([revision]) => revision <= upTo).map(([revision, k, type, json]) => ({ revision, kind: k, type: type as WatchEventType, json })),
+      queue: rows.filter(([revision]) => revision <= upTo).map(([revision, k, name, type, json]) => ({ revision, kind: k, name, type: type as WatchEventType, json })),
       head: 0,
       busy: false,
       stopped: false,
@@ -552,7 +573,7 @@ export class SqliteStore implements Store {
       lastRev = e.revision;
       try {
         // Parsed per watcher: no two consumers ever share (and could mutate) one object.
-        w.cb({ type: e.type, object: JSON.parse(e.json) as StoredObject, revision: e.revision });
+        w.cb(new StoredEvent(e));
       } catch (err) {
         console.error(`store watch callback failed at revision ${e.revision}:`, err);
       }

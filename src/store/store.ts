@@ -13,7 +13,12 @@ export type StoredObject = {
 };
 
 export type WatchEventType = "ADDED" | "MODIFIED" | "DELETED";
-export type WatchEvent<T extends StoredObject = StoredObject> = { type: WatchEventType; object: T; revision: number };
+/**
+ * One change. `kind` and `name` are always there, so a consumer can skip an event without
+ * decoding it; `json`, when a backend has it, is the object exactly as stored, for writing
+ * it onward without encoding it again. Backends may decode `object` lazily, on first read.
+ */
+export type WatchEvent<T extends StoredObject = StoredObject> = { type: WatchEventType; object: T; revision: number; kind: string; name: string; json?: string };
 
 export type ListOptions = {
   /** Kubernetes label selector: `a=b`, `a!=b`, `a`, `!a`, `a in (x,y)`, `a notin (x)`, comma-separated. */
