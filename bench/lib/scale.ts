@@ -1,0 +1,58 @@
+// Data directories at scale (e.g. 200,000 queued tasks and 2,000 workers), written once per
+// `npm run bench` through the store's bulk transactions and shared by the scenarios that
+// start a Hub on them. Those scenarios leave what the Hub wrote (conditions, leases) in
+// place, as a real restart would find it.
+import { rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { openSqliteStore } from "../../src/store/sqlite.ts";
+import { JsonClient } from "./http.ts";
+import { tempDir } from "./hub.ts";
+import { bulkCreate, seedTask, seedWorker, workerName } from "./seed.ts";
+
+const made = new Map<string, Promise<string>>();
+
+/** A data dir holding `tasks` queued tasks (10 shapes) and `workers` declared workers. */
+export function scaleDataDir(tasks: number, workers: number): Promise<string> {
+  const key = `${tasks}x${workers}`;
+  let p = made.get(key);
+  if (!p) {
+    p = (async () => {
+      const dir = tempDir(`scale-${key}`);
+      const store = openSqliteStore(join(dir, "loom.db"));
+      await bulkCreate(store, workers, seedWorker, 1000);
+      await bulkCreate(store, tasks, (i) => seedTask(i, 10));
+      await store.close();
+      return dir;
+    })();
+    made.set(key, p);
+  }
+  return p;
+}
+
+export async function removeScaleDataDirs(): Promise<void> {
+  for (const p of made.values()) rmSync(await p.catch(() => ""), { recursive: true, force: true });
+  made.clear();
+}
+
+/** Heartbeat workers 0..n-1 so the Hub sees them live (liveness is not stored). */
+export async function heartbeatAll(url: string, n: number, parallel = 16): Promise<void> {
+  const clients = Array.from({ length: parallel }, () => new JsonClient(url));
+  let next = 0;
+  await Promise.all(clients.map(async (c) => {
+    for (let i; (i = next++) < n; ) await c.post("/api/workers/heartbeat", { worker_id: workerName(i), current_runs: [], health: { phase: "idle" } });
+    c.close();
+  }));
+}
+
+/** A loopback port nobody listens on right now (for a Hub whose address must be known before it starts). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
