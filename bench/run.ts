@@ -10,6 +10,7 @@ import { writeBenchMd } from "./lib/benchmd.ts";
 import { ROOT } from "./lib/proc.ts";
 import { printTable, type Table } from "./lib/report.ts";
 import type { RunOptions, Scenario } from "./lib/scenario.ts";
+import { SCENARIO_NAMES } from "./lib/names.ts";
 import { removeScaleDataDirs } from "./lib/scale.ts";
 import { admissionScenario } from "./scenarios/admission.ts";
 import { claimCost } from "./scenarios/claim-cost.ts";
@@ -20,7 +21,12 @@ import { lease } from "./scenarios/lease.ts";
 import { microScenario } from "./scenarios/micro.ts";
 import { watchScenario } from "./scenarios/watch.ts";
 
-export const SCENARIOS: Scenario[] = [lease, claimCost, dispatchScenario, admissionScenario, conditionsScenario, coldStartScenario, rssScenario, watchScenario, microScenario];
+const ALL: Scenario[] = [lease, claimCost, dispatchScenario, admissionScenario, conditionsScenario, coldStartScenario, rssScenario, watchScenario, microScenario];
+const SCENARIOS: Scenario[] = SCENARIO_NAMES.map((n) => {
+  const s = ALL.find((x) => x.name === n);
+  if (!s) throw new Error(`no scenario module named ${n}`);
+  return s;
+});
 
 function usage(): string {
   return [

@@ -49,7 +49,8 @@ export async function leaseRun(kind: ServerKind, sizes: LeaseSizes, o: RunOption
       const stopDuring = extra.during ? await extra.during(server.url) : undefined;
       const cpu0 = cpuSeconds(server.child.pid);
       load.proc.stdin!.write("GO\n");
-      const r = await resultOf<LoadResult>(load, 600_000);
+      // Generous: on a contended machine the current Hub can take many minutes for 8,000 leases.
+      const r = await resultOf<LoadResult>(load, 1_800_000);
       const serverCpuS = cpuSeconds(server.child.pid) - cpu0;
       await stopDuring?.();
       if (r.leases !== sizes.tasks) throw new Error(`${kind}: ${r.leases} leases for ${sizes.tasks} tasks`);
