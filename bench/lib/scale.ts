@@ -1,8 +1,8 @@
 // Data directories at scale (e.g. 200,000 queued tasks and 2,000 workers), written once per
-// `npm run bench` through the store's bulk transactions and shared by the scenarios that
-// start a Hub on them. Those scenarios leave what the Hub wrote (conditions, leases) in
-// place, as a real restart would find it.
-import { rmSync } from "node:fs";
+// `npm run bench` through the store's bulk transactions. Each scenario starts its Hub on a
+// fresh copy, so what one Hub wrote (conditions, leases) never changes what the next
+// scenario measures, whatever the order.
+import { cpSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { openSqliteStore } from "../../src/store/sqlite.ts";
@@ -11,9 +11,18 @@ import { tempDir } from "./hub.ts";
 import { bulkCreate, seedTask, seedWorker, workerName } from "./seed.ts";
 
 const made = new Map<string, Promise<string>>();
+const copies: string[] = [];
 
-/** A data dir holding `tasks` queued tasks (10 shapes) and `workers` declared workers. */
-export function scaleDataDir(tasks: number, workers: number): Promise<string> {
+/** A fresh data dir holding `tasks` queued tasks (10 shapes) and `workers` declared workers, as no Hub has seen it yet. */
+export async function scaleDataDir(tasks: number, workers: number): Promise<string> {
+  const template = await scaleTemplate(tasks, workers);
+  const dir = tempDir(`scale-${tasks}x${workers}-copy`);
+  cpSync(template, dir, { recursive: true });
+  copies.push(dir);
+  return dir;
+}
+
+function scaleTemplate(tasks: number, workers: number): Promise<string> {
   const key = `${tasks}x${workers}`;
   let p = made.get(key);
   if (!p) {
@@ -32,6 +41,7 @@ export function scaleDataDir(tasks: number, workers: number): Promise<string> {
 
 export async function removeScaleDataDirs(): Promise<void> {
   for (const p of made.values()) rmSync(await p.catch(() => ""), { recursive: true, force: true });
+  for (const d of copies.splice(0)) rmSync(d, { recursive: true, force: true });
   made.clear();
 }
 

@@ -63,7 +63,7 @@ export const conditionsScenario: Scenario = {
   name: "conditions",
   summary: "the admission-conditions pass in-process, and the longest Hub stall while 200k × 2k conditions converge",
   async run(o) {
-    const pass = o.quick ? await inProcessPass(2_000, 20) : await inProcessPass(100_000, 1_000);
+    const pass = o.quick ? await inProcessPass(500, 10) : await inProcessPass(100_000, 1_000);
     const { tasks, workers } = scaleSizes(o.quick);
     const s = await stalls(o, tasks, workers);
     return [

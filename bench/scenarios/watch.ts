@@ -33,7 +33,7 @@ export const watchScenario: Scenario = {
         await waitForLine(w, "stdout", /^READY$/m, 120_000);
         return async () => {
           // Give the last events a moment to arrive, then hand over the acknowledgement times.
-          await new Promise((r) => setTimeout(r, 1000));
+          await new Promise((r) => setTimeout(r, o.quick ? 300 : 1000));
           w.proc.stdin!.write(`${acksFile}\n`);
           result = await resultOf<WatchResult>(w, 120_000);
           await stop(w);
