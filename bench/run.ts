@@ -4,10 +4,11 @@
 // Comparisons that matter are within one run (Loom against the floor server, 1k against
 // 100k queued), because this machine is shared and absolute times drift.
 import { execFileSync } from "node:child_process";
-import { cpus } from "node:os";
+import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import { writeBenchMd } from "./lib/benchmd.ts";
 import { ROOT } from "./lib/proc.ts";
+import type { RunMeta } from "./lib/benchmd.ts";
 import { printTable, type Table } from "./lib/report.ts";
 import type { RunOptions, Scenario } from "./lib/scenario.ts";
 import { SCENARIO_NAMES } from "./lib/names.ts";
@@ -68,23 +69,26 @@ const gitCommit = () => {
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   const chosen = args.names.length ? SCENARIOS.filter((s) => args.names.includes(s.name)) : SCENARIOS;
+  // hubArgs reach every `loom hub` the suite starts. The etcd variant goes here once the
+  // etcd backend lands: ["--store", "etcd", "--etcd-endpoints", endpoints] (not yet a Hub flag).
   const opts: RunOptions = { quick: args.quick, hubArgs: [] };
-  const meta = { commit: gitCommit(), date: new Date().toISOString().replace(/\.\d+Z$/, "Z"), cores: cpus().length, cpuModel: cpus()[0]?.model.trim() ?? "unknown", node: process.version, quick: args.quick };
+  const meta: RunMeta = { commit: gitCommit(), date: new Date().toISOString().replace(/\.\d+Z$/, "Z"), cores: cpus().length, cpuModel: cpus()[0]?.model.trim() ?? "unknown", node: process.version, quick: args.quick };
   console.log(`Loom benchmarks: ${chosen.map((s) => s.name).join(", ")}${args.quick ? " (quick)" : ""}; commit ${meta.commit}, ${meta.cores} cores, node ${meta.node}`);
-  const fresh = new Map<string, Table[]>();
+  const fresh = new Map<string, { tables: Table[]; meta: RunMeta }>();
   try {
     for (const s of chosen) {
       const t0 = Date.now();
       const tables = await s.run(opts);
       for (const t of tables) printTable(t);
-      console.log(`   (${s.name} took ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-      fresh.set(s.name, tables);
+      const load = loadavg()[0];
+      console.log(`   (${s.name} took ${((Date.now() - t0) / 1000).toFixed(1)} s; load average ${load.toFixed(1)})`);
+      fresh.set(s.name, { tables, meta: { ...meta, load } });
     }
   } finally {
     await removeScaleDataDirs();
   }
   if (args.write) {
-    writeBenchMd(join(ROOT, "BENCH.md"), SCENARIOS.map((s) => s.name), fresh, meta);
+    writeBenchMd(join(ROOT, "BENCH.md"), SCENARIOS.map((s) => s.name), fresh);
     console.log(`\nwrote ${join(ROOT, "BENCH.md")}`);
   }
 }

@@ -46,12 +46,9 @@ await new Promise<void>((resolve, reject) => {
       res.setEncoding("utf8");
       res.on("data", (d: string) => {
         const at = nowMs();
-        buf += d;
-        let nl;
-        while ((nl = buf.indexOf("\n")) >= 0) {
-          onLine(i, buf.slice(0, nl), at);
-          buf = buf.slice(nl + 1);
-        }
+        const parts = (buf + d).split("\n");
+        buf = parts.pop()!;
+        for (const l of parts) onLine(i, l, at);
       });
       res.on("error", () => {});
     });

@@ -14,13 +14,13 @@ const order = ["lease", "claim", "rss"];
 describe("BENCH.md writer", () => {
   it("replaces only the scenarios run, in suite order, and keeps the hand-written section", () => {
     const path = join(mkdtempSync(join(tmpdir(), "benchmd-")), "BENCH.md");
-    writeBenchMd(path, order, new Map([["rss", [table("rss", "100 MB")]], ["lease", [table("lease", "500")]]]), meta("aaa"));
+    writeBenchMd(path, order, new Map([["rss", { tables: [table("rss", "100 MB")], meta: meta("aaa") }], ["lease", { tables: [table("lease", "500")], meta: meta("aaa") }]]));
     const first = readFileSync(path, "utf8");
     expect(first).toMatch(/## What each change bought/);
     // An operator writes a before/after line by hand.
     writeFileSync(path, `${first}\n- group commit: leases/s 0.42 → 0.81 of the floor\n`);
 
-    writeBenchMd(path, order, new Map([["lease", [table("lease", "900")]], ["claim", [table("claim", "3 ms")]]]), meta("bbb"));
+    writeBenchMd(path, order, new Map([["lease", { tables: [table("lease", "900")], meta: meta("bbb") }], ["claim", { tables: [table("claim", "3 ms")], meta: { ...meta("bbb"), load: 7.25 } }]]));
     const text = readFileSync(path, "utf8");
     const blocks = parseBlocks(text);
     expect([...blocks.keys()]).toEqual(["lease", "claim", "rss"]);
@@ -28,13 +28,14 @@ describe("BENCH.md writer", () => {
     expect(blocks.get("lease")).toMatch(/Commit `bbb`/);
     expect(blocks.get("lease")).not.toMatch(/\| 500 \|/);
     expect(blocks.get("rss")).toMatch(/Commit `aaa`[\s\S]*\| x \| 100 MB \|/);
+    expect(blocks.get("claim")).toMatch(/load average 7\.3 at the end/);
     expect(text.slice(text.indexOf(GENERATED_END))).toMatch(/group commit: leases\/s 0\.42 → 0\.81 of the floor/);
     expect(text.split("## What each change bought").length).toBe(2);
   });
 
   it("escapes pipes inside cells", () => {
     const path = join(mkdtempSync(join(tmpdir(), "benchmd-")), "BENCH.md");
-    writeBenchMd(path, order, new Map([["claim", [table("claim", "a|b")]]]), meta("ccc"));
+    writeBenchMd(path, order, new Map([["claim", { tables: [table("claim", "a|b")], meta: meta("ccc") }]]));
     expect(readFileSync(path, "utf8")).toMatch(/\| x \| a\\\|b \|/);
   });
 });
