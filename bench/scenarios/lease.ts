@@ -85,6 +85,7 @@ export const lease: Scenario = {
       notes: [
         "targets: leases/s ≥ 0.80 of the floor, leases per CPU-second ≥ 0.50 of the floor, claim p99 ≤ 20 ms",
         "server CPU is utime+stime of the server process from /proc over the load; wall is first claim to last complete",
+        "the Hub's timer-driven work (conditions passes, resyncs) is counted too, so a Hub starved of CPU by other load also shows more CPU per lease",
       ],
     };
     return [t];
