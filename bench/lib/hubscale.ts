@@ -1,0 +1,19 @@
+// A Hub child on a scale data dir with its workers made live: the common start of the
+// admission, stall, cold-start and RSS scenarios.
+import { startHub, stopHub, type HubProc } from "./hub.ts";
+import { heartbeatAll, scaleDataDir } from "./scale.ts";
+import type { RunOptions } from "./scenario.ts";
+
+export const scaleSizes = (quick: boolean) => (quick ? { tasks: 2_000, workers: 20 } : { tasks: 200_000, workers: 2_000 });
+
+export async function liveScaleHub(o: RunOptions, tasks: number, workers: number): Promise<{ hub: HubProc; close: () => Promise<void> }> {
+  const dir = await scaleDataDir(tasks, workers);
+  const hub = await startHub(dir, o.hubArgs, 600_000);
+  try {
+    await heartbeatAll(hub.url, workers);
+  } catch (e) {
+    await stopHub(hub, { keepData: true });
+    throw e;
+  }
+  return { hub, close: () => stopHub(hub, { keepData: true }) };
+}

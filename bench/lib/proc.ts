@@ -1,0 +1,70 @@
+// Child processes the benchmarks measure from the outside: CPU time and resident memory
+// come from /proc, so the figures include everything the process does (GC, loader thread).
+import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const CLK_TCK = 100; // USER_HZ on Linux; /proc reports utime and stime in these ticks
+
+/** User + system CPU seconds the process has used so far. */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // Fields after the command name, which may itself contain spaces and parentheses.
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+}
+
+/** Resident set size in MB (VmRSS). */
+export function rssMb(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  if (!m) throw new Error(`no VmRSS for pid ${pid}`);
+  return Number(m[1]) / 1024;
+}
+
+export type Child = { proc: ChildProcess; pid: number; stderr: () => string; exited: Promise<number | null> };
+
+/** Spawn `node [args]` from the project root, keeping its stderr for error messages. */
+export function spawnNode(args: string[], env: NodeJS.ProcessEnv = {}): Child {
+  const proc = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"] });
+  let err = "";
+  proc.stderr!.setEncoding("utf8").on("data", (d: string) => { err = (err + d).slice(-20_000); });
+  const exited = new Promise<number | null>((resolve) => proc.once("exit", (code) => resolve(code)));
+  return { proc, pid: proc.pid!, stderr: () => err, exited };
+}
+
+/** Run a TypeScript script under bench/ as a child (tsx loader). */
+export const spawnScript = (script: string, env: NodeJS.ProcessEnv = {}) => spawnNode(["--import", "tsx", join(ROOT, "bench", script)], env);
+
+/** Wait until the child writes a line matching `re` to the stream; resolve with the match. */
+export function waitForLine(child: Child, stream: "stdout" | "stderr", re: RegExp, timeoutMs: number): Promise<RegExpExecArray> {
+  return new Promise((resolve, reject) => {
+    let buf = "";
+    const s = child.proc[stream]!;
+    const onData = (d: Buffer | string) => {
+      buf += d.toString();
+      const m = re.exec(buf);
+      if (m) { done(); resolve(m); }
+    };
+    const onExit = (code: number | null) => { done(); reject(new Error(`child exited (${code}) before printing ${re}: ${child.stderr().slice(-2000)}`)); };
+    const timer = setTimeout(() => { done(); reject(new Error(`child did not print ${re} within ${timeoutMs} ms: ${child.stderr().slice(-2000)}`)); }, timeoutMs);
+    const done = () => { clearTimeout(timer); s.off("data", onData); child.proc.off("exit", onExit); };
+    s.on("data", onData);
+    child.proc.once("exit", onExit);
+  });
+}
+
+/** A child that reports one JSON result on a line starting with RESULT. */
+export async function resultOf<T>(child: Child, timeoutMs: number): Promise<T> {
+  const m = await waitForLine(child, "stdout", /^RESULT (.*)\n/m, timeoutMs);
+  return JSON.parse(m[1]) as T;
+}
+
+export async function stop(child: Child, signal: NodeJS.Signals = "SIGTERM", graceMs = 10_000): Promise<void> {
+  if (child.proc.exitCode !== null || child.proc.signalCode !== null) return;
+  child.proc.kill(signal);
+  const t = setTimeout(() => child.proc.kill("SIGKILL"), graceMs);
+  await child.exited;
+  clearTimeout(t);
+}

@@ -1,0 +1,57 @@
+// 8. Watch lag: 500 watchers on the tasks watch while the lease load runs against a
+// `loom hub`. Lag is the time a watcher receives a state change minus the time the Runner
+// that caused it got its answer (both clocks are the same machine's wall clock, with
+// sub-millisecond precision), matched by task name and state (leased, running, returned).
+// It can be negative: an event may reach a watcher before the reply reaches the Runner.
+import { join } from "node:path";
+import { JsonClient } from "../lib/http.ts";
+import { revisionOf, tempDir } from "../lib/hub.ts";
+import { resultOf, spawnScript, stop, waitForLine } from "../lib/proc.ts";
+import { cell, type Table } from "../lib/report.ts";
+import type { Scenario } from "../lib/scenario.ts";
+import { LEASE_COLUMNS, leaseRow, leaseRun } from "./lease.ts";
+
+type WatchResult = { watchers: number; lines: number; errors: number; deliveries: number; missing: number; p50: number; p99: number; max: number };
+
+export const watchScenario: Scenario = {
+  name: "watch",
+  summary: "watch delivery lag p99 with 500 NDJSON watchers during the lease load",
+  async run(o) {
+    const sizes = o.quick ? { runners: 4, tasks: 100, claimLimit: 4 } : { runners: 32, tasks: 2_000, claimLimit: 4 };
+    const watchers = o.quick ? 5 : 500;
+    const sample = o.quick ? 5 : 10;
+    const acksFile = join(tempDir("acks"), "acks.json");
+    let result: WatchResult | undefined;
+    const run = await leaseRun("loom", sizes, o, {
+      acksFile,
+      ackSample: sample,
+      during: async (url) => {
+        const c = new JsonClient(url);
+        const from = await revisionOf(c);
+        c.close();
+        const w = spawnScript("procs/watchers.ts", { LOOM_BENCH_URL: url, LOOM_BENCH_WATCHERS: String(watchers), LOOM_BENCH_FROM: String(from), LOOM_BENCH_SAMPLE: String(sample), LOOM_BENCH_PREFIX: "lease" });
+        await waitForLine(w, "stdout", /^READY$/m, 120_000);
+        return async () => {
+          // Give the last events a moment to arrive, then hand over the acknowledgement times.
+          await new Promise((r) => setTimeout(r, o.quick ? 300 : 1000));
+          w.proc.stdin!.write(`${acksFile}\n`);
+          result = await resultOf<WatchResult>(w, 120_000);
+          await stop(w);
+        };
+      },
+    });
+    const r = result!;
+    const t: Table = {
+      scenario: "watch",
+      title: `watch lag, ${watchers} watchers on /apis/loom.dev/v1alpha1/tasks?watch=1 during the lease load (W=${sizes.runners}, ${sizes.tasks.toLocaleString("en")} tasks)`,
+      columns: ["watchers", "deliveries measured", "missing", "lag p50", "lag p99", "lag max"],
+      rows: [[String(r.watchers), r.deliveries.toLocaleString("en"), r.missing.toLocaleString("en"), cell(r.p50, "ms"), cell(r.p99, "ms"), cell(r.max, "ms")]],
+      notes: [
+        "target: lag p99 ≤ 100 ms",
+        `every ${sample}th task is measured, its leased, running and returned states, at every watcher; missing = such a state a watcher never received`,
+        `the lease load with the watchers attached: ${LEASE_COLUMNS.slice(1).map((c, i) => `${c} ${leaseRow("", run)[i + 1]}`).join(", ")}`,
+      ],
+    };
+    return [t];
+  },
+};

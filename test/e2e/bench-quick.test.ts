@@ -1,0 +1,41 @@
+// The benchmark suite works end to end: `npm run bench -- --quick --no-write` runs every
+// scenario at tiny sizes (real Hub child processes, the floor server, load generator,
+// watchers, probe) and prints each scenario's table. Figures are not asserted: speed is
+// what the suite measures, not what a test checks.
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { SCENARIO_NAMES } from "../../bench/lib/names.ts";
+
+const ROOT = join(import.meta.dirname, "..", "..");
+
+/** Tables printed under "== name: title", as lists of rows (cells split on 2+ spaces). */
+function tablesOf(out: string): Map<string, string[][][]> {
+  const tables = new Map<string, string[][][]>();
+  const lines = out.split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    const m = /^== (\S+): /.exec(lines[i]);
+    if (!m) continue;
+    const rows: string[][] = [];
+    for (let j = i + 2; j < lines.length && lines[j] && !lines[j].startsWith(" ") && !lines[j].startsWith("=="); j++) rows.push(lines[j].split(/\s{2,}/));
+    tables.set(m[1], [...(tables.get(m[1]) ?? []), rows]);
+  }
+  return tables;
+}
+
+describe("npm run bench -- --quick", () => {
+  it("runs every scenario and prints its rows", () => {
+    const r = spawnSync(process.execPath, ["--import", "tsx", join(ROOT, "bench", "run.ts"), "--quick", "--no-write"], { cwd: ROOT, encoding: "utf8", timeout: 420_000 });
+    expect(r.stderr, r.stdout).not.toMatch(/Error/);
+    expect(r.status, r.stderr).toBe(0);
+    const tables = tablesOf(r.stdout);
+    expect([...tables.keys()].sort()).toEqual([...SCENARIO_NAMES].sort());
+    for (const [name, ts] of tables) {
+      for (const rows of ts) {
+        expect(rows.length, `${name} printed a table with no rows`).toBeGreaterThan(0);
+        for (const row of rows) expect(row.join(" "), `${name}: a figure is missing`).not.toMatch(/\bNaN\b|undefined/);
+      }
+    }
+    expect(r.stdout).not.toMatch(/wrote .*BENCH\.md/);
+  }, 480_000);
+});
