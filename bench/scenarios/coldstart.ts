@@ -81,7 +81,7 @@ export const rssScenario: Scenario = {
       const atClaim = rssMb(s.child.pid);
       await heartbeatAll(s.url, workers);
       const c = new JsonClient(s.url);
-      const quiet = await waitQuiet(c, o.quick ? 500 : 3000, o.quick ? 30_000 : 300_000);
+      const quiet = await waitQuiet(c, o.quick ? 500 : 3000, o.quick ? 30_000 : 120_000);
       c.close();
       const settled = rssMb(s.child.pid);
       return [{

@@ -3,6 +3,7 @@
 // that caused it got its answer (both clocks are the same machine's wall clock, with
 // sub-millisecond precision), matched by task name and state (leased, running, returned).
 // It can be negative: an event may reach a watcher before the reply reaches the Runner.
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { JsonClient } from "../lib/http.ts";
 import { revisionOf, tempDir } from "../lib/hub.ts";
@@ -20,7 +21,8 @@ export const watchScenario: Scenario = {
     const sizes = o.quick ? { runners: 4, tasks: 100, claimLimit: 4 } : { runners: 32, tasks: 2_000, claimLimit: 4 };
     const watchers = o.quick ? 5 : 500;
     const sample = o.quick ? 5 : 10;
-    const acksFile = join(tempDir("acks"), "acks.json");
+    const acksDir = tempDir("acks");
+    const acksFile = join(acksDir, "acks.json");
     let result: WatchResult | undefined;
     const run = await leaseRun("loom", sizes, o, {
       acksFile,
@@ -39,7 +41,7 @@ export const watchScenario: Scenario = {
           await stop(w);
         };
       },
-    });
+    }).finally(() => rmSync(acksDir, { recursive: true, force: true }));
     const r = result!;
     const t: Table = {
       scenario: "watch",
