@@ -11,6 +11,7 @@ import { dataRoutes } from "./data.ts";
 import { discoveryRoutes } from "./discovery.ts";
 import { openApiRoutes } from "./openapi.ts";
 import { resourceRoutes } from "./resources.ts";
+import { healthRoutes, PROBE_PATH } from "./health.ts";
 
 declare module "fastify" {
   interface FastifyInstance {
@@ -44,6 +45,7 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
   });
 
   f.addHook("onRequest", async (req, reply) => {
+    if (req.method === "GET" && PROBE_PATH.test(req.url.split("?")[0])) return void (req.principal = { kind: "anonymous" });
     const p = authenticate(req, o.auth);
     if (!p) return reply.code(401).header("cache-control", "no-store").send({ error: "unauthorized" });
     const path = req.url.split("?")[0];
@@ -63,6 +65,7 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
   await f.register(discoveryRoutes);
   await f.register(openApiRoutes);
   await f.register(resourceRoutes);
+  await f.register(healthRoutes);
 }
 
 /** A per-worker token may act only as its own worker. */

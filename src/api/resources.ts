@@ -104,7 +104,7 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
   // Fail at start-up, not on the first request, if a CRD kind is missing from the informer.
   for (const r of resources) hub.cache.list(r.kind);
   const byPlural = new Map([...resources, EVENTS].map((r) => [r.plural, r]));
-  const watches = new Set<WatchStream>();
+  const watches = f.hub.watchStreams;
 
   const targetOf = (req: FastifyRequest): Target => {
     const r = byPlural.get(req.url.split("?")[0].slice(API_PREFIX.length + 1).split("/")[0]);

@@ -18,6 +18,13 @@ export type SchedulerOptions = {
   resultsDir: string;
 };
 
+/** What the scheduler reports about its own work (the Hub wires metrics in); a no-op by default. */
+export type SchedulerObserver = {
+  /** `error` is what the commit threw, when it failed. */
+  commit(seconds: number, ops: number, error?: unknown): void;
+  claim(seconds: number, granted: number): void;
+};
+
 export type LoomEvent = { object: StoredObject; type: "Normal" | "Warning"; reason: string; message: string };
 
 export class SchedulerContext {
@@ -26,6 +33,7 @@ export class SchedulerContext {
   private readonly wakers = new Set<() => void>();
   /** Records an Event about an object; the Hub wires the event recorder in. */
   recordEvent: (e: LoomEvent) => void = () => {};
+  observer: SchedulerObserver = { commit: () => {}, claim: () => {} };
 
   constructor(
     readonly store: Store,
@@ -66,9 +74,17 @@ export class SchedulerContext {
 
   /** Commit, then wait until the informer has seen it, so the next decision reads its own write. */
   async commit(ops: TxnOp[]): Promise<StoredObject[]> {
-    const out = await this.store.txn(ops);
-    // The store's revision, not the objects': a deleted object reports its last version.
-    await this.cache.waitForRevision(await this.store.revision());
+    const started = performance.now();
+    let out: StoredObject[];
+    try {
+      out = await this.store.txn(ops);
+      // The store's revision, not the objects': a deleted object reports its last version.
+      await this.cache.waitForRevision(await this.store.revision());
+    } catch (e) {
+      this.observer.commit((performance.now() - started) / 1000, ops.length, e);
+      throw e;
+    }
+    this.observer.commit((performance.now() - started) / 1000, ops.length);
     this.wake();
     return out;
   }
