@@ -18,6 +18,7 @@ import type { LoomEvent } from "./scheduler/context.ts";
 import { parse as parseYaml } from "yaml";
 import { type Check, CommitHealth, within } from "./observability/health.ts";
 import { HubMetrics } from "./observability/metrics.ts";
+import { type LogLevel, loggerOptions, logRequests } from "./observability/logging.ts";
 import { capacityEntry } from "./scheduler/workers.ts";
 import type { Task, Worker } from "./resources/types.ts";
 
@@ -40,7 +41,7 @@ export type HubOptions = {
   resyncMs: number;
   /** Pacing of the Admitted/Unsatisfiable condition passes. */
   conditions?: { minIntervalMs: number; refreshMs: number; maxWritesPerPass: number };
-  logLevel: "silent" | "error" | "warn" | "info" | "debug";
+  logLevel: LogLevel;
   env?: NodeJS.ProcessEnv;
   /** Inventory and campaign files or folders to keep in sync with the store (GitOps). */
   gitopsPaths?: string[];
@@ -115,6 +116,8 @@ export class Hub {
   /** Every Event goes through here, so the metrics see the ones they count. */
   private readonly record = (e: LoomEvent): void => {
     if (e.reason === "FileRejected") this.metrics.fileRejected();
+    // GitOps logs its own file events, with the errors in full.
+    if (e.object.kind !== "File") this.http?.log[e.type === "Warning" ? "warn" : "info"]({ kind: e.object.kind, name: e.object.metadata.name, reason: e.reason }, `${e.object.kind.toLowerCase()} ${e.object.metadata.name}: ${e.reason}: ${e.message}`);
     this.events.record(e);
   };
 
@@ -150,7 +153,8 @@ export class Hub {
     const hub = new Hub(store, cache, opts);
     await cache.start();
     hub.scheduler.resync();
-    const http = Fastify({ logger: opts.logLevel === "silent" ? false : { level: opts.logLevel, redact: ["req.headers.authorization", "req.headers[\"x-loom-token\"]"] }, bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true, ...(https ? { https } : {}) });
+    const http = Fastify({ logger: loggerOptions(opts.logLevel), disableRequestLogging: true, bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true, ...(https ? { https } : {}) });
+    logRequests(http);
     await http.register(app, { hub, auth: { hubToken, workerTokens } });
     hub.http = http;
     const log = (level: "info" | "warn" | "error", msg: string, extra?: object) => http.log[level](extra ?? {}, msg);
