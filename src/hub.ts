@@ -18,7 +18,8 @@ import type { LoomEvent } from "./scheduler/context.ts";
 import { parse as parseYaml } from "yaml";
 import { type Check, CommitHealth, within } from "./observability/health.ts";
 import { HubMetrics } from "./observability/metrics.ts";
-import { type LogLevel, loggerOptions, logRequests } from "./observability/logging.ts";
+import { ensureSelfSigned } from "./tls/certs.ts";
+import { type LogLevel, logRequests, serverLogOptions } from "./observability/logging.ts";
 import { capacityEntry } from "./scheduler/workers.ts";
 import type { Task, Worker } from "./resources/types.ts";
 
@@ -49,6 +50,8 @@ export type HubOptions = {
   /** Serve HTTPS with this certificate and key (PEM files). kubectl sends its token only over TLS. */
   tlsCertFile?: string;
   tlsKeyFile?: string;
+  /** Without a certificate given: make (or reuse) a self-signed one under dataDir/tls for the listen address. */
+  tlsSelfSigned?: boolean;
   /** Use this store instead of opening SQLite under dataDir (tests, etcd). */
   store?: Store;
 };
@@ -145,6 +148,11 @@ export class Hub {
       throw new Error(`refusing to listen on ${opts.host} without a token: set ${opts.authTokenEnv} (or --auth-token-env NAME), or bind 127.0.0.1`);
     if (workerTokens && !hubToken) throw new Error(`per-worker tokens need a Hub token as well: set ${opts.authTokenEnv}`);
     if (!!opts.tlsCertFile !== !!opts.tlsKeyFile) throw new Error("--tls-cert-file and --tls-key-file go together");
+    if (opts.tlsSelfSigned && opts.tlsCertFile) throw new Error("--tls-self-signed makes its own certificate: drop --tls-cert-file and --tls-key-file, or --tls-self-signed");
+    if (opts.tlsSelfSigned) {
+      const made = ensureSelfSigned(join(opts.dataDir, "tls"), opts.host);
+      [opts.tlsCertFile, opts.tlsKeyFile] = [made.certFile, made.keyFile];
+    }
     const https = opts.tlsCertFile ? { cert: readFileSync(opts.tlsCertFile), key: readFileSync(opts.tlsKeyFile!) } : undefined;
     compileAll();
     mkdirSync(opts.dataDir, { recursive: true });
@@ -153,7 +161,7 @@ export class Hub {
     const hub = new Hub(store, cache, opts);
     await cache.start();
     hub.scheduler.resync();
-    const http = Fastify({ logger: loggerOptions(opts.logLevel), disableRequestLogging: true, bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true, ...(https ? { https } : {}) });
+    const http = Fastify({ ...serverLogOptions(opts.logLevel), bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true, ...(https ? { https } : {}) });
     logRequests(http);
     await http.register(app, { hub, auth: { hubToken, workerTokens } });
     hub.http = http;

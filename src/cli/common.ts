@@ -4,18 +4,21 @@ import { type Command, InvalidArgumentError, Option } from "commander";
 import { Client, CONTROLLER_ENV, DEFAULT_CONTROLLER, resolveConnection } from "./client.ts";
 import type { OutputFormat } from "./printers.ts";
 
+export const CA_HELP = "PEM file of the CA that signed the Hub's certificate (env LOOM_CA_FILE), e.g. the one `loom hub --tls-self-signed` prints";
 export const CONTROLLER_HELP = `Hub URL (env ${CONTROLLER_ENV}, default ${DEFAULT_CONTROLLER}); the token comes from env LOOM_HUB_TOKEN`;
 
 /** `--controller` on a verb; the program-level flag (before the verb) works too. */
 export function withController(cmd: Command): Command {
-  return cmd.option("--controller <url>", CONTROLLER_HELP);
+  return cmd.option("--controller <url>", CONTROLLER_HELP).option("--certificate-authority <file>", CA_HELP);
 }
 
 /** The nearest `--controller` given, from the verb up to the program. */
 export function clientOf(cmd: Command): Client {
-  let flag: string | undefined;
-  for (let c: Command | null = cmd; c && flag === undefined; c = c.parent) flag = c.opts().controller as string | undefined;
-  return new Client(resolveConnection(flag));
+  const nearest = (key: string): string | undefined => {
+    for (let c: Command | null = cmd; c; c = c.parent) if (c.opts()[key] !== undefined) return c.opts()[key] as string;
+    return undefined;
+  };
+  return new Client(resolveConnection(nearest("controller"), process.env, nearest("certificateAuthority")));
 }
 
 export function outputOption(formats: readonly OutputFormat[] = ["wide", "json", "yaml", "name"]): Option {

@@ -23,6 +23,7 @@ export function hubCommand(): Command {
     .option("--manifests <path>", "campaign manifest file or folder to apply and watch (repeatable)", (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option("--tls-cert-file <path>", "serve HTTPS with this PEM certificate (kubectl sends tokens only over TLS)")
     .option("--tls-key-file <path>", "the PEM private key of --tls-cert-file")
+    .option("--tls-self-signed", "serve HTTPS with a self-signed certificate for --host, kept in DATA_DIR/tls (made once, renewed when it expires)")
     .option("--log-level <level>", "silent, error, warn, info or debug", DEFAULT_HUB_OPTIONS.logLevel)
     .action(async (o) => {
       const hub = await Hub.start({
@@ -38,8 +39,10 @@ export function hubCommand(): Command {
         gitopsPaths: [...o.inventory, ...o.manifests],
         tlsCertFile: o.tlsCertFile,
         tlsKeyFile: o.tlsKeyFile,
+        tlsSelfSigned: o.tlsSelfSigned,
       });
       process.stderr.write(`loom hub listening on ${hub.url} (store: ${hub.store.backend}, data: ${hub.opts.dataDir}${hub.authRequired ? ", token required" : ", no token: loopback only"})\n`);
+      if (o.tlsSelfSigned) process.stderr.write(`self-signed certificate: ${hub.opts.tlsCertFile}; clients trust it with --certificate-authority ${hub.opts.tlsCertFile} (or LOOM_CA_FILE)\n`);
       // SIGHUP re-reads every watched file, e.g. after a path that did not exist appears.
       const hup = () => void hub.gitops?.syncNow().catch((e) => process.stderr.write(`gitops sync failed: ${(e as Error).message}\n`));
       process.on("SIGHUP", hup);

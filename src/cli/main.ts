@@ -1,7 +1,7 @@
 // The `loom` command. Each verb group lives in its own module and adds itself here.
 import { Command, CommanderError } from "commander";
 import { CliError } from "./client.ts";
-import { CONTROLLER_HELP } from "./common.ts";
+import { CA_HELP, CONTROLLER_HELP } from "./common.ts";
 
 /**
  * Every verb and the module that defines it, in help order. A run imports only the module of
@@ -26,13 +26,14 @@ const VERBS: [names: string[], load: () => Promise<Command[]>][] = [
   }],
   [["top"], async () => [(await import("./top.ts")).topCommand()]],
   [["kubeconfig"], async () => [(await import("./kubeconfig.ts")).kubeconfigCommand()]],
+  [["certs"], async () => [(await import("./certs.ts")).certsCommand()]],
 ];
 
 /** The verb an argv names: the first word that is not a program option (or its value). */
 export function verbOf(argv: string[]): string | undefined {
   const args = argv.slice(2);
   for (let i = 0; i < args.length; i++) {
-    if (args[i] === "--controller") i++;
+    if (args[i] === "--controller" || args[i] === "--certificate-authority") i++;
     else if (!args[i].startsWith("-")) return args[i];
   }
   return undefined;
@@ -47,7 +48,8 @@ export async function buildProgram(argv: string[] = process.argv): Promise<Comma
     .configureOutput({ writeErr: (s) => process.stderr.write(s) })
     // Program options only before the verb, so a verb's own --controller (the Runner's) stays its own.
     .enablePositionalOptions()
-    .option("--controller <url>", CONTROLLER_HELP);
+    .option("--controller <url>", CONTROLLER_HELP)
+    .option("--certificate-authority <file>", CA_HELP);
   const verb = verbOf(argv);
   const named = VERBS.filter(([names]) => verb !== undefined && names.includes(verb));
   for (const [, load] of named.length ? named : VERBS) for (const cmd of await load()) program.addCommand(cmd);

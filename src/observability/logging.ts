@@ -1,7 +1,7 @@
 // How the Hub logs. Requests go to debug, so lifecycle, admission and GitOps lines stand out
 // at info and warn. On a terminal the log is human-readable (pino-pretty); in a pipe it is
 // JSON, one object a line, with ISO times rather than epoch milliseconds.
-import type { FastifyInstance, FastifyServerOptions } from "fastify";
+import { type FastifyInstance, type FastifyServerOptions, LogController } from "fastify";
 
 export type LogLevel = "silent" | "error" | "warn" | "info" | "debug";
 
@@ -13,6 +13,11 @@ export function loggerOptions(level: LogLevel, tty: boolean = Boolean(process.st
   const base = { level, redact: REDACT };
   if (tty) return { ...base, transport: { target: "pino-pretty", options: { translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname,reqId", singleLine: true } } };
   return { ...base, timestamp: () => `,"time":"${new Date().toISOString()}"` };
+}
+
+/** Fastify's logger, with its two info lines per request turned off (logRequests writes one at debug). */
+export function serverLogOptions(level: LogLevel): Pick<FastifyServerOptions, "logger" | "logController"> {
+  return { logger: loggerOptions(level), logController: new LogController({ disableRequestLogging: true }) };
 }
 
 /** One debug line per finished request, instead of fastify's two at info. */
