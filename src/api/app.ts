@@ -35,6 +35,8 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
   f.removeAllContentTypeParsers();
   f.addContentTypeParser("*", { parseAs: "buffer" }, (req, body: Buffer, done) => {
     if (req.url.startsWith("/api/results/upload")) return done(null, body);
+    // Server-side apply sends YAML; the resource API refuses it with a Status of its own.
+    if (req.headers["content-type"]?.startsWith("application/apply-patch+yaml")) return done(null, body);
     if (body.length === 0) return done(null, {});
     try {
       done(null, JSON.parse(body.toString("utf8")));
