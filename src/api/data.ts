@@ -9,7 +9,9 @@ import { capacityEntry } from "../scheduler/workers.ts";
 import type { StoredObject } from "../store/store.ts";
 
 export const CORE_PREVIEW_VERSION = "0.4.0";
-export const PRODUCT_VERSION = "0.1.0";
+import { PRODUCT_VERSION } from "../version.ts";
+
+export { PRODUCT_VERSION };
 export const CAPABILITIES = [
   "worker-register", "worker-heartbeat", "task-claim", "task-claim-long-poll", "task-start", "task-renew", "result-upload",
   "task-complete", "task-fail", "result-download", "task-dispatch", "dispatch-repo-run", "task-list", "task-counts",

@@ -17,7 +17,7 @@ const BIN = join(ROOT, "bin", "loom.mjs");
 export function quickstartCommand(): Command {
   return new Command("quickstart")
     .description("start a Hub with the examples and local Runners for the example workers")
-    .option("--port <port>", "Hub port", intArg("--port"), 8765)
+    .option("--port <port>", "Hub port", intArg("--port", 0, 65535), 8765)
     .option("--data-dir <dir>", "where the Hub and Runners keep their state", ".loom/quickstart")
     .option("--inventory <path>", "inventory to sync", join(ROOT, "examples", "inventory.json"))
     .option("--manifests <path>", "campaign manifests to sync", join(ROOT, "examples", "loom-resource-admission.manifest.json"))
