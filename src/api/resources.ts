@@ -12,6 +12,7 @@ import { isStoreError, notFound } from "../store/errors.ts";
 import { jsonEqual } from "../store/sqlite.ts";
 import type { StoredObject } from "../store/store.ts";
 import { mergePatch } from "./merge-patch.ts";
+import { byLastTimestamp, type EventObject } from "../reconciler/events.ts";
 import { applyJsonPatch, JsonPatchError } from "./json-patch.ts";
 import { objectMatcher } from "./selectors.ts";
 import { authRefusalAsStatus, badRequest, sendStatus, status, statusErrorHandler, StatusError, type Target } from "./status.ts";
@@ -137,7 +138,7 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
   const rvOf = (o: StoredObject) => Number(o.metadata.resourceVersion);
 
   const snapshot = (r: Resource) => async (): Promise<{ items: StoredObject[]; revision: number }> =>
-    r.crd ? { items: hub.cache.list(r.kind), revision: hub.cache.revision } : hub.store.list(r.kind);
+    r.crd ? { items: hub.cache.list(r.kind), revision: hub.cache.revision } : hub.store.list(r.kind).then((l) => (r.kind === "Event" ? { ...l, items: (l.items as EventObject[]).sort(byLastTimestamp) } : l));
 
   const getObject = async (r: Resource, name: string): Promise<StoredObject> => {
     const o = r.crd ? hub.cache.get(r.kind, name) : await hub.store.get(r.kind, name);

@@ -140,13 +140,16 @@ export const campaignColumns = once((): Column[] => compose("Campaign", {}));
 
 // --- Event (no CRD: the core Event's usual columns)
 
+/** `task/NAME`; a watched file as `file:/path` (its name is a path, so `file//path` would read wrong). */
+const objectOf = (o: { kind?: string; name?: string }) => (o.kind === "File" ? `file:${o.name ?? ""}` : `${(o.kind ?? "").toLowerCase()}/${o.name ?? ""}`);
+
 type EventLike = { type?: string; reason?: string; message?: string; lastTimestamp?: string; involvedObject?: { kind?: string; name?: string }; metadata?: { creationTimestamp?: string } };
 
 export const eventColumns: Column<EventLike>[] = [
   { name: "LAST SEEN", priority: 0, cell: (e, now) => age(e.lastTimestamp ?? e.metadata?.creationTimestamp, now) },
   { name: "TYPE", priority: 0, cell: (e) => e.type ?? NONE },
   { name: "REASON", priority: 0, cell: (e) => e.reason ?? NONE },
-  { name: "OBJECT", priority: 0, cell: (e) => (e.involvedObject ? `${(e.involvedObject.kind ?? "").toLowerCase()}/${e.involvedObject.name ?? ""}` : NONE) },
+  { name: "OBJECT", priority: 0, cell: (e) => (e.involvedObject ? objectOf(e.involvedObject) : NONE) },
   { name: "MESSAGE", priority: 0, cell: (e) => e.message ?? NONE },
   { name: "NAME", priority: 1, cell: (e) => (e as { metadata?: { name?: string } }).metadata?.name ?? NONE },
 ];

@@ -1,24 +1,17 @@
 // What an operator scrapes and probes: /metrics as Prometheus text (read back with a strict
 // parser), /livez /readyz /healthz without a token, and /api/healthz in its v1 shape saying
 // when a watched file is rejected.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { eventually, post, registerBody, startHub, type TestHub } from "../support/hub.ts";
+import { eventually, hubSlot, post, registerBody, startHub } from "../support/hub.ts";
 import { parsePrometheusText, sampleValue } from "../support/prom-text.ts";
 
 const TOKEN = "observability-token-0123456789";
 const auth = { authorization: `Bearer ${TOKEN}` };
-let h: TestHub | undefined;
-let dir = "";
-/** Stop the Hub before its watched folder goes. */
-const teardown = async () => {
-  await h?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
-  [h, dir] = [undefined, ""];
-};
-afterEach(teardown);
+const slot = hubSlot();
+afterEach(slot.teardown);
 
 const inventory = (memory: number) => JSON.stringify({
   inventory_version: 1,
@@ -39,11 +32,11 @@ const text = async (url: string, path: string, headers: Record<string, string> =
 
 describe("/metrics", () => {
   it("counts leases, claims, commits, tasks, reservations, watchers and rejected files, and parses as Prometheus text", async () => {
-    dir = await mkdtemp(join(tmpdir(), "loom-metrics-"));
-    const inv = join(dir, "inventory.json");
+    slot.dir = await mkdtemp(join(tmpdir(), "loom-metrics-"));
+    const inv = join(slot.dir, "inventory.json");
     await writeFile(inv, inventory(8192));
-    h = await startHub({ gitopsPaths: [dir], gitopsDebounceMs: 50, env: { LOOM_HUB_TOKEN: TOKEN } });
-    const u = h.url;
+    slot.h = await startHub({ gitopsPaths: [slot.dir], gitopsDebounceMs: 50, env: { LOOM_HUB_TOKEN: TOKEN } });
+    const u = slot.h.url;
     expect((await fetch(u + "/metrics")).status).toBe(401);
 
     expect((await post(u, "/api/workers/register", registerBody("w1"), auth)).status).toBe(200);
@@ -102,8 +95,8 @@ describe("/metrics", () => {
 
 describe("health probes", () => {
   it("answer without a token, the Kubernetes way, and readyz fails while the store cannot commit", async () => {
-    h = await startHub({ env: { LOOM_HUB_TOKEN: TOKEN } });
-    const u = h.url;
+    slot.h = await startHub({ env: { LOOM_HUB_TOKEN: TOKEN } });
+    const u = slot.h.url;
     expect(await text(u, "/livez")).toEqual({ status: 200, body: "ok" });
     expect(await text(u, "/readyz")).toEqual({ status: 200, body: "ok" });
     expect(await text(u, "/healthz")).toEqual({ status: 200, body: "ok" });
@@ -118,7 +111,7 @@ describe("health probes", () => {
     expect((await text(u, "/healthzz")).status).toBe(401);
 
     // The store goes away under the Hub: a write fails, readiness says so, liveness does not.
-    await h.hub.store.close();
+    await slot.h.hub.store.close();
     expect((await post(u, "/api/workers/register", registerBody("w-after"), auth)).status).toBe(500);
     const ready = await text(u, "/readyz");
     expect(ready.status).toBe(500);
