@@ -1,7 +1,7 @@
 // What an operator scrapes and probes: /metrics as Prometheus text (read back with a strict
 // parser), /livez /readyz /healthz without a token, and /api/healthz in its v1 shape saying
 // when a watched file is rejected.
-import { mkdtemp, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -77,6 +77,15 @@ describe("/metrics", () => {
     expect(m.get("nodejs_eventloop_lag_p99_seconds")?.type).toBe("gauge");
     expect(sampleValue(m, "loom_gitops_files_rejected")).toBe(0);
     for (const f of m.values()) expect(f.help, f.name).not.toBe("");
+
+    // Every series the Grafana example and the docs name is one the Hub serves.
+    const dashboard = JSON.parse(await readFile(join(import.meta.dirname, "..", "..", "examples", "grafana-dashboard.json"), "utf8")) as { panels: { targets: { expr: string }[] }[] };
+    const docs = await readFile(join(import.meta.dirname, "..", "..", "docs", "metrics.md"), "utf8");
+    const served = (name: string) => m.has(name) || m.has(name.replace(/_(bucket|sum|count)$/, ""));
+    const named = [...dashboard.panels.flatMap((p) => p.targets.map((t) => t.expr)), docs].flatMap((e) => [...e.matchAll(/\b(?:loom|nodejs)_[a-z0-9_]+/g)].map((x) => x[0]));
+    expect(named.length).toBeGreaterThan(20);
+    expect(named.filter((n) => !served(n))).toEqual([]);
+    for (const f of m.values()) if (f.name.startsWith("loom_")) expect(docs, `docs/metrics.md names ${f.name}`).toContain(`\`${f.name}\``);
 
     ac.abort();
     await eventually(async () => sampleValue(await scrape(u), "loom_watchers") === 0, "the watcher count to drop");
