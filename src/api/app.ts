@@ -12,6 +12,7 @@ import { discoveryRoutes } from "./discovery.ts";
 import { openApiRoutes } from "./openapi.ts";
 import { resourceRoutes } from "./resources.ts";
 import { healthRoutes, PROBE_PATH } from "./health.ts";
+import { resultRoutes } from "./results.ts";
 
 declare module "fastify" {
   interface FastifyInstance {
@@ -68,6 +69,7 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
   await f.register(openApiRoutes);
   await f.register(resourceRoutes);
   await f.register(healthRoutes);
+  await f.register(resultRoutes);
 }
 
 /** A per-worker token may act only as its own worker. */

@@ -153,8 +153,8 @@ export async function watchLoop(client: Client, k: KindInfo, q: Query, first: Li
 export function getCommand(): Command {
   return withController(new Command("get"))
     .description("list workers, tasks, campaigns or events, or get one by name")
-    .argument("<type>", "workers, tasks, campaigns or events (also singular, or lw, lt, lc, ev)")
-    .argument("[name]", "one object by name")
+    .argument("<type>", "workers, tasks, campaigns, events or results (also singular, or lw, lt, lc, ev)")
+    .argument("[name]", "one object by name (for results: a task's results)")
     .option("-o, --output <format>", "output format: wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:EXPR,...", outputArg(["wide", "json", "yaml", "name"]))
     .option("-l, --selector <selector>", "label selector, e.g. loom.dev/campaign=c1,tier!=gpu")
     .option("--field-selector <selector>", "field selector, e.g. status.lease.worker=evaluation-01")
@@ -162,6 +162,13 @@ export function getCommand(): Command {
     .option("-w, --watch", "after the list, print a row for every change (Ctrl-C ends)")
     .option("--no-headers", "leave out the header row")
     .action(async (type: string, name: string | undefined, o: GetOptions, cmd: Command) => {
+      // Results are not resources: their list comes from the Runner API's store of ZIPs.
+      if (type === "results" || type === "result") {
+        const { getResultsTable, resultsOf } = await import("./results.ts");
+        const rows = await resultsOf(clientOf(cmd), name);
+        if (o.output === "json" || o.output === "yaml") return out(formatObject({ results: rows }, o.output));
+        return rows.length ? out(getResultsTable(rows)) : err("No resources found.\n");
+      }
       const k = resolveKind(type);
       const client = clientOf(cmd);
       const printer = new ObjectPrinter(k, o.output, o.headers);

@@ -28,6 +28,7 @@ const VERBS: [names: string[], load: () => Promise<Command[]>][] = [
   [["top"], async () => [(await import("./top.ts")).topCommand()]],
   [["kubeconfig"], async () => [(await import("./kubeconfig.ts")).kubeconfigCommand()]],
   [["certs"], async () => [(await import("./certs.ts")).certsCommand()]],
+  [["logs", "result"], async () => { const m = await import("./results.ts"); return [m.logsCommand(), m.resultCommand()]; }],
   [["version"], async () => [(await import("./version.ts")).versionCommand()]],
   [["completion"], async () => [(await import("./completion.ts")).completionCommand()]],
 ];
