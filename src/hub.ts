@@ -3,6 +3,7 @@ import { mkdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import Fastify, { type FastifyInstance } from "fastify";
 import { app } from "./api/app.ts";
+import type { WatchStream } from "./api/watch.ts";
 import { isLoopback } from "./api/auth.ts";
 import { EventRecorder } from "./reconciler/events.ts";
 import { ControllerManager } from "./reconciler/manager.ts";
@@ -12,8 +13,15 @@ import { Scheduler } from "./scheduler/scheduler.ts";
 import { expireLeases } from "./scheduler/transitions.ts";
 import { Informer } from "./store/cache.ts";
 import { openSqliteStore } from "./store/sqlite.ts";
-import type { Store } from "./store/store.ts";
+import type { Store, StoredObject } from "./store/store.ts";
+import type { LoomEvent } from "./scheduler/context.ts";
 import { parse as parseYaml } from "yaml";
+import { type Check, CommitHealth, within } from "./observability/health.ts";
+import { HubMetrics } from "./observability/metrics.ts";
+import { ensureSelfSigned } from "./tls/certs.ts";
+import { type LogLevel, logRequests, serverLogOptions } from "./observability/logging.ts";
+import { capacityEntry } from "./scheduler/workers.ts";
+import type { Task, Worker } from "./resources/types.ts";
 
 export type HubOptions = {
   dataDir: string;
@@ -34,7 +42,7 @@ export type HubOptions = {
   resyncMs: number;
   /** Pacing of the Admitted/Unsatisfiable condition passes. */
   conditions?: { minIntervalMs: number; refreshMs: number; maxWritesPerPass: number };
-  logLevel: "silent" | "error" | "warn" | "info" | "debug";
+  logLevel: LogLevel;
   env?: NodeJS.ProcessEnv;
   /** Inventory and campaign files or folders to keep in sync with the store (GitOps). */
   gitopsPaths?: string[];
@@ -42,6 +50,8 @@ export type HubOptions = {
   /** Serve HTTPS with this certificate and key (PEM files). kubectl sends its token only over TLS. */
   tlsCertFile?: string;
   tlsKeyFile?: string;
+  /** Without a certificate given: make (or reuse) a self-signed one under dataDir/tls for the listen address. */
+  tlsSelfSigned?: boolean;
   /** Use this store instead of opening SQLite under dataDir (tests, etcd). */
   store?: Store;
 };
@@ -82,14 +92,51 @@ export class Hub {
   private sweep: NodeJS.Timeout | undefined;
   http: FastifyInstance | undefined;
   url = "";
+  readonly metrics: HubMetrics;
+  /** Open watch streams of the resource API (the API adds and removes them). */
+  readonly watchStreams = new Set<WatchStream>();
+  readonly commitHealth = new CommitHealth();
 
   private constructor(readonly store: Store, readonly cache: Informer, readonly opts: HubOptions) {
     this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, resultsDir: join(opts.dataDir, "results") });
     this.events = new EventRecorder(store, { maxEvents: 5000, ttlMs: 3_600_000, flushMs: 100, onError: (e) => this.http?.log.warn({ err: e }, "event write failed") });
-    this.scheduler.ctx.recordEvent = this.events.record;
+    this.scheduler.ctx.recordEvent = this.record;
+    this.metrics = new HubMetrics({
+      tasks: () => cache.list<Task & StoredObject>("Task"),
+      workers: () => cache.list<Worker & StoredObject>("Worker").map((w) => ({ worker: w.metadata.name, ...capacityEntry(this.scheduler.ctx, w) })),
+      watchers: () => this.watchStreams.size,
+      rejectedFiles: () => this.gitops?.rejectedFiles().length ?? 0,
+    });
+    this.scheduler.ctx.observer = {
+      commit: (...a) => { this.commitHealth.commit(...a); this.metrics.commit(...a); },
+      claim: (...a) => this.metrics.claim(...a),
+    };
+    cache.on((ev) => this.metrics.onTaskChange(ev));
     const env = opts.env ?? process.env;
     this.authRequired = Boolean(env[opts.authTokenEnv]);
   }
+
+  /** Every Event goes through here, so the metrics see the ones they count. */
+  private readonly record = (e: LoomEvent): void => {
+    if (e.reason === "FileRejected") this.metrics.fileRejected();
+    // GitOps logs its own file events, with the errors in full.
+    if (e.object.kind !== "File") this.http?.log[e.type === "Warning" ? "warn" : "info"]({ kind: e.object.kind, name: e.object.metadata.name, reason: e.reason }, `${e.object.kind.toLowerCase()} ${e.object.metadata.name}: ${e.reason}: ${e.message}`);
+    this.events.record(e);
+  };
+
+  /** The probes of /livez and /readyz (the Kubernetes way: /healthz runs them all). */
+  readonly checks: { livez: Check[]; readyz: Check[] } = {
+    livez: [
+      { name: "ping", run: async () => undefined },
+      { name: "shutdown", run: async () => (this.stopping.aborted ? "the Hub is shutting down" : undefined) },
+    ],
+    readyz: [
+      { name: "ping", run: async () => undefined },
+      { name: "informer-sync", run: async () => (this.cache.synced ? undefined : "the informer has not synced with the store") },
+      { name: "store", run: async () => this.commitHealth.failing ?? within(this.store.revision(), 2000, "the store") },
+      { name: "shutdown", run: async () => (this.stopping.aborted ? "the Hub is shutting down" : undefined) },
+    ],
+  };
 
   /** Open the store, sync the informer, and serve HTTP. */
   static async start(partial: Partial<HubOptions> & { dataDir: string }): Promise<Hub> {
@@ -101,6 +148,11 @@ export class Hub {
       throw new Error(`refusing to listen on ${opts.host} without a token: set ${opts.authTokenEnv} (or --auth-token-env NAME), or bind 127.0.0.1`);
     if (workerTokens && !hubToken) throw new Error(`per-worker tokens need a Hub token as well: set ${opts.authTokenEnv}`);
     if (!!opts.tlsCertFile !== !!opts.tlsKeyFile) throw new Error("--tls-cert-file and --tls-key-file go together");
+    if (opts.tlsSelfSigned && opts.tlsCertFile) throw new Error("--tls-self-signed makes its own certificate: drop --tls-cert-file and --tls-key-file, or --tls-self-signed");
+    if (opts.tlsSelfSigned) {
+      const made = ensureSelfSigned(join(opts.dataDir, "tls"), opts.host);
+      [opts.tlsCertFile, opts.tlsKeyFile] = [made.certFile, made.keyFile];
+    }
     const https = opts.tlsCertFile ? { cert: readFileSync(opts.tlsCertFile), key: readFileSync(opts.tlsKeyFile!) } : undefined;
     compileAll();
     mkdirSync(opts.dataDir, { recursive: true });
@@ -109,15 +161,17 @@ export class Hub {
     const hub = new Hub(store, cache, opts);
     await cache.start();
     // The scheduler follows the informer from before its first list, so its queue is already full.
-    const http = Fastify({ logger: opts.logLevel === "silent" ? false : { level: opts.logLevel, redact: ["req.headers.authorization", "req.headers[\"x-loom-token\"]"] }, bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true, ...(https ? { https } : {}) });
+    const http = Fastify({ ...serverLogOptions(opts.logLevel), bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true, ...(https ? { https } : {}) });
+    logRequests(http);
     await http.register(app, { hub, auth: { hubToken, workerTokens } });
     hub.http = http;
     const log = (level: "info" | "warn" | "error", msg: string, extra?: object) => http.log[level](extra ?? {}, msg);
     hub.controllers = new ControllerManager(hub.scheduler, log, { resyncMs: opts.resyncMs, push: { defaultTokenEnv: opts.runnerTokenEnv, env }, conditions: opts.conditions });
+    hub.controllers.admission.onPass = (seconds, writes) => hub.metrics.pass("admission-conditions", seconds, writes);
     hub.controllers.start();
     if (opts.gitopsPaths?.length) {
       // Declared workers exist before any Runner can register as them.
-      hub.gitops = new GitopsSync({ store, paths: opts.gitopsPaths.map((p) => resolve(p)), recordEvent: hub.events.record, log, debounceMs: opts.gitopsDebounceMs });
+      hub.gitops = new GitopsSync({ store, paths: opts.gitopsPaths.map((p) => resolve(p)), recordEvent: hub.record, log, debounceMs: opts.gitopsDebounceMs });
       await hub.gitops.start();
     }
     hub.url = await http.listen({ host: opts.host, port: opts.port });

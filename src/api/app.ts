@@ -14,6 +14,8 @@ import { openApiRoutes } from "./openapi.ts";
 import { resourceRoutes } from "./resources.ts";
 import { resultLogRoutes } from "./result-logs.ts";
 import { isUiPath, uiRoutes } from "./ui.ts";
+import { healthRoutes, PROBE_PATH } from "./health.ts";
+import { resultRoutes } from "./results.ts";
 
 declare module "fastify" {
   interface FastifyInstance {
@@ -37,6 +39,8 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
   f.removeAllContentTypeParsers();
   f.addContentTypeParser("*", { parseAs: "buffer" }, (req, body: Buffer, done) => {
     if (req.url.startsWith("/api/results/upload")) return done(null, body);
+    // Server-side apply sends YAML; the resource API refuses it with a Status of its own.
+    if (req.headers["content-type"]?.startsWith("application/apply-patch+yaml")) return done(null, body);
     if (body.length === 0) return done(null, {});
     try {
       done(null, JSON.parse(body.toString("utf8")));
@@ -50,6 +54,7 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
     const path = req.url.split("?")[0];
     // The web view's static files hold no data; the page sends the token with each API call.
     if (isUiPath(path)) return;
+    if (req.method === "GET" && PROBE_PATH.test(path)) return void (req.principal = { kind: "anonymous" });
     const p = authenticate(req, o.auth);
     if (!p) return reply.code(401).header("cache-control", "no-store").send({ error: "unauthorized" });
     if (p.kind === "worker" && !RUNNER_PATHS.has(path)) return reply.code(403).header("cache-control", "no-store").send({ error: "forbidden", detail: "a worker token may only call the Runner API" });
@@ -71,6 +76,8 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
   await f.register(resourceRoutes);
   await f.register(resultLogRoutes);
   await f.register(uiRoutes);
+  await f.register(healthRoutes);
+  await f.register(resultRoutes);
 }
 
 /** A per-worker token may act only as its own worker. */

@@ -9,7 +9,9 @@ import { capacityEntry } from "../scheduler/workers.ts";
 import type { StoredObject } from "../store/store.ts";
 
 export const CORE_PREVIEW_VERSION = "0.4.0";
-export const PRODUCT_VERSION = "0.1.0";
+import { PRODUCT_VERSION } from "../version.ts";
+
+export { PRODUCT_VERSION };
 export const CAPABILITIES = [
   "worker-register", "worker-heartbeat", "task-claim", "task-claim-long-poll", "task-start", "task-renew", "result-upload",
   "task-complete", "task-fail", "result-download", "task-dispatch", "dispatch-repo-run", "task-list", "task-counts",
@@ -20,7 +22,16 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
   const hub = f.hub;
   const ctx = hub.scheduler.ctx;
 
-  f.get("/api/healthz", async () => ({ ok: true, time: new Date().toISOString(), core_preview_version: CORE_PREVIEW_VERSION, hub_api_version: 1, capabilities: CAPABILITIES, store: hub.store.backend, synced: hub.cache.synced }));
+  f.get("/api/healthz", async () => {
+    // `synced` claims that the store reflects every declared file: not while one is rejected.
+    const rejected = hub.gitops?.rejectedFiles() ?? [];
+    return {
+      ok: true, time: new Date().toISOString(), core_preview_version: CORE_PREVIEW_VERSION, hub_api_version: 1, capabilities: CAPABILITIES, store: hub.store.backend,
+      synced: hub.cache.synced && rejected.length === 0,
+      informer_synced: hub.cache.synced,
+      gitops: { rejected_files: rejected, ...(rejected.length ? { message: `${rejected.length} watched file(s) rejected; their previous state stays applied (see loom get events)` } : {}) },
+    };
+  });
   f.get("/api/meta", async () => ({
     service: "hub", product_version: PRODUCT_VERSION, hub_api_version: 1, runner_api_version: 1, inventory_schema_version: 1, manifest_schema_version: 1, dispatch_schema_version: 1,
     api_version: 1, capabilities: CAPABILITIES, auth_required: hub.authRequired, runner_token_env: hub.opts.runnerTokenEnv, store: hub.store.backend,

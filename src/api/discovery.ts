@@ -13,7 +13,8 @@ export function apiResourceList() {
     resources.push({ name: crd.plural, singularName: crd.singular, namespaced: false, kind: crd.kind, verbs: WRITE_VERBS, shortNames: crd.shortNames, categories: ["loom", "all"] });
     if (crd.hasStatus) resources.push({ name: `${crd.plural}/status`, singularName: "", namespaced: false, kind: crd.kind, verbs: ["get", "patch", "update"] });
   }
-  resources.push({ name: "events", singularName: "event", namespaced: false, kind: "Event", verbs: ["get", "list", "watch"], shortNames: ["ev"] });
+  // "ev" belongs to core v1 Events; a second "ev" here makes kubectl warn on every `get ev`.
+  resources.push({ name: "events", singularName: "event", namespaced: false, kind: "Event", verbs: ["get", "list", "watch"], shortNames: ["lev"] });
   return { kind: "APIResourceList", apiVersion: "v1", groupVersion: API_VERSION, resources };
 }
 

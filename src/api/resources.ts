@@ -12,6 +12,8 @@ import { isStoreError, notFound } from "../store/errors.ts";
 import { jsonEqual } from "../store/sqlite.ts";
 import type { StoredObject } from "../store/store.ts";
 import { mergePatch } from "./merge-patch.ts";
+import { byLastTimestamp, type EventObject } from "../reconciler/events.ts";
+import { applyJsonPatch, JsonPatchError } from "./json-patch.ts";
 import { objectMatcher } from "./selectors.ts";
 import { authRefusalAsStatus, badRequest, sendStatus, status, statusErrorHandler, StatusError, type Target } from "./status.ts";
 import { DEFAULT_WATCH_CONFIG, WatchStream, type WatchConfig } from "./watch.ts";
@@ -85,15 +87,30 @@ function objectFor(r: Resource, body: unknown, pathName?: string): StoredObject 
   return o as StoredObject;
 }
 
+/** A JSON Patch applied; a failed operation is an Invalid Status naming it (a failed test included, as in Kubernetes). */
+function jsonPatched(cur: StoredObject, p: unknown): unknown {
+  try {
+    return applyJsonPatch(cur, p);
+  } catch (e) {
+    if (!(e instanceof JsonPatchError)) throw e;
+    throw new StatusError("Invalid", 422, `the JSON patch does not apply: ${e.message}`, [{ reason: e.testFailed ? "FieldValueInvalid" : "FieldValueNotFound", message: e.message, field: e.path.slice(1).replaceAll("/", ".") }]);
+  }
+}
+
 function withoutStatus(o: StoredObject): Body {
   const { status: _status, ...rest } = o;
   return rest;
 }
 
-function requireMergePatch(req: FastifyRequest): void {
+/** The PATCH format a request names: JSON merge patch or JSON Patch. */
+function patchType(req: FastifyRequest): "merge" | "json" {
   const type = (req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
-  if (type !== "application/merge-patch+json" && type !== "application/json")
-    throw new StatusError("UnsupportedMediaType", 415, `PATCH takes a JSON merge patch (Content-Type: application/merge-patch+json); got ${type ? `"${type}"` : "no Content-Type"}`);
+  if (type === "application/merge-patch+json" || type === "application/json") return "merge";
+  if (type === "application/json-patch+json") return "json";
+  // Server-side apply needs field ownership per manager, which Loom does not track; saying so beats a silent merge.
+  if (type === "application/apply-patch+yaml")
+    throw new StatusError("UnsupportedMediaType", 415, "server-side apply is not supported: Loom does not track field managers. Use client-side apply (kubectl apply without --server-side), or kubectl patch --type=merge|json");
+  throw new StatusError("UnsupportedMediaType", 415, `PATCH takes a JSON merge patch (application/merge-patch+json, kubectl patch --type=merge) or a JSON Patch (application/json-patch+json, --type=json); got ${type ? `"${type}"` : "no Content-Type"}`);
 }
 
 export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOptions = {}): Promise<void> {
@@ -104,7 +121,7 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
   // Fail at start-up, not on the first request, if a CRD kind is missing from the informer.
   for (const r of resources) hub.cache.list(r.kind);
   const byPlural = new Map([...resources, EVENTS].map((r) => [r.plural, r]));
-  const watches = new Set<WatchStream>();
+  const watches = f.hub.watchStreams;
 
   const targetOf = (req: FastifyRequest): Target => {
     const r = byPlural.get(req.url.split("?")[0].slice(API_PREFIX.length + 1).split("/")[0]);
@@ -121,7 +138,7 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
   const rvOf = (o: StoredObject) => Number(o.metadata.resourceVersion);
 
   const snapshot = (r: Resource) => async (): Promise<{ items: StoredObject[]; revision: number }> =>
-    r.crd ? { items: hub.cache.list(r.kind), revision: hub.cache.revision } : hub.store.list(r.kind);
+    r.crd ? { items: hub.cache.list(r.kind), revision: hub.cache.revision } : hub.store.list(r.kind).then((l) => (r.kind === "Event" ? { ...l, items: (l.items as EventObject[]).sort(byLastTimestamp) } : l));
 
   const getObject = async (r: Resource, name: string): Promise<StoredObject> => {
     const o = r.crd ? hub.cache.get(r.kind, name) : await hub.store.get(r.kind, name);
@@ -187,20 +204,23 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
   }
 
   async function patch(r: Resource, req: FastifyRequest, sub: "main" | "status") {
-    requireMergePatch(req);
+    const type = patchType(req);
     const { name } = req.params as { name: string };
-    if (!isObject(req.body)) throw badRequest("a merge patch for a resource must be a JSON object");
+    if (type === "merge" && !isObject(req.body)) throw badRequest("a merge patch for a resource must be a JSON object");
     const p = req.body;
-    const pinned = isObject(p.metadata) && typeof p.metadata.resourceVersion === "string" && p.metadata.resourceVersion !== "" ? p.metadata.resourceVersion : undefined;
+    // A JSON Patch pins the version with a test (or a replace) on /metadata/resourceVersion; a failed test refuses it.
+    const pinned = type === "json"
+      ? (Array.isArray(p) && p.some((o) => isObject(o) && o.path === "/metadata/resourceVersion") ? "json-patch" : undefined)
+      : isObject(p) && isObject(p.metadata) && typeof p.metadata.resourceVersion === "string" && p.metadata.resourceVersion !== "" ? p.metadata.resourceVersion : undefined;
     for (let attempt = 1; ; attempt++) {
       // Read from the store, not the informer: a stale read would only buy a Conflict and a retry.
       const cur = await hub.store.get(r.kind, name);
       if (!cur) throw notFound(r.kind, name);
-      const next = objectFor(r, mergePatch(cur, p), name);
+      const next = objectFor(r, type === "json" ? jsonPatched(cur, p) : mergePatch(cur, p), name);
       if (!pinned) next.metadata.resourceVersion = cur.metadata.resourceVersion;
       // A patch that changes nothing writes nothing (no new revision, no event), as in Kubernetes.
       const same = sub === "status" ? jsonEqual(next.status, cur.status) : jsonEqual(withoutStatus(next), withoutStatus(cur));
-      if (same && (!pinned || pinned === cur.metadata.resourceVersion)) return cur;
+      if (same && (!pinned || pinned === "json-patch" || pinned === cur.metadata.resourceVersion)) return cur;
       try {
         const written = sub === "status" ? await hub.store.updateStatus(next) : await hub.store.update(next);
         await settle(req, rvOf(written));

@@ -113,7 +113,7 @@ async function applyOne(client: Client, o: StoredObject, dryRun: boolean): Promi
 export function applyCommand(): Command {
   return withController(new Command("apply"))
     .description("create or update workers, campaigns and tasks from inventory, manifest or resource files (validated locally first)")
-    .requiredOption("-f, --filename <path...>", "files or directories (*.json, *.yaml, *.yml, *.jsonl)")
+    .requiredOption("-f, --filename <path...>", "files or directories (*.json, *.yaml, *.yml, *.jsonl); - reads standard input")
     .option("--dry-run", "print what would be created or changed, and write nothing")
     .action(async (o: { filename: string[]; dryRun?: boolean }, cmd: Command) => {
       const res = loadPaths(o.filename);

@@ -2,6 +2,7 @@
 // `{error, detail, errors[]}` on /api/..., Kubernetes Status objects on /apis/...), so every
 // verb prints failures the same way and never parses messages.
 import { API_VERSION } from "../resources/crds.ts";
+import { CA_FILE_ENV, type Fetch, fetchTrusting, readCa } from "../tls/fetch.ts";
 
 export const DEFAULT_CONTROLLER = "http://127.0.0.1:8765";
 export const CONTROLLER_ENV = "LOOM_CONTROLLER";
@@ -74,10 +75,10 @@ export function toApiError(status: number, statusText: string, body: unknown): A
   return new ApiError(status, statusText || String(status), text, [], body);
 }
 
-export type Connection = { controller: string; token?: string };
+export type Connection = { controller: string; token?: string; /** PEM of the CA that signed the Hub's certificate. */ ca?: Buffer };
 
 /** `--controller`, else LOOM_CONTROLLER, else the default; the token only ever comes from the environment. */
-export function resolveConnection(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): Connection {
+export function resolveConnection(flag: string | undefined, env: NodeJS.ProcessEnv = process.env, caFlag?: string): Connection {
   const raw = flag ?? env[CONTROLLER_ENV] ?? DEFAULT_CONTROLLER;
   let url: URL;
   try {
@@ -86,7 +87,17 @@ export function resolveConnection(flag: string | undefined, env: NodeJS.ProcessE
     throw new UsageError(`--controller: not a URL: ${JSON.stringify(raw)}`);
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") throw new UsageError(`--controller: must be an http(s) URL, got ${JSON.stringify(raw)}`);
-  return { controller: url.toString().replace(/\/+$/, ""), token: env[TOKEN_ENV] || undefined };
+  const ca = caOf(caFlag, env)?.pem;
+  return { controller: url.toString().replace(/\/+$/, ""), token: env[TOKEN_ENV] || undefined, ...(ca ? { ca } : {}) };
+}
+
+/** The CA from --certificate-authority or LOOM_CA_FILE; an unreadable file is a usage error naming where it came from. */
+export function caOf(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): ReturnType<typeof readCa> {
+  try {
+    return readCa(flag, env);
+  } catch (e) {
+    throw new UsageError(`${flag ? "--certificate-authority" : CA_FILE_ENV}: ${(e as Error).message}`);
+  }
 }
 
 export type Query = Record<string, string | number | boolean | undefined>;
@@ -103,7 +114,10 @@ function networkReason(e: unknown): string {
 }
 
 export class Client {
-  constructor(readonly conn: Connection) {}
+  private readonly send: Fetch;
+  constructor(readonly conn: Connection) {
+    this.send = fetchTrusting(conn.ca);
+  }
 
   private headers(contentType?: string): Record<string, string> {
     return {
@@ -118,7 +132,7 @@ export class Client {
     const url = this.conn.controller + withQuery(path, o.query);
     let res: Response;
     try {
-      res = await fetch(url, {
+      res = await this.send(url, {
         method,
         headers: this.headers(o.body === undefined ? undefined : (o.contentType ?? "application/json")),
         body: o.body === undefined ? undefined : JSON.stringify(o.body),

@@ -4,21 +4,25 @@ import { type Command, InvalidArgumentError, Option } from "commander";
 import { Client, CONTROLLER_ENV, DEFAULT_CONTROLLER, resolveConnection } from "./client.ts";
 import { type OutputFormat, formatObject } from "./printers.ts";
 
+export const CA_HELP = "PEM file of the CA that signed the Hub's certificate (env LOOM_CA_FILE), e.g. the one `loom hub --tls-self-signed` prints";
 export const CONTROLLER_HELP = `Hub URL (env ${CONTROLLER_ENV}, default ${DEFAULT_CONTROLLER}); the token comes from env LOOM_HUB_TOKEN`;
 
 /** `--controller` (and v1's `--controller-token-env`) on a verb; the program-level flag (before the verb) works too. */
 export function withController(cmd: Command): Command {
   return cmd
     .option("--controller <url>", CONTROLLER_HELP)
-    .option("--controller-token-env <name>", "environment variable holding the Hub token (default LOOM_HUB_TOKEN)");
+    .option("--controller-token-env <name>", "environment variable holding the Hub token (default LOOM_HUB_TOKEN)")
+    .option("--certificate-authority <file>", CA_HELP);
 }
 
 /** The nearest `--controller` given, from the verb up to the program; the token from `--controller-token-env` when given. */
 export function clientOf(cmd: Command): Client {
-  let flag: string | undefined;
-  for (let c: Command | null = cmd; c && flag === undefined; c = c.parent) flag = c.opts().controller as string | undefined;
-  const tokenEnv = cmd.opts().controllerTokenEnv as string | undefined;
-  const conn = resolveConnection(flag);
+  const nearest = (key: string): string | undefined => {
+    for (let c: Command | null = cmd; c; c = c.parent) if (c.opts()[key] !== undefined) return c.opts()[key] as string;
+    return undefined;
+  };
+  const conn = resolveConnection(nearest("controller"), process.env, nearest("certificateAuthority"));
+  const tokenEnv = nearest("controllerTokenEnv");
   return new Client(tokenEnv === undefined ? conn : { ...conn, token: process.env[tokenEnv] || undefined });
 }
 

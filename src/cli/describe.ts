@@ -77,6 +77,17 @@ async function describeTask(client: Client, t: Task & Obj, now: Date): Promise<s
   w.kv(1, "Excluded Workers", st.excluded_workers?.join(", "));
   if (st.result) w.kv(1, "Result", Object.entries(st.result).map(([k, v]) => `${k}=${v}`).join(", "));
   if (st.error) w.kv(1, "Error", JSON.stringify(st.error));
+  if (st.result?.result_id && st.result.verdict !== "clean") {
+    // Why it failed, from the result itself: the classifier's issues and the exit code.
+    const { attemptOutput, download, resultsOf } = await import("./results.ts");
+    const r = (await resultsOf(client, t.metadata.name)).find((x) => x.result_id === st.result!.result_id);
+    if (r?.issues.length) w.kv(1, "Failure Reason", r.issues.join(", "));
+    const exit = await download(client, st.result.result_id).then(attemptOutput, () => undefined);
+    if (exit?.exitCode !== undefined) w.kv(1, "Exit Code", exit.exitCode);
+    const lastLine = exit?.stderr.trim().split("\n").at(-1);
+    if (lastLine) w.kv(1, "Last Stderr Line", lastLine.slice(0, 200));
+    w.kv(1, "Logs", `loom logs ${t.metadata.name} --attempt ${r?.attempt_no ?? st.attempt ?? 1}`);
+  }
   if (st.finished_at) w.kv(1, "Finished", when(st.finished_at, now));
   conditions(w, st.conditions as Condition[] | undefined);
 

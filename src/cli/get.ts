@@ -4,7 +4,8 @@
 import { Command } from "commander";
 import { loadCrds } from "../resources/crds.ts";
 import { ApiError, type Client, type Query, UnreachableError, UsageError } from "./client.ts";
-import { clientOf, err, out, outputOption, withController } from "./common.ts";
+import { clientOf, err, out, withController } from "./common.ts";
+import { columnCells, outputArg, renderTemplate, type Template } from "./templates.ts";
 import { type KindInfo, objectRef, resolveKind } from "./kinds.ts";
 import { columnWidths, formatObject, formatRows, type OutputFormat, tableCells, visibleColumns } from "./printers.ts";
 
@@ -12,7 +13,7 @@ type Obj = { kind?: string; metadata?: { name?: string; resourceVersion?: string
 type List = { kind?: string; metadata?: { resourceVersion?: string }; items: Obj[] };
 type WatchEvent = { type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR"; object: Obj };
 
-type GetOptions = { output?: OutputFormat; selector?: string; fieldSelector?: string; state?: string; watch?: boolean; headers: boolean };
+type GetOptions = { output?: OutputFormat | Template; selector?: string; fieldSelector?: string; state?: string; watch?: boolean; headers: boolean };
 
 /** Reconnect delays after a dropped watch: quick at first, then at most every few seconds. */
 const RECONNECT_MS = [250, 500, 1000, 2000, 4000];
@@ -41,11 +42,12 @@ class ObjectPrinter {
   private widths: number[] = [];
   private printedHeaders = false;
   private docs = 0;
-  constructor(private readonly k: KindInfo, private readonly format: OutputFormat | undefined, private readonly headers: boolean) {}
+  constructor(private readonly k: KindInfo, private readonly format: OutputFormat | Template | undefined, private readonly headers: boolean) {}
 
-  /** A whole answer: a List or one object, printed as the API returned it for -o json|yaml. */
+  /** A whole answer: a List or one object, printed as the API returned it for -o json|yaml (and given to a jsonpath template). */
   answer(body: Obj | List, items: Obj[]): void {
     if (this.format === "json" || this.format === "yaml") return out(formatObject(body, this.format));
+    if (typeof this.format === "object" && this.format.kind === "jsonpath") return out(renderTemplate(this.format.parts, body));
     this.rows(items);
   }
 
@@ -53,15 +55,18 @@ class ObjectPrinter {
   objects(items: Obj[]): void {
     if (this.format === "json") for (const o of items) out(formatObject(o, "json"));
     else if (this.format === "yaml") for (const o of items) out(`${this.docs++ ? "---\n" : ""}${formatObject(o, "yaml")}`);
+    else if (typeof this.format === "object" && this.format.kind === "jsonpath") for (const o of items) out(renderTemplate(this.format.parts, o));
     else this.rows(items);
   }
 
   private rows(items: Obj[]): void {
     if (!items.length) return;
     if (this.format === "name") return out(items.map((o) => `${objectRef(this.k, o.metadata?.name ?? "")}\n`).join(""));
-    const cols = visibleColumns(this.k.columns, this.format === "wide");
     const withHeaders = this.headers && !this.printedHeaders;
-    const cells = tableCells(cols, items, new Date(), !withHeaders);
+    const custom = typeof this.format === "object" && this.format.kind === "custom-columns" ? this.format.columns : undefined;
+    const cells = custom
+      ? [...(withHeaders ? [custom.map((c) => c.header)] : []), ...items.map((o) => columnCells(custom, o))]
+      : tableCells(visibleColumns(this.k.columns, this.format === "wide"), items, new Date(), !withHeaders);
     if (!cells.length) return;
     this.printedHeaders ||= withHeaders;
     const lines = formatRows(cells, this.widths);
@@ -148,15 +153,22 @@ export async function watchLoop(client: Client, k: KindInfo, q: Query, first: Li
 export function getCommand(): Command {
   return withController(new Command("get"))
     .description("list workers, tasks, campaigns or events, or get one by name")
-    .argument("<type>", "workers, tasks, campaigns or events (also singular, or lw, lt, lc, ev)")
-    .argument("[name]", "one object by name")
-    .addOption(outputOption())
+    .argument("<type>", "workers, tasks, campaigns, events or results (also singular, or lw, lt, lc, ev)")
+    .argument("[name]", "one object by name (for results: a task's results)")
+    .option("-o, --output <format>", "output format: wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:EXPR,...", outputArg(["wide", "json", "yaml", "name"]))
     .option("-l, --selector <selector>", "label selector, e.g. loom.dev/campaign=c1,tier!=gpu")
     .option("--field-selector <selector>", "field selector, e.g. status.lease.worker=evaluation-01")
     .option("--state <state>", "tasks in this state (the field selector status.state=STATE)")
     .option("-w, --watch", "after the list, print a row for every change (Ctrl-C ends)")
     .option("--no-headers", "leave out the header row")
     .action(async (type: string, name: string | undefined, o: GetOptions, cmd: Command) => {
+      // Results are not resources: their list comes from the Runner API's store of ZIPs.
+      if (type === "results" || type === "result") {
+        const { getResultsTable, resultsOf } = await import("./results.ts");
+        const rows = await resultsOf(clientOf(cmd), name);
+        if (o.output === "json" || o.output === "yaml") return out(formatObject({ results: rows }, o.output));
+        return rows.length ? out(getResultsTable(rows)) : err("No resources found.\n");
+      }
       const k = resolveKind(type);
       const client = clientOf(cmd);
       const printer = new ObjectPrinter(k, o.output, o.headers);

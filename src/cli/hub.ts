@@ -1,28 +1,42 @@
 // `loom hub`: serve the Hub on the embedded store (or another store).
+import { existsSync, statSync } from "node:fs";
 import { Command, InvalidArgumentError } from "commander";
 import { DEFAULT_HUB_OPTIONS, Hub } from "../hub.ts";
 
-export const intArg = (name: string, min = 0) => (v: string) => {
+export const intArg = (name: string, min = 0, max = Number.MAX_SAFE_INTEGER) => (v: string) => {
   const n = Number(v);
-  if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer >= ${min}`);
+  if (!Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(v)}`);
   return n;
+};
+
+/** A --data-dir that exists must be a directory; said before anything is opened in it. */
+export function dataDirArg(v: string): string {
+  if (existsSync(v) && !statSync(v).isDirectory()) throw new InvalidArgumentError(`${v} is a file, not a directory; give a directory (it is created when missing)`);
+  return v;
+}
+
+/** --inventory and --manifests name what exists; a typo is an error, not a path watched in vain. */
+const existingPath = (flag: string) => (v: string, acc: string[]) => {
+  if (!existsSync(v)) throw new InvalidArgumentError(`${v} does not exist (${flag} takes an existing file or folder)`);
+  return [...acc, v];
 };
 
 export function hubCommand(): Command {
   return new Command("hub")
     .description("serve the Loom Hub: the Runner API, the data API and the resource API")
     .option("--host <host>", "address to bind", DEFAULT_HUB_OPTIONS.host)
-    .option("--port <port>", "port to listen on", intArg("--port"), DEFAULT_HUB_OPTIONS.port)
-    .option("--data-dir <dir>", "where the embedded store and results live", ".loom/hub")
+    .option("--port <port>", "port to listen on (0: any free port)", intArg("--port", 0, 65535), DEFAULT_HUB_OPTIONS.port)
+    .option("--data-dir <dir>", "where the embedded store and results live", dataDirArg, ".loom/hub")
     .option("--auth-token-env <name>", "env var holding the Hub token", DEFAULT_HUB_OPTIONS.authTokenEnv)
     .option("--direct-api-token-env <name>", "env var holding the token for pushing to Direct Runners", DEFAULT_HUB_OPTIONS.runnerTokenEnv)
     .option("--worker-tokens-file <path>", "YAML/JSON map of worker_id to a token that may act only as that worker")
     .option("--heartbeat-grace-seconds <n>", "a worker silent for longer is not Ready", intArg("--heartbeat-grace-seconds", 1), DEFAULT_HUB_OPTIONS.heartbeatGraceSeconds)
     .option("--default-max-attempts <n>", "attempts for a task whose leases keep expiring and that has no retry_policy", intArg("--default-max-attempts", 1), DEFAULT_HUB_OPTIONS.defaultMaxAttempts)
-    .option("--inventory <path>", "inventory file or folder to apply and watch (repeatable)", (v: string, acc: string[]) => [...acc, v], [] as string[])
-    .option("--manifests <path>", "campaign manifest file or folder to apply and watch (repeatable)", (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option("--inventory <path>", "inventory file or folder to apply and watch (repeatable)", existingPath("--inventory"), [] as string[])
+    .option("--manifests <path>", "campaign manifest file or folder to apply and watch (repeatable)", existingPath("--manifests"), [] as string[])
     .option("--tls-cert-file <path>", "serve HTTPS with this PEM certificate (kubectl sends tokens only over TLS)")
     .option("--tls-key-file <path>", "the PEM private key of --tls-cert-file")
+    .option("--tls-self-signed", "serve HTTPS with a self-signed certificate for --host, kept in DATA_DIR/tls (made once, renewed when it expires)")
     .option("--log-level <level>", "silent, error, warn, info or debug", DEFAULT_HUB_OPTIONS.logLevel)
     .action(async (o) => {
       const hub = await Hub.start({
@@ -38,9 +52,11 @@ export function hubCommand(): Command {
         gitopsPaths: [...o.inventory, ...o.manifests],
         tlsCertFile: o.tlsCertFile,
         tlsKeyFile: o.tlsKeyFile,
+        tlsSelfSigned: o.tlsSelfSigned,
       });
       process.stderr.write(`loom hub listening on ${hub.url} (store: ${hub.store.backend}, data: ${hub.opts.dataDir}${hub.authRequired ? ", token required" : ", no token: loopback only"})\n`);
       process.stderr.write(`web view: ${hub.url}/ui/\n`);
+      if (o.tlsSelfSigned) process.stderr.write(`self-signed certificate: ${hub.opts.tlsCertFile}; clients trust it with --certificate-authority ${hub.opts.tlsCertFile} (or LOOM_CA_FILE)\n`);
       // SIGHUP re-reads every watched file, e.g. after a path that did not exist appears.
       const hup = () => void hub.gitops?.syncNow().catch((e) => process.stderr.write(`gitops sync failed: ${(e as Error).message}\n`));
       process.on("SIGHUP", hup);

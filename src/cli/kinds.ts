@@ -29,7 +29,7 @@ export function kinds(): KindInfo[] {
     columns: COLUMNS[c.kind]?.() ?? [],
     writable: true,
   }));
-  out.push({ kind: "Event", plural: "events", singular: "event", shortNames: ["ev"], path: `${RESOURCE_PREFIX}/events`, columns: eventColumns, writable: false });
+  out.push({ kind: "Event", plural: "events", singular: "event", shortNames: ["ev", "lev"], path: `${RESOURCE_PREFIX}/events`, columns: eventColumns, writable: false });
   return out;
 }
 

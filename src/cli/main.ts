@@ -1,7 +1,8 @@
 // The `loom` command. Each verb group lives in its own module and adds itself here.
 import { Command, CommanderError } from "commander";
 import { CliError } from "./client.ts";
-import { CONTROLLER_HELP } from "./common.ts";
+import { CA_HELP, CONTROLLER_HELP } from "./common.ts";
+import { PRODUCT_VERSION } from "../version.ts";
 
 /**
  * Every verb and the module that defines it, in help order. A run imports only the module of
@@ -29,13 +30,17 @@ const VERBS: [names: string[], load: () => Promise<Command[]>][] = [
     async () => (await import("./v1.ts")).v1Commands()],
   [["top"], async () => [(await import("./top.ts")).topCommand()]],
   [["kubeconfig"], async () => [(await import("./kubeconfig.ts")).kubeconfigCommand()]],
+  [["certs"], async () => [(await import("./certs.ts")).certsCommand()]],
+  [["logs", "result"], async () => { const m = await import("./results.ts"); return [m.logsCommand(), m.resultCommand()]; }],
+  [["version"], async () => [(await import("./version.ts")).versionCommand()]],
+  [["completion"], async () => [(await import("./completion.ts")).completionCommand()]],
 ];
 
 /** The verb an argv names: the first word that is not a program option (or its value). */
 export function verbOf(argv: string[]): string | undefined {
   const args = argv.slice(2);
   for (let i = 0; i < args.length; i++) {
-    if (args[i] === "--controller" || args[i] === "--controller-token-env") i++;
+    if (args[i] === "--controller" || args[i] === "--controller-token-env" || args[i] === "--certificate-authority") i++;
     else if (!args[i].startsWith("-")) return args[i];
   }
   return undefined;
@@ -44,23 +49,31 @@ export function verbOf(argv: string[]): string | undefined {
 export async function buildProgram(argv: string[] = process.argv): Promise<Command> {
   const program = new Command("loom")
     .description("Loom: admit tasks onto the hosts you own, under resource admission")
-    .version("0.1.0")
-    .showHelpAfterError()
+    .version(PRODUCT_VERSION)
+    .showHelpAfterError("see 'loom --help'")
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) })
     // Program options only before the verb, so a verb's own --controller (the Runner's) stays its own.
     .enablePositionalOptions()
-    .option("--controller <url>", CONTROLLER_HELP);
+    .option("--controller <url>", CONTROLLER_HELP)
+    .option("--certificate-authority <file>", CA_HELP);
   const verb = verbOf(argv);
   const named = VERBS.filter(([names]) => verb !== undefined && names.includes(verb));
   for (const [, load] of named.length ? named : VERBS) for (const cmd of await load()) program.addCommand(cmd);
   return withUsageExits(program);
 }
 
+/** "certs create" for a nested command, as a user types it. */
+function commandPath(c: Command): string {
+  const names: string[] = [];
+  for (let x: Command | null = c; x && x.parent; x = x.parent) names.unshift(x.name());
+  return names.join(" ");
+}
+
 /** addCommand() does not pass settings down: every verb throws usage errors (exit 2) instead of exiting itself. */
 function withUsageExits(cmd: Command): Command {
   for (const sub of cmd.commands) {
-    sub.exitOverride().showHelpAfterError().configureOutput({ writeErr: (s) => process.stderr.write(s) });
+    sub.exitOverride().showHelpAfterError(`see 'loom ${commandPath(sub)} --help'`).configureOutput({ writeErr: (s) => process.stderr.write(s) });
     withUsageExits(sub);
   }
   return cmd;

@@ -2,8 +2,8 @@
 // inventory and campaign from examples/, plus one local `loom runner` process for each
 // example worker, so `loom get tasks -w` shows real admission at once.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { mkdirSync, rmSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import { Hub } from "../hub.ts";
@@ -17,13 +17,16 @@ const BIN = join(ROOT, "bin", "loom.mjs");
 export function quickstartCommand(): Command {
   return new Command("quickstart")
     .description("start a Hub with the examples and local Runners for the example workers")
-    .option("--port <port>", "Hub port", intArg("--port"), 8765)
+    .option("--port <port>", "Hub port", intArg("--port", 0, 65535), 8765)
     .option("--data-dir <dir>", "where the Hub and Runners keep their state", ".loom/quickstart")
     .option("--inventory <path>", "inventory to sync", join(ROOT, "examples", "inventory.json"))
     .option("--manifests <path>", "campaign manifests to sync", join(ROOT, "examples", "loom-resource-admission.manifest.json"))
     .option("--no-runners", "start only the Hub")
+    .option("--reset", "start clean: remove the data dir's store, results and Runner state first")
     .action(async (o) => {
       const dataDir = resolve(o.dataDir);
+      // Only the quick start's own folders go, so a --data-dir pointed somewhere odd loses nothing else.
+      if (o.reset) for (const sub of ["hub", "runners"]) rmSync(join(dataDir, sub), { recursive: true, force: true });
       const loaded = loadPaths([o.inventory]);
       if (loaded.errors.length) throw new Error(`${o.inventory} does not validate; run loom validate -f ${o.inventory}`);
       const workers = loaded.resources.filter((r) => r.kind === "Worker") as unknown as Worker[];
@@ -52,7 +55,9 @@ export function quickstartCommand(): Command {
       }
       // If the quickstart itself dies, its Runners go with it.
       process.once("exit", () => { for (const c of children) if (c.exitCode === null) c.kill("SIGKILL"); });
-      say(`\ntry:  npx loom get workers\n      npx loom get tasks -w\n      npx loom describe task loom-resource-admission__oversized__baseline__run-001\n      npx loom worker-capacity\nCtrl-C stops everything.\n`);
+      const cli = `node ${relative(process.cwd(), BIN) || BIN}`;
+      say(`\nthe CLI: ${cli} (or \`npm link\` once, then \`loom\`); outside this folder \`npx loom\` is another package`);
+      say(`try:  ${cli} get workers\n      ${cli} get tasks -w\n      ${cli} describe task loom-resource-admission__oversized__baseline__run-001\n      ${cli} logs loom-resource-admission__full-host__baseline__run-001\n      ${cli} worker-capacity\nstart clean next time with: npm start -- --reset\nCtrl-C stops everything.\n`);
       await new Promise<void>((res) => {
         process.once("SIGINT", () => res());
         process.once("SIGTERM", () => res());

@@ -134,6 +134,11 @@ export class GitopsSync {
     if (this.closed) await watcher.close(); // closed while it was opening
   }
 
+  /** Files whose last version was rejected (their previous state stays applied). */
+  rejectedFiles(): string[] {
+    return [...this.rejected].sort();
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.timer);

@@ -38,6 +38,8 @@ export class AdmissionConditions {
   private dueTimer: NodeJS.Timeout | undefined;
   passes = 0;
   writes = 0;
+  /** Told of each finished pass: its duration and writes (the Hub's metrics). */
+  onPass: (seconds: number, writes: number) => void = () => {};
 
   constructor(private readonly ctx: SchedulerContext, private readonly queue: ClaimQueue, private readonly log: Logger, private readonly opts: AdmissionConditionsOptions = { minIntervalMs: 500, refreshMs: 60_000, maxWritesPerPass: 2000 }) {}
 
@@ -51,7 +53,10 @@ export class AdmissionConditions {
     this.timer = undefined;
     if (!this.dirty || this.stopped) return;
     this.dirty = false;
+    const started = performance.now();
+    const writesBefore = this.writes;
     this.running = this.pass()
+      .then(() => this.onPass((performance.now() - started) / 1000, this.writes - writesBefore))
       .catch((e) => { this.dirty = true; this.log("warn", "admission conditions pass failed", { err: (e as Error).message }); })
       .finally(() => {
         this.running = undefined;

@@ -4,6 +4,7 @@
 import { randomUUID } from "node:crypto";
 import type { Store, StoredObject, TxnOp } from "../store/store.ts";
 import type { LoomEvent } from "../scheduler/context.ts";
+import { isStoreError } from "../store/errors.ts";
 
 export type EventObject = StoredObject & {
   involvedObject: { apiVersion: string; kind: string; name: string; uid?: string };
@@ -48,10 +49,22 @@ export class EventRecorder {
     return this.flushing;
   }
 
+  /** Recent Events by what they say (object, type, reason, message): a repeat bumps count and lastTimestamp instead of adding a row. */
+  private readonly recent = new Map<string, EventObject>();
+
   private async write(batch: LoomEvent[]): Promise<void> {
     const now = new Date().toISOString();
-    const ops: TxnOp[] = batch.map((e) => {
+    const touched = new Map<string, { ev: EventObject; existed: boolean }>();
+    for (const e of batch) {
       const o = e.object;
+      const key = JSON.stringify([o.kind, o.metadata.name, e.type, e.reason, e.message]);
+      const seen = touched.get(key) ?? (this.recent.has(key) ? { ev: { ...this.recent.get(key)! }, existed: true } : undefined);
+      if (seen) {
+        seen.ev.count += 1;
+        seen.ev.lastTimestamp = now;
+        touched.set(key, seen);
+        continue;
+      }
       const ev: EventObject = {
         apiVersion: "v1",
         kind: "Event",
@@ -65,9 +78,29 @@ export class EventRecorder {
         lastTimestamp: now,
         source: { component: "loom-hub" },
       };
-      return { op: "create", object: ev };
-    });
-    if (ops.length) await this.store.txn(ops);
+      touched.set(key, { ev, existed: false });
+    }
+    const entries = [...touched];
+    const ops = (asNew: boolean): TxnOp[] =>
+      entries.map(([, { ev, existed }]) => (existed && !asNew ? { op: "update", object: { ...ev, metadata: { ...ev.metadata, resourceVersion: undefined } } } : { op: "create", object: ev }));
+    if (entries.length) {
+      try {
+        await this.store.txn(ops(false));
+      } catch (err) {
+        // An aggregated Event was pruned meanwhile: start those again as new Events.
+        if (!isStoreError(err, "NotFound")) throw err;
+        for (const [, t] of entries) if (t.existed) Object.assign(t.ev, { count: 1, firstTimestamp: now, metadata: { ...t.ev.metadata, name: `${eventNameBase(t.ev.involvedObject.name)}.${randomUUID().slice(0, 8)}` } });
+        await this.store.txn(ops(true));
+      }
+    }
+    for (const [key, { ev }] of entries) {
+      this.recent.delete(key); // re-insert: the map stays in last-used order
+      this.recent.set(key, ev);
+    }
+    for (const key of this.recent.keys()) {
+      if (this.recent.size <= this.opts.maxEvents) break;
+      this.recent.delete(key);
+    }
     await this.prune();
   }
 
@@ -81,6 +114,8 @@ export class EventRecorder {
     items.sort((a, b) => (a.lastTimestamp < b.lastTimestamp ? -1 : a.lastTimestamp > b.lastTimestamp ? 1 : 0));
     const excess = Math.max(0, items.length - this.opts.maxEvents);
     const drop = items.filter((e, i) => i < excess || e.lastTimestamp < cutoff);
+    const dropped = new Set(drop.map((e) => e.metadata.name));
+    for (const [key, ev] of this.recent) if (dropped.has(ev.metadata.name)) this.recent.delete(key);
     for (let i = 0; i < drop.length; i += 500)
       await this.store.txn(drop.slice(i, i + 500).map((e) => ({ op: "delete" as const, kind: "Event", name: e.metadata.name })));
   }
@@ -91,7 +126,14 @@ export class EventRecorder {
   }
 }
 
+/** Oldest first by lastTimestamp, as kubectl orders Events; ties keep the order they were created in. */
+export function byLastTimestamp(a: { lastTimestamp?: string; firstTimestamp?: string; metadata: { resourceVersion?: string } }, b: typeof a): number {
+  const la = a.lastTimestamp ?? "", lb = b.lastTimestamp ?? "";
+  if (la !== lb) return la < lb ? -1 : 1;
+  return Number(a.metadata.resourceVersion ?? 0) - Number(b.metadata.resourceVersion ?? 0);
+}
+
 /** Events about one object, oldest first. */
 export function eventsFor(events: EventObject[], kind: string, name: string): EventObject[] {
-  return events.filter((e) => e.involvedObject.kind === kind && e.involvedObject.name === name).sort((a, b) => (a.lastTimestamp < b.lastTimestamp ? -1 : 1));
+  return events.filter((e) => e.involvedObject.kind === kind && e.involvedObject.name === name).sort(byLastTimestamp);
 }

@@ -5,7 +5,7 @@
 import { loadCrds, type PrinterColumn } from "./crds.ts";
 import { evalJsonPath, humanDuration, parseJsonPath } from "./jsonpath.ts";
 import { getCondition, type Condition } from "./meta.ts";
-import type { ResourceSpec, Task, Worker } from "./types.ts";
+import { isQueued, type ResourceSpec, type Task, type Worker } from "./types.ts";
 
 export const NONE = "<none>";
 
@@ -99,10 +99,17 @@ const taskReason: Column<Task> = {
   },
 };
 
+/** The lease's worker; once the task is final, the worker that ran its last attempt (a requeued task has none until its next lease). */
+const taskWorker: Column<Task> = {
+  name: "WORKER",
+  priority: 0,
+  cell: (t) => t.status?.lease?.worker ?? (isQueued(t.status?.state ?? "queued") ? undefined : t.status?.attempts?.at(-1)?.worker) ?? NONE,
+};
+
 const taskRequests: Column<Task> = { name: "REQUESTS", priority: 0, cell: (t) => formatRequests(t.spec?.execution_profile?.resources) };
 
 export const taskColumns = once((): Column<Task>[] => compose("Task", {
-  replace: { REASON: taskReason, PLACEMENT: { name: "PLACEMENT", priority: 1, cell: (t) => t.spec?.execution_profile?.placement ?? "shared" } },
+  replace: { REASON: taskReason, WORKER: taskWorker, PLACEMENT: { name: "PLACEMENT", priority: 1, cell: (t) => t.spec?.execution_profile?.placement ?? "shared" } },
   after: { PLACEMENT: [taskRequests] },
 }));
 
@@ -140,13 +147,16 @@ export const campaignColumns = once((): Column[] => compose("Campaign", {}));
 
 // --- Event (no CRD: the core Event's usual columns)
 
+/** `task/NAME`; a watched file as `file:/path` (its name is a path, so `file//path` would read wrong). */
+const objectOf = (o: { kind?: string; name?: string }) => (o.kind === "File" ? `file:${o.name ?? ""}` : `${(o.kind ?? "").toLowerCase()}/${o.name ?? ""}`);
+
 type EventLike = { type?: string; reason?: string; message?: string; lastTimestamp?: string; involvedObject?: { kind?: string; name?: string }; metadata?: { creationTimestamp?: string } };
 
 export const eventColumns: Column<EventLike>[] = [
   { name: "LAST SEEN", priority: 0, cell: (e, now) => age(e.lastTimestamp ?? e.metadata?.creationTimestamp, now) },
   { name: "TYPE", priority: 0, cell: (e) => e.type ?? NONE },
   { name: "REASON", priority: 0, cell: (e) => e.reason ?? NONE },
-  { name: "OBJECT", priority: 0, cell: (e) => (e.involvedObject ? `${(e.involvedObject.kind ?? "").toLowerCase()}/${e.involvedObject.name ?? ""}` : NONE) },
+  { name: "OBJECT", priority: 0, cell: (e) => (e.involvedObject ? objectOf(e.involvedObject) : NONE) },
   { name: "MESSAGE", priority: 0, cell: (e) => e.message ?? NONE },
   { name: "NAME", priority: 1, cell: (e) => (e as { metadata?: { name?: string } }).metadata?.name ?? NONE },
 ];

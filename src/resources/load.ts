@@ -55,6 +55,11 @@ export function loadPaths(paths: string[]): LoadResult {
   const acc = emptyAcc();
   const files: string[] = [];
   for (const p of paths) {
+    // "-" is standard input, as in kubectl apply -f -; YAML reads JSON too.
+    if (p === "-") {
+      parseInto(acc, readFileSync(0, "utf8"), "<stdin>");
+      continue;
+    }
     let st;
     try {
       st = statSync(p);

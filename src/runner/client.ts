@@ -1,5 +1,6 @@
 // The Runner's side of RUNNER_PROTOCOL §1a: JSON over fetch, the Hub token as a Bearer
 // header. The token is held privately and never appears in an error or a log line.
+import { type Fetch, fetchTrusting } from "../tls/fetch.ts";
 
 /** A non-2xx or non-JSON reply; status 0 means no HTTP reply at all (network error, timeout). */
 export class HubError extends Error {
@@ -39,6 +40,8 @@ export interface HubClientOptions {
   timeoutMs?: number;
   /** Timeout for result uploads (default 120 s). */
   uploadTimeoutMs?: number;
+  /** PEM of the CA that signed the Hub's certificate; without it the system CAs are trusted. */
+  ca?: Buffer;
 }
 
 export interface HubConcurrency {
@@ -97,12 +100,14 @@ export class HubClient {
   readonly #token: string | undefined;
   readonly #timeoutMs: number;
   readonly #uploadTimeoutMs: number;
+  readonly #fetch: Fetch;
 
   constructor(opts: HubClientOptions) {
     this.baseUrl = opts.baseUrl.replace(/\/+$/, "");
     this.#token = opts.token ?? (process.env[opts.tokenEnv ?? "LOOM_HUB_TOKEN"] || undefined);
     this.#timeoutMs = opts.timeoutMs ?? 30_000;
     this.#uploadTimeoutMs = opts.uploadTimeoutMs ?? 120_000;
+    this.#fetch = fetchTrusting(opts.ca);
   }
 
   get hasToken(): boolean {
@@ -116,7 +121,7 @@ export class HubClient {
     const signal = init.signal ? AbortSignal.any([timeout, init.signal]) : timeout;
     let res: Response;
     try {
-      res = await fetch(this.baseUrl + path, { method: "POST", headers, body: init.body, signal });
+      res = await this.#fetch(this.baseUrl + path, { method: "POST", headers, body: init.body, signal });
     } catch (e) {
       const cause = e instanceof Error ? ((e.cause as Error | undefined)?.message ?? e.message) : String(e);
       throw new HubError(0, { error: timeout.aborted ? "timeout" : init.signal?.aborted ? "aborted" : "network_error", detail: cause }, path);

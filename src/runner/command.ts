@@ -5,6 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { Command } from "commander";
 import { HubClient } from "./client.ts";
+import { CA_FILE_ENV, readCa } from "../tls/fetch.ts";
 import { DirectServer, DIRECT_DEFAULT_PORT, isLoopbackHost } from "./direct.ts";
 import { DEFAULT_SCRUBBED_ENV } from "./execute.ts";
 import { CapacityError, hostSnapshot, resolveCapacity } from "./host.ts";
@@ -20,6 +21,7 @@ const SHUTDOWN_GRACE_SECONDS = 30;
 
 interface RawOptions {
   controller?: string;
+  certificateAuthority?: string;
   workerId?: string;
   capability: string[];
   maxConcurrency: string;
@@ -68,6 +70,8 @@ const dirSafe = (s: string) => s.replace(/[^A-Za-z0-9_.-]+/g, "-").replace(/^[-.
 export interface RunnerConfig {
   mode: ConnectionMode;
   controller: string;
+  /** PEM of the CA that signed the Hub's certificate (--certificate-authority or LOOM_CA_FILE). */
+  ca?: Buffer;
   authTokenEnv: string;
   directApiTokenEnv: string;
   /** v1 flags given that have no effect here, each with why; logged at start. */
@@ -88,6 +92,12 @@ export function resolveConfig(raw: RawOptions, env: NodeJS.ProcessEnv = process.
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") throw new FlagError("--controller", `must be an http(s) URL, got ${url.protocol}`);
   if (url.username || url.password) throw new FlagError("--controller", "must not carry credentials; put the token in the env var named by --auth-token-env");
+  let ca: Buffer | undefined;
+  try {
+    ca = readCa(raw.certificateAuthority, env)?.pem;
+  } catch (e) {
+    throw new FlagError(raw.certificateAuthority ? "--certificate-authority" : CA_FILE_ENV, (e as Error).message);
+  }
 
   const workerId = (raw.workerId ?? os.hostname()).trim();
   if (!workerId) throw new FlagError("--worker-id", "must not be empty");
@@ -140,6 +150,7 @@ export function resolveConfig(raw: RawOptions, env: NodeJS.ProcessEnv = process.
   return {
     mode,
     controller: controller.replace(/\/+$/, ""),
+    ...(ca ? { ca } : {}),
     authTokenEnv,
     directApiTokenEnv: raw.directApiTokenEnv,
     ignored: [
@@ -185,7 +196,7 @@ function onSignals(first: (sig: string) => void, second: (sig: string) => void):
 export async function runRunner(cfg: RunnerConfig): Promise<number> {
   const log = stderrLog(cfg.pull.workerId);
   await mkdir(cfg.pull.workDir, { recursive: true });
-  const client = new HubClient({ baseUrl: cfg.controller, tokenEnv: cfg.authTokenEnv });
+  const client = new HubClient({ baseUrl: cfg.controller, tokenEnv: cfg.authTokenEnv, ca: cfg.ca });
   if (!client.hasToken) log(`no Hub token in $${cfg.authTokenEnv}; calling the Hub without one`);
   for (const flag of cfg.ignored) log(`accepted, no effect: ${flag}`);
   const opts: PullOptions = { ...cfg.pull, client, log };
@@ -238,6 +249,7 @@ export function runnerCommand(): Command {
   const cmd = new Command("runner")
     .description("run a Loom Runner on this host: register with the Hub, then pull (or be pushed) tasks and upload their result ZIPs")
     .option("--controller <url>", "Hub URL (env LOOM_CONTROLLER, default http://127.0.0.1:8765)")
+    .option("--certificate-authority <file>", "PEM file of the CA that signed the Hub's certificate (env LOOM_CA_FILE)")
     .option("--worker-id <id>", "worker id (default: the hostname)")
     .option("--capability <name>", "capability to advertise (repeatable; default linux and *)", collect, [])
     .option("--max-concurrency <n>", "hard cap on tasks running at once", "1")

@@ -5,7 +5,7 @@ import { leaseView, workerView, type WorkerView } from "../admission/index.ts";
 import { isActive, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
 import { isStoreError } from "../store/errors.ts";
-import type { Store, StoredObject, TxnOp } from "../store/store.ts";
+import type { Applied, Store, StoredObject, TxnOp } from "../store/store.ts";
 import { HubError } from "./errors.ts";
 import { Liveness } from "./liveness.ts";
 import { Mutex } from "./mutex.ts";
@@ -19,6 +19,13 @@ export type SchedulerOptions = {
   resultsDir: string;
 };
 
+/** What the scheduler reports about its own work (the Hub wires metrics in); a no-op by default. */
+export type SchedulerObserver = {
+  /** `error` is what the commit threw, when it failed. */
+  commit(seconds: number, ops: number, error?: unknown): void;
+  claim(seconds: number, granted: number): void;
+};
+
 export type LoomEvent = { object: StoredObject; type: "Normal" | "Warning"; reason: string; message: string };
 
 export class SchedulerContext {
@@ -29,6 +36,7 @@ export class SchedulerContext {
   private readonly wakers = new Set<() => void>();
   /** Records an Event about an object; the Hub wires the event recorder in. */
   recordEvent: (e: LoomEvent) => void = () => {};
+  observer: SchedulerObserver = { commit: () => {}, claim: () => {} };
 
   constructor(
     readonly store: Store,
@@ -88,12 +96,22 @@ export class SchedulerContext {
    * write. Inside locked() durability is awaited when the lock is released; elsewhere here.
    */
   async commit(ops: TxnOp[]): Promise<StoredObject[]> {
-    const applied = await this.store.apply(ops);
-    await this.cache.waitForRevision(applied.revision);
+    const started = performance.now();
+    const observed = (e?: unknown) => this.observer.commit((performance.now() - started) / 1000, ops.length, e);
+    let applied: Applied;
+    try {
+      applied = await this.store.apply(ops);
+      await this.cache.waitForRevision(applied.revision);
+    } catch (e) {
+      observed(e);
+      throw e;
+    }
     this.wake();
+    // Commit latency runs until the write is durable, whoever waits for that.
+    const durable = applied.durable.then(() => observed(), (e: unknown) => (observed(e), Promise.reject(e)));
     const writes = this.unflushed.getStore();
-    if (writes) writes.push(applied.durable);
-    else await applied.durable;
+    if (writes) writes.push(durable);
+    else await durable;
     return applied.results;
   }
 

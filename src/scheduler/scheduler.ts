@@ -51,6 +51,7 @@ export class Scheduler {
     const deadline = this.ctx.now() + waitMs;
     for (;;) {
       this.ctx.liveness.touch(workerId, this.ctx.now());
+      const started = performance.now();
       const reply = await this.ctx.locked(async () => {
         const worker = requireWorker(this.ctx, workerId);
         // Admission's concurrency check stops the batch at the worker's limit; `limit` caps it for the Runner.
@@ -72,6 +73,7 @@ export class Scheduler {
           available_resources: e.available,
         };
       });
+      this.ctx.observer.claim((performance.now() - started) / 1000, reply.tasks.length);
       const remaining = deadline - this.ctx.now();
       if (reply.tasks.length || remaining <= 0 || signal?.aborted) return reply;
       // Long-poll: sleep until something that could admit work changes, not on a timer.

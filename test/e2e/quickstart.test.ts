@@ -2,7 +2,8 @@
 // examples and local Runners; the runnable tasks finish, the unfitting one is explained,
 // and Ctrl-C stops everything.
 import { spawn, execFile, type ChildProcess } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -51,4 +52,27 @@ describe("npm start (loom quickstart)", () => {
     expect(await exited).toBe(0);
     await eventually(() => pids.every((p) => !alive(p)), "every Runner to exit", 20_000);
   }, 120_000);
+
+  it("--reset starts clean (only the quick start's own folders go) and says how to reach the CLI", async () => {
+    const d = await mkdtemp(join(tmpdir(), "loom-quickstart-reset-"));
+    try {
+      await mkdir(join(d, "hub"), { recursive: true });
+      await writeFile(join(d, "hub", "old-state"), "x");
+      await writeFile(join(d, "keep-me"), "x");
+      const port = await freePort();
+      const qs = spawn(process.execPath, ["bin/loom.mjs", "quickstart", "--reset", "--no-runners", "--port", String(port), "--data-dir", d], { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] });
+      let said = "";
+      qs.stderr!.on("data", (c) => (said += c));
+      await eventually(() => said.includes("Ctrl-C stops everything"), "the quick start's hints", 60_000);
+      expect(existsSync(join(d, "hub", "old-state"))).toBe(false);
+      expect(existsSync(join(d, "keep-me"))).toBe(true);
+      expect(said).toMatch(/the CLI: node bin\/loom\.mjs \(or `npm link` once, then `loom`\)/);
+      expect(said).toContain("npm start -- --reset");
+      const exited = new Promise<number | null>((res) => qs.once("exit", (code) => res(code)));
+      qs.kill("SIGINT");
+      expect(await exited).toBe(0);
+    } finally {
+      await rm(d, { recursive: true, force: true });
+    }
+  }, 90_000);
 });

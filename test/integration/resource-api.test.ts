@@ -238,9 +238,13 @@ describe("CRUD of every CRD kind", () => {
     expect(open.body.spec).toEqual(before.spec);
     expect(await claim(hub, "w1")).toEqual(["t1"]);
 
+    // JSON Patch is taken as well (test/integration/patch.test.ts); a strategic merge patch is not.
     const jsonPatch = await call(`${api(hub)}/workers/w1`, "PATCH", [{ op: "add", path: "/spec/unschedulable", value: true }], "application/json-patch+json");
-    expect(jsonPatch.status).toBe(415);
-    expect(jsonPatch.body).toMatchObject({ kind: "Status", reason: "UnsupportedMediaType" });
+    expect(jsonPatch.status).toBe(200);
+    expect(jsonPatch.body.spec.unschedulable).toBe(true);
+    const strategic = await call(`${api(hub)}/workers/w1`, "PATCH", { spec: { unschedulable: false } }, "application/strategic-merge-patch+json");
+    expect(strategic.status).toBe(415);
+    expect(strategic.body).toMatchObject({ kind: "Status", reason: "UnsupportedMediaType" });
   });
 
   it("a stale resourceVersion is a 409 Conflict Status, for PUT, PATCH and DELETE", async () => {

@@ -58,3 +58,17 @@ export const registerBody = (worker_id: string, extra: Record<string, unknown> =
   health: { hostname: worker_id, resources: { cpu_count: 4, mem_available_mb: 8192, disk_available_mb: 50_000 } },
   ...extra,
 });
+
+/** A test's Hub and temp folder; `teardown` (for afterEach) stops the Hub before the folder goes. */
+export function hubSlot(): { h?: TestHub; dir: string; teardown(): Promise<void> } {
+  const slot = {
+    h: undefined as TestHub | undefined,
+    dir: "",
+    async teardown() {
+      await slot.h?.close();
+      if (slot.dir) await rm(slot.dir, { recursive: true, force: true });
+      [slot.h, slot.dir] = [undefined, ""];
+    },
+  };
+  return slot;
+}

@@ -1,0 +1,127 @@
+// The Hub's Prometheus metrics. Counts that already live in the informer (tasks by state,
+// queued tasks by Admitted reason, reserved and capacity per worker) are read at scrape
+// time, never kept twice; what happens between scrapes (leases, claims, commits, passes,
+// rejections) is counted as it happens.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { InformerEvent } from "../store/cache.ts";
+import { StoreError } from "../store/errors.ts";
+import { isActive, isQueued, type Task } from "../resources/types.ts";
+import type { SchedulerObserver } from "../scheduler/context.ts";
+
+export const DIMENSIONS = ["cpu_millis", "memory_mb", "disk_mb", "gpu_count"] as const;
+
+/** A worker's reserved and capacity vectors, in the contract's whole units. */
+export type Dimensions = { [D in (typeof DIMENSIONS)[number]]: number };
+export type WorkerUsage = { worker: string; capacity: Dimensions; reserved: Dimensions };
+
+/** What the Hub exposes for scrape-time gauges; the metrics never reach into its parts. */
+export type MetricSources = {
+  tasks(): Iterable<Task>;
+  workers(): Iterable<WorkerUsage>;
+  watchers(): number;
+  rejectedFiles(): number;
+};
+
+const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+
+export class HubMetrics implements SchedulerObserver {
+  readonly registry = new Registry();
+  private readonly granted: Counter<"mode">;
+  private readonly released: Counter<"reason">;
+  private readonly claimSeconds: Histogram;
+  private readonly claimGranted: Histogram;
+  private readonly commitSeconds: Histogram<"result">;
+  private readonly commitOps: Histogram;
+  private readonly passSeconds: Histogram<"controller">;
+  private readonly passWrites: Counter<"controller">;
+  private readonly fileRejections: Counter;
+
+  constructor(sources: MetricSources) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 20 });
+    this.granted = new Counter({ name: "loom_leases_granted_total", help: "Leases granted, by how the task reached its worker (pull claim or push).", labelNames: ["mode"], registers });
+    this.released = new Counter({ name: "loom_leases_released_total", help: "Leases ended, by the reason recorded on the attempt (completed, failed, lease_expired, cancelled, ...).", labelNames: ["reason"], registers });
+    this.claimSeconds = new Histogram({ name: "loom_claim_duration_seconds", help: "Time to decide and durably write one claim's leases, long-poll waiting excluded.", buckets: LATENCY_BUCKETS, registers });
+    this.claimGranted = new Histogram({ name: "loom_claim_granted_tasks", help: "Tasks leased by one claim decision.", buckets: [0, 1, 2, 4, 8, 16, 64], registers });
+    this.commitSeconds = new Histogram({ name: "loom_store_commit_duration_seconds", help: "Scheduler store transactions: time from submit to durable commit and informer catch-up.", labelNames: ["result"], buckets: LATENCY_BUCKETS, registers });
+    this.commitOps = new Histogram({ name: "loom_store_commit_batch_ops", help: "Writes carried by one scheduler store transaction.", buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256], registers });
+    this.passSeconds = new Histogram({ name: "loom_reconcile_pass_duration_seconds", help: "Duration of one controller pass.", labelNames: ["controller"], buckets: [0.001, 0.005, 0.025, 0.1, 0.5, 1, 5, 15, 60], registers });
+    this.passWrites = new Counter({ name: "loom_reconcile_writes_total", help: "Objects written by controller passes.", labelNames: ["controller"], registers });
+    this.fileRejections = new Counter({ name: "loom_gitops_file_rejections_total", help: "Times a watched file was rejected (it did not parse or validate; nothing changed).", registers });
+
+    /** A gauge counting tasks by one label, recounted from the informer at each scrape. */
+    const taskCount = (name: string, help: string, label: string, keyOf: (t: Task) => string | undefined) =>
+      new Gauge({
+        name, help, labelNames: [label], registers,
+        collect() {
+          this.reset();
+          const by = new Map<string, number>();
+          for (const t of sources.tasks()) {
+            const k = keyOf(t);
+            if (k !== undefined) by.set(k, (by.get(k) ?? 0) + 1);
+          }
+          for (const [k, n] of by) this.set({ [label]: k }, n);
+        },
+      });
+    taskCount("loom_tasks", "Tasks by state.", "state", (t) => t.status?.state ?? "queued");
+    taskCount("loom_queued_tasks", "Queued tasks by the reason of their Admitted condition (WorkerAvailable when some worker could take them now).", "reason", (t) =>
+      isQueued(t.status?.state ?? "queued") ? t.status?.conditions?.find((c) => c.type === "Admitted")?.reason ?? "Unknown" : undefined);
+    const usage = (name: string, help: string, pick: (u: WorkerUsage) => Dimensions) =>
+      new Gauge({
+        name, help, labelNames: ["worker", "dimension"], registers,
+        collect() {
+          this.reset();
+          for (const u of sources.workers()) for (const d of DIMENSIONS) this.set({ worker: u.worker, dimension: d }, pick(u)[d]);
+        },
+      });
+    usage("loom_worker_reserved", "Resources reserved by active leases, per worker and dimension (cpu_millis, memory_mb, disk_mb, gpu_count).", (u) => u.reserved);
+    usage("loom_worker_capacity", "Effective capacity per worker and dimension (cpu_millis, memory_mb, disk_mb, gpu_count).", (u) => u.capacity);
+    new Gauge({ name: "loom_watchers", help: "Watch streams open on the resource API.", registers, collect() { this.set(sources.watchers()); } });
+    new Gauge({ name: "loom_gitops_files_rejected", help: "Watched files whose last version was rejected; their previous state stays applied.", registers, collect() { this.set(sources.rejectedFiles()); } });
+  }
+
+  commit(seconds: number, ops: number, error?: unknown): void {
+    // A refusal (conflict, invalid) is the store working; anything else is a failed commit.
+    this.commitSeconds.observe({ result: error === undefined ? "ok" : error instanceof StoreError ? "refused" : "error" }, seconds);
+    this.commitOps.observe(ops);
+  }
+
+  claim(seconds: number, granted: number): void {
+    this.claimSeconds.observe(seconds);
+    this.claimGranted.observe(granted);
+  }
+
+  pass(controller: string, seconds: number, writes: number): void {
+    this.passSeconds.observe({ controller }, seconds);
+    if (writes) this.passWrites.inc({ controller }, writes);
+  }
+
+  fileRejected(): void {
+    this.fileRejections.inc();
+  }
+
+  /**
+   * Leases follow from task changes, so every path that grants or ends one (claim, push,
+   * expiry, cancel, admin, a deleted task) is counted the same way.
+   */
+  onTaskChange(ev: InformerEvent): void {
+    if (ev.object.kind !== "Task" || ev.synthetic) return;
+    const old = ev.old as unknown as Task | undefined;
+    const cur = ev.type === "DELETED" ? undefined : (ev.object as unknown as Task);
+    const oldLease = old && isActive(old.status?.state) ? old.status?.lease : undefined;
+    const curLease = cur && isActive(cur.status?.state) ? cur.status?.lease : undefined;
+    if (oldLease && (!curLease || curLease.epoch !== oldLease.epoch || curLease.worker !== oldLease.worker)) {
+      const ended = cur?.status?.attempts?.findLast((a) => a.attempt === oldLease.epoch && a.worker === oldLease.worker);
+      this.released.inc({ reason: ended?.reason ?? (cur ? cur.status?.state ?? "unknown" : "task_deleted") });
+    }
+    if (curLease && (!oldLease || curLease.epoch !== oldLease.epoch || curLease.worker !== oldLease.worker)) this.granted.inc({ mode: curLease.mode ?? "pull" });
+  }
+
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}

@@ -1,0 +1,76 @@
+// Events as an operator reads them: in time order (by lastTimestamp, as kubectl sorts), a
+// repeat folded into one Event with a count, and a watched file named file:/path.
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { eventColumns } from "../../src/resources/columns.ts";
+import { EventRecorder, type EventObject } from "../../src/reconciler/events.ts";
+import { openSqliteStore } from "../../src/store/sqlite.ts";
+import { apiResourceList } from "../../src/api/discovery.ts";
+import { eventually, get, hubSlot, startHub } from "../support/hub.ts";
+
+const slot = hubSlot();
+afterEach(slot.teardown);
+
+const task = (name: string) => ({ apiVersion: "loom.dev/v1alpha1", kind: "Task", metadata: { name } });
+
+describe("Event aggregation and order", () => {
+  it("a repeat bumps count and lastTimestamp of one Event; a different message is its own", async () => {
+    slot.dir = await mkdtemp(join(tmpdir(), "loom-events-"));
+    const store = openSqliteStore(join(slot.dir, "loom.db"));
+    const rec = new EventRecorder(store, { maxEvents: 100, ttlMs: 3_600_000, flushMs: 5 });
+    try {
+      rec.record({ object: task("t1"), type: "Warning", reason: "PushRefused", message: "runner w1 answered 503" });
+      rec.record({ object: task("t1"), type: "Warning", reason: "PushRefused", message: "runner w1 answered 503" });
+      await rec.flush();
+      const first = (await store.list<EventObject>("Event")).items;
+      expect(first).toHaveLength(1);
+      expect(first[0].count).toBe(2);
+      await new Promise((r) => setTimeout(r, 15));
+      rec.record({ object: task("t1"), type: "Warning", reason: "PushRefused", message: "runner w1 answered 503" });
+      rec.record({ object: task("t1"), type: "Warning", reason: "PushRefused", message: "runner w2 answered 503" });
+      await rec.flush();
+      const { items } = await store.list<EventObject>("Event");
+      expect(items).toHaveLength(2);
+      const agg = items.find((e) => e.message.includes("w1"))!;
+      expect(agg.metadata.name).toBe(first[0].metadata.name);
+      expect(agg.count).toBe(3);
+      expect(agg.firstTimestamp).toBe(first[0].firstTimestamp);
+      expect(agg.lastTimestamp > first[0].lastTimestamp).toBe(true);
+    } finally {
+      await rec.close();
+      await store.close();
+    }
+  });
+
+  it("the API lists Events by lastTimestamp, names a file as file:/path, and keeps `ev` for core Events", async () => {
+    slot.dir = await mkdtemp(join(tmpdir(), "loom-events-"));
+    const inv = join(slot.dir, "inventory.json");
+    await writeFile(inv, "{ not json");
+    slot.h = await startHub({ gitopsPaths: [slot.dir], gitopsDebounceMs: 30 });
+    const ev = slot.h.hub.events;
+    ev.record({ object: task("b"), type: "Normal", reason: "LeaseGranted", message: "leased" });
+    await ev.flush();
+    await new Promise((r) => setTimeout(r, 15));
+    ev.record({ object: task("a"), type: "Normal", reason: "LeaseGranted", message: "leased" });
+    await ev.flush();
+    await new Promise((r) => setTimeout(r, 15));
+    ev.record({ object: task("b"), type: "Normal", reason: "LeaseGranted", message: "leased" }); // b's Event is now the newest
+    await ev.flush();
+    const items = await eventually(async () => {
+      const r = (await get(slot.h!.url, "/api/v1/events")).body.items as EventObject[];
+      return r.some((e) => e.reason === "FileRejected") && r;
+    }, "the FileRejected event");
+    const stamps = items.map((e) => e.lastTimestamp);
+    expect(stamps).toEqual([...stamps].sort());
+    const tasks = items.filter((e) => e.involvedObject.kind === "Task").map((e) => `${e.involvedObject.name}:${e.count}`);
+    expect(tasks).toEqual(["a:1", "b:2"]);
+    const file = items.find((e) => e.reason === "FileRejected")!;
+    const object = eventColumns.find((c) => c.name === "OBJECT")!.cell(file, new Date());
+    expect(object).toBe(`file:${inv}`);
+    expect(object).not.toContain("//");
+    const loomEvents = apiResourceList().resources.find((r) => r.name === "events")!;
+    expect(loomEvents.shortNames).toEqual(["lev"]);
+  });
+});
