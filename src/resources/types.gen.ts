@@ -13,6 +13,7 @@ export interface CampaignStatusConditionsItem {
   type: string;
   status: "True" | "False" | "Unknown";
   reason?: string;
+  /** Free text; may span lines. */
   message?: string;
   lastTransitionTime?: string;
   observedGeneration?: number;
@@ -154,8 +155,10 @@ export interface WorkerSpec {
   serve_host?: string;
   serve_port?: number;
   command_port?: number;
+  /** Base URL of a Direct Runner (http or https, no credentials). */
   worker_url?: string;
   direct_api_dispatch_mode?: "pull" | "push";
+  /** Name of the Hub environment variable holding the push token; the Hub allows only names the operator lists (loom hub --direct-token-env). */
   direct_api_token_env?: string;
   direct_api_run_on_start?: boolean;
   max_tasks?: number;

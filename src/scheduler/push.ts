@@ -8,7 +8,7 @@ import { isQueued, type Worker } from "../resources/types.ts";
 import type { StoredObject } from "../store/store.ts";
 import { claimedTask, commitLeases, requireWorker } from "./claim.ts";
 import type { SchedulerContext } from "./context.ts";
-import { HubError } from "./errors.ts";
+import { checkRequest, HubError } from "./errors.ts";
 import { endLease } from "./lifecycle.ts";
 import { effectiveSettings } from "./workers.ts";
 import { numIn } from "./scheduler.ts";
@@ -44,6 +44,7 @@ function refusal(d: Decision): HubError {
 export async function pushTask(ctx: SchedulerContext, body: Record<string, unknown>, o: PushOptions) {
   const taskId = body.task_id;
   if (typeof taskId !== "string" || !taskId) throw new HubError(400, "task_id_required");
+  checkRequest("push", body);
   const leaseSeconds = leaseSecondsOf(body.lease_seconds);
   const timeoutMs = numIn(body.push_timeout_seconds, 10, 120, 30, "push_timeout_seconds") * 1000;
   const explicit = typeof body.worker_id === "string" && body.worker_id ? body.worker_id : undefined;

@@ -8,7 +8,8 @@ import { isActive, isFinal, type Task, type TaskStatus } from "../resources/type
 import { inspectResultZip, issuesFromError } from "../results/zip.ts";
 import type { StoredObject } from "../store/store.ts";
 import type { SchedulerContext } from "./context.ts";
-import { HubError } from "./errors.ts";
+import { checkRequest, HubError } from "./errors.ts";
+import { LIMITS } from "../resources/limits.ts";
 import { endLease, markFinal, requeue } from "./lifecycle.ts";
 import { adjustConcurrency } from "./tuning.ts";
 
@@ -16,6 +17,7 @@ const MIN_LEASE_SECONDS = 30;
 export const leaseSecondsOf = (v: unknown, dflt = 600) => {
   if (v === undefined || v === null) return dflt;
   if (typeof v !== "number" || !Number.isFinite(v)) throw new HubError(400, "invalid_lease_seconds", { field: "lease_seconds", detail: "must be a number of seconds" });
+  if (v > LIMITS.leaseSeconds) throw new HubError(400, "invalid_lease_seconds", { field: "lease_seconds", detail: `must be at most ${LIMITS.leaseSeconds} seconds (7 days)` });
   return Math.max(MIN_LEASE_SECONDS, Math.floor(v));
 };
 
@@ -25,7 +27,9 @@ function fence(t: Task, workerId: string, attemptNo: unknown): void {
   if (st?.state === "cancelled") throw new HubError(409, "task_cancelled", { task_id: t.metadata.name, state: st.state });
   if (!st?.lease || !isActive(st.state)) throw new HubError(409, "stale_lease", { task_id: t.metadata.name, state: st?.state ?? "queued", detail: "the task holds no active lease" });
   if (st.lease.worker !== workerId) throw new HubError(409, "lease_worker_mismatch", { task_id: t.metadata.name, lease_worker_id: st.lease.worker, worker_id: workerId });
-  if (attemptNo !== undefined && attemptNo !== null && Number(attemptNo) !== st.lease.epoch)
+  if (attemptNo !== undefined && attemptNo !== null && !(Number.isSafeInteger(attemptNo) && (attemptNo as number) >= 0))
+    throw new HubError(400, "invalid_attempt_no", { field: "attempt_no", detail: "must be a non-negative integer", received: attemptNo });
+  if (attemptNo !== undefined && attemptNo !== null && attemptNo !== st.lease.epoch)
     throw new HubError(409, "stale_lease", { task_id: t.metadata.name, attempt_no: st.lease.epoch, received: attemptNo });
 }
 
@@ -37,6 +41,7 @@ const need = (v: unknown, code: string): string => {
 export async function start(ctx: SchedulerContext, body: Record<string, unknown>) {
   const workerId = need(body.worker_id, "worker_id_required");
   const taskId = need(body.task_id, "task_id_required");
+  checkRequest("start", body);
   ctx.liveness.touch(workerId, ctx.now());
   return ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
     fence(t, workerId, body.attempt_no);
@@ -52,6 +57,7 @@ export async function start(ctx: SchedulerContext, body: Record<string, unknown>
 export async function renew(ctx: SchedulerContext, body: Record<string, unknown>) {
   const workerId = need(body.worker_id, "worker_id_required");
   const taskId = need(body.task_id, "task_id_required");
+  checkRequest("renew", body);
   const seconds = leaseSecondsOf(body.lease_seconds);
   ctx.liveness.touch(workerId, ctx.now());
   return ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
@@ -173,6 +179,7 @@ export async function upload(ctx: SchedulerContext, headers: { taskId?: string; 
 export async function complete(ctx: SchedulerContext, body: Record<string, unknown>) {
   const workerId = need(body.worker_id, "worker_id_required");
   const taskId = need(body.task_id, "task_id_required");
+  checkRequest("complete", body);
   ctx.liveness.touch(workerId, ctx.now());
   return ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
     const state = t.status?.state;
@@ -189,8 +196,10 @@ export async function complete(ctx: SchedulerContext, body: Record<string, unkno
 export async function fail(ctx: SchedulerContext, body: Record<string, unknown>) {
   const workerId = need(body.worker_id, "worker_id_required");
   const taskId = need(body.task_id, "task_id_required");
+  checkRequest("fail", body);
   ctx.liveness.touch(workerId, ctx.now());
   const error = body.error ?? { type: "run_error" };
+  if (typeof error !== "object" || error === null || Array.isArray(error)) throw new HubError(400, "invalid_request", { field: "error", detail: "error: must be an object" });
   const out = await ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
     try {
       fence(t, workerId, body.attempt_no);
