@@ -197,6 +197,8 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
   async function replace(r: Resource, req: FastifyRequest, sub: "main" | "status") {
     const { name } = req.params as { name: string };
     const obj = objectFor(r, req.body, name);
+    const rv = (obj.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;
+    if (rv !== undefined && rv !== null && typeof rv !== "string") throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
     if (sub === "status") assertLeaseTarget(r, name, obj, await hub.store.get(r.kind, name));
     // A given metadata.resourceVersion is a precondition (the store answers Conflict when stale).
     const written = sub === "status" ? await hub.store.updateStatus(obj) : await hub.store.update(obj);
