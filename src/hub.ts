@@ -8,6 +8,7 @@ import { EventRecorder } from "./reconciler/events.ts";
 import { ControllerManager } from "./reconciler/manager.ts";
 import { GitopsSync } from "./gitops/index.ts";
 import { compileAll } from "./resources/validate.ts";
+import { DEFAULT_ALLOWED_TOKEN_ENV } from "./scheduler/push.ts";
 import { Scheduler } from "./scheduler/scheduler.ts";
 import { expireLeases } from "./scheduler/transitions.ts";
 import { Informer } from "./store/cache.ts";
@@ -23,6 +24,8 @@ export type HubOptions = {
   authTokenEnv: string;
   /** Name of the env var holding the Direct Runner token the Hub pushes with. */
   runnerTokenEnv: string;
+  /** Env vars a Worker's direct_api_token_env may name (exact, or a prefix ending in "*"). */
+  directTokenEnv: string[];
   /** A YAML/JSON file mapping worker_id to a token that may act only as that worker. */
   workerTokensFile?: string;
   heartbeatGraceSeconds: number;
@@ -51,6 +54,7 @@ export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, "dataDir"> = {
   port: 8765,
   authTokenEnv: "LOOM_HUB_TOKEN",
   runnerTokenEnv: "LOOM_RUNNER_TOKEN",
+  directTokenEnv: [...DEFAULT_ALLOWED_TOKEN_ENV],
   heartbeatGraceSeconds: 120,
   defaultMaxAttempts: 3,
   uploadLimitBytes: 512 * 1024 * 1024,
@@ -113,7 +117,7 @@ export class Hub {
     await http.register(app, { hub, auth: { hubToken, workerTokens } });
     hub.http = http;
     const log = (level: "info" | "warn" | "error", msg: string, extra?: object) => http.log[level](extra ?? {}, msg);
-    hub.controllers = new ControllerManager(hub.scheduler, log, { resyncMs: opts.resyncMs, push: { defaultTokenEnv: opts.runnerTokenEnv, env }, conditions: opts.conditions });
+    hub.controllers = new ControllerManager(hub.scheduler, log, { resyncMs: opts.resyncMs, push: { defaultTokenEnv: opts.runnerTokenEnv, env, allowedTokenEnv: opts.directTokenEnv }, conditions: opts.conditions });
     hub.controllers.start();
     if (opts.gitopsPaths?.length) {
       // Declared workers exist before any Runner can register as them.
