@@ -31,6 +31,8 @@ export type HubOptions = {
   heartbeatGraceSeconds: number;
   defaultMaxAttempts: number;
   uploadLimitBytes: number;
+  /** Uploads received at once; more get 429. */
+  uploadConcurrency: number;
   /** How often leases are checked for expiry. */
   leaseSweepMs: number;
   /** How often every controller looks at everything again. */
@@ -58,6 +60,7 @@ export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, "dataDir"> = {
   heartbeatGraceSeconds: 120,
   defaultMaxAttempts: 3,
   uploadLimitBytes: 512 * 1024 * 1024,
+  uploadConcurrency: 8,
   leaseSweepMs: 1000,
   resyncMs: 30_000,
   logLevel: "info",

@@ -34,7 +34,6 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
   // v1 Runners send JSON with or without a content type; an empty body means {}.
   f.removeAllContentTypeParsers();
   f.addContentTypeParser("*", { parseAs: "buffer" }, (req, body: Buffer, done) => {
-    if (req.url.startsWith("/api/results/upload")) return done(null, body);
     if (body.length === 0) return done(null, {});
     // Refused before parsing: nothing downstream (validation, merge, clone) ever meets a deep value.
     if (jsonTooDeep(body)) return done(Object.assign(new Error(`body: JSON nests deeper than ${LIMITS.depth} levels`), { statusCode: 400, code: "FST_ERR_CTP_INVALID_JSON_BODY", field: "body" }), undefined);

@@ -1,11 +1,11 @@
 // What Runners and operators do to a leased task: start, renew, upload, complete, fail,
 // cancel, retry, and lease expiry. Every call from a Runner is fenced: it must come from
 // the worker holding the task's current lease (and, if it says, the current attempt).
-import { randomUUID, createHash } from "node:crypto";
-import { mkdir, open, rename } from "node:fs/promises";
+import { randomUUID } from "node:crypto";
+import { mkdir, open, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { isActive, isFinal, type Task, type TaskStatus } from "../resources/types.ts";
-import { inspectResultZip, issuesFromError } from "../results/zip.ts";
+import { inspectResultFile, issuesFromError, type ResultInspection } from "../results/zip.ts";
 import type { StoredObject } from "../store/store.ts";
 import type { SchedulerContext } from "./context.ts";
 import { checkRequest, HubError } from "./errors.ts";
@@ -102,23 +102,14 @@ function autoRetry(ctx: SchedulerContext, t: Task, issues: string[]): { queued: 
   return { queued: true, categories: hit };
 }
 
-/** Store the ZIP durably before the state that names it is committed. */
-async function saveResult(dir: string, resultId: string, body: Buffer): Promise<string> {
-  await mkdir(dir, { recursive: true });
-  const path = join(dir, `${resultId}.zip`);
-  const tmp = `${path}.tmp`;
-  const fh = await open(tmp, "w");
-  try {
-    await fh.writeFile(body);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, path);
-  return path;
-}
+/** An upload's body, already streamed to a temp file (fsynced) by the API layer. */
+export type UploadedFile = { path: string; bytes: number; sha256: string };
 
-export async function upload(ctx: SchedulerContext, headers: { taskId?: string; workerId?: string }, body: Buffer) {
+/**
+ * The checks an upload can pass before its body is read: the headers name a task, and the
+ * worker holding its current lease. A refused upload costs the Hub no bytes on disk.
+ */
+export function uploadFence(ctx: SchedulerContext, headers: { taskId?: string; workerId?: string }): { taskId: string; workerId: string } {
   const taskId = headers.taskId;
   if (!taskId) throw new HubError(400, "X-Task-Id required");
   // v1 waved an upload without X-Worker-Id through; Loom requires it, so the fence always applies.
@@ -128,11 +119,40 @@ export async function upload(ctx: SchedulerContext, headers: { taskId?: string; 
   const pre = ctx.task(taskId);
   if (!pre) throw new HubError(404, "task_not_found", { task_id: taskId });
   fence(pre, workerId, undefined);
-  const inspection = await inspectResultZip(body);
-  const resultId = `result-${randomUUID()}`;
-  const sha256 = createHash("sha256").update(body).digest("hex");
-  const path = await saveResult(ctx.opts.resultsDir, resultId, body);
+  return { taskId, workerId };
+}
 
+/** Score the streamed result, move it into place and commit the verdict; the temp file never outlives the call. */
+export async function upload(ctx: SchedulerContext, headers: { taskId?: string; workerId?: string }, file: UploadedFile) {
+  let final: string | undefined;
+  try {
+    const { taskId, workerId } = uploadFence(ctx, headers);
+    const inspection = await inspectResultFile(file.path, file.bytes);
+    const resultId = `result-${randomUUID()}`;
+    await mkdir(ctx.opts.resultsDir, { recursive: true });
+    final = join(ctx.opts.resultsDir, `${resultId}.zip`);
+    await rename(file.path, final);
+    await syncDir(ctx.opts.resultsDir); // the name is durable before the state that points at it
+    const out = await commitUpload(ctx, taskId, workerId, { ...file, path: final }, resultId, inspection);
+    final = undefined; // committed: the file is the result's now
+    return out;
+  } finally {
+    await rm(file.path, { force: true });
+    if (final) await rm(final, { force: true });
+  }
+}
+
+async function syncDir(dir: string): Promise<void> {
+  const fh = await open(dir, "r");
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+async function commitUpload(ctx: SchedulerContext, taskId: string, workerId: string, file: UploadedFile, resultId: string, inspection: ResultInspection) {
+  const { path, sha256, bytes } = file;
   return ctx.mutex.run(async () => {
     const t = ctx.task(taskId);
     if (!t) throw new HubError(404, "task_not_found", { task_id: taskId });
@@ -146,7 +166,7 @@ export async function upload(ctx: SchedulerContext, headers: { taskId?: string; 
       status = requeue(t.status!, now, verdict, "AutoRetry", { excludeWorker: retry.excludeWorker });
     } else {
       status = endLease(t.status!, verdict as TaskStatus["state"] & string, now, verdict, "ResultUploaded", { resultId });
-      status.result = { result_id: resultId, verdict, bytes: body.length, sha256, uploaded_at: new Date(now).toISOString() };
+      status.result = { result_id: resultId, verdict, bytes, sha256, uploaded_at: new Date(now).toISOString() };
       status.issues = inspection.issues;
       markFinal(status, now, verdict === "clean" ? "Clean" : "ResultVerdict", `result ${resultId}: ${verdict}`);
     }
@@ -154,7 +174,7 @@ export async function upload(ctx: SchedulerContext, headers: { taskId?: string; 
       apiVersion: "loom.dev/v1alpha1",
       kind: "Result",
       metadata: { name: resultId, labels: { "loom.dev/task": taskId } },
-      spec: { task_id: taskId, attempt_no: attempt, worker_id: workerId, verdict, bytes: body.length, sha256, path, issues: inspection.issues, files: inspection.files, uploaded_at: new Date(now).toISOString() },
+      spec: { task_id: taskId, attempt_no: attempt, worker_id: workerId, verdict, bytes, sha256, path, issues: inspection.issues, files: inspection.files, uploaded_at: new Date(now).toISOString() },
     };
     const [written] = await ctx.commit([
       { op: "updateStatus", object: { ...(t as unknown as StoredObject), status } },
