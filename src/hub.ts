@@ -124,7 +124,7 @@ export class Hub {
     hub.controllers.start();
     if (opts.gitopsPaths?.length) {
       // Declared workers exist before any Runner can register as them.
-      hub.gitops = new GitopsSync({ store, paths: opts.gitopsPaths.map((p) => resolve(p)), recordEvent: hub.events.record, log, debounceMs: opts.gitopsDebounceMs });
+      hub.gitops = new GitopsSync({ store, paths: opts.gitopsPaths.map((p) => resolve(p)), recordEvent: hub.events.record, log, debounceMs: opts.gitopsDebounceMs, resyncMs: opts.resyncMs });
       await hub.gitops.start();
     }
     hub.url = await http.listen({ host: opts.host, port: opts.port });
