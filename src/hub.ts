@@ -12,6 +12,7 @@ import { DEFAULT_ALLOWED_TOKEN_ENV } from "./scheduler/push.ts";
 import { Scheduler } from "./scheduler/scheduler.ts";
 import { expireLeases } from "./scheduler/transitions.ts";
 import { Informer } from "./store/cache.ts";
+import { lockDataDir } from "./store/dir-lock.ts";
 import { openSqliteStore } from "./store/sqlite.ts";
 import type { Store } from "./store/store.ts";
 import { parse as parseYaml } from "yaml";
@@ -89,6 +90,7 @@ export class Hub {
   private sweep: NodeJS.Timeout | undefined;
   http: FastifyInstance | undefined;
   url = "";
+  private unlock: () => void = () => {};
 
   private constructor(readonly store: Store, readonly cache: Informer, readonly opts: HubOptions) {
     this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, resultsDir: join(opts.dataDir, "results") });
@@ -111,9 +113,17 @@ export class Hub {
     const https = opts.tlsCertFile ? { cert: readFileSync(opts.tlsCertFile), key: readFileSync(opts.tlsKeyFile!) } : undefined;
     compileAll();
     mkdirSync(opts.dataDir, { recursive: true });
-    const store = opts.store ?? openSqliteStore(join(opts.dataDir, "loom.db"));
+    const unlock = lockDataDir(opts.dataDir);
+    let store: Store;
+    try {
+      store = opts.store ?? openSqliteStore(join(opts.dataDir, "loom.db"));
+    } catch (e) {
+      unlock();
+      throw e;
+    }
     const cache = new Informer(store, ["Worker", "Task", "Campaign"]);
     const hub = new Hub(store, cache, opts);
+    hub.unlock = unlock;
     await cache.start();
     hub.scheduler.resync();
     const http = Fastify({ logger: opts.logLevel === "silent" ? false : { level: opts.logLevel, redact: ["req.headers.authorization", "req.headers[\"x-loom-token\"]"] }, bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true, ...(https ? { https } : {}) });
@@ -127,7 +137,12 @@ export class Hub {
       hub.gitops = new GitopsSync({ store, paths: opts.gitopsPaths.map((p) => resolve(p)), recordEvent: hub.events.record, log, debounceMs: opts.gitopsDebounceMs, resyncMs: opts.resyncMs });
       await hub.gitops.start();
     }
-    hub.url = await http.listen({ host: opts.host, port: opts.port });
+    try {
+      hub.url = await http.listen({ host: opts.host, port: opts.port });
+    } catch (e) {
+      await hub.close(); // and release the data directory (a port in use must not leave it locked)
+      throw e;
+    }
     hub.sweep = setInterval(() => void expireLeases(hub.scheduler.ctx).catch((e) => http.log.error({ err: e }, "lease sweep failed")), opts.leaseSweepMs);
     return hub;
   }
@@ -142,5 +157,6 @@ export class Hub {
     await this.events.close();
     this.cache.stop();
     await this.store.close();
+    this.unlock();
   }
 }
