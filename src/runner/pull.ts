@@ -234,6 +234,14 @@ export class PullLoop {
       try {
         const hb = await o.client.heartbeat(await heartbeatBody(o, this.currentRuns(), this.running.size ? "running" : "idle"));
         this.clampDesired(hb.desired_concurrency);
+        if (hb.registered === false) {
+          const wait = backoff.next();
+          o.log(`the Hub does not know this worker as registered; registering again in ${(wait / 1000).toFixed(1)}s`);
+          await this.waitForChange(wait);
+          if (this.stopping) break;
+          this.clampDesired((await registerWithRetry(o, this.stopCtl.signal, o.maxBackoffMs)).desired_concurrency);
+          continue;
+        }
         backoff.reset();
       } catch (e) {
         if (isFatal(e, "loop")) throw e;

@@ -124,7 +124,8 @@ export function heartbeat(ctx: SchedulerContext, body: Record<string, unknown>) 
   if (w) ctx.liveness.heartbeat(id, now, runs, body.health as Record<string, unknown> | undefined);
   const s = w ? effectiveSettings(w) : { initial_concurrency: 1, desired_concurrency: 1, max_concurrency: 1, concurrency_policy: "fixed", resource_capacity: defaultCapacityFromHost(undefined) };
   if (w && (runs.length < ctx.activeTasksOn(id).length || runs.length === 0)) ctx.wake();
-  return { ok: true, worker_id: id, time: new Date(now).toISOString(), ...s };
+  // A Runner told it is not registered (its worker was pruned and declared again, the store was reset) registers again.
+  return { ok: true, worker_id: id, time: new Date(now).toISOString(), registered: w?.status?.registration !== undefined, ...s };
 }
 
 export async function setDesiredConcurrency(ctx: SchedulerContext, workerId: string, desired: number, reason: string) {
