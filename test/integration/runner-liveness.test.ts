@@ -11,6 +11,7 @@ import { HubClient } from "../../src/runner/client.ts";
 import { DirectServer, type DirectOptions } from "../../src/runner/direct.ts";
 import { PullLoop } from "../../src/runner/pull.ts";
 import { eventually, post, startHub, type TestHub } from "../support/hub.ts";
+import { runnerOptions } from "../support/runner.ts";
 
 let tmp: string;
 let hub: TestHub | undefined;
@@ -28,29 +29,7 @@ afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 const freePort = () => new Promise<number>((res) => { const s = createServer().listen(0, "127.0.0.1", () => { const p = (s.address() as { port: number }).port; s.close(() => res(p)); }); });
 
 function options(url: string, workerId: string, logs: string[]): DirectOptions {
-  return {
-    client: new HubClient({ baseUrl: url }),
-    workerId,
-    workDir: path.join(tmp, workerId),
-    capabilities: ["linux", "*"],
-    maxConcurrency: 1,
-    initialConcurrency: 1,
-    concurrencyPolicy: "fixed",
-    leaseSeconds: 60,
-    scrubEnv: [],
-    log: (l) => logs.push(l),
-    claimWaitSeconds: 0,
-    pollSeconds: 0.1,
-    once: false,
-    maxTasks: 0,
-    graceSeconds: 1,
-    host: "127.0.0.1",
-    port: 0,
-    retryDelaysMs: [50],
-    killGraceMs: 200,
-    maxBackoffMs: 400,
-    idleHeartbeatSeconds: 0.2,
-  };
+  return runnerOptions(new HubClient({ baseUrl: url }), workerId, path.join(tmp, workerId), (l) => logs.push(l), { pollSeconds: 0.1, graceSeconds: 1, maxBackoffMs: 400, idleHeartbeatSeconds: 0.2 });
 }
 
 const condition = (h: TestHub, worker: string, type: string) =>
