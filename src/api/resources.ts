@@ -37,6 +37,8 @@ const INITIAL_STATUS: Record<string, () => unknown> = { Task: initialStatus };
 
 /** Attempts of a merge patch that did not name a resourceVersion, when a concurrent write wins. */
 const PATCH_ATTEMPTS = 5;
+/** Open watches served at once. */
+const MAX_WATCHES = 512;
 /** How long a write's reply waits for the informer to catch up. */
 const SETTLE_TIMEOUT_MS = 10_000;
 
@@ -168,6 +170,8 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
     // Kubernetes, a Table watch gets them only with allowWatchBookmarks, as row-less Tables.
     const bookmarks = !table || boolParam(q, "allowWatchBookmarks");
     const renderBookmark = table ? bookmarkTable : undefined;
+    // Each watch holds at most two buffers; a cap on their number bounds the total.
+    if (watches.size >= MAX_WATCHES) throw new StatusError("TooManyRequests", 429, `${watches.size} watches are open, the most this Hub serves; close one or retry later`);
     const stream = new WatchStream({ kind: r.kind, apiVersion: r.apiVersion, matches, from, snapshot: snapshot(r), timeoutSeconds, render, bookmarks, renderBookmark }, cfg, watches);
     await stream.start(hub.store);
     stream.open(reply);

@@ -6,7 +6,7 @@ import { StoreError } from "../store/errors.ts";
 
 export type StatusReason =
   | "NotFound" | "AlreadyExists" | "Conflict" | "Invalid" | "BadRequest" | "Gone" | "Expired" | "MethodNotAllowed"
-  | "UnsupportedMediaType" | "RequestEntityTooLarge" | "Forbidden" | "Unauthorized" | "TooSlow" | "Timeout" | "InternalError";
+  | "UnsupportedMediaType" | "RequestEntityTooLarge" | "Forbidden" | "Unauthorized" | "TooSlow" | "Timeout" | "TooManyRequests" | "InternalError";
 export type StatusCause = { reason: string; message: string; field: string };
 export type StatusDetails = { name?: string; group?: string; kind?: string; causes?: StatusCause[] };
 export type Status = {

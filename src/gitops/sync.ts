@@ -115,10 +115,40 @@ export class GitopsSync {
       if (!isStoreError(e, "Gone")) throw e;
       this.taskWatch = await this.store.watch("Task", await this.store.revision(), onTask);
     }
-    this.objectWatch = await this.store.watch(undefined, await this.store.revision(), (ev) => this.onObject(ev));
+    // Generations as applied, so only a later change to one counts as drift.
+    const from = await this.store.revision();
+    for (const kind of GITOPS_KINDS) for (const o of (await this.store.list(kind)).items) this.generations.set(keyOf(o.kind, o.metadata.name), o.metadata.generation ?? 0);
+    this.objectWatch = await this.store.watch(undefined, from, (ev) => this.onObject(ev));
     if (this.resyncMs > 0) {
-      this.resyncTimer = setInterval(() => void this.syncNow().catch((e) => this.log("error", `gitops: resync failed: ${(e as Error).message}`)), this.resyncMs);
+      this.resyncTimer = setInterval(() => this.scheduleRepair([...this.applied.keys()]), this.resyncMs);
       this.resyncTimer.unref();
+    }
+  }
+
+  private readonly repairs = new Set<string>();
+  private repairTimer: NodeJS.Timeout | undefined;
+
+  private scheduleRepair(files: string[]): void {
+    if (this.closed) return;
+    for (const f of files) this.repairs.add(f);
+    this.repairTimer ??= setTimeout(() => {
+      this.repairTimer = undefined;
+      const batch = [...this.repairs].sort();
+      this.repairs.clear();
+      void this.enqueue(() => this.repair(batch)).catch((e) => this.log("error", `gitops: drift repair failed: ${(e as Error).message}`));
+    }, this.debounceMs);
+  }
+
+  /**
+   * Re-apply files whose content is what they last applied. A file being edited (its content
+   * differs) is left to the file watcher, so a half-written file is never read here.
+   */
+  private async repair(files: string[]): Promise<void> {
+    for (const file of files) {
+      const p = this.parse(file);
+      if (p.gone || p.errors.length || p.hash === undefined || p.hash !== this.appliedHash.get(file)) continue;
+      this.noteDeclarations(p);
+      await this.syncFile(p, { quietRepeat: true });
     }
   }
 
@@ -132,7 +162,7 @@ export class GitopsSync {
     const before = this.generations.get(key);
     if (ev.type === "DELETED") this.generations.delete(key);
     else this.generations.set(key, gen);
-    if (ev.type === "DELETED" || before !== gen) this.schedule(src);
+    if (ev.type === "DELETED" || (before !== undefined && before !== gen)) this.scheduleRepair([src]);
   }
 
   /** Sync every file now (the first sync, SIGHUP, tests). Runs after any batch in progress. */
@@ -169,6 +199,7 @@ export class GitopsSync {
     this.closed = true;
     clearTimeout(this.timer);
     clearInterval(this.resyncTimer);
+    clearTimeout(this.repairTimer);
     this.timer = undefined;
     this.taskWatch?.stop();
     this.objectWatch?.stop();
@@ -384,6 +415,7 @@ export class GitopsSync {
     const restored = !p.gone && p.hash !== undefined && this.appliedHash.get(file) === p.hash;
     if (p.hash !== undefined) this.appliedHash.set(file, p.hash);
     else this.appliedHash.delete(file);
+    for (const o of result.written) this.generations.set(keyOf(o.kind, o.metadata.name), o.metadata.generation ?? 0);
     if (restored)
       for (const o of result.written)
         this.recordEvent({ object: o, type: "Warning", reason: "DriftRestored", message: `restored as ${file} declares it: it had been changed or deleted outside the file` });
