@@ -9,9 +9,11 @@ import { EventRecorder } from "./reconciler/events.ts";
 import { ControllerManager } from "./reconciler/manager.ts";
 import { GitopsSync } from "./gitops/index.ts";
 import { compileAll } from "./resources/validate.ts";
+import { DEFAULT_ALLOWED_TOKEN_ENV } from "./scheduler/push.ts";
 import { Scheduler } from "./scheduler/scheduler.ts";
 import { expireLeases } from "./scheduler/transitions.ts";
 import { Informer } from "./store/cache.ts";
+import { lockDataDir } from "./store/dir-lock.ts";
 import { openSqliteStore } from "./store/sqlite.ts";
 import type { Store, StoredObject } from "./store/store.ts";
 import type { LoomEvent } from "./scheduler/context.ts";
@@ -31,11 +33,15 @@ export type HubOptions = {
   authTokenEnv: string;
   /** Name of the env var holding the Direct Runner token the Hub pushes with. */
   runnerTokenEnv: string;
+  /** Env vars a Worker's direct_api_token_env may name (exact, or a prefix ending in "*"). */
+  directTokenEnv: string[];
   /** A YAML/JSON file mapping worker_id to a token that may act only as that worker. */
   workerTokensFile?: string;
   heartbeatGraceSeconds: number;
   defaultMaxAttempts: number;
   uploadLimitBytes: number;
+  /** Uploads received at once; more get 429. */
+  uploadConcurrency: number;
   /** How often leases are checked for expiry. */
   leaseSweepMs: number;
   /** How often every controller looks at everything again. */
@@ -61,9 +67,11 @@ export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, "dataDir"> = {
   port: 8765,
   authTokenEnv: "LOOM_HUB_TOKEN",
   runnerTokenEnv: "LOOM_RUNNER_TOKEN",
+  directTokenEnv: [...DEFAULT_ALLOWED_TOKEN_ENV],
   heartbeatGraceSeconds: 120,
   defaultMaxAttempts: 3,
   uploadLimitBytes: 512 * 1024 * 1024,
+  uploadConcurrency: 8,
   leaseSweepMs: 1000,
   resyncMs: 30_000,
   logLevel: "info",
@@ -96,6 +104,7 @@ export class Hub {
   /** Open watch streams of the resource API (the API adds and removes them). */
   readonly watchStreams = new Set<WatchStream>();
   readonly commitHealth = new CommitHealth();
+  private unlock: () => void = () => {};
 
   private constructor(readonly store: Store, readonly cache: Informer, readonly opts: HubOptions) {
     this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, resultsDir: join(opts.dataDir, "results") });
@@ -156,9 +165,17 @@ export class Hub {
     const https = opts.tlsCertFile ? { cert: readFileSync(opts.tlsCertFile), key: readFileSync(opts.tlsKeyFile!) } : undefined;
     compileAll();
     mkdirSync(opts.dataDir, { recursive: true });
-    const store = opts.store ?? openSqliteStore(join(opts.dataDir, "loom.db"));
+    const unlock = lockDataDir(opts.dataDir);
+    let store: Store;
+    try {
+      store = opts.store ?? openSqliteStore(join(opts.dataDir, "loom.db"));
+    } catch (e) {
+      unlock();
+      throw e;
+    }
     const cache = new Informer(store, ["Worker", "Task", "Campaign"], { pending: true });
     const hub = new Hub(store, cache, opts);
+    hub.unlock = unlock;
     await cache.start();
     // The scheduler follows the informer from before its first list, so its queue is already full.
     const http = Fastify({ ...serverLogOptions(opts.logLevel), bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true, ...(https ? { https } : {}) });
@@ -166,15 +183,20 @@ export class Hub {
     await http.register(app, { hub, auth: { hubToken, workerTokens } });
     hub.http = http;
     const log = (level: "info" | "warn" | "error", msg: string, extra?: object) => http.log[level](extra ?? {}, msg);
-    hub.controllers = new ControllerManager(hub.scheduler, log, { resyncMs: opts.resyncMs, push: { defaultTokenEnv: opts.runnerTokenEnv, env }, conditions: opts.conditions });
+    hub.controllers = new ControllerManager(hub.scheduler, log, { resyncMs: opts.resyncMs, push: { defaultTokenEnv: opts.runnerTokenEnv, env, allowedTokenEnv: opts.directTokenEnv }, conditions: opts.conditions });
     hub.controllers.admission.onPass = (seconds, writes) => hub.metrics.pass("admission-conditions", seconds, writes);
     hub.controllers.start();
     if (opts.gitopsPaths?.length) {
       // Declared workers exist before any Runner can register as them.
-      hub.gitops = new GitopsSync({ store, paths: opts.gitopsPaths.map((p) => resolve(p)), recordEvent: hub.record, log, debounceMs: opts.gitopsDebounceMs });
+      hub.gitops = new GitopsSync({ store, paths: opts.gitopsPaths.map((p) => resolve(p)), recordEvent: hub.record, log, debounceMs: opts.gitopsDebounceMs, resyncMs: opts.resyncMs });
       await hub.gitops.start();
     }
-    hub.url = await http.listen({ host: opts.host, port: opts.port });
+    try {
+      hub.url = await http.listen({ host: opts.host, port: opts.port });
+    } catch (e) {
+      await hub.close(); // and release the data directory (a port in use must not leave it locked)
+      throw e;
+    }
     hub.sweep = setInterval(() => void expireLeases(hub.scheduler.ctx).catch((e) => http.log.error({ err: e }, "lease sweep failed")), opts.leaseSweepMs);
     return hub;
   }
@@ -189,5 +211,6 @@ export class Hub {
     await this.events.close();
     this.cache.stop();
     await this.store.close();
+    this.unlock();
   }
 }

@@ -325,7 +325,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
         const { events } = await collect(undefined, from);
         const out = await store.txn([
           { op: "create", object: task("t2") },
-          { op: "updateStatus", object: { ...t, status: { state: "leased", attempt: 1 } } },
+          { op: "updateStatus", object: { ...t, status: { state: "imported", attempt: 1 } } },
           { op: "update", object: { ...w, spec: { max_concurrency: 3, initial_concurrency: 1 } } },
           { op: "delete", kind: "Worker", name: "w1" },
         ]);
@@ -333,7 +333,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
         expect(out.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual(["Task/t2", "Task/t1", "Worker/w1", "Worker/w1"]);
         expect(out.slice(0, 3).every((o) => o.metadata.resourceVersion === String(from + 1))).toBe(true);
         expect(await store.get("Task", "t2")).toEqual(out[0]);
-        expect((await store.get<StoredObject>("Task", "t1"))?.status).toEqual({ state: "leased", attempt: 1 });
+        expect((await store.get<StoredObject>("Task", "t1"))?.status).toEqual({ state: "imported", attempt: 1 });
         expect(await store.get("Worker", "w1")).toBeUndefined();
         await eventually(() => events.length === 4, "4 txn events");
         expect(events.map((e) => `${e.type} ${e.object.kind}/${e.object.metadata.name}@${e.revision}`)).toEqual([
@@ -364,7 +364,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
             store.txn([
               { op: "create", object: task("t2") },
               { op: "update", object: { ...w1, spec: { max_concurrency: 7, initial_concurrency: 1 } } },
-              { op: "updateStatus", object: { ...t, status: { state: "running" } } },
+              { op: "updateStatus", object: { ...t, status: { state: "imported" } } },
               { op: "delete", kind: "Worker", name: w.metadata.name },
               bad(w1, t),
             ]),

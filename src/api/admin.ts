@@ -104,7 +104,7 @@ export async function adminRoutes(f: FastifyInstance): Promise<void> {
     return { ok: true, registered };
   });
   f.post("/api/admin/push-task", async (req, reply) => {
-    const out = await pushTask(ctx, body(req), { defaultTokenEnv: hub.opts.runnerTokenEnv, env: hub.opts.env });
+    const out = await pushTask(ctx, body(req), { defaultTokenEnv: hub.opts.runnerTokenEnv, env: hub.opts.env, allowedTokenEnv: hub.opts.directTokenEnv });
     return reply.code(out.status).send(out.body);
   });
 

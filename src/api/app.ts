@@ -4,6 +4,7 @@ import type { FastifyInstance } from "fastify";
 import { authenticate, type AuthConfig, type Principal } from "./auth.ts";
 import { v1ErrorHandler } from "./errors.ts";
 import { HubError } from "../scheduler/errors.ts";
+import { jsonTooDeep, LIMITS } from "../resources/limits.ts";
 import type { Hub } from "../hub.ts";
 import { runnerRoutes } from "./runner.ts";
 import { adminRoutes } from "./admin.ts";
@@ -38,10 +39,11 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
   // v1 Runners send JSON with or without a content type; an empty body means {}.
   f.removeAllContentTypeParsers();
   f.addContentTypeParser("*", { parseAs: "buffer" }, (req, body: Buffer, done) => {
-    if (req.url.startsWith("/api/results/upload")) return done(null, body);
     // Server-side apply sends YAML; the resource API refuses it with a Status of its own.
     if (req.headers["content-type"]?.startsWith("application/apply-patch+yaml")) return done(null, body);
     if (body.length === 0) return done(null, {});
+    // Refused before parsing: nothing downstream (validation, merge, clone) ever meets a deep value.
+    if (jsonTooDeep(body)) return done(Object.assign(new Error(`body: JSON nests deeper than ${LIMITS.depth} levels`), { statusCode: 400, code: "FST_ERR_CTP_INVALID_JSON_BODY", field: "body" }), undefined);
     try {
       done(null, JSON.parse(body.toString("utf8")));
     } catch (e) {
@@ -59,6 +61,11 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
     if (!p) return reply.code(401).header("cache-control", "no-store").send({ error: "unauthorized" });
     if (p.kind === "worker" && !RUNNER_PATHS.has(path)) return reply.code(403).header("cache-control", "no-store").send({ error: "forbidden", detail: "a worker token may only call the Runner API" });
     req.principal = p;
+  });
+  // Every parameter Loom reads is single-valued; a repeated one is ambiguous, so it is refused.
+  f.addHook("preValidation", async (req) => {
+    const q = req.query as Record<string, unknown> | undefined;
+    for (const [k, v] of Object.entries(q ?? {})) if (Array.isArray(v)) throw Object.assign(new Error(`query parameter ${k} is given ${v.length} times; give it once`), { statusCode: 400, field: k });
   });
   f.addHook("onSend", async (_req, reply, payload) => {
     if (!reply.hasHeader("cache-control")) reply.header("cache-control", "no-store");

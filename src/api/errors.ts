@@ -15,7 +15,8 @@ export function v1ErrorBody(e: unknown): { status: number; body: Record<string, 
   const fe = e as FastifyError;
   if (fe && typeof fe.statusCode === "number" && fe.statusCode >= 400 && fe.statusCode < 500) {
     const code = fe.code === "FST_ERR_CTP_INVALID_JSON_BODY" || fe.name === "SyntaxError" ? "invalid_json" : fe.code === "FST_ERR_CTP_BODY_TOO_LARGE" ? "body_too_large" : "bad_request";
-    return { status: fe.statusCode, body: { error: code, detail: fe.message } };
+    const field = (fe as { field?: unknown }).field;
+    return { status: fe.statusCode, body: { error: code, detail: fe.message, ...(typeof field === "string" ? { field } : {}) } };
   }
   return { status: 500, body: { error: (e as Error)?.name ?? "Error", detail: (e as Error)?.message ?? String(e) } };
 }

@@ -39,6 +39,8 @@ const INITIAL_STATUS: Record<string, () => unknown> = { Task: initialStatus };
 
 /** Attempts of a merge patch that did not name a resourceVersion, when a concurrent write wins. */
 const PATCH_ATTEMPTS = 5;
+/** Open watches served at once. */
+const MAX_WATCHES = 512;
 /** How long a write's reply waits for the informer to catch up. */
 const SETTLE_TIMEOUT_MS = 10_000;
 
@@ -68,6 +70,11 @@ function secondsParam(q: Query, k: string): number {
   const n = Number(v);
   if (!Number.isFinite(n) || n < 0) throw badRequest(`${k} must be a non-negative number of seconds, got "${v}"`, k);
   return n;
+}
+
+/** 422 Invalid naming one field of one object, as the store reports schema failures. */
+function invalid(r: Resource, name: string, field: string, message: string): StatusError {
+  return new StatusError("Invalid", 422, `${r.kind} "${name}" is invalid: ${field}: ${message}`, [{ reason: "FieldValueInvalid", message, field }]);
 }
 
 /** The body as an object of the path's kind: apiVersion and kind default from the path, and must agree with it. */
@@ -167,8 +174,10 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
     if (from !== undefined) {
       const current = await hub.store.revision();
       // A revision from the future would silently skip events up to it.
+      // Kubernetes answers 504 after a wait; Loom answers at once with 410 Expired, which every
+      // client handles by listing again and watching from the list's resourceVersion.
       if (from > current)
-        throw new StatusError("Timeout", 504, `Too large resource version: ${from}, current resource version: ${current}`, [
+        throw new StatusError("Expired", 410, `Too large resource version: ${from}, current resource version: ${current}; list again and watch from the list's resourceVersion`, [
           { reason: "ResourceVersionTooLarge", message: "Too large resource version", field: "resourceVersion" },
         ]);
     }
@@ -178,11 +187,23 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
     // Kubernetes, a Table watch gets them only with allowWatchBookmarks, as row-less Tables.
     const bookmarks = !table || boolParam(q, "allowWatchBookmarks");
     const renderBookmark = table ? bookmarkTable : undefined;
+    // Each watch holds at most two buffers; a cap on their number bounds the total.
+    if (watches.size >= MAX_WATCHES) throw new StatusError("TooManyRequests", 429, `${watches.size} watches are open, the most this Hub serves; close one or retry later`);
     const stream = new WatchStream({ kind: r.kind, apiVersion: r.apiVersion, matches, matchesAll: !filtered, from, snapshot: snapshot(r), timeoutSeconds, render, bookmarks, renderBookmark }, cfg, watches);
     await stream.start(hub.store);
     stream.open(reply);
     return reply;
   }
+
+  /** A status write that grants or moves a lease must name a worker that exists (the store guard checks the rest). */
+  const assertLeaseTarget = (r: Resource, name: string, next: StoredObject, cur: StoredObject | undefined) => {
+    if (r.kind !== "Task") return;
+    const lease = (next.status as { lease?: { worker?: unknown } } | undefined)?.lease;
+    const before = (cur?.status as { lease?: { worker?: unknown } } | undefined)?.lease;
+    if (!lease || lease.worker === before?.worker) return;
+    if (typeof lease.worker !== "string" || !hub.cache.get("Worker", lease.worker))
+      throw invalid(r, name, "status.lease.worker", `names no worker: ${JSON.stringify(lease.worker)} does not exist`);
+  };
 
   async function create(r: Resource, req: FastifyRequest, reply: FastifyReply) {
     const obj = objectFor(r, req.body);
@@ -197,6 +218,9 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
   async function replace(r: Resource, req: FastifyRequest, sub: "main" | "status") {
     const { name } = req.params as { name: string };
     const obj = objectFor(r, req.body, name);
+    const rv = (obj.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;
+    if (rv !== undefined && rv !== null && typeof rv !== "string") throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
+    if (sub === "status") assertLeaseTarget(r, name, obj, await hub.store.get(r.kind, name));
     // A given metadata.resourceVersion is a precondition (the store answers Conflict when stale).
     const written = sub === "status" ? await hub.store.updateStatus(obj) : await hub.store.update(obj);
     await settle(req, rvOf(written));
@@ -208,6 +232,9 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
     const { name } = req.params as { name: string };
     if (type === "merge" && !isObject(req.body)) throw badRequest("a merge patch for a resource must be a JSON object");
     const p = req.body;
+    if (type !== "json" && isObject(p) && p.metadata !== undefined && !isObject(p.metadata)) throw invalid(r, name, "metadata", "must be an object");
+    if (type !== "json" && isObject(p) && isObject(p.metadata) && p.metadata.resourceVersion !== undefined && p.metadata.resourceVersion !== null && typeof p.metadata.resourceVersion !== "string")
+      throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
     // A JSON Patch pins the version with a test (or a replace) on /metadata/resourceVersion; a failed test refuses it.
     const pinned = type === "json"
       ? (Array.isArray(p) && p.some((o) => isObject(o) && o.path === "/metadata/resourceVersion") ? "json-patch" : undefined)
@@ -218,6 +245,7 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
       if (!cur) throw notFound(r.kind, name);
       const next = objectFor(r, type === "json" ? jsonPatched(cur, p) : mergePatch(cur, p), name);
       if (!pinned) next.metadata.resourceVersion = cur.metadata.resourceVersion;
+      if (sub === "status") assertLeaseTarget(r, name, next, cur);
       // A patch that changes nothing writes nothing (no new revision, no event), as in Kubernetes.
       const same = sub === "status" ? jsonEqual(next.status, cur.status) : jsonEqual(withoutStatus(next), withoutStatus(cur));
       if (same && (!pinned || pinned === "json-patch" || pinned === cur.metadata.resourceVersion)) return cur;
@@ -235,6 +263,8 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
     const { name } = req.params as { name: string };
     const body = isObject(req.body) ? req.body : {};
     const pre = isObject(body.preconditions) ? body.preconditions : {};
+    if (pre.resourceVersion !== undefined && pre.resourceVersion !== null && typeof pre.resourceVersion !== "string")
+      throw invalid(r, name, "preconditions.resourceVersion", "must be a string (resourceVersions are opaque strings)");
     const resourceVersion = typeof pre.resourceVersion === "string" && pre.resourceVersion !== "" ? pre.resourceVersion : undefined;
     const deleted = await hub.store.delete(r.kind, name, { resourceVersion });
     // The store returns the object as last stored; the deletion's own revision is the latest one or older.

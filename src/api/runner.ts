@@ -7,6 +7,7 @@ import { HubError } from "../scheduler/errors.ts";
 import * as transitions from "../scheduler/transitions.ts";
 import { heartbeat, register } from "../scheduler/workers.ts";
 import { assertActsAs } from "./app.ts";
+import { uploadRoute } from "./upload.ts";
 
 type Body = Record<string, unknown>;
 const body = (req: FastifyRequest): Body => (req.body && typeof req.body === "object" && !Buffer.isBuffer(req.body) ? (req.body as Body) : {});
@@ -47,16 +48,7 @@ export async function runnerRoutes(f: FastifyInstance): Promise<void> {
       return transitions[verb](ctx, b);
     });
   }
-  f.post("/api/results/upload", { bodyLimit: hub.opts.uploadLimitBytes }, async (req, reply) => {
-    const taskId = req.headers["x-task-id"];
-    const workerId = req.headers["x-worker-id"];
-    if (typeof taskId !== "string" || !taskId) throw new HubError(400, "X-Task-Id required");
-    if (req.headers["content-length"] === undefined) throw new HubError(411, "content_length_required");
-    assertActsAs(req, workerId);
-    const buf = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-    const out = await transitions.upload(ctx, { taskId, workerId: typeof workerId === "string" ? workerId : undefined }, buf);
-    return reply.code(201).send(out);
-  });
+  await f.register(uploadRoute);
   f.get("/api/results/:id", async (req, reply) => {
     const { id } = req.params as { id: string };
     const r = await hub.store.get("Result", id);

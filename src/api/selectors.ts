@@ -50,12 +50,23 @@ function splitUnescaped(s: string, sep: string): string[] {
 
 const unescape = (s: string) => s.replace(/\\(.)/g, "$1");
 
+/** `field<op>value` split at the first unescaped operator, in one pass (no backtracking regex). */
+function splitTerm(term: string): { field: string; op: "=" | "!="; value: string } | undefined {
+  for (let i = 0; i < term.length; i++) {
+    const c = term[i];
+    if (c === "\\") i++;
+    else if (c === "!") return term[i + 1] === "=" ? { field: term.slice(0, i).trimEnd(), op: "!=", value: term.slice(i + 2).trimStart() } : undefined;
+    else if (c === "=") return { field: term.slice(0, i).trimEnd(), op: "=", value: term.slice(i + (term[i + 1] === "=" ? 2 : 1)).trimStart() };
+  }
+  return undefined;
+}
+
 export function parseFieldSelector(selector: string): FieldRequirement[] {
   if (selector.trim() === "") return [];
   return splitUnescaped(selector, ",").map((term) => {
-    const m = /^((?:[^\\=!]|\\.)*?)\s*(==|!=|=)\s*(.*)$/.exec(term.trim());
-    if (!m || m[1] === "") throw badRequest(`invalid field selector "${selector}": "${term}" is not field=value, field==value or field!=value`, "fieldSelector");
-    return { field: unescape(m[1]), op: m[2] === "!=" ? "!=" : "=", value: unescape(m[3]) };
+    const m = splitTerm(term.trim());
+    if (!m || m.field === "") throw badRequest(`invalid field selector "${selector.slice(0, 200)}": "${term.slice(0, 200)}" is not field=value, field==value or field!=value`, "fieldSelector");
+    return { field: unescape(m.field), op: m.op, value: unescape(m.value) };
   });
 }
 

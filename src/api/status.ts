@@ -6,7 +6,7 @@ import { StoreError } from "../store/errors.ts";
 
 export type StatusReason =
   | "NotFound" | "AlreadyExists" | "Conflict" | "Invalid" | "BadRequest" | "Gone" | "Expired" | "MethodNotAllowed"
-  | "UnsupportedMediaType" | "RequestEntityTooLarge" | "Forbidden" | "Unauthorized" | "TooSlow" | "Timeout" | "InternalError";
+  | "UnsupportedMediaType" | "RequestEntityTooLarge" | "Forbidden" | "Unauthorized" | "TooSlow" | "Timeout" | "TooManyRequests" | "InternalError";
 export type StatusCause = { reason: string; message: string; field: string };
 export type StatusDetails = { name?: string; group?: string; kind?: string; causes?: StatusCause[] };
 export type Status = {
@@ -46,11 +46,12 @@ export function toStatus(e: unknown, target: Target = {}): Status {
     return status(e.reason === "Gone" ? "Expired" : e.reason, e.code, e.message, { ...target, causes });
   }
   if (e instanceof StatusError) return status(e.reason, e.code, e.message, { ...target, causes: e.causes });
-  const fe = e as FastifyError;
-  if (fe?.code === "FST_ERR_CTP_INVALID_JSON_BODY" || fe?.name === "SyntaxError") return status("BadRequest", 400, fe.message, target);
+  const fe = e as FastifyError & { field?: unknown };
+  const causes = typeof fe?.field === "string" ? [{ reason: "FieldValueInvalid", message: fe.message, field: fe.field }] : undefined;
+  if (fe?.code === "FST_ERR_CTP_INVALID_JSON_BODY" || fe?.name === "SyntaxError") return status("BadRequest", 400, fe.message, { ...target, causes });
   if (fe?.code === "FST_ERR_CTP_BODY_TOO_LARGE") return status("RequestEntityTooLarge", 413, fe.message, target);
   if (fe?.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE") return status("UnsupportedMediaType", 415, fe.message, target);
-  if (typeof fe?.statusCode === "number" && fe.statusCode >= 400 && fe.statusCode < 500) return status("BadRequest", fe.statusCode, fe.message, target);
+  if (typeof fe?.statusCode === "number" && fe.statusCode >= 400 && fe.statusCode < 500) return status("BadRequest", fe.statusCode, fe.message, { ...target, causes });
   return status("InternalError", 500, `internal error: ${(e as Error)?.message ?? String(e)}`, target);
 }
 

@@ -15,6 +15,9 @@
 //   that starts matching as ADDED, so the client's view always equals "matching objects".
 // - A watcher that does not read fast enough is cut off with an ERROR event instead of
 //   growing the Hub's memory or stalling its event delivery; every watcher has its own buffer.
+//   The initial snapshot counts too: it is rendered a slice at a time as the client reads it,
+//   so an idle watcher holds at most one buffer of it, and opening many watches never blocks
+//   the event loop for long.
 import type { ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyReply } from "fastify";
@@ -88,8 +91,12 @@ export class WatchStream {
   private batch = "";
   private batchRev = -1;
   private flushQueued = false;
-  /** Bytes of the initial snapshot that may stay unsent beyond the buffer limit. */
-  private allowance = 0;
+  /** Snapshot objects not yet written; while set, new lines wait in `pending` behind them. */
+  private snapshotLeft: StoredObject[] | undefined;
+  private snapshotAt = 0;
+  private pendingBytes = 0;
+  /** An ERROR line for a stream cut off before its response opened. */
+  private early: string | undefined;
   private bookmarkTimer: NodeJS.Timeout | undefined;
   private timeoutTimer: NodeJS.Timeout | undefined;
   private drainTimer: NodeJS.Timeout | undefined;
@@ -118,15 +125,20 @@ export class WatchStream {
       const snap = await this.spec.snapshot();
       // Prepared before watch(): the store may deliver the first events before watch() resolves.
       this.pending = [];
+      this.pendingBytes = 0;
       this.visible.clear();
       this.ahead.clear();
+      const items: StoredObject[] = [];
       for (const o of snap.items) {
         if (!this.spec.matches(o)) continue;
         this.visible.add(o.metadata.name);
         const rv = Number(o.metadata.resourceVersion);
         if (rv > snap.revision) this.ahead.set(o.metadata.name, rv);
-        this.pending.push(line("ADDED", this.render(o)));
+        items.push(o);
       }
+      // Objects are immutable in the cache, so holding references costs no copy.
+      this.snapshotLeft = items;
+      this.snapshotAt = 0;
       this.lastRev = snap.revision;
       try {
         this.handle = await store.watch(undefined, snap.revision, this.onEvent);
@@ -147,21 +159,50 @@ export class WatchStream {
     res.on("close", () => this.closed());
     res.on("error", () => this.closed());
     res.on("drain", () => {
-      this.allowance = 0;
       clearTimeout(this.drainTimer);
       this.drainTimer = undefined;
+      if (this.snapshotLeft) this.pumpSnapshot();
     });
+    if (this.early && !res.destroyed) {
+      res.writeHead(200, { "content-type": "application/json", "cache-control": "no-store" });
+      res.end(this.early);
+    }
     if (res.destroyed || this.stopped) return this.closed();
     res.writeHead(200, { "content-type": "application/json", "cache-control": "no-store", "x-content-type-options": "nosniff" });
-    // The snapshot may be larger than a watcher's buffer limit; it does not count against it
-    // until the client has taken it in once (the next "drain").
-    const initial = this.pending.join("");
-    this.pending = [];
-    this.allowance = Buffer.byteLength(initial);
-    if (initial) this.write(initial);
-    this.bookmark();
-    if (this.spec.bookmarks !== false) this.bookmarkTimer = setInterval(() => this.bookmark(), this.cfg.bookmarkMs);
     if (this.spec.timeoutSeconds > 0) this.timeoutTimer = setTimeout(() => this.end(false), this.spec.timeoutSeconds * 1000);
+    if (!this.snapshotLeft) this.snapshotLeft = [];
+    this.pumpSnapshot();
+  }
+
+  /**
+   * Write the snapshot a slice at a time while the socket takes it; wait for "drain" when its
+   * buffer is full, and yield between slices so other requests are served meanwhile.
+   */
+  private pumpSnapshot(): void {
+    const res = this.res;
+    const items = this.snapshotLeft;
+    if (!res || !items || this.stopped) return;
+    const slice = Math.min(64 * 1024, this.cfg.maxBufferedBytes);
+    let chunk = "";
+    while (this.snapshotAt < items.length && res.writableLength + chunk.length < this.cfg.maxBufferedBytes) {
+      chunk += line("ADDED", this.render(items[this.snapshotAt++]));
+      if (chunk.length >= slice) break;
+    }
+    if (chunk) res.write(chunk);
+    if (this.snapshotAt < items.length) {
+      if (res.writableLength >= this.cfg.maxBufferedBytes) {
+        if (!this.drainTimer) this.drainTimer = setTimeout(() => this.cutOff(`the client read nothing for ${this.cfg.drainTimeoutMs} ms`), this.cfg.drainTimeoutMs);
+      } else setImmediate(() => this.pumpSnapshot());
+      return;
+    }
+    // Snapshot done: what arrived meanwhile, then the first BOOKMARK, then live.
+    this.snapshotLeft = undefined;
+    const backlog = this.pending.join("");
+    this.pending = [];
+    this.pendingBytes = 0;
+    if (backlog) this.write(backlog);
+    this.bookmark();
+    if (this.spec.bookmarks !== false && !this.stopped) this.bookmarkTimer = setInterval(() => this.bookmark(), this.cfg.bookmarkMs);
   }
 
   /** Server shutdown: end the stream, and drop the socket if it cannot flush in time. */
@@ -233,12 +274,15 @@ export class WatchStream {
   private write(l: string): void {
     if (this.stopped) return;
     const res = this.res;
-    if (!res) {
+    if (!res || this.snapshotLeft) {
+      // Held behind the snapshot; bounded like the socket buffer.
       this.pending.push(l);
+      this.pendingBytes += l.length;
+      if (this.pendingBytes > this.cfg.maxBufferedBytes) this.cutOff(`more than ${this.cfg.maxBufferedBytes} bytes of events arrived while the client was still reading the snapshot`);
       return;
     }
     const flushed = res.write(l);
-    if (res.writableLength > this.cfg.maxBufferedBytes + this.allowance) {
+    if (res.writableLength > this.cfg.maxBufferedBytes) {
       this.cutOff(`more than ${this.cfg.maxBufferedBytes} bytes of events were waiting for the client to read them`);
     } else if (!flushed && !this.drainTimer) {
       this.drainTimer = setTimeout(() => this.cutOff(`the client read nothing for ${this.cfg.drainTimeoutMs} ms`), this.cfg.drainTimeoutMs);
@@ -246,9 +290,15 @@ export class WatchStream {
   }
 
   private cutOff(why: string): void {
-    if (this.stopped || !this.res) return;
+    if (this.stopped) return;
     // 410 makes clients (client-go included) list again and watch from the new revision.
     const s = status("TooSlow", 410, `watch cut off because the client is too slow: ${why}; list again and watch from the list's resourceVersion`);
+    if (!this.res) {
+      // Not open yet (a long replay): keep only the verdict, told once the response opens.
+      this.stop();
+      this.early = line("ERROR", s);
+      return;
+    }
     this.res.write(line("ERROR", s));
     this.end(true, this.cfg.closeGraceMs);
   }
@@ -275,6 +325,8 @@ export class WatchStream {
     clearTimeout(this.timeoutTimer);
     clearTimeout(this.drainTimer);
     this.pending = [];
+    this.pendingBytes = 0;
+    this.snapshotLeft = undefined;
     this.batch = "";
   }
 

@@ -29,6 +29,7 @@ export function hubCommand(): Command {
     .option("--data-dir <dir>", "where the embedded store and results live", dataDirArg, ".loom/hub")
     .option("--auth-token-env <name>", "env var holding the Hub token", DEFAULT_HUB_OPTIONS.authTokenEnv)
     .option("--direct-api-token-env <name>", "env var holding the token for pushing to Direct Runners", DEFAULT_HUB_OPTIONS.runnerTokenEnv)
+    .option("--direct-token-env <names...>", "variables a Worker's direct_api_token_env may name: exact names, or prefixes ending in *", [...DEFAULT_HUB_OPTIONS.directTokenEnv])
     .option("--worker-tokens-file <path>", "YAML/JSON map of worker_id to a token that may act only as that worker")
     .option("--heartbeat-grace-seconds <n>", "a worker silent for longer is not Ready", intArg("--heartbeat-grace-seconds", 1), DEFAULT_HUB_OPTIONS.heartbeatGraceSeconds)
     .option("--default-max-attempts <n>", "attempts for a task whose leases keep expiring and that has no retry_policy", intArg("--default-max-attempts", 1), DEFAULT_HUB_OPTIONS.defaultMaxAttempts)
@@ -45,6 +46,7 @@ export function hubCommand(): Command {
         port: o.port,
         authTokenEnv: o.authTokenEnv,
         runnerTokenEnv: o.directApiTokenEnv,
+        directTokenEnv: o.directTokenEnv,
         workerTokensFile: o.workerTokensFile,
         heartbeatGraceSeconds: o.heartbeatGraceSeconds,
         defaultMaxAttempts: o.defaultMaxAttempts,

@@ -2,8 +2,11 @@
 // Campaigns and Tasks they declare. Each file is a unit: it is parsed and validated whole,
 // then applied in one transaction (apply.ts); a file that does not parse or validate
 // changes nothing and is reported (log line, Warning Event on the file). Deleting a file
-// prunes what it declared.
-import { existsSync, readdirSync, statSync } from "node:fs";
+// prunes what it declared. Drift is repaired: a file-owned object changed or deleted in the
+// store (kubectl edit/delete) brings its file round again, as does a periodic resync, and a
+// restore is recorded as an Event on the object.
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
 import { basename, extname, join, relative, resolve, sep } from "node:path";
 import { watch, type FSWatcher } from "chokidar";
 import { INPUT_EXTENSIONS, loadFile } from "../resources/load.ts";
@@ -24,6 +27,8 @@ export type GitopsSyncOptions = {
   log: GitopsLog;
   /** Quiet time after the last change before a batch of changed files is applied. */
   debounceMs?: number;
+  /** How often every file is applied again, repairing drift the store watch did not report (0: never). */
+  resyncMs?: number;
 };
 
 export type FileReport = {
@@ -44,7 +49,7 @@ const MAX_WAIT_FACTOR = 5;
 /** Editor swap and backup files that carry an input extension's name. */
 const TEMP_NAME = /(^[#~])|(~$)|(^\.)|(\.(swp|swx|swo|tmp|bak|crswap)$)/i;
 
-type Parsed = { file: string; resources?: StoredObject[]; errors: InputError[]; gone: boolean };
+type Parsed = { file: string; resources?: StoredObject[]; errors: InputError[]; gone: boolean; hash?: string };
 
 const fileObject = (path: string): StoredObject => ({ apiVersion: "v1", kind: "File", metadata: { name: path } });
 
@@ -76,11 +81,19 @@ export class GitopsSync {
   private readonly lastRejection = new Map<string, string>();
   /** Pruned Workers still holding leases: worker -> its file and the tasks leased on it. */
   private readonly waiting = new Map<string, { source: string; tasks: Set<string> }>();
+  /** Per file: a hash of the content it last applied; a write from unchanged content is a drift repair. */
+  private readonly appliedHash = new Map<string, string>();
+  /** Per file-owned object: the generation last seen, so status-only writes do not wake the files. */
+  private readonly generations = new Map<string, number>();
+  private objectWatch: WatchHandle | undefined;
+  private resyncTimer: NodeJS.Timeout | undefined;
+  private readonly resyncMs: number;
 
   constructor(opts: GitopsSyncOptions) {
     this.store = opts.store;
     this.paths = [...new Set(opts.paths.map((p) => resolve(p)))];
     this.debounceMs = opts.debounceMs ?? DEFAULT_DEBOUNCE_MS;
+    this.resyncMs = opts.resyncMs ?? 60_000;
     this.recordEvent = opts.recordEvent;
     this.log = opts.log;
   }
@@ -102,6 +115,54 @@ export class GitopsSync {
       if (!isStoreError(e, "Gone")) throw e;
       this.taskWatch = await this.store.watch("Task", await this.store.revision(), onTask);
     }
+    // Generations as applied, so only a later change to one counts as drift.
+    const from = await this.store.revision();
+    for (const kind of GITOPS_KINDS) for (const o of (await this.store.list(kind)).items) this.generations.set(keyOf(o.kind, o.metadata.name), o.metadata.generation ?? 0);
+    this.objectWatch = await this.store.watch(undefined, from, (ev) => this.onObject(ev));
+    if (this.resyncMs > 0) {
+      this.resyncTimer = setInterval(() => this.scheduleRepair([...this.applied.keys()]), this.resyncMs);
+      this.resyncTimer.unref();
+    }
+  }
+
+  private readonly repairs = new Set<string>();
+  private repairTimer: NodeJS.Timeout | undefined;
+
+  private scheduleRepair(files: string[]): void {
+    if (this.closed) return;
+    for (const f of files) this.repairs.add(f);
+    this.repairTimer ??= setTimeout(() => {
+      this.repairTimer = undefined;
+      const batch = [...this.repairs].sort();
+      this.repairs.clear();
+      void this.enqueue(() => this.repair(batch)).catch((e) => this.log("error", `gitops: drift repair failed: ${(e as Error).message}`));
+    }, this.debounceMs);
+  }
+
+  /**
+   * Re-apply files whose content is what they last applied. A file being edited (its content
+   * differs) is left to the file watcher, so a half-written file is never read here.
+   */
+  private async repair(files: string[]): Promise<void> {
+    for (const file of files) {
+      const p = this.parse(file);
+      if (p.gone || p.errors.length || p.hash === undefined || p.hash !== this.appliedHash.get(file)) continue;
+      this.noteDeclarations(p);
+      await this.syncFile(p, { quietRepeat: true });
+    }
+  }
+
+  /** A file-owned object deleted, or its spec or labels changed (a new generation), outside the file: bring the file round. */
+  private onObject(ev: WatchEvent): void {
+    if (!(GITOPS_KINDS as readonly string[]).includes(ev.object.kind)) return;
+    const src = sourceOf(ev.object);
+    if (src === undefined || !this.applied.has(src)) return;
+    const key = keyOf(ev.object.kind, ev.object.metadata.name);
+    const gen = ev.object.metadata.generation ?? 0;
+    const before = this.generations.get(key);
+    if (ev.type === "DELETED") this.generations.delete(key);
+    else this.generations.set(key, gen);
+    if (ev.type === "DELETED" || (before !== undefined && before !== gen)) this.scheduleRepair([src]);
   }
 
   /** Sync every file now (the first sync, SIGHUP, tests). Runs after any batch in progress. */
@@ -142,8 +203,11 @@ export class GitopsSync {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.timer);
+    clearInterval(this.resyncTimer);
+    clearTimeout(this.repairTimer);
     this.timer = undefined;
     this.taskWatch?.stop();
+    this.objectWatch?.stop();
     await this.watcher?.close();
     await this.chain.catch(() => {});
   }
@@ -221,7 +285,13 @@ export class GitopsSync {
     const r = loadFile(file);
     // v1 fields Loom keeps without acting on them are shown, as `loom validate` shows them.
     if (r.notes.length) this.log("info", `gitops: ${file}: kept, not acted on: ${r.notes.map((n) => n.field).join(", ")}`, { file, kept_fields: r.notes.map((n) => n.field) });
-    return { file, resources: r.resources, errors: r.errors, gone: false };
+    let hash: string | undefined;
+    try {
+      hash = createHash("sha256").update(readFileSync(file)).digest("hex");
+    } catch {
+      // unreadable now: no claim that the content is unchanged
+    }
+    return { file, resources: r.resources, errors: r.errors, gone: false, hash };
   }
 
   // ---- scheduling ----------------------------------------------------------------------------
@@ -348,6 +418,14 @@ export class GitopsSync {
     else this.applied.delete(file);
     this.trackWaiting(file, plan.steps);
     const wrote = result.written.length > 0;
+    // The file is as it was when it last applied, yet the store differed: something changed it behind the file's back.
+    const restored = !p.gone && p.hash !== undefined && this.appliedHash.get(file) === p.hash;
+    if (p.hash !== undefined) this.appliedHash.set(file, p.hash);
+    else this.appliedHash.delete(file);
+    for (const o of result.written) this.generations.set(keyOf(o.kind, o.metadata.name), o.metadata.generation ?? 0);
+    if (restored)
+      for (const o of result.written)
+        this.recordEvent({ object: o, type: "Warning", reason: "DriftRestored", message: `restored as ${file} declares it: it had been changed or deleted outside the file` });
     const recovered = this.rejected.delete(file);
     this.lastRejection.delete(file);
     this.blocked.delete(file);

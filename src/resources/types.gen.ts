@@ -20,7 +20,7 @@ export interface CampaignStatusConditionsItem {
   status: "True" | "False" | "Unknown";
   /** A one-word token for the last transition (a Loom reason code or CamelCase). */
   reason?: string;
-  /** A human-readable sentence with the details. */
+  /** Free text; may span lines. */
   message?: string;
   /** When status last changed (RFC 3339). */
   lastTransitionTime?: string;
@@ -263,11 +263,11 @@ export interface WorkerSpec {
   serve_port?: number;
   /** Port of the Runner's command API, when it has one. */
   command_port?: number;
-  /** URL the Hub pushes to (direct-worker-api). Default: http://host:serve_port. */
+  /** Base URL of a Direct Runner (http or https, no credentials). */
   worker_url?: string;
   /** push: the Hub sends tasks; pull: the Direct Runner claims them. */
   direct_api_dispatch_mode?: "pull" | "push";
-  /** Env var on the Hub holding the token it pushes with. Default: LOOM_RUNNER_TOKEN. */
+  /** Name of the Hub environment variable holding the push token; the Hub allows only names the operator lists (loom hub --direct-token-env). */
   direct_api_token_env?: string;
   /** Whether a Direct Runner starts claiming as soon as it starts. */
   direct_api_run_on_start?: boolean;

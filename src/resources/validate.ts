@@ -2,6 +2,7 @@
 // the HTTP API, the CLI) validates through here, so they accept and reject the same things.
 import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import { type JSONSchema, loadCrds, API_VERSION } from "./crds.ts";
+import { boundErrors, HAS_CONTROL, NO_CONTROL, withDefaultLimits } from "./limits.ts";
 
 /** A problem with one field. `field` is a dotted path with [i] for list items. */
 export type FieldError = { field: string; message: string; reason: FieldReason };
@@ -17,6 +18,8 @@ const CEL_RULES: Record<string, (self: any) => boolean> = {
     !Array.isArray(s.gpu_types) || s.gpu_types.length === 0 || (typeof s.gpu_count === "number" && s.gpu_count > 0),
   "!has(self.initial_concurrency) || !has(self.max_concurrency) || self.initial_concurrency <= self.max_concurrency": (s) =>
     typeof s.initial_concurrency !== "number" || typeof s.max_concurrency !== "number" || s.initial_concurrency <= s.max_concurrency,
+  "!has(self.state) || !(self.state in ['leased', 'running']) || has(self.lease)": (s) =>
+    s.state !== "leased" && s.state !== "running" ? true : s.lease !== undefined,
 };
 
 /**
@@ -38,6 +41,8 @@ function makeAjv(): Ajv {
   const ajv = new Ajv({ allErrors: true, strict: false });
   ajv.addFormat("int64", true);
   ajv.addFormat("int32", true);
+  // RFC 3339 as Kubernetes writes it; Date.parse alone would take "1" or "May 5".
+  ajv.addFormat("date-time", { type: "string", validate: (v: string) => RFC3339.test(v) && Number.isFinite(Date.parse(v)) });
   ajv.addKeyword({
     keyword: "x-kubernetes-validations",
     type: "object",
@@ -62,6 +67,8 @@ function makeAjv(): Ajv {
   return ajv;
 }
 
+const RFC3339 = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)$/;
+
 const validators = new Map<string, ValidateFunction>();
 const ajv = makeAjv();
 
@@ -70,10 +77,29 @@ function validatorFor(kind: string): ValidateFunction | undefined {
   if (!v) {
     const crd = loadCrds().get(kind);
     if (!crd) return undefined;
-    v = ajv.compile(closeObjects(crd.schema));
+    v = ajv.compile(closeObjects(withDefaultLimits(crd.schema)));
     validators.set(kind, v);
   }
   return v;
+}
+
+/** Compile a request schema with the same ajv, rules and default limits as the CRDs. */
+export function compileSchema(schema: JSONSchema): (data: unknown) => FieldError[] {
+  const v = ajv.compile(withDefaultLimits(schema));
+  return (data) => {
+    const bounds = boundErrors(data);
+    if (bounds.length) return bounds;
+    if (v(data)) return [];
+    return dedupe((v.errors ?? []).map(toFieldError).filter((e): e is FieldError => e !== undefined));
+  };
+}
+
+/** The schema of one field of a kind, e.g. ("Worker", "spec.max_concurrency"), so request rules come from the CRD. */
+export function crdField(kind: string, path: string): JSONSchema {
+  let s: JSONSchema | undefined = loadCrds().get(kind)?.schema;
+  for (const k of path.split(".")) s = s?.properties?.[k];
+  if (!s) throw new Error(`no field ${path} in the ${kind} schema`);
+  return s;
 }
 
 /** Compile every kind now: a broken CRD stops start-up instead of the first request. */
@@ -114,6 +140,16 @@ function toFieldError(e: ErrorObject): FieldError | undefined {
       return { field: at, message: p.limit === 0 ? "must be non-negative" : `must be >= ${p.limit}`, reason: "FieldValueInvalid" };
     case "maximum":
       return { field: at, message: `must be <= ${p.limit}`, reason: "FieldValueInvalid" };
+    case "maxLength":
+      return { field: at, message: `must be at most ${p.limit} characters`, reason: "FieldValueInvalid" };
+    case "minLength":
+      return { field: at, message: p.limit === 1 ? "must not be empty" : `must be at least ${p.limit} characters`, reason: "FieldValueInvalid" };
+    case "maxItems":
+      return { field: at, message: `must have at most ${p.limit} items`, reason: "FieldValueInvalid" };
+    case "pattern":
+      return { field: at, message: p.pattern === NO_CONTROL ? "must not contain control characters" : `must match ${p.pattern}`, reason: "FieldValueInvalid" };
+    case "format":
+      return { field: at, message: p.format === "date-time" ? "must be an RFC 3339 date-time" : `must be a valid ${p.format}`, reason: "FieldValueInvalid" };
     case "x-kubernetes-validations":
       return { field: joinField(at, String(p.fieldPath).replace(/^\./, "")), message: e.message ?? "invalid", reason: "FieldValueInvalid" };
     default:
@@ -128,13 +164,20 @@ export function validateMetadata(obj: any): FieldError[] {
   const errs: FieldError[] = [];
   const m = obj?.metadata;
   if (!m || typeof m !== "object" || Array.isArray(m)) return [{ field: "metadata", message: "required", reason: "FieldValueRequired" }];
+  if (m.resourceVersion !== undefined && (typeof m.resourceVersion !== "string" || !/^\d{0,19}$/.test(m.resourceVersion)))
+    errs.push({ field: "metadata.resourceVersion", message: "must be a string holding a revision number", reason: "FieldValueTypeInvalid" });
   if (typeof m.name !== "string" || m.name === "") errs.push({ field: "metadata.name", message: "required", reason: "FieldValueRequired" });
   else if (!NAME_RE.test(m.name)) errs.push({ field: "metadata.name", message: "must be 1-253 characters of A-Z a-z 0-9 _ . - and start with a letter or digit", reason: "FieldValueInvalid" });
   for (const key of ["labels", "annotations"] as const) {
     const v = m[key];
     if (v === undefined) continue;
     if (!v || typeof v !== "object" || Array.isArray(v)) errs.push({ field: `metadata.${key}`, message: "must be a map of strings", reason: "FieldValueTypeInvalid" });
-    else for (const [k, val] of Object.entries(v)) if (typeof val !== "string") errs.push({ field: `metadata.${key}.${k}`, message: "must be a string", reason: "FieldValueTypeInvalid" });
+    else
+      for (const [k, val] of Object.entries(v)) {
+        if (typeof val !== "string") errs.push({ field: `metadata.${key}.${k}`, message: "must be a string", reason: "FieldValueTypeInvalid" });
+        else if (k.length > 253 || HAS_CONTROL.test(k)) errs.push({ field: `metadata.${key}`, message: "keys must be at most 253 characters without control characters", reason: "FieldValueInvalid" });
+        else if (key === "labels" && (val.length > 1024 || HAS_CONTROL.test(val))) errs.push({ field: `metadata.${key}.${k}`, message: "must be at most 1024 characters without control characters", reason: "FieldValueInvalid" });
+      }
   }
   return errs;
 }
@@ -146,6 +189,9 @@ export function validateObject(obj: any, opts: { kind?: string } = {}): FieldErr
   const errs: FieldError[] = [];
   if (obj.apiVersion !== undefined && obj.apiVersion !== API_VERSION)
     errs.push({ field: "apiVersion", message: `must be ${API_VERSION}`, reason: "FieldValueNotSupported" });
+  // Bounds first: a hostile value (deep, huge, NUL) is refused before anything walks it.
+  const bounds = boundErrors(obj);
+  if (bounds.length) return bounds;
   const v = typeof kind === "string" ? validatorFor(kind) : undefined;
   if (!v) return [...errs, { field: "kind", message: `must be one of: ${[...loadCrds().keys()].join(", ")}`, reason: "FieldValueNotSupported" }];
   errs.push(...validateMetadata(obj));

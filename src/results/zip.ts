@@ -2,6 +2,7 @@
 // Scoring follows RUNNER_PROTOCOL §3 (verdict rule, issue categories) so a result
 // from a v1 Runner and one from `loom runner` are judged the same way.
 import { createWriteStream } from "node:fs";
+import { crc32 } from "node:zlib";
 import { pipeline } from "node:stream/promises";
 import yazl from "yazl";
 import yauzl from "yauzl";
@@ -247,16 +248,96 @@ export interface ResultInspection {
   entries: Map<string, Buffer> | null;
 }
 
-/** Reads and scores an uploaded result in one step; a corrupt ZIP scores run_error, not an exception. */
-export async function inspectResultZip(buf: Buffer, opts: ReadZipOptions = {}): Promise<ResultInspection> {
-  let entries: Map<string, Buffer>;
-  try {
-    entries = await readZip(buf, opts);
-  } catch (e) {
-    const error = errText(e);
-    const issues = classifyIssueText(error);
-    return { verdict: "run_error", issues: issues.length ? [...new Set(issues)].sort() : ["result_import_error"], files: [], error, entries: null };
+/** Bounds on reading an uploaded result: it is inflated as a stream, never held whole. */
+export type InspectLimits = {
+  /** Most bytes all entries may inflate to together. */
+  maxTotalBytes: number;
+  /** Most bytes all entries may inflate to per byte of the archive (a ZIP bomb's ratio is in the thousands). */
+  maxRatio: number;
+  maxEntries: number;
+};
+export const DEFAULT_INSPECT_LIMITS: InspectLimits = { maxTotalBytes: 1024 * 1024 * 1024, maxRatio: 200, maxEntries: 100_000 };
+
+/** Entries the scoring reads, and how much of each it keeps. */
+const KEEP: { suffix: string; bytes: number }[] = [
+  { suffix: "worker-result.json", bytes: 1024 * 1024 },
+  { suffix: "case-scheduler-summary.json", bytes: 1024 * 1024 },
+  { suffix: "score-summary.json", bytes: 1024 * 1024 },
+  { suffix: "stdout.txt", bytes: DIAGNOSTIC_CHARS * 4 },
+  { suffix: "stderr.txt", bytes: DIAGNOSTIC_CHARS * 4 },
+];
+
+/**
+ * Inflate every entry as a stream: the CRC of each is checked, the total is capped both
+ * absolutely and relative to the archive's size, and only what scoring reads is kept (JSON
+ * summaries, the head of stdout/stderr). Memory stays small whatever the archive claims.
+ */
+async function inspectEntries(zip: yauzl.ZipFile, archiveBytes: number, lim: InspectLimits): Promise<{ kept: Map<string, Buffer>; names: string[] }> {
+  const cap = Math.min(lim.maxTotalBytes, Math.max(1024 * 1024, archiveBytes * lim.maxRatio));
+  if (zip.entryCount > lim.maxEntries) throw new ZipError(`ZIP has ${zip.entryCount} entries, more than the limit of ${lim.maxEntries}`);
+  const kept = new Map<string, Buffer>();
+  const names: string[] = [];
+  let total = 0;
+  for await (const entry of zip.eachEntry()) {
+    const name = entry.fileName;
+    assertSafeName(name);
+    if (name.endsWith("/")) continue;
+    if (names.length < 200) names.push(name);
+    if (total + entry.uncompressedSize > cap) throw new ZipError(`ZIP inflates to more than ${cap} bytes (limit: ${lim.maxRatio}x the upload, at most ${lim.maxTotalBytes})`);
+    const keep = KEEP.find((k) => name.endsWith(k.suffix))?.bytes ?? 0;
+    const chunks: Buffer[] = [];
+    let held = 0;
+    let crc = 0;
+    const stream = await zip.openReadStreamPromise(entry);
+    for await (const c of stream as AsyncIterable<Buffer>) {
+      total += c.length;
+      if (total > cap) {
+        stream.destroy();
+        throw new ZipError(`ZIP inflates to more than ${cap} bytes (limit: ${lim.maxRatio}x the upload, at most ${lim.maxTotalBytes})`);
+      }
+      crc = crc32(c, crc);
+      if (held < keep) {
+        chunks.push(c.subarray(0, keep - held));
+        held += Math.min(c.length, keep - held);
+      }
+    }
+    if (crc >>> 0 !== entry.crc32 >>> 0) throw new ZipError(`ZIP entry ${JSON.stringify(name)} fails its CRC check: the archive is damaged`);
+    if (keep) kept.set(name, Buffer.concat(chunks));
   }
-  const verdict = verdictFromZip(entries);
-  return { verdict, issues: issuesFromZip(entries, verdict), files: [...entries.keys()].slice(0, 200), entries };
+  return { kept, names };
+}
+
+function scored(r: { kept: Map<string, Buffer>; names: string[] }): ResultInspection {
+  const verdict = verdictFromZip(r.kept);
+  return { verdict, issues: issuesFromZip(r.kept, verdict), files: r.names, entries: r.kept };
+}
+
+function unreadable(e: unknown): ResultInspection {
+  const error = e instanceof ZipError ? e.message : `corrupt ZIP: ${errText(e)}`;
+  const issues = classifyIssueText(error);
+  return { verdict: "run_error", issues: issues.length ? [...new Set(issues)].sort() : ["result_import_error"], files: [], error, entries: null };
+}
+
+const OPEN = { lazyEntries: true, decodeStrings: true, validateEntrySizes: true, strictFileNames: false } as const;
+
+async function inspectWith(open: () => Promise<yauzl.ZipFile>, bytes: number, lim: InspectLimits): Promise<ResultInspection> {
+  let zip: yauzl.ZipFile | undefined;
+  try {
+    zip = await open();
+    return scored(await inspectEntries(zip, bytes, lim));
+  } catch (e) {
+    return unreadable(e);
+  } finally {
+    zip?.close();
+  }
+}
+
+/** Scores a result held in memory; a corrupt, damaged or oversized ZIP scores run_error, not an exception. */
+export function inspectResultZip(buf: Buffer, lim: InspectLimits = DEFAULT_INSPECT_LIMITS): Promise<ResultInspection> {
+  return inspectWith(() => yauzl.fromBufferPromise(buf, OPEN), buf.length, lim);
+}
+
+/** Scores a result file on disk the same way, reading it as a stream. */
+export function inspectResultFile(path: string, bytes: number, lim: InspectLimits = DEFAULT_INSPECT_LIMITS): Promise<ResultInspection> {
+  return inspectWith(() => yauzl.openPromise(path, OPEN), bytes, lim);
 }

@@ -56,6 +56,8 @@ export interface RegisterReply extends HubConcurrency {
   worker_id: string;
 }
 export interface HeartbeatReply extends HubConcurrency {
+  /** false when the Hub holds no registration for this worker (Loom only; v1 Hubs leave it out). */
+  registered?: boolean;
   ok: boolean;
   worker_id: string;
   time?: string;

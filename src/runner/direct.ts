@@ -17,6 +17,8 @@ export interface DirectOptions extends PullOptions {
   port: number;
   /** The Runner token; when set, every request must carry it. */
   runnerToken?: string;
+  /** How often an idle Runner heartbeats (default 30 s, well inside the Hub's 120 s grace). */
+  idleHeartbeatSeconds?: number;
 }
 
 const sha256 = (s: string) => createHash("sha256").update(s, "utf8").digest();
@@ -51,6 +53,8 @@ export class DirectServer {
   private lastResult: Record<string, unknown> = {};
   private readonly stopCtl = new AbortController();
   private registration: Promise<unknown> | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private beating = false;
 
   constructor(private readonly o: DirectOptions) {
     if (!isLoopbackHost(o.host) && !o.runnerToken) {
@@ -198,11 +202,36 @@ export class DirectServer {
     this.pushes.set(id, push);
   }
 
+  /**
+   * An idle Direct Runner keeps proving it is alive: without this a Runner that waits for
+   * pushes longer than the heartbeat grace, or across a Hub restart, would never be Ready
+   * again. A pull loop heartbeats on its own; a Hub that has forgotten the registration
+   * (pruned and declared again) gets a new one.
+   */
+  private async beat(): Promise<void> {
+    if (this.loop || this.stopCtl.signal.aborted || this.beating) return;
+    this.beating = true;
+    try {
+      const runs = [...this.pushes.values()].map((p) => ({ task_id: p.task.task_id, package_id: p.task.package_id, phase: "running" }));
+      const hb = await this.o.client.heartbeat(await heartbeatBody(this.o, runs, runs.length ? "running" : "idle"));
+      if (hb.registered === false) {
+        this.o.log("the Hub does not know this worker as registered; registering again");
+        await registerWithRetry(this.o, this.stopCtl.signal, this.o.maxBackoffMs);
+      }
+    } catch (e) {
+      if (!this.stopCtl.signal.aborted) this.o.log(`idle heartbeat failed: ${e instanceof Error ? e.message : String(e)}`);
+    } finally {
+      this.beating = false;
+    }
+  }
+
   /** Registers (in the background, retrying while the Hub is unreachable) and listens. */
   async start(): Promise<string> {
     this.registration = registerWithRetry(this.o, this.stopCtl.signal, this.o.maxBackoffMs).catch((e: unknown) => {
       if (!this.stopCtl.signal.aborted) this.o.log(`registration failed${isFatal(e, "register") ? " (not retried)" : ""}: ${e instanceof Error ? e.message : String(e)}`);
     });
+    this.heartbeatTimer = setInterval(() => void this.beat(), (this.o.idleHeartbeatSeconds ?? 30) * 1000);
+    this.heartbeatTimer.unref();
     const url = await this.app.listen({ host: this.o.host, port: this.o.port });
     this.o.log(`direct worker API listening on ${url} (auth ${this.o.runnerToken ? "required" : "off"})`);
     return url;
@@ -211,6 +240,7 @@ export class DirectServer {
   /** Stops the pull loop and pushed tasks (given `graceSeconds` to finish), then closes the server. */
   async close(graceSeconds = this.o.graceSeconds): Promise<void> {
     this.stopCtl.abort("closing");
+    clearInterval(this.heartbeatTimer);
     const loop = this.loop;
     loop?.requestStop("server closing");
     const work = () => Promise.all([...[...this.pushes.values()].map((p) => p.done), this.loopDone]);

@@ -72,6 +72,13 @@ export function isFatal(e: unknown, during: "register" | "loop"): boolean {
   return during === "register" && e.status >= 400 && e.status < 500;
 }
 
+/** The Hub no longer knows this worker as registered (pruned and declared again, or its store was reset). */
+export function notRegistered(e: unknown): boolean {
+  if (!(e instanceof HubError) || e.status !== 403) return false;
+  const detail = (e.body as { detail?: unknown } | null)?.detail;
+  return typeof detail === "string" && detail.includes("not registered");
+}
+
 export class Backoff {
   private n = 0;
   constructor(private baseMs = 1000, private maxMs = 30_000) {}
@@ -227,6 +234,14 @@ export class PullLoop {
       try {
         const hb = await o.client.heartbeat(await heartbeatBody(o, this.currentRuns(), this.running.size ? "running" : "idle"));
         this.clampDesired(hb.desired_concurrency);
+        if (hb.registered === false) {
+          const wait = backoff.next();
+          o.log(`the Hub does not know this worker as registered; registering again in ${(wait / 1000).toFixed(1)}s`);
+          await this.waitForChange(wait);
+          if (this.stopping) break;
+          this.clampDesired((await registerWithRetry(o, this.stopCtl.signal, o.maxBackoffMs)).desired_concurrency);
+          continue;
+        }
         backoff.reset();
       } catch (e) {
         if (isFatal(e, "loop")) throw e;
@@ -264,6 +279,16 @@ export class PullLoop {
         const wait = backoff.next();
         o.log(`claim failed (${e instanceof Error ? e.message : String(e)}); retrying in ${(wait / 1000).toFixed(1)}s`);
         await this.waitForChange(wait);
+        // Registering again is what makes the Hub know us; the growing wait keeps a refused Runner from hammering it.
+        if (notRegistered(e) && !this.stopping) {
+          try {
+            const reg = await registerWithRetry(o, this.stopCtl.signal, o.maxBackoffMs);
+            this.clampDesired(reg.desired_concurrency);
+          } catch (err) {
+            if (this.stopping) break;
+            throw err;
+          }
+        }
         continue;
       }
       // The Hub leased every task it returned to us, so all of them run, even past `limit`.

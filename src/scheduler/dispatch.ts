@@ -11,7 +11,7 @@ import { validateObject, type FieldError } from "../resources/validate.ts";
 import type { StoredObject, TxnOp } from "../store/store.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { SchedulerContext } from "./context.ts";
-import { HubError } from "./errors.ts";
+import { checkRequest, HubError } from "./errors.ts";
 import { initialStatus } from "./lifecycle.ts";
 
 const isObj = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
@@ -24,6 +24,10 @@ function toTask(raw: unknown, defaults: Record<string, unknown>, at: string): { 
   if (!isObj(raw)) return { errors: [{ field: at, message: "must be an object", reason: "FieldValueTypeInvalid" }] };
   const errors: FieldError[] = [];
   for (const k of Object.keys(raw)) if (!TASK_KEYS.includes(k)) errors.push({ field: `${at}.${k}`, message: "unknown field", reason: "FieldUnknown" });
+  // An id of the wrong type must not quietly become a random one.
+  if (raw.task_id !== undefined && typeof raw.task_id !== "string") errors.push({ field: `${at}.task_id`, message: "must be a string", reason: "FieldValueTypeInvalid" });
+  for (const k of ["case_id", "run_id", "setting_id", "campaign_id", "task_kind", "case_version", "scenario_id", "package_id"])
+    if (raw[k] !== undefined && raw[k] !== null && typeof raw[k] !== "string" && !Number.isSafeInteger(raw[k])) errors.push({ field: `${at}.${k}`, message: "must be a string", reason: "FieldValueTypeInvalid" });
   if (raw.payload !== undefined && !isObj(raw.payload)) errors.push({ field: `${at}.payload`, message: "must be an object", reason: "FieldValueTypeInvalid" });
   // A profile that is not an object must not quietly mean "shared, nothing requested".
   errors.push(...profileShapeErrors(raw.execution_profile, `${at}.execution_profile`));
@@ -144,6 +148,7 @@ export function repoRunRequest(body: unknown): Record<string, unknown> {
   if (commands === undefined) errors.push({ field: "command", message: "required" });
   else if (!Array.isArray(commands) || !commands.length || commands.some((c) => !str(c))) errors.push({ field: body.commands !== undefined ? "commands" : "command", message: "must be one or more non-empty commands" });
   if (errors.length) throw new HubError(400, "invalid_dispatch", { detail: errors.map((e) => `${e.field}: ${e.message}`).join("; "), errors });
+  checkRequest("repo-run", body);
   const resources: Record<string, unknown> = {};
   for (const f of ["cpu_millis", "memory_mb", "disk_mb", "gpu_count", "gpu_types"]) if (body[f] !== undefined) resources[f] = body[f];
   const caseId = str(body.case_id) ?? "repo-run";

@@ -16,6 +16,11 @@ export class Liveness {
   private readonly records = new Map<string, LiveRecord>();
   /** Called when a fact the worker's status shows changes: it came back to life, or its reported run count moved. */
   onChange: (worker: string) => void = () => {};
+  /**
+   * Only workers the store holds get a record: a call naming an unknown id (a typo, a
+   * probe, a pruned worker's Runner) must not grow this table. The scheduler wires this in.
+   */
+  known: (worker: string) => boolean = () => true;
   constructor(readonly graceMs: number) {}
 
   private rec(worker: string, now: number): LiveRecord {
@@ -27,10 +32,12 @@ export class Liveness {
 
   /** Any authenticated call from a Runner proves it is alive. */
   touch(worker: string, now: number): void {
+    if (!this.known(worker)) return;
     this.rec(worker, now).lastSeen = now;
   }
 
   heartbeat(worker: string, now: number, currentRuns: unknown[], health?: Record<string, unknown>): void {
+    if (!this.known(worker)) return;
     const r = this.rec(worker, now);
     r.lastSeen = now;
     const before = r.reportedActive;
@@ -66,6 +73,11 @@ export class Liveness {
     r.reportedActive = r.currentRuns.length;
     if (r.currentRuns.length !== before) queueMicrotask(() => this.onChange(worker));
     return r.currentRuns.length !== before;
+  }
+
+  /** How many workers have a record (bounded by the workers the store holds). */
+  get size(): number {
+    return this.records.size;
   }
 
   get(worker: string): LiveRecord | undefined {

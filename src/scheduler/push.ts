@@ -8,7 +8,7 @@ import { isQueued, type Worker } from "../resources/types.ts";
 import type { StoredObject } from "../store/store.ts";
 import { claimedTask, commitLeases, requireWorker } from "./claim.ts";
 import type { SchedulerContext } from "./context.ts";
-import { HubError } from "./errors.ts";
+import { checkRequest, HubError } from "./errors.ts";
 import { endLease } from "./lifecycle.ts";
 import { effectiveSettings } from "./workers.ts";
 import { numIn } from "./scheduler.ts";
@@ -24,10 +24,29 @@ export function directEndpoint(w: Worker): string | undefined {
   return `http://${host}:${s.command_port ?? s.serve_port ?? 9876}`;
 }
 
-export type PushOptions = { defaultTokenEnv: string; env?: NodeJS.ProcessEnv; fetchImpl?: typeof fetch };
+export type PushOptions = {
+  defaultTokenEnv: string;
+  env?: NodeJS.ProcessEnv;
+  /**
+   * Which variables a Worker's direct_api_token_env may name: exact names, or prefixes ending
+   * in "*". The Hub sends the value to the worker's URL, which the API can set, so any other
+   * name (the Hub's own token, a cloud key) would be a way to read the Hub's secrets.
+   */
+  allowedTokenEnv?: readonly string[];
+  fetchImpl?: typeof fetch;
+};
+
+export const DEFAULT_ALLOWED_TOKEN_ENV = ["LOOM_DIRECT_TOKEN_*"] as const;
+
+export function tokenEnvAllowed(name: string, o: PushOptions): boolean {
+  if (name === o.defaultTokenEnv) return true;
+  return (o.allowedTokenEnv ?? DEFAULT_ALLOWED_TOKEN_ENV).some((p) => (p.endsWith("*") ? name.startsWith(p.slice(0, -1)) : name === p));
+}
 
 function runnerToken(w: Worker, o: PushOptions): string {
   const name = w.spec.direct_api_token_env || o.defaultTokenEnv;
+  if (!tokenEnvAllowed(name, o))
+    throw new HubError(403, "token_env_not_allowed", { field: "spec.direct_api_token_env", worker_id: w.metadata.name, token_env: name, detail: `the Hub pushes only with variables the operator allows (loom hub --direct-token-env; now: ${(o.allowedTokenEnv ?? DEFAULT_ALLOWED_TOKEN_ENV).join(", ")})` });
   const v = (o.env ?? process.env)[name];
   if (!v) throw new HubError(400, "runner_token_missing", { detail: `the Hub's environment has no ${name}`, token_env: name });
   return v;
@@ -44,6 +63,7 @@ function refusal(d: Decision): HubError {
 export async function pushTask(ctx: SchedulerContext, body: Record<string, unknown>, o: PushOptions) {
   const taskId = body.task_id;
   if (typeof taskId !== "string" || !taskId) throw new HubError(400, "task_id_required");
+  checkRequest("push", body);
   const leaseSeconds = leaseSecondsOf(body.lease_seconds);
   const timeoutMs = numIn(body.push_timeout_seconds, 10, 120, 30, "push_timeout_seconds") * 1000;
   const explicit = typeof body.worker_id === "string" && body.worker_id ? body.worker_id : undefined;

@@ -6,7 +6,7 @@ import type { Informer } from "../store/cache.ts";
 import type { Store, StoredObject } from "../store/store.ts";
 import { claimedTask, commitLeases, newBatchId, pickForWorker, requireWorker } from "./claim.ts";
 import { SchedulerContext, type SchedulerOptions } from "./context.ts";
-import { HubError } from "./errors.ts";
+import { checkRequest, HubError } from "./errors.ts";
 import { ClaimQueue } from "./queue.ts";
 import { leaseSecondsOf } from "./transitions.ts";
 import { capacityEntry, effectiveSettings } from "./workers.ts";
@@ -18,6 +18,8 @@ export class Scheduler {
 
   constructor(store: Store, cache: Informer, opts: SchedulerOptions, now?: () => number) {
     this.ctx = new SchedulerContext(store, cache, opts, now);
+    // Liveness only for registered workers: a declared worker whose Runner has not registered (again) is not Ready.
+    this.ctx.liveness.known = (w) => this.ctx.worker(w)?.status?.registration !== undefined;
     this.unsubscribe = cache.on((ev) => {
       if (ev.object.kind === "Task") {
         if (ev.type === "DELETED") this.queue.remove(ev.object.metadata.name);
@@ -27,7 +29,11 @@ export class Scheduler {
         const holder = old?.status?.lease?.worker;
         if (holder && isActive(old?.status?.state) && (ev.type === "DELETED" || !isActive(cur.status?.state))) this.ctx.liveness.finished(holder, cur.metadata.name);
         this.ctx.wake();
-      } else if (ev.object.kind === "Worker") this.ctx.wake();
+      } else if (ev.object.kind === "Worker") {
+        // A deleted worker's liveness goes with it: if it is declared again, it is Ready only once its Runner calls in.
+        if (ev.type === "DELETED") this.ctx.liveness.forget(ev.object.metadata.name);
+        this.ctx.wake();
+      }
     });
   }
 
@@ -45,6 +51,7 @@ export class Scheduler {
   async claim(body: Record<string, unknown>, signal?: AbortSignal) {
     const workerId = body.worker_id;
     if (typeof workerId !== "string" || !workerId) throw new HubError(400, "worker_id_required");
+    checkRequest("claim", body);
     const limit = intIn(body.limit, 1, 1024, 1, "limit");
     const leaseSeconds = leaseSecondsOf(body.lease_seconds);
     const waitMs = numIn(body.wait_seconds, 0, 60, 0, "wait_seconds") * 1000;

@@ -1,14 +1,15 @@
 // What Runners and operators do to a leased task: start, renew, upload, complete, fail,
 // cancel, retry, and lease expiry. Every call from a Runner is fenced: it must come from
 // the worker holding the task's current lease (and, if it says, the current attempt).
-import { randomUUID, createHash } from "node:crypto";
-import { mkdir, open, rename } from "node:fs/promises";
+import { randomUUID } from "node:crypto";
+import { mkdir, open, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { isActive, isFinal, type Task, type TaskStatus } from "../resources/types.ts";
-import { inspectResultZip, issuesFromError } from "../results/zip.ts";
+import { inspectResultFile, issuesFromError, type ResultInspection } from "../results/zip.ts";
 import type { StoredObject } from "../store/store.ts";
 import type { SchedulerContext } from "./context.ts";
-import { HubError } from "./errors.ts";
+import { checkRequest, HubError } from "./errors.ts";
+import { LIMITS } from "../resources/limits.ts";
 import { endLease, markFinal, requeue } from "./lifecycle.ts";
 import { adjustConcurrency } from "./tuning.ts";
 
@@ -16,6 +17,7 @@ const MIN_LEASE_SECONDS = 30;
 export const leaseSecondsOf = (v: unknown, dflt = 600) => {
   if (v === undefined || v === null) return dflt;
   if (typeof v !== "number" || !Number.isFinite(v)) throw new HubError(400, "invalid_lease_seconds", { field: "lease_seconds", detail: "must be a number of seconds" });
+  if (v > LIMITS.leaseSeconds) throw new HubError(400, "invalid_lease_seconds", { field: "lease_seconds", detail: `must be at most ${LIMITS.leaseSeconds} seconds (7 days)` });
   return Math.max(MIN_LEASE_SECONDS, Math.floor(v));
 };
 
@@ -25,7 +27,9 @@ function fence(t: Task, workerId: string, attemptNo: unknown): void {
   if (st?.state === "cancelled") throw new HubError(409, "task_cancelled", { task_id: t.metadata.name, state: st.state });
   if (!st?.lease || !isActive(st.state)) throw new HubError(409, "stale_lease", { task_id: t.metadata.name, state: st?.state ?? "queued", detail: "the task holds no active lease" });
   if (st.lease.worker !== workerId) throw new HubError(409, "lease_worker_mismatch", { task_id: t.metadata.name, lease_worker_id: st.lease.worker, worker_id: workerId });
-  if (attemptNo !== undefined && attemptNo !== null && Number(attemptNo) !== st.lease.epoch)
+  if (attemptNo !== undefined && attemptNo !== null && !(Number.isSafeInteger(attemptNo) && (attemptNo as number) >= 0))
+    throw new HubError(400, "invalid_attempt_no", { field: "attempt_no", detail: "must be a non-negative integer", received: attemptNo });
+  if (attemptNo !== undefined && attemptNo !== null && attemptNo !== st.lease.epoch)
     throw new HubError(409, "stale_lease", { task_id: t.metadata.name, attempt_no: st.lease.epoch, received: attemptNo });
 }
 
@@ -37,6 +41,7 @@ const need = (v: unknown, code: string): string => {
 export async function start(ctx: SchedulerContext, body: Record<string, unknown>) {
   const workerId = need(body.worker_id, "worker_id_required");
   const taskId = need(body.task_id, "task_id_required");
+  checkRequest("start", body);
   ctx.liveness.touch(workerId, ctx.now());
   return ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
     fence(t, workerId, body.attempt_no);
@@ -52,6 +57,7 @@ export async function start(ctx: SchedulerContext, body: Record<string, unknown>
 export async function renew(ctx: SchedulerContext, body: Record<string, unknown>) {
   const workerId = need(body.worker_id, "worker_id_required");
   const taskId = need(body.task_id, "task_id_required");
+  checkRequest("renew", body);
   const seconds = leaseSecondsOf(body.lease_seconds);
   ctx.liveness.touch(workerId, ctx.now());
   return ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
@@ -96,23 +102,14 @@ function autoRetry(ctx: SchedulerContext, t: Task, issues: string[]): { queued: 
   return { queued: true, categories: hit };
 }
 
-/** Store the ZIP durably before the state that names it is committed. */
-async function saveResult(dir: string, resultId: string, body: Buffer): Promise<string> {
-  await mkdir(dir, { recursive: true });
-  const path = join(dir, `${resultId}.zip`);
-  const tmp = `${path}.tmp`;
-  const fh = await open(tmp, "w");
-  try {
-    await fh.writeFile(body);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, path);
-  return path;
-}
+/** An upload's body, already streamed to a temp file (fsynced) by the API layer. */
+export type UploadedFile = { path: string; bytes: number; sha256: string };
 
-export async function upload(ctx: SchedulerContext, headers: { taskId?: string; workerId?: string }, body: Buffer) {
+/**
+ * The checks an upload can pass before its body is read: the headers name a task, and the
+ * worker holding its current lease. A refused upload costs the Hub no bytes on disk.
+ */
+export function uploadFence(ctx: SchedulerContext, headers: { taskId?: string; workerId?: string }): { taskId: string; workerId: string } {
   const taskId = headers.taskId;
   if (!taskId) throw new HubError(400, "X-Task-Id required");
   // v1 waved an upload without X-Worker-Id through; Loom requires it, so the fence always applies.
@@ -122,11 +119,40 @@ export async function upload(ctx: SchedulerContext, headers: { taskId?: string; 
   const pre = ctx.task(taskId);
   if (!pre) throw new HubError(404, "task_not_found", { task_id: taskId });
   fence(pre, workerId, undefined);
-  const inspection = await inspectResultZip(body);
-  const resultId = `result-${randomUUID()}`;
-  const sha256 = createHash("sha256").update(body).digest("hex");
-  const path = await saveResult(ctx.opts.resultsDir, resultId, body);
+  return { taskId, workerId };
+}
 
+/** Score the streamed result, move it into place and commit the verdict; the temp file never outlives the call. */
+export async function upload(ctx: SchedulerContext, headers: { taskId?: string; workerId?: string }, file: UploadedFile) {
+  let final: string | undefined;
+  try {
+    const { taskId, workerId } = uploadFence(ctx, headers);
+    const inspection = await inspectResultFile(file.path, file.bytes);
+    const resultId = `result-${randomUUID()}`;
+    await mkdir(ctx.opts.resultsDir, { recursive: true });
+    final = join(ctx.opts.resultsDir, `${resultId}.zip`);
+    await rename(file.path, final);
+    await syncDir(ctx.opts.resultsDir); // the name is durable before the state that points at it
+    const out = await commitUpload(ctx, taskId, workerId, { ...file, path: final }, resultId, inspection);
+    final = undefined; // committed: the file is the result's now
+    return out;
+  } finally {
+    await rm(file.path, { force: true });
+    if (final) await rm(final, { force: true });
+  }
+}
+
+async function syncDir(dir: string): Promise<void> {
+  const fh = await open(dir, "r");
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+async function commitUpload(ctx: SchedulerContext, taskId: string, workerId: string, file: UploadedFile, resultId: string, inspection: ResultInspection) {
+  const { path, sha256, bytes } = file;
   return ctx.locked(async () => {
     const t = ctx.task(taskId);
     if (!t) throw new HubError(404, "task_not_found", { task_id: taskId });
@@ -140,7 +166,7 @@ export async function upload(ctx: SchedulerContext, headers: { taskId?: string; 
       status = requeue(t.status!, now, verdict, "AutoRetry", { excludeWorker: retry.excludeWorker });
     } else {
       status = endLease(t.status!, verdict as TaskStatus["state"] & string, now, verdict, "ResultUploaded", { resultId });
-      status.result = { result_id: resultId, verdict, bytes: body.length, sha256, uploaded_at: new Date(now).toISOString() };
+      status.result = { result_id: resultId, verdict, bytes, sha256, uploaded_at: new Date(now).toISOString() };
       status.issues = inspection.issues;
       markFinal(status, now, verdict === "clean" ? "Clean" : "ResultVerdict", `result ${resultId}: ${verdict}`);
     }
@@ -148,7 +174,7 @@ export async function upload(ctx: SchedulerContext, headers: { taskId?: string; 
       apiVersion: "loom.dev/v1alpha1",
       kind: "Result",
       metadata: { name: resultId, labels: { "loom.dev/task": taskId } },
-      spec: { task_id: taskId, attempt_no: attempt, worker_id: workerId, verdict, bytes: body.length, sha256, path, issues: inspection.issues, files: inspection.files, uploaded_at: new Date(now).toISOString() },
+      spec: { task_id: taskId, attempt_no: attempt, worker_id: workerId, verdict, bytes, sha256, path, issues: inspection.issues, files: inspection.files, uploaded_at: new Date(now).toISOString() },
     };
     const [written] = await ctx.commit([
       { op: "updateStatus", object: { ...(t as unknown as StoredObject), status } },
@@ -173,6 +199,7 @@ export async function upload(ctx: SchedulerContext, headers: { taskId?: string; 
 export async function complete(ctx: SchedulerContext, body: Record<string, unknown>) {
   const workerId = need(body.worker_id, "worker_id_required");
   const taskId = need(body.task_id, "task_id_required");
+  checkRequest("complete", body);
   ctx.liveness.touch(workerId, ctx.now());
   return ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
     const state = t.status?.state;
@@ -189,8 +216,10 @@ export async function complete(ctx: SchedulerContext, body: Record<string, unkno
 export async function fail(ctx: SchedulerContext, body: Record<string, unknown>) {
   const workerId = need(body.worker_id, "worker_id_required");
   const taskId = need(body.task_id, "task_id_required");
+  checkRequest("fail", body);
   ctx.liveness.touch(workerId, ctx.now());
   const error = body.error ?? { type: "run_error" };
+  if (typeof error !== "object" || error === null || Array.isArray(error)) throw new HubError(400, "invalid_request", { field: "error", detail: "error: must be an object" });
   const out = await ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
     try {
       fence(t, workerId, body.attempt_no);

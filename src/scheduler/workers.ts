@@ -7,7 +7,7 @@ import { isActive, setCondition, type Worker, type WorkerStatus } from "../resou
 import { validateMetadata } from "../resources/validate.ts";
 import type { StoredObject } from "../store/store.ts";
 import type { SchedulerContext } from "./context.ts";
-import { HubError } from "./errors.ts";
+import { checkRequest, HubError } from "./errors.ts";
 
 export const ORIGIN_LABEL = "loom.dev/origin";
 
@@ -37,11 +37,11 @@ export function normaliseCapacityInput(raw: unknown, field = "resource_capacity"
   for (const [k, v] of Object.entries(raw)) {
     if (!CAPACITY_KEYS.includes(k)) throw bad(`${field}.${k}`, `unknown field; allowed: ${CAPACITY_KEYS.join(", ")}`);
     if (k === "gpu_types") {
-      if (!Array.isArray(v) || v.some((s) => typeof s !== "string" || !s.trim())) throw bad(`${field}.gpu_types`, "must be a list of non-empty strings");
+      if (!Array.isArray(v) || v.length > 64 || v.some((s) => typeof s !== "string" || !s.trim() || s.length > 253 || /[\u0000-\u001f\u007f]/.test(s))) throw bad(`${field}.gpu_types`, "must be a list of non-empty strings");
       out.gpu_types = [...new Set(v.map((s: string) => s.trim()))].sort();
       continue;
     }
-    if (typeof v !== "number" || !Number.isFinite(v)) throw bad(`${field}.${k}`, "must be a non-negative integer");
+    if (typeof v !== "number" || !Number.isFinite(v) || v > Number.MAX_SAFE_INTEGER) throw bad(`${field}.${k}`, "must be a non-negative integer no larger than 2^53-1");
     if (v < 0) throw bad(`${field}.${k}`, "must be non-negative");
     (out as Record<string, number>)[k] = Math.trunc(v);
   }
@@ -65,6 +65,7 @@ export async function register(ctx: SchedulerContext, body: Record<string, unkno
   if (policy !== "fixed" && policy !== "adaptive") throw new HubError(400, "unsupported_concurrency_policy", { received: policy, allowed: ["fixed", "adaptive"] });
   const capabilities = body.capabilities ?? [];
   if (!Array.isArray(capabilities) || capabilities.some((c) => typeof c !== "string")) throw new HubError(400, "invalid_capabilities", { field: "capabilities", detail: "must be a list of strings" });
+  checkRequest("register", body);
   const reported = normaliseCapacityInput(body.resource_capacity);
   const health = (body.health && typeof body.health === "object" ? body.health : {}) as Record<string, unknown>;
   const hostResources = (health.resources && typeof health.resources === "object" ? health.resources : undefined) as Record<string, unknown> | undefined;
@@ -108,6 +109,7 @@ export async function register(ctx: SchedulerContext, body: Record<string, unkno
 export function heartbeat(ctx: SchedulerContext, body: Record<string, unknown>) {
   const id = body.worker_id;
   if (typeof id !== "string" || !id) throw new HubError(400, "worker_id_required");
+  checkRequest("heartbeat", body);
   const now = ctx.now();
   const w = ctx.worker(id);
   // A run the Hub already saw end (uploaded, failed, cancelled, requeued) no longer counts: a
@@ -122,7 +124,8 @@ export function heartbeat(ctx: SchedulerContext, body: Record<string, unknown>) 
   if (w) ctx.liveness.heartbeat(id, now, runs, body.health as Record<string, unknown> | undefined);
   const s = w ? effectiveSettings(w) : { initial_concurrency: 1, desired_concurrency: 1, max_concurrency: 1, concurrency_policy: "fixed", resource_capacity: defaultCapacityFromHost(undefined) };
   if (w && (runs.length < ctx.activeTasksOn(id).length || runs.length === 0)) ctx.wake();
-  return { ok: true, worker_id: id, time: new Date(now).toISOString(), ...s };
+  // A Runner told it is not registered (its worker was pruned and declared again, the store was reset) registers again.
+  return { ok: true, worker_id: id, time: new Date(now).toISOString(), registered: w?.status?.registration !== undefined, ...s };
 }
 
 export async function setDesiredConcurrency(ctx: SchedulerContext, workerId: string, desired: number, reason: string) {

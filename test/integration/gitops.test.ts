@@ -400,3 +400,33 @@ describe("planApply", () => {
     expect(planApply([cur], [], { source: "f", prune: true }).steps).toEqual([{ op: "delete", kind: "Worker", name: "gone" }]);
   });
 });
+
+describe("drift repair", () => {
+  it("an edit or delete of a file-owned worker in the store is undone, with a DriftRestored Event", async () => {
+    const file = repo("workers.yaml");
+    await writeFile(file, inventory([{ id: "w1", cpu: 2000 }]));
+    await started();
+    const w = (await get("Worker", "w1"))!;
+    // kubectl edit: the spec changes behind the file's back.
+    await store.update({ ...w, spec: { ...(w.spec as object), resource_capacity: { cpu_millis: 99 } } });
+    await until(async () => spec(await get("Worker", "w1"))?.resource_capacity?.cpu_millis === 2000, "the edit undone");
+    // The restoring write is readable as soon as it is applied; its Event follows once it is durable.
+    await until(async () => events.some((e) => e.reason === "DriftRestored" && e.object.metadata.name === "w1"), "the DriftRestored Event");
+    // kubectl delete: it comes back.
+    await store.delete("Worker", "w1");
+    await until(async () => (await get("Worker", "w1")) !== undefined, "the worker restored");
+    await until(async () => events.filter((e) => e.reason === "DriftRestored").length >= 2, "a second DriftRestored Event");
+    expect(events.filter((e) => e.reason === "DriftRestored")).toHaveLength(2);
+  });
+  it("status writes by controllers wake nothing, and a file's own edits are not reported as drift", async () => {
+    const file = repo("workers.yaml");
+    await writeFile(file, inventory([{ id: "w1", cpu: 2000 }]));
+    const s = await started();
+    const w = (await get("Worker", "w1"))!;
+    await store.updateStatus({ ...w, status: { active_count: 0 } });
+    await writeFile(file, inventory([{ id: "w1", cpu: 3000 }]));
+    await s.syncNow();
+    expect(spec(await get("Worker", "w1")).resource_capacity.cpu_millis).toBe(3000);
+    expect(events.filter((e) => e.reason === "DriftRestored")).toEqual([]);
+  });
+});

@@ -31,7 +31,7 @@ function informer(kinds: string | string[], s: Store = store): Informer {
 
 const rv = (o: StoredObject) => Number(o.metadata.resourceVersion);
 const describeEv = (e: InformerEvent) => `${e.type} ${e.object.kind}/${e.object.metadata.name}`;
-const leasedTo = (t: StoredObject, w: string) => ({ ...t, status: { state: "leased", lease: { worker: w, epoch: 1, leased_at: "t0", lease_until: "t1" } } });
+const leasedTo = (t: StoredObject, w: string) => ({ ...t, status: { state: "leased", lease: { worker: w, epoch: 1, leased_at: "2030-01-01T00:00:00Z", lease_until: "2030-01-01T00:10:00Z" } } });
 
 describe("sync", () => {
   it("lists, reports synced, and hands every existing object to handlers as ADDED", async () => {

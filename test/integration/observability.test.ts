@@ -79,7 +79,7 @@ describe("/metrics", () => {
     for (const f of m.values()) expect(f.help, f.name).not.toBe("");
 
     // Every series the Grafana example and the docs name is one the Hub serves.
-    const dashboard = JSON.parse(await readFile(join(import.meta.dirname, "..", "..", "examples", "grafana-dashboard.json"), "utf8")) as { panels: { targets: { expr: string }[] }[] };
+    const dashboard = JSON.parse(await readFile(join(import.meta.dirname, "..", "..", "docs", "grafana-dashboard.json"), "utf8")) as { panels: { targets: { expr: string }[] }[] };
     const docs = await readFile(join(import.meta.dirname, "..", "..", "docs", "metrics.md"), "utf8");
     const served = (name: string) => m.has(name) || m.has(name.replace(/_(bucket|sum|count)$/, ""));
     const named = [...dashboard.panels.flatMap((p) => p.targets.map((t) => t.expr)), docs].flatMap((e) => [...e.matchAll(/\b(?:loom|nodejs)_[a-z0-9_]+/g)].map((x) => x[0]));

@@ -10,6 +10,7 @@ import { HubClient } from "../../src/runner/client.ts";
 import { DirectServer, type DirectOptions } from "../../src/runner/direct.ts";
 import { eventually, get, post, startHub, type TestHub } from "../support/hub.ts";
 import { Recorder } from "../support/recorder.ts";
+import { runnerOptions } from "../support/runner.ts";
 
 const TOKEN = "runner-test-token-0123456789";
 const HUB_TOKEN = "hub-token-for-direct-tests";
@@ -29,30 +30,7 @@ beforeAll(() => {
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 function options(extra: Partial<DirectOptions> = {}): DirectOptions {
-  return {
-    client: new HubClient({ baseUrl: rec.url, token: HUB_TOKEN }),
-    workerId: WORKER,
-    workDir: path.join(tmp, "work"),
-    capabilities: ["linux", "*"],
-    maxConcurrency: 1,
-    initialConcurrency: 1,
-    concurrencyPolicy: "fixed",
-    leaseSeconds: 60,
-    scrubEnv: [],
-    log: (l) => logs.push(l),
-    claimWaitSeconds: 0,
-    pollSeconds: 1,
-    once: false,
-    maxTasks: 0,
-    graceSeconds: 5,
-    host: "127.0.0.1",
-    port: 0,
-    runnerToken: TOKEN,
-    retryDelaysMs: [50],
-    killGraceMs: 200,
-    maxBackoffMs: 200,
-    ...extra,
-  };
+  return runnerOptions(new HubClient({ baseUrl: rec.url, token: HUB_TOKEN }), WORKER, path.join(tmp, "work"), (l) => logs.push(l), { runnerToken: TOKEN, ...extra });
 }
 
 async function setup(hubOpts: Parameters<typeof startHub>[0] = {}): Promise<void> {

@@ -1,0 +1,113 @@
+// The input limits every door shares, in one table. The CRD schemas state per-field rules;
+// what they leave open (a string with no maxLength, an integer with no maximum, an array with
+// no maxItems) gets the defaults below when the schemas are compiled, and the parts a schema
+// passes through unchecked (payload, host snapshot, error details) are walked with the same
+// bounds. Nothing here recurses, so hostile nesting cannot exhaust the stack.
+import type { FieldError } from "./validate.ts";
+
+export const LIMITS = {
+  /** Deepest JSON/YAML nesting accepted anywhere (objects and arrays). */
+  depth: 64,
+  /** A schema string with no maxLength of its own. */
+  stringLength: 4096,
+  /** A string inside a pass-through part (a command, a log excerpt in an error). */
+  freeStringLength: 256 * 1024,
+  /** A schema array with no maxItems of its own. */
+  arrayItems: 1000,
+  /** An array or object inside a pass-through part. */
+  freeItems: 10_000,
+  /** Lease length a Runner may ask for: a week. */
+  leaseSeconds: 7 * 24 * 3600,
+} as const;
+
+/** Integers must survive a round trip through JSON and every number type on the way. */
+export const MAX_INT = Number.MAX_SAFE_INTEGER;
+
+/** Single-line text: no C0 control characters and no DEL (ids, labels, hosts, capabilities). */
+export const NO_CONTROL = "^[^\\u0000-\\u001F\\u007F]*$";
+export const HAS_CONTROL = /[\u0000-\u001F\u007F]/;
+
+/**
+ * Whether JSON text nests deeper than `max`. A linear scan of the bytes (UTF-8 never puts
+ * a byte below 0x80 inside a multi-byte character), run before JSON.parse so that nothing
+ * downstream ever meets a deep value.
+ */
+export function jsonTooDeep(buf: Buffer, max: number = LIMITS.depth): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < buf.length; i++) {
+    const c = buf[i];
+    if (inString) {
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > max) return true;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return false;
+}
+
+const join = (at: string, key: string | number) => (typeof key === "number" ? `${at}[${key}]` : at ? `${at}.${key}` : key);
+
+/**
+ * Bounds for any value, schema or not: depth, string length, no NUL, finite numbers, item
+ * counts. Iterative; stops after a few errors (one bad field is enough to refuse).
+ */
+export function boundErrors(value: unknown, at = "", opts: { depth?: number; stringLength?: number; items?: number } = {}): FieldError[] {
+  const maxDepth = opts.depth ?? LIMITS.depth;
+  const maxString = opts.stringLength ?? LIMITS.freeStringLength;
+  const maxItems = opts.items ?? LIMITS.freeItems;
+  const errs: FieldError[] = [];
+  const stack: [unknown, string, number][] = [[value, at, 0]];
+  while (stack.length && errs.length < 5) {
+    const [v, path, depth] = stack.pop()!;
+    if (typeof v === "string") {
+      if (v.length > maxString) errs.push({ field: path, message: `must be at most ${maxString} characters`, reason: "FieldValueInvalid" });
+      else if (v.includes("\0")) errs.push({ field: path, message: "must not contain NUL characters", reason: "FieldValueInvalid" });
+    } else if (typeof v === "number") {
+      if (!Number.isFinite(v)) errs.push({ field: path, message: "must be a finite number", reason: "FieldValueInvalid" });
+    } else if (v !== null && typeof v === "object") {
+      if (depth >= maxDepth) {
+        errs.push({ field: path, message: `nests deeper than ${maxDepth} levels`, reason: "FieldValueInvalid" });
+        continue;
+      }
+      if (Array.isArray(v)) {
+        if (v.length > maxItems) errs.push({ field: path, message: `must have at most ${maxItems} items`, reason: "FieldValueInvalid" });
+        else for (let i = 0; i < v.length; i++) stack.push([v[i], join(path, i), depth + 1]);
+      } else {
+        const keys = Object.keys(v);
+        if (keys.length > maxItems) errs.push({ field: path, message: `must have at most ${maxItems} keys`, reason: "FieldValueInvalid" });
+        else
+          for (const k of keys) {
+            if (k.length > LIMITS.stringLength || k.includes("\0")) errs.push({ field: path, message: "has a key that is too long or contains NUL", reason: "FieldValueInvalid" });
+            else stack.push([(v as Record<string, unknown>)[k], join(path, k), depth + 1]);
+          }
+      }
+    }
+  }
+  return errs;
+}
+
+type Schema = Record<string, any>;
+
+/**
+ * A schema with the default limits filled in where it states none: safe integers, bounded
+ * strings without control characters, bounded arrays. Explicit rules in the CRD win.
+ */
+export function withDefaultLimits(s: Schema): Schema {
+  const out: Schema = { ...s };
+  if (s.type === "integer") {
+    out.minimum ??= -MAX_INT;
+    out.maximum ??= MAX_INT;
+  }
+  if (s.type === "string" && !s.enum) {
+    out.maxLength ??= LIMITS.stringLength;
+    if (!s.format) out.pattern ??= NO_CONTROL;
+  }
+  if (s.type === "array") out.maxItems ??= LIMITS.arrayItems;
+  if (s.properties) out.properties = Object.fromEntries(Object.entries(s.properties as Record<string, Schema>).map(([k, v]) => [k, withDefaultLimits(v)]));
+  if (s.items) out.items = withDefaultLimits(s.items);
+  if (s.additionalProperties && typeof s.additionalProperties === "object") out.additionalProperties = withDefaultLimits(s.additionalProperties);
+  return out;
+}
