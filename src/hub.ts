@@ -11,6 +11,8 @@ import { compileAll } from "./resources/validate.ts";
 import { Scheduler } from "./scheduler/scheduler.ts";
 import { expireLeases } from "./scheduler/transitions.ts";
 import { Informer } from "./store/cache.ts";
+import { SoleLeader, type Leadership } from "./roles/leader.ts";
+import { hostname } from "node:os";
 import { openSqliteStore } from "./store/sqlite.ts";
 import type { Store } from "./store/store.ts";
 import { parse as parseYaml } from "yaml";
@@ -44,6 +46,8 @@ export type HubOptions = {
   tlsKeyFile?: string;
   /** Use this store instead of opening SQLite under dataDir (tests, etcd). */
   store?: Store;
+  /** Who runs the singleton work; the sole Hub of a SQLite store always does. */
+  leadership?: Leadership;
 };
 
 export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, "dataDir"> = {
@@ -82,10 +86,14 @@ export class Hub {
   private sweep: NodeJS.Timeout | undefined;
   http: FastifyInstance | undefined;
   url = "";
+  readonly leadership: Leadership;
+  /** Starts and stops of the singleton work, one at a time. */
+  private roleChange: Promise<void> = Promise.resolve();
 
   private constructor(readonly store: Store, readonly cache: Informer, readonly opts: HubOptions) {
+    this.leadership = opts.leadership ?? new SoleLeader(`${hostname()}-${process.pid}`);
     this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, resultsDir: join(opts.dataDir, "results") });
-    this.events = new EventRecorder(store, { maxEvents: 5000, ttlMs: 3_600_000, flushMs: 100, onError: (e) => this.http?.log.warn({ err: e }, "event write failed") });
+    this.events = new EventRecorder(store, { maxEvents: 5000, ttlMs: 3_600_000, flushMs: 100, onError: (e) => this.http?.log.warn({ err: e }, "event write failed"), prune: () => this.leadership.isLeader() });
     this.scheduler.ctx.recordEvent = this.events.record;
     const env = opts.env ?? process.env;
     this.authRequired = Boolean(env[opts.authTokenEnv]);
@@ -112,25 +120,49 @@ export class Hub {
     const http = Fastify({ logger: opts.logLevel === "silent" ? false : { level: opts.logLevel, redact: ["req.headers.authorization", "req.headers[\"x-loom-token\"]"] }, bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true, ...(https ? { https } : {}) });
     await http.register(app, { hub, auth: { hubToken, workerTokens } });
     hub.http = http;
-    const log = (level: "info" | "warn" | "error", msg: string, extra?: object) => http.log[level](extra ?? {}, msg);
-    hub.controllers = new ControllerManager(hub.scheduler, log, { resyncMs: opts.resyncMs, push: { defaultTokenEnv: opts.runnerTokenEnv, env }, conditions: opts.conditions });
-    hub.controllers.start();
-    if (opts.gitopsPaths?.length) {
-      // Declared workers exist before any Runner can register as them.
-      hub.gitops = new GitopsSync({ store, paths: opts.gitopsPaths.map((p) => resolve(p)), recordEvent: hub.events.record, log, debounceMs: opts.gitopsDebounceMs });
-      await hub.gitops.start();
-    }
+    hub.leadership.onChange((leading) => hub.lead(leading));
+    // The sole Hub leads from the start: declared workers exist before any Runner can register as them.
+    if (hub.leadership.isLeader()) await hub.lead(true);
     hub.url = await http.listen({ host: opts.host, port: opts.port });
-    hub.sweep = setInterval(() => void expireLeases(hub.scheduler.ctx).catch((e) => http.log.error({ err: e }, "lease sweep failed")), opts.leaseSweepMs);
+    await hub.leadership.start(hub.url);
     return hub;
   }
 
-  async close(): Promise<void> {
+  /** Start or stop the singleton work: controllers (conditions, push), GitOps sync and the lease sweep. */
+  private lead(leading: boolean): Promise<void> {
+    this.roleChange = this.roleChange.then(() => (leading ? this.startSingletons() : this.stopSingletons())).catch((e) => this.http?.log.error({ err: e }, "changing role failed"));
+    return this.roleChange;
+  }
+
+  private async startSingletons(): Promise<void> {
+    if (this.controllers || this.abort.signal.aborted) return;
+    const http = this.http!;
+    const opts = this.opts;
+    const log = (level: "info" | "warn" | "error", msg: string, extra?: object) => http.log[level](extra ?? {}, msg);
+    this.controllers = new ControllerManager(this.scheduler, log, { resyncMs: opts.resyncMs, push: { defaultTokenEnv: opts.runnerTokenEnv, env: opts.env ?? process.env }, conditions: opts.conditions });
+    this.controllers.start();
+    if (opts.gitopsPaths?.length) {
+      this.gitops = new GitopsSync({ store: this.store, paths: opts.gitopsPaths.map((p) => resolve(p)), recordEvent: this.events.record, log, debounceMs: opts.gitopsDebounceMs });
+      await this.gitops.start();
+    }
+    // Expiry decides from lease_until in the store, so a new leader never expires a lease early.
+    this.sweep = setInterval(() => void expireLeases(this.scheduler.ctx).catch((e) => http.log.error({ err: e }, "lease sweep failed")), opts.leaseSweepMs);
+  }
+
+  private async stopSingletons(): Promise<void> {
     clearInterval(this.sweep);
+    this.sweep = undefined;
     await this.gitops?.close();
+    this.gitops = undefined;
+    await this.controllers?.stop();
+    this.controllers = undefined;
+  }
+
+  async close(): Promise<void> {
+    await this.leadership.close();
+    await this.lead(false);
     this.abort.abort();
     this.scheduler.stop();
-    await this.controllers?.stop();
     await this.http?.close();
     await this.events.close();
     this.cache.stop();

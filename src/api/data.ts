@@ -20,7 +20,12 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
   const hub = f.hub;
   const ctx = hub.scheduler.ctx;
 
-  f.get("/api/healthz", async () => ({ ok: true, time: new Date().toISOString(), core_preview_version: CORE_PREVIEW_VERSION, hub_api_version: 1, capabilities: CAPABILITIES, store: hub.store.backend, synced: hub.cache.synced }));
+  f.get("/api/healthz", async () => ({
+    ok: true, time: new Date().toISOString(), core_preview_version: CORE_PREVIEW_VERSION, hub_api_version: 1, capabilities: CAPABILITIES, store: hub.store.backend, synced: hub.cache.synced,
+    replica: hub.leadership.identity, leader: hub.leadership.leader() ?? null, leading: hub.leadership.isLeader(),
+  }));
+  // The Hub replicas alive now (one on SQLite), the leader marked: `loom get hubs`.
+  f.get("/api/hubs", async () => ({ items: await hub.leadership.replicas() }));
   f.get("/api/meta", async () => ({
     service: "hub", product_version: PRODUCT_VERSION, hub_api_version: 1, runner_api_version: 1, inventory_schema_version: 1, manifest_schema_version: 1, dispatch_schema_version: 1,
     api_version: 1, capabilities: CAPABILITIES, auth_required: hub.authRequired, runner_token_env: hub.opts.runnerTokenEnv, store: hub.store.backend,
