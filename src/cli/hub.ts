@@ -58,6 +58,10 @@ export function hubCommand(): Command {
       });
       process.off("SIGHUP", hup);
       await hub.close();
+      // Everything is closed; a follower's etcd3 election campaign still watches its
+      // predecessor's key after resigning (the client offers no way to cancel that wait),
+      // which would keep the process alive.
+      if (roles.leadership) process.exit(0);
     });
 }
 

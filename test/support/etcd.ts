@@ -30,6 +30,17 @@ export type EtcdCluster = { endpoints: string[]; members: EtcdMember[]; stop(): 
  * Hub's largest transactions (a campaign's task chunk, Event GC) fit in one Txn.
  */
 export async function startEtcd(size = 1): Promise<EtcdCluster> {
+  // A free port can be taken by another test file between the probe and etcd's bind: retry.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(size);
+    } catch (e) {
+      if (attempt >= 3) throw e;
+    }
+  }
+}
+
+async function startOnce(size: number): Promise<EtcdCluster> {
   const specs = [];
   for (let i = 0; i < size; i++) specs.push({ name: `m${i}`, client: await freePort(), peer: await freePort(), dir: await mkdtemp(join(tmpdir(), "loom-etcd-")) });
   const cluster = specs.map((s) => `${s.name}=http://127.0.0.1:${s.peer}`).join(",");
