@@ -44,6 +44,7 @@ async function startOnce(size: number): Promise<EtcdCluster> {
   const specs = [];
   for (let i = 0; i < size; i++) specs.push({ name: `m${i}`, client: await freePort(), peer: await freePort(), dir: await mkdtemp(join(tmpdir(), "loom-etcd-")) });
   const cluster = specs.map((s) => `${s.name}=http://127.0.0.1:${s.peer}`).join(",");
+  const token = `loom-test-${specs[0].client}`; // one token for every member of this cluster
   const members: EtcdMember[] = specs.map((s) => {
     const clientUrl = `http://127.0.0.1:${s.client}`;
     const peerUrl = `http://127.0.0.1:${s.peer}`;
@@ -53,7 +54,7 @@ async function startOnce(size: number): Promise<EtcdCluster> {
         "--name", s.name, "--data-dir", s.dir,
         "--listen-client-urls", clientUrl, "--advertise-client-urls", clientUrl,
         "--listen-peer-urls", peerUrl, "--initial-advertise-peer-urls", peerUrl,
-        "--initial-cluster", cluster, "--initial-cluster-state", "new", "--initial-cluster-token", `loom-test-${s.client}`,
+        "--initial-cluster", cluster, "--initial-cluster-state", "new", "--initial-cluster-token", token,
         "--max-txn-ops", "4096", "--max-request-bytes", String(8 * 1024 * 1024),
         "--log-level", "error", "--logger", "zap",
       ],
@@ -93,7 +94,7 @@ async function waitHealthy(url: string, m: { proc: ChildProcess }, timeoutMs = 2
   for (;;) {
     if (m.proc.exitCode !== null) throw new Error(`etcd at ${url} exited with ${m.proc.exitCode}`);
     try {
-      const res = await fetch(`${url}/health`);
+      const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(2000) }); // /health can block while there is no leader
       if (res.ok && ((await res.json()) as { health?: string }).health === "true") return;
     } catch {
       // not listening yet
