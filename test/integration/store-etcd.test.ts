@@ -1,7 +1,12 @@
 // The etcd backend: the shared store contract against a real etcd on loopback (one etcd per
 // file, a fresh key prefix per test), plus what only this backend promises.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { openEtcdStore, type EtcdStore } from "../../src/store/etcd.ts";
+import { migrateStore } from "../../src/store/migrate.ts";
+import { openSqliteStore } from "../../src/store/sqlite.ts";
 import { isStoreError } from "../../src/store/errors.ts";
 import type { StoredObject, WatchEvent } from "../../src/store/store.ts";
 import { eventually, storeContract, storeError, task, worker } from "../store-contract.ts";
@@ -132,6 +137,32 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       expect(await other.get("Worker", "w1")).toBeUndefined();
       expect(a.prefix).not.toBe(other.prefix);
     });
+  });
+
+  it("migrate copies a SQLite store into an empty etcd prefix: names, labels, specs and status (leases included), and refuses a non-empty target", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "loom-migrate-"));
+    const from = openSqliteStore(join(dir, "loom.db"));
+    const to = await openEtcdStore({ endpoints: etcd.endpoints, prefix: `/loom-migrate-${process.pid}` });
+    try {
+      const w = await from.create(worker("w1", { pool: "a" }, { max_concurrency: 2, initial_concurrency: 1, resource_capacity: { cpu_millis: 1000, memory_mb: 1024, disk_mb: 0, gpu_count: 0 } }));
+      await from.updateStatus({ ...w, status: { active_count: 1 } });
+      const t = await from.create(task("t1"));
+      const lease = { worker: "w1", epoch: 1, mode: "pull", leased_at: "2026-01-01T00:00:00.000Z", lease_until: "2099-01-01T00:00:00.000Z", placement: "shared", reservation: { cpu_millis: 600, memory_mb: 0, disk_mb: 0, gpu_count: 0 } };
+      await from.updateStatus({ ...t, status: { state: "leased", attempt: 1, lease } });
+      await from.create(task("t2"));
+      const report = await migrateStore(from, to);
+      expect(report.kinds).toMatchObject({ Worker: 1, Task: 2 });
+      const strip = (o: StoredObject) => ({ kind: o.kind, name: o.metadata.name, labels: o.metadata.labels, spec: o.spec, status: o.status });
+      for (const kind of ["Worker", "Task"]) expect((await to.list(kind)).items.map(strip)).toEqual((await from.list(kind)).items.map(strip));
+      // The copied lease counts on the target: another 600 millicores do not fit beside it.
+      const t2 = (await to.get("Task", "t2"))!;
+      expect((await storeError(to.updateStatus({ ...t2, status: { state: "leased", attempt: 1, lease } }))).message).toContain("cpu_millis");
+      await expect(migrateStore(from, to)).rejects.toThrow(/already holds/);
+    } finally {
+      await from.close();
+      await to.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 
