@@ -14,6 +14,8 @@ import { Scheduler } from "./scheduler/scheduler.ts";
 import { expireLeases } from "./scheduler/transitions.ts";
 import { Informer } from "./store/cache.ts";
 import { lockDataDir } from "./store/dir-lock.ts";
+import { SoleLeader, type Leadership } from "./roles/leader.ts";
+import { hostname } from "node:os";
 import { openSqliteStore } from "./store/sqlite.ts";
 import type { Store, StoredObject } from "./store/store.ts";
 import type { LoomEvent } from "./scheduler/context.ts";
@@ -60,6 +62,8 @@ export type HubOptions = {
   tlsSelfSigned?: boolean;
   /** Use this store instead of opening SQLite under dataDir (tests, etcd). */
   store?: Store;
+  /** Who runs the singleton work; the sole Hub of a SQLite store always does. */
+  leadership?: Leadership;
 };
 
 export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, "dataDir"> = {
@@ -105,10 +109,14 @@ export class Hub {
   readonly watchStreams = new Set<WatchStream>();
   readonly commitHealth = new CommitHealth();
   private unlock: () => void = () => {};
+  readonly leadership: Leadership;
+  /** Starts and stops of the singleton work, one at a time. */
+  private roleChange: Promise<void> = Promise.resolve();
 
   private constructor(readonly store: Store, readonly cache: Informer, readonly opts: HubOptions) {
+    this.leadership = opts.leadership ?? new SoleLeader(`${hostname()}-${process.pid}`);
     this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, resultsDir: join(opts.dataDir, "results") });
-    this.events = new EventRecorder(store, { maxEvents: 5000, ttlMs: 3_600_000, flushMs: 100, onError: (e) => this.http?.log.warn({ err: e }, "event write failed") });
+    this.events = new EventRecorder(store, { maxEvents: 5000, ttlMs: 3_600_000, flushMs: 100, onError: (e) => this.http?.log.warn({ err: e }, "event write failed"), prune: () => this.leadership.isLeader() });
     this.scheduler.ctx.recordEvent = this.record;
     this.metrics = new HubMetrics({
       tasks: () => cache.list<Task & StoredObject>("Task"),
@@ -165,7 +173,8 @@ export class Hub {
     const https = opts.tlsCertFile ? { cert: readFileSync(opts.tlsCertFile), key: readFileSync(opts.tlsKeyFile!) } : undefined;
     compileAll();
     mkdirSync(opts.dataDir, { recursive: true });
-    const unlock = lockDataDir(opts.dataDir);
+    // One Hub per SQLite file; replicas on another store coordinate through it instead.
+    const unlock = opts.store ? () => {} : lockDataDir(opts.dataDir);
     let store: Store;
     try {
       store = opts.store ?? openSqliteStore(join(opts.dataDir, "loom.db"));
@@ -182,31 +191,55 @@ export class Hub {
     logRequests(http);
     await http.register(app, { hub, auth: { hubToken, workerTokens } });
     hub.http = http;
-    const log = (level: "info" | "warn" | "error", msg: string, extra?: object) => http.log[level](extra ?? {}, msg);
-    hub.controllers = new ControllerManager(hub.scheduler, log, { resyncMs: opts.resyncMs, push: { defaultTokenEnv: opts.runnerTokenEnv, env, allowedTokenEnv: opts.directTokenEnv }, conditions: opts.conditions });
-    hub.controllers.admission.onPass = (seconds, writes) => hub.metrics.pass("admission-conditions", seconds, writes);
-    hub.controllers.start();
-    if (opts.gitopsPaths?.length) {
-      // Declared workers exist before any Runner can register as them.
-      hub.gitops = new GitopsSync({ store, paths: opts.gitopsPaths.map((p) => resolve(p)), recordEvent: hub.record, log, debounceMs: opts.gitopsDebounceMs, resyncMs: opts.resyncMs });
-      await hub.gitops.start();
-    }
+    hub.leadership.onChange((leading) => hub.lead(leading));
     try {
+      // The sole Hub leads from the start: declared workers exist before any Runner can register as them.
+      if (hub.leadership.isLeader()) await hub.lead(true);
       hub.url = await http.listen({ host: opts.host, port: opts.port });
+      await hub.leadership.start(hub.url);
     } catch (e) {
       await hub.close(); // and release the data directory (a port in use must not leave it locked)
       throw e;
     }
-    hub.sweep = setInterval(() => void expireLeases(hub.scheduler.ctx).catch((e) => http.log.error({ err: e }, "lease sweep failed")), opts.leaseSweepMs);
     return hub;
   }
 
-  async close(): Promise<void> {
+  /** Start or stop the singleton work: controllers (conditions, push), GitOps sync and the lease sweep. */
+  private lead(leading: boolean): Promise<void> {
+    this.roleChange = this.roleChange.then(() => (leading ? this.startSingletons() : this.stopSingletons())).catch((e) => this.http?.log.error({ err: e }, "changing role failed"));
+    return this.roleChange;
+  }
+
+  private async startSingletons(): Promise<void> {
+    if (this.controllers || this.abort.signal.aborted) return;
+    const http = this.http!;
+    const opts = this.opts;
+    const log = (level: "info" | "warn" | "error", msg: string, extra?: object) => http.log[level](extra ?? {}, msg);
+    this.controllers = new ControllerManager(this.scheduler, log, { resyncMs: opts.resyncMs, push: { defaultTokenEnv: opts.runnerTokenEnv, env: opts.env ?? process.env, allowedTokenEnv: opts.directTokenEnv }, conditions: opts.conditions });
+    this.controllers.admission.onPass = (seconds, writes) => this.metrics.pass("admission-conditions", seconds, writes);
+    this.controllers.start();
+    if (opts.gitopsPaths?.length) {
+      this.gitops = new GitopsSync({ store: this.store, paths: opts.gitopsPaths.map((p) => resolve(p)), recordEvent: this.record, log, debounceMs: opts.gitopsDebounceMs, resyncMs: opts.resyncMs });
+      await this.gitops.start();
+    }
+    // Expiry decides from lease_until in the store, so a new leader never expires a lease early.
+    this.sweep = setInterval(() => void expireLeases(this.scheduler.ctx).catch((e) => http.log.error({ err: e }, "lease sweep failed")), opts.leaseSweepMs);
+  }
+
+  private async stopSingletons(): Promise<void> {
     clearInterval(this.sweep);
+    this.sweep = undefined;
     await this.gitops?.close();
+    this.gitops = undefined;
+    await this.controllers?.stop();
+    this.controllers = undefined;
+  }
+
+  async close(): Promise<void> {
+    await this.leadership.close();
+    await this.lead(false);
     this.abort.abort();
     this.scheduler.stop();
-    await this.controllers?.stop();
     await this.http?.close();
     await this.events.close();
     this.cache.stop();

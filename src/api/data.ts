@@ -30,8 +30,11 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
       synced: hub.cache.synced && rejected.length === 0,
       informer_synced: hub.cache.synced,
       gitops: { rejected_files: rejected, ...(rejected.length ? { message: `${rejected.length} watched file(s) rejected; their previous state stays applied (see loom get events)` } : {}) },
+      replica: hub.leadership.identity, leader: hub.leadership.leader() ?? null, leading: hub.leadership.isLeader(),
     };
   });
+  // The Hub replicas alive now (one on SQLite), the leader marked: `loom get hubs`.
+  f.get("/api/hubs", async () => ({ items: await hub.leadership.replicas() }));
   f.get("/api/meta", async () => ({
     service: "hub", product_version: PRODUCT_VERSION, hub_api_version: 1, runner_api_version: 1, inventory_schema_version: 1, manifest_schema_version: 1, dispatch_schema_version: 1,
     api_version: 1, capabilities: CAPABILITIES, auth_required: hub.authRequired, runner_token_env: hub.opts.runnerTokenEnv, store: hub.store.backend,

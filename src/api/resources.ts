@@ -9,7 +9,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 
 import { API_VERSION, GROUP, loadCrds } from "../resources/crds.ts";
 import { initialStatus } from "../scheduler/lifecycle.ts";
 import { isStoreError, notFound } from "../store/errors.ts";
-import { jsonEqual } from "../store/sqlite.ts";
+import { jsonEqual } from "../store/ops.ts";
 import type { StoredObject } from "../store/store.ts";
 import { mergePatch } from "./merge-patch.ts";
 import { byLastTimestamp, type EventObject } from "../reconciler/events.ts";

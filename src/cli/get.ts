@@ -7,7 +7,7 @@ import { ApiError, type Client, type Query, UnreachableError, UsageError } from 
 import { clientOf, err, out, withController } from "./common.ts";
 import { columnCells, outputArg, renderTemplate, type Template } from "./templates.ts";
 import { type KindInfo, objectRef, resolveKind } from "./kinds.ts";
-import { columnWidths, formatObject, formatRows, type OutputFormat, tableCells, visibleColumns } from "./printers.ts";
+import { columnWidths, formatObject, formatRows, type OutputFormat, tableCells, visibleColumns, when } from "./printers.ts";
 
 type Obj = { kind?: string; metadata?: { name?: string; resourceVersion?: string } } & Record<string, unknown>;
 type List = { kind?: string; metadata?: { resourceVersion?: string }; items: Obj[] };
@@ -153,7 +153,7 @@ export async function watchLoop(client: Client, k: KindInfo, q: Query, first: Li
 export function getCommand(): Command {
   return withController(new Command("get"))
     .description("list workers, tasks, campaigns or events, or get one by name")
-    .argument("<type>", "workers, tasks, campaigns, events or results (also singular, or lw, lt, lc, ev)")
+    .argument("<type>", "workers, tasks, campaigns, events or results (also singular, or lw, lt, lc, ev), or hubs (the Hub replicas)")
     .argument("[name]", "one object by name (for results: a task's results)")
     .option("-o, --output <format>", "output format: wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:EXPR,...", outputArg(["wide", "json", "yaml", "name"]))
     .option("-l, --selector <selector>", "label selector, e.g. loom.dev/campaign=c1,tier!=gpu")
@@ -169,6 +169,7 @@ export function getCommand(): Command {
         if (o.output === "json" || o.output === "yaml") return out(formatObject({ results: rows }, o.output));
         return rows.length ? out(getResultsTable(rows)) : err("No resources found.\n");
       }
+      if (type === "hubs" || type === "hub") return getHubs(clientOf(cmd), name, o);
       const k = resolveKind(type);
       const client = clientOf(cmd);
       const printer = new ObjectPrinter(k, o.output, o.headers);
@@ -199,4 +200,18 @@ export function getCommand(): Command {
       if (!l.items.length && o.output !== "json" && o.output !== "yaml") return err("No resources found.\n");
       printer.answer(l, l.items);
     });
+}
+
+type HubRow = { id: string; url: string; started_at: string; leader: boolean };
+
+/** The Hub replicas alive now, the leader marked (one row on a SQLite store). */
+async function getHubs(client: Client, name: string | undefined, o: GetOptions): Promise<void> {
+  const { items } = await client.get<{ items: HubRow[] }>("/api/hubs");
+  const rows = name === undefined ? items : items.filter((h) => h.id === name);
+  if (name !== undefined && !rows.length) throw new ApiError(404, "NotFound", `hub "${name}" not found`);
+  if (o.output === "json" || o.output === "yaml") return out(formatObject({ items: rows }, o.output));
+  if (o.output === "name") return out(rows.map((h) => `hub/${h.id}\n`).join(""));
+  const now = new Date();
+  const cells = rows.map((h) => [h.id, h.leader ? "leader" : "follower", h.url, when(h.started_at, now)]);
+  out(formatRows(o.headers ? [["NAME", "ROLE", "URL", "STARTED"], ...cells] : cells).map((l) => `${l}\n`).join(""));
 }

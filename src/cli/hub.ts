@@ -2,6 +2,8 @@
 import { existsSync, statSync } from "node:fs";
 import { Command, InvalidArgumentError } from "commander";
 import { DEFAULT_HUB_OPTIONS, Hub } from "../hub.ts";
+import { migrateStore } from "../store/migrate.ts";
+import { openHubStore, openStoreUrl, storeOption, withEtcdFlags, type EtcdFlags } from "./store-flags.ts";
 
 export const intArg = (name: string, min = 0, max = Number.MAX_SAFE_INTEGER) => (v: string) => {
   const n = Number(v);
@@ -22,7 +24,7 @@ const existingPath = (flag: string) => (v: string, acc: string[]) => {
 };
 
 export function hubCommand(): Command {
-  return new Command("hub")
+  return withEtcdFlags(new Command("hub"))
     .description("serve the Loom Hub: the Runner API, the data API and the resource API")
     .option("--host <host>", "address to bind", DEFAULT_HUB_OPTIONS.host)
     .option("--port <port>", "port to listen on (0: any free port)", intArg("--port", 0, 65535), DEFAULT_HUB_OPTIONS.port)
@@ -39,8 +41,14 @@ export function hubCommand(): Command {
     .option("--tls-key-file <path>", "the PEM private key of --tls-cert-file")
     .option("--tls-self-signed", "serve HTTPS with a self-signed certificate for --host, kept in DATA_DIR/tls (made once, renewed when it expires)")
     .option("--log-level <level>", "silent, error, warn, info or debug", DEFAULT_HUB_OPTIONS.logLevel)
+    .addOption(storeOption())
+    .option("--replica-id <id>", "this replica's name among several Hubs on etcd (default: host-pid)")
+    .option("--leader-ttl-seconds <n>", "on etcd: a leader silent this long is replaced", intArg("--leader-ttl-seconds", 1), 3)
+    .addCommand(migrateCommand())
     .action(async (o) => {
+      const roles = await openHubStore(o, (m) => process.stderr.write(`${m}\n`));
       const hub = await Hub.start({
+        ...roles,
         dataDir: o.dataDir,
         host: o.host,
         port: o.port,
@@ -56,7 +64,7 @@ export function hubCommand(): Command {
         tlsKeyFile: o.tlsKeyFile,
         tlsSelfSigned: o.tlsSelfSigned,
       });
-      process.stderr.write(`loom hub listening on ${hub.url} (store: ${hub.store.backend}, data: ${hub.opts.dataDir}${hub.authRequired ? ", token required" : ", no token: loopback only"})\n`);
+      process.stderr.write(`loom hub ${hub.leadership.identity} listening on ${hub.url} (store: ${hub.store.backend}, data: ${hub.opts.dataDir}${hub.authRequired ? ", token required" : ", no token: loopback only"})\n`);
       process.stderr.write(`web view: ${hub.url}/ui/\n`);
       if (o.tlsSelfSigned) process.stderr.write(`self-signed certificate: ${hub.opts.tlsCertFile}; clients trust it with --certificate-authority ${hub.opts.tlsCertFile} (or LOOM_CA_FILE)\n`);
       // SIGHUP re-reads every watched file, e.g. after a path that did not exist appears.
@@ -69,5 +77,31 @@ export function hubCommand(): Command {
       });
       process.off("SIGHUP", hup);
       await hub.close();
+      // Everything is closed; a follower's etcd3 election campaign still watches its
+      // predecessor's key after resigning (the client offers no way to cancel that wait),
+      // which would keep the process alive.
+      if (roles.leadership) process.exit(0);
+    });
+}
+
+function migrateCommand(): Command {
+  return withEtcdFlags(new Command("migrate"))
+    .description("copy a store into another, e.g. --from sqlite:.loom/hub --to etcd:http://127.0.0.1:2379 (stop the Hub first)")
+    .requiredOption("--from <store>", "sqlite:DIR (the Hub's --data-dir) or etcd:URL[,URL...]")
+    .requiredOption("--to <store>", "sqlite:DIR or etcd:URL[,URL...] (must be empty; the etcd prefix is --etcd-prefix)")
+    .action(async (o: EtcdFlags & { from: string; to: string }) => {
+      const from = await openStoreUrl(o.from, o, "--from");
+      try {
+        const to = await openStoreUrl(o.to, o, "--to");
+        try {
+          const r = await migrateStore(from, to, (kind, n) => process.stderr.write(`\r${kind}: ${n}`));
+          process.stderr.write("\n");
+          process.stdout.write(`copied ${r.total} objects: ${Object.entries(r.kinds).map(([k, n]) => `${k} ${n}`).join(", ")}\n`);
+        } finally {
+          await to.close();
+        }
+      } finally {
+        await from.close();
+      }
     });
 }

@@ -17,7 +17,14 @@ export type EventObject = StoredObject & {
   source: { component: string };
 };
 
-export type EventRecorderOptions = { maxEvents: number; ttlMs: number; flushMs: number; onError?: (e: unknown) => void };
+export type EventRecorderOptions = {
+  maxEvents: number;
+  ttlMs: number;
+  flushMs: number;
+  onError?: (e: unknown) => void;
+  /** Whether this Hub drops old Events (only the leader of several replicas does). Default: yes. */
+  prune?: () => boolean;
+};
 
 /** An Event's own name follows the object's, made safe: a file path is not a valid name. */
 export function eventNameBase(name: string): string {
@@ -107,7 +114,7 @@ export class EventRecorder {
   private lastPrune = 0;
   private async prune(): Promise<void> {
     const nowMs = Date.now();
-    if (nowMs - this.lastPrune < 10_000) return;
+    if (nowMs - this.lastPrune < 10_000 || this.opts.prune?.() === false) return;
     this.lastPrune = nowMs;
     const { items } = await this.store.list<EventObject>("Event");
     const cutoff = new Date(nowMs - this.opts.ttlMs).toISOString();

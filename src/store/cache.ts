@@ -212,7 +212,15 @@ export class Informer {
       this._lastEventAt = Date.now();
 
       try {
-        const handle = await this.store.watch(undefined, from, (ev) => this.onWatchEvent(epoch, ev), { pending: this.opts.pending });
+        const handle = await this.store.watch(undefined, from, (ev) => this.onWatchEvent(epoch, ev), {
+          pending: this.opts.pending,
+          // A watch the store ended (history compacted under it) is replaced by a relist.
+          onError: (e) => {
+            if (epoch !== this.epoch || this.stopped) return;
+            console.error(`informer watch ended, listing again: ${e.message}`);
+            void this.relist().catch((err: unknown) => console.error("informer relist failed:", err));
+          },
+        });
         if (epoch !== this.epoch) {
           handle.stop();
           throw new Error("informer stopped");

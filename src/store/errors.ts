@@ -17,8 +17,8 @@ export const conflict = (kind: string, name: string, detail = "the object has be
   new StoreError("Conflict", 409, `${kind.toLowerCase()} "${name}": ${detail}`);
 export const invalid = (kind: string, name: string, causes: FieldError[]) =>
   new StoreError("Invalid", 422, `${kind} "${name}" is invalid: ${causes.map((c) => `${c.field}: ${c.message}`).join("; ")}`, causes);
-export const gone = (from: number, oldest: number) =>
-  new StoreError("Gone", 410, `too old resource version: ${from} (oldest available is ${oldest}); list again and watch from the new revision`);
+export const gone = (from: number, oldest?: number) =>
+  new StoreError("Gone", 410, `too old resource version: ${from}${oldest === undefined ? " (compacted)" : ` (oldest available is ${oldest})`}; list again and watch from the new revision`);
 
 export const isStoreError = (e: unknown, reason?: StatusReason): e is StoreError =>
   e instanceof StoreError && (reason === undefined || e.reason === reason);

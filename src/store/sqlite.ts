@@ -14,13 +14,11 @@
 // process (a CLI, a test) can never produce duplicate revisions, but only writes made by
 // this process are streamed live to its watchers.
 import Database from "better-sqlite3";
-import { randomUUID } from "node:crypto";
-import { allocationOf, leaseViolations, sameAllocation, type Allocation } from "../admission/guard.ts";
+import { allocationOf, type Allocation } from "../admission/guard.ts";
 import type { LeaseView } from "../admission/view.ts";
 import type { Task, Worker } from "../resources/types.ts";
-import { validateMetadata, validateObject } from "../resources/validate.ts";
-import { loadCrds } from "../resources/crds.ts";
-import { alreadyExists, conflict, gone, invalid, notFound, StoreError } from "./errors.ts";
+import { gone } from "./errors.ts";
+import { allocationChange, badRequest, decideOp, guardLease, objectValidator, TxnWrites, type OpView } from "./ops.ts";
 import { labelSelectorMatcher } from "./labels.ts";
 import type { Applied, ListOptions, ListResult, Store, StoredObject, TxnOp, WatchEvent, WatchEventType, WatchHandle, WatchOptions } from "./store.ts";
 import { WalSync } from "./wal-sync.ts";
@@ -112,14 +110,14 @@ type Watcher = {
 /** Events delivered per turn before yielding to I/O; a turn never ends inside one revision. */
 const DELIVERY_CHUNK = 1000;
 
-export class SqliteStore implements Store {
+export class SqliteStore extends TxnWrites implements Store {
   readonly backend = "sqlite";
   readonly path: string;
   private readonly db: Database.Database;
   private readonly eventLogLimit: number;
   private readonly watchers = new Set<Watcher>();
   private closed = false;
-  private readonly crdKinds: Set<string>;
+  private readonly validate = objectValidator();
 
   private readonly st: {
     meta: Database.Statement<[], Meta>;
@@ -145,11 +143,11 @@ export class SqliteStore implements Store {
   private readonly readTxn: <R>(fn: () => R) => R;
 
   constructor(path: string, opts: SqliteStoreOptions = {}) {
+    super();
     const limit = opts.eventLogLimit ?? 100_000;
     if (!Number.isInteger(limit) || limit < 0) throw new Error(`eventLogLimit must be a non-negative integer, got ${limit}`);
     this.eventLogLimit = limit;
     this.path = path;
-    this.crdKinds = new Set(loadCrds().keys());
     this.db = new Database(path);
     try {
       this.db.pragma("journal_mode = WAL");
@@ -242,32 +240,10 @@ export class SqliteStore implements Store {
 
   // ---- writes ------------------------------------------------------------------------
 
-  async create<T extends StoredObject>(obj: T): Promise<T> {
-    return (await this.txn([{ op: "create", object: obj }]))[0] as T;
-  }
-
-  async update<T extends StoredObject>(obj: T): Promise<T> {
-    return (await this.txn([{ op: "update", object: obj }]))[0] as T;
-  }
-
-  async updateStatus<T extends StoredObject>(obj: T): Promise<T> {
-    return (await this.txn([{ op: "updateStatus", object: obj }]))[0] as T;
-  }
-
-  async delete<T extends StoredObject = StoredObject>(kind: string, name: string, opts: { resourceVersion?: string } = {}): Promise<T> {
-    return (await this.txn([{ op: "delete", kind, name, resourceVersion: opts.resourceVersion }]))[0] as T;
-  }
-
   /**
    * One revision for every write in `ops`. Returns the written objects in op order; `check`
    * ops write nothing and contribute no entry. A txn of checks only commits no revision.
    */
-  async txn(ops: TxnOp[]): Promise<StoredObject[]> {
-    const a = this.commit(ops);
-    await a.durable;
-    return a.results;
-  }
-
   /** The commit happens before this returns (synchronously); only durability is awaited later. */
   async apply(ops: TxnOp[]): Promise<Applied> {
     return this.commit(ops);
@@ -330,92 +306,30 @@ export class SqliteStore implements Store {
     const events: PendingEvent[] = [];
     const now = new Date().toISOString();
 
+    const view: OpView = {
+      current: (kind, name) => {
+        const json = this.st.get.get(kind, name);
+        return json === undefined ? undefined : (JSON.parse(json) as StoredObject);
+      },
+      allocate: (kind, before, after) => this.allocate(kind, before, after),
+    };
     for (const op of ops) {
-      switch (op?.op) {
-        case "create": {
-          const input = copyInput(op.object);
-          const { kind, name } = identity(input);
-          if (this.st.get.get(kind, name) !== undefined) throw alreadyExists(kind, name);
-          // A caller-supplied status is kept: a Runner's registration creates a Worker with both.
-          const obj: StoredObject = {
-            ...input,
-            metadata: { ...input.metadata, uid: randomUUID(), creationTimestamp: now, generation: 1, resourceVersion: rv },
-          };
-          delete obj.metadata.deletionTimestamp;
-          this.validate(obj);
-          this.allocate(kind, undefined, obj);
-          const json = JSON.stringify(obj);
-          this.st.insert.run(kind, name, json, rev);
-          events.push({ revision: rev, kind, name, type: "ADDED", json });
-          results.push(obj);
-          break;
-        }
-        case "update":
-        case "updateStatus": {
-          const input = copyInput(op.object);
-          const { kind, name } = identity(input);
-          const cur = this.current(kind, name);
-          precondition(kind, name, input.metadata.resourceVersion, cur);
-          let obj: StoredObject;
-          if (op.op === "update") {
-            obj = {
-              ...input,
-              metadata: {
-                ...input.metadata,
-                uid: cur.metadata.uid,
-                creationTimestamp: cur.metadata.creationTimestamp,
-                generation: (cur.metadata.generation ?? 1) + (jsonEqual(cur.spec, input.spec) ? 0 : 1),
-                resourceVersion: rv,
-              },
-            };
-            if (cur.status === undefined) delete obj.status;
-            else obj.status = cur.status;
-          } else {
-            obj = { ...cur, metadata: { ...cur.metadata, resourceVersion: rv } };
-            if (input.status === undefined) delete obj.status;
-            else obj.status = input.status;
-          }
-          this.validate(obj);
-          this.allocate(kind, cur, obj);
-          const json = JSON.stringify(obj);
-          this.st.replace.run(json, rev, kind, name);
-          events.push({ revision: rev, kind, name, type: "MODIFIED", json });
-          results.push(obj);
-          break;
-        }
-        case "delete": {
-          opIdentity(op);
-          const cur = this.current(op.kind, op.name);
-          precondition(op.kind, op.name, op.resourceVersion, cur);
-          this.allocate(op.kind, cur, undefined);
-          this.st.del.run(op.kind, op.name);
-          // The event carries the deletion's revision, so a client resuming from the last
-          // object it saw does not receive the deletion twice (as Kubernetes does).
-          const gone = { ...cur, metadata: { ...cur.metadata, resourceVersion: rv } };
-          events.push({ revision: rev, kind: op.kind, name: op.name, type: "DELETED", json: JSON.stringify(gone) });
-          results.push(cur);
-          break;
-        }
-        case "check": {
-          opIdentity(op);
-          if (typeof op.resourceVersion !== "string") throw badRequest(`txn: check of ${op.kind} "${op.name}" needs a resourceVersion`);
-          const json = this.st.get.get(op.kind, op.name);
-          const have = json === undefined ? "0" : (JSON.parse(json) as StoredObject).metadata.resourceVersion;
-          if (have !== op.resourceVersion)
-            throw conflict(
-              op.kind,
-              op.name,
-              op.resourceVersion === "0"
-                ? "must not exist, but it does"
-                : json === undefined
-                  ? `expected resourceVersion ${op.resourceVersion}, but it does not exist`
-                  : `expected resourceVersion ${op.resourceVersion}, found ${have}`,
-            );
-          break;
-        }
-        default:
-          throw badRequest(`txn: unknown op ${JSON.stringify((op as { op?: unknown })?.op)}`);
+      const e = decideOp(op, view, now, rv, this.validate);
+      if (!e) continue;
+      results.push(e.result);
+      const { kind, name } = e;
+      if (e.type === "DELETED") {
+        this.st.del.run(kind, name);
+        // The event carries the deletion's revision, so a client resuming from the last
+        // object it saw does not receive the deletion twice (as Kubernetes does).
+        const gone = { ...e.result, metadata: { ...e.result.metadata, resourceVersion: rv } };
+        events.push({ revision: rev, kind, name, type: "DELETED", json: JSON.stringify(gone) });
+        continue;
       }
+      const json = JSON.stringify(e.stored);
+      if (e.type === "ADDED") this.st.insert.run(kind, name, json, rev);
+      else this.st.replace.run(json, rev, kind, name);
+      events.push({ revision: rev, kind, name, type: e.type, json });
     }
 
     if (events.length === 0) return { results, events };
@@ -433,34 +347,18 @@ export class SqliteStore implements Store {
     return { results, events };
   }
 
-  private current(kind: string, name: string): StoredObject {
-    const json = this.st.get.get(kind, name);
-    if (json === undefined) throw notFound(kind, name);
-    return JSON.parse(json) as StoredObject;
-  }
-
   /**
    * Keep the allocations index in step with a Task write, and refuse a write that adds a
    * lease its worker cannot hold (admission/guard.ts). Runs inside the write transaction,
    * after the earlier ops of the same transaction, so a batch is checked lease by lease.
    */
   private allocate(kind: string, before: StoredObject | undefined, after: StoredObject | undefined): void {
-    if (kind !== "Task") return;
-    const was = before && allocationOf(before as unknown as Task);
-    const now = after && allocationOf(after as unknown as Task);
-    if (sameAllocation(was, now)) return;
+    const change = allocationChange(kind, before, after);
+    if (!change) return;
+    const { was, now } = change;
     if (now) {
       const json = this.st.get.get("Worker", now.worker);
-      const worker = json === undefined ? undefined : (JSON.parse(json) as unknown as Worker);
-      const held = this.leasesOn(now.worker).filter((l) => l.task !== now.task);
-      const causes = leaseViolations(worker, now, held);
-      if (causes.length > 0)
-        throw new StoreError(
-          "Conflict",
-          409,
-          `task "${now.task}": a lease on worker "${now.worker}" would break admission: ${causes.map((c) => c.message).join("; ")}`,
-          causes.map((c) => ({ ...c, reason: "FieldValueInvalid" as const })),
-        );
+      guardLease(json === undefined ? undefined : (JSON.parse(json) as unknown as Worker), now, this.leasesOn(now.worker));
       this.st.putAlloc.run(now.task, now.worker, JSON.stringify(now.lease));
     } else this.st.dropAlloc.run(was!.task);
   }
@@ -481,11 +379,6 @@ export class SqliteStore implements Store {
         this.db.pragma(`user_version = ${SCHEMA_VERSION}`);
       })
       .immediate();
-  }
-
-  private validate(obj: StoredObject): void {
-    const causes = this.crdKinds.has(obj.kind) ? validateObject(obj) : validateMetadata(obj);
-    if (causes.length > 0) throw invalid(obj.kind, obj.metadata.name, causes);
   }
 
   // ---- watch -------------------------------------------------------------------------
@@ -602,53 +495,4 @@ export class SqliteStore implements Store {
 
 export function openSqliteStore(path: string, opts?: SqliteStoreOptions): SqliteStore {
   return new SqliteStore(path, opts);
-}
-
-// ---- helpers -----------------------------------------------------------------------------
-
-const badRequest = (message: string) => new StoreError("BadRequest", 400, message);
-
-/** A private deep copy of the caller's object; later mutations by the caller cannot reach the store. */
-function copyInput(obj: StoredObject): StoredObject {
-  if (!obj || typeof obj !== "object" || Array.isArray(obj)) throw badRequest("object must be a JSON object");
-  const copy = JSON.parse(JSON.stringify(obj)) as StoredObject;
-  if (!copy.metadata || typeof copy.metadata !== "object" || Array.isArray(copy.metadata))
-    throw new StoreError("Invalid", 422, `${String(copy.kind)}: metadata is required`, [
-      { field: "metadata", message: "required", reason: "FieldValueRequired" },
-    ]);
-  return copy;
-}
-
-function identity(obj: StoredObject): { kind: string; name: string } {
-  if (typeof obj.kind !== "string" || obj.kind === "") throw badRequest("object has no kind");
-  if (typeof obj.metadata.name !== "string" || obj.metadata.name === "")
-    throw new StoreError("Invalid", 422, `${obj.kind}: metadata.name is required`, [
-      { field: "metadata.name", message: "required", reason: "FieldValueRequired" },
-    ]);
-  return { kind: obj.kind, name: obj.metadata.name };
-}
-
-function opIdentity(op: { kind: unknown; name: unknown }): void {
-  if (typeof op.kind !== "string" || op.kind === "" || typeof op.name !== "string" || op.name === "")
-    throw badRequest("txn: delete and check ops need a kind and a name");
-}
-
-function precondition(kind: string, name: string, want: string | undefined, cur: StoredObject): void {
-  if (want !== undefined && want !== "" && want !== cur.metadata.resourceVersion)
-    throw conflict(kind, name, `the object has been modified (resourceVersion ${want} is stale, current is ${cur.metadata.resourceVersion}); read it again and retry`);
-}
-
-/** Structural equality of JSON values; key order does not matter (YAML and JSON inputs differ in it). */
-export function jsonEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  if (Array.isArray(a)) {
-    const bb = b as unknown[];
-    return a.length === bb.length && a.every((v, i) => jsonEqual(v, bb[i]));
-  }
-  const ak = Object.keys(a as object);
-  const bo = b as Record<string, unknown>;
-  if (ak.length !== Object.keys(bo).length) return false;
-  return ak.every((k) => Object.prototype.hasOwnProperty.call(bo, k) && jsonEqual((a as Record<string, unknown>)[k], bo[k]));
 }

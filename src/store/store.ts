@@ -48,6 +48,11 @@ export type WatchOptions = {
    * process (watch streams, replies) waits for durability.
    */
   pending?: boolean;
+  /**
+   * Called once if the watch ends on its own (on etcd: its history was compacted while it
+   * was reconnecting), with a Gone error: list again and watch anew. Without it the end is logged.
+   */
+  onError?: (e: Error) => void;
 };
 
 /** A write that has been applied: visible to this process, durable once `durable` resolves. */

@@ -1,0 +1,397 @@
+// The etcd Store: several Hub replicas share one etcd cluster, the store Kubernetes uses.
+//
+// Layout under a configurable prefix (so several installations can share one etcd):
+//   <prefix>/objects/<Kind>/<name>   the object's JSON, without resourceVersion
+//   <prefix>/allocations/<worker>    that worker's active leases (the lease guard's index)
+//   <prefix>/revision                rewritten by every commit: its mod_revision is the
+//                                    revision of this store's last commit
+//
+// resourceVersion is the key's mod_revision, a store revision is etcd's revision, a watch
+// from a revision is an etcd watch from the next one, and compaction is etcd's (Gone, 410).
+//
+// A write is optimistic: read every key it depends on, decide exactly as SQLite does
+// (ops.ts), then commit one Txn that compares the mod_revision of each key read and writes
+// the results. That includes, for a write that changes a task's lease, the Worker and the
+// worker's allocation key, which the Txn rewrites: two replicas leasing onto one worker at
+// once cannot both commit, and the loser decides again on fresh data. Only a stale
+// resourceVersion named by the caller is a Conflict; a lost race is retried here.
+//
+// Group commit: etcd's raft loop already appends concurrent proposals in one batch with one
+// fsync, so concurrent apply() calls are sent as concurrent Txns over one HTTP/2 channel.
+// They are not merged into one Txn: each write keeps its own revision, as the contract asks.
+// A committed Txn is durable on a quorum, so `durable` is resolved when apply() resolves.
+import { Etcd3, type IKeyValue, type IOptions, type IRequestOp, type Watcher } from "etcd3";
+import type { LeaseView } from "../admission/view.ts";
+import type { Worker } from "../resources/types.ts";
+import { conflict, gone, StoreError } from "./errors.ts";
+import { labelSelectorMatcher } from "./labels.ts";
+import { allocationChange, badRequest, decideOp, guardLease, objectValidator, TxnWrites, type OpView } from "./ops.ts";
+import type { Applied, ListOptions, ListResult, Store, StoredObject, TxnOp, WatchEvent, WatchEventType, WatchHandle, WatchOptions } from "./store.ts";
+
+export type EtcdStoreOptions = {
+  endpoints: string[];
+  /** Key prefix of this installation, e.g. "/loom". */
+  prefix?: string;
+  /** PEM contents for TLS: the CA, and a client certificate and key for mutual TLS. */
+  tls?: { ca: Buffer; cert?: Buffer; key?: Buffer };
+  auth?: { username: string; password: string };
+  /** Attempts of one write that keeps losing races before it is reported as Conflict. Default 64. */
+  maxAttempts?: number;
+};
+
+/** Thrown by a decision that needs keys not read yet: read them and decide that op again. */
+class NeedKeys extends Error {
+  constructor(readonly keys: string[]) {
+    super("keys not read yet");
+  }
+}
+
+/** Stands for the revision a Txn will commit at, until etcd tells it. */
+// A revision number no etcd reaches (and not "0", which a check reads as "absent"); it is
+// replaced before anything leaves the store.
+const PENDING_RV = "9999999999999999999";
+/** Keys read per range Txn: well under etcd's default --max-txn-ops of 128. */
+const READ_BATCH = 100;
+
+type Entry = { value?: string; mod: number };
+type Plan = { results: StoredObject[]; reads: Map<string, Entry>; writes: IRequestOp[] };
+
+export class EtcdStore extends TxnWrites implements Store {
+  readonly backend = "etcd";
+  readonly prefix: string;
+  private readonly client: Etcd3;
+  private readonly validate = objectValidator();
+  private readonly maxAttempts: number;
+  private readonly watchers = new Set<Watcher>();
+  private closed = false;
+  /** The revision this store's first key was written at; nothing of it is older. */
+  private base = 0;
+
+  private constructor(opts: EtcdStoreOptions) {
+    super();
+    if (!opts.endpoints?.length) throw new Error("etcd store: at least one endpoint is needed");
+    this.prefix = normalizePrefix(opts.prefix ?? "/loom");
+    this.maxAttempts = opts.maxAttempts ?? 64;
+    const options: IOptions = { hosts: opts.endpoints, dialTimeout: 5000 };
+    if (opts.tls) options.credentials = { rootCertificate: opts.tls.ca, privateKey: opts.tls.key, certChain: opts.tls.cert };
+    if (opts.auth) options.auth = opts.auth;
+    this.client = new Etcd3(options);
+  }
+
+  static async open(opts: EtcdStoreOptions): Promise<EtcdStore> {
+    const s = new EtcdStore(opts);
+    try {
+      await s.init();
+    } catch (e) {
+      s.client.close();
+      throw new Error(`etcd store at ${opts.endpoints.join(",")}: ${(e as Error).message}`);
+    }
+    return s;
+  }
+
+  /** The raw client, for leader election and the replica registry under the same prefix. */
+  get etcd(): Etcd3 {
+    return this.client;
+  }
+
+  private async init(): Promise<void> {
+    const key = Buffer.from(this.revisionKey);
+    await this.client.kv.txn({
+      compare: [{ key, target: "Create", result: "Equal", create_revision: 0 }],
+      success: [{ request_put: { key, value: Buffer.from("") } }],
+    });
+    const res = await this.client.kv.range({ key });
+    this.base = Number(res.kvs[0].create_revision);
+  }
+
+  private get revisionKey(): string {
+    return `${this.prefix}/revision`;
+  }
+  private objectKey(kind: string, name: string): string {
+    return `${this.prefix}/objects/${kind}/${name}`;
+  }
+  private kindPrefix(kind: string | undefined): string {
+    return kind === undefined ? `${this.prefix}/objects/` : `${this.prefix}/objects/${kind}/`;
+  }
+  private allocationKey(worker: string): string {
+    return `${this.prefix}/allocations/${worker}`;
+  }
+
+  // ---- reads -------------------------------------------------------------------------
+
+  async get<T extends StoredObject = StoredObject>(kind: string, name: string): Promise<T | undefined> {
+    this.open();
+    const res = await this.client.kv.range({ key: Buffer.from(this.objectKey(kind, name)) });
+    return res.kvs[0] ? (fromKv(res.kvs[0]) as T) : undefined;
+  }
+
+  async list<T extends StoredObject = StoredObject>(kind: string, opts: ListOptions = {}): Promise<ListResult<T>> {
+    this.open();
+    const match = labelSelectorMatcher(opts.labelSelector);
+    const from = this.kindPrefix(kind);
+    // One read-only Txn: the objects and the store revision come from one snapshot.
+    const res = await this.client.kv.txn({
+      success: [{ request_range: { key: Buffer.from(from), range_end: prefixEnd(from) } }, { request_range: { key: Buffer.from(this.revisionKey) } }],
+    });
+    const [objects, rev] = res.responses.map((r) => r.response_range!.kvs);
+    const items: T[] = [];
+    for (const kv of objects) {
+      const obj = fromKv(kv) as T;
+      if (match(obj.metadata?.labels)) items.push(obj);
+    }
+    return { items, revision: rev[0] ? Number(rev[0].mod_revision) : 0 };
+  }
+
+  async revision(): Promise<number> {
+    this.open();
+    const res = await this.client.kv.range({ key: Buffer.from(this.revisionKey) });
+    return res.kvs[0] ? Number(res.kvs[0].mod_revision) : 0;
+  }
+
+  // ---- writes ------------------------------------------------------------------------
+
+  async apply(ops: TxnOp[]): Promise<Applied> {
+    this.open();
+    if (!Array.isArray(ops)) throw badRequest("txn: ops must be an array");
+    for (let attempt = 1; ; attempt++) {
+      const plan = await this.plan(ops);
+      if (plan.writes.length === 0) return { results: plan.results, revision: await this.revision(), durable: Promise.resolve() };
+      const compare = [...plan.reads].map(([key, e]) => ({ key: Buffer.from(key), target: "Mod" as const, result: "Equal" as const, mod_revision: e.mod }));
+      const writes = [...plan.writes, { request_put: { key: Buffer.from(this.revisionKey), value: Buffer.from("") } }];
+      let res;
+      try {
+        res = await this.client.kv.txn({ compare, success: writes });
+      } catch (e) {
+        throw new Error(`etcd refused a transaction of ${ops.length} ops (${compare.length} compares, ${writes.length} writes): ${(e as Error).message}`);
+      }
+      if (res.succeeded) {
+        const rv = res.header.revision;
+        for (const o of plan.results) if (o.metadata.resourceVersion === PENDING_RV) o.metadata.resourceVersion = rv;
+        return { results: plan.results, revision: Number(rv), durable: Promise.resolve() };
+      }
+      // Something read changed before the commit: decide again on fresh data.
+      if (attempt >= this.maxAttempts) {
+        const first = ops.find((o) => o && typeof o === "object");
+        const [kind, name] = first ? opKindName(first) : ["object", "?"];
+        throw conflict(kind, name, `lost ${attempt} races with concurrent writers; try again`);
+      }
+      await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, attempt * 2)));
+    }
+  }
+
+  /**
+   * Decide every op on a consistent view: what was read (with its mod_revision, to compare
+   * at commit) plus what earlier ops of this transaction wrote. Throws for a real failure.
+   */
+  private async plan(ops: TxnOp[]): Promise<Plan> {
+    const reads = new Map<string, Entry>();
+    const objects = new Map<string, StoredObject | null>();
+    const allocations = new Map<string, Map<string, LeaseView>>();
+    const results: StoredObject[] = [];
+    const now = new Date().toISOString();
+
+    await this.read(reads, ops.map((op) => (op && typeof op === "object" ? this.objectKey(...opKindName(op)) : "")));
+    const current = (key: string): StoredObject | undefined => {
+      if (objects.has(key)) return objects.get(key) ?? undefined;
+      const e = reads.get(key);
+      if (!e) throw new NeedKeys([key]);
+      return e.value === undefined ? undefined : parseStored(e.value, e.mod);
+    };
+    /** A worker's lease set as this transaction sees it; its keys must have been read. */
+    const leasesOf = (worker: string): Map<string, LeaseView> => {
+      let m = allocations.get(worker);
+      if (m) return m;
+      const key = this.allocationKey(worker);
+      const e = reads.get(key);
+      if (!e || !reads.has(this.objectKey("Worker", worker))) throw new NeedKeys([key, this.objectKey("Worker", worker)]);
+      allocations.set(worker, (m = new Map(e.value ? (Object.entries(JSON.parse(e.value)) as [string, LeaseView][]) : [])));
+      return m;
+    };
+    const view: OpView = {
+      current: (kind, name) => current(this.objectKey(kind, name)),
+      allocate: (kind, before, after) => {
+        const change = allocationChange(kind, before, after);
+        if (!change) return;
+        const { was, now: next } = change;
+        // Every key is in hand before anything changes, so a NeedKeys retry starts clean.
+        const from = was && leasesOf(was.worker);
+        const to = next && leasesOf(next.worker);
+        if (next) guardLease(current(this.objectKey("Worker", next.worker)) as unknown as Worker | undefined, next, [...to!.values()]);
+        if (was) from!.delete(was.task);
+        if (next) to!.set(next.task, next.lease);
+      },
+    };
+    for (const op of ops) {
+      for (;;) {
+        try {
+          const e = decideOp(op, view, now, PENDING_RV, this.validate);
+          if (e) {
+            objects.set(this.objectKey(e.kind, e.name), e.stored);
+            results.push(e.result);
+          }
+          break;
+        } catch (err) {
+          if (!(err instanceof NeedKeys)) throw err;
+          await this.read(reads, err.keys);
+        }
+      }
+    }
+
+    const writes: IRequestOp[] = [];
+    for (const [key, obj] of objects) {
+      if (obj) writes.push({ request_put: { key: Buffer.from(key), value: Buffer.from(toStored(obj)) } });
+      else if (reads.get(key)?.value !== undefined) writes.push({ request_delete_range: { key: Buffer.from(key) } });
+    }
+    for (const [worker, held] of allocations) {
+      const key = Buffer.from(this.allocationKey(worker));
+      if (held.size > 0) writes.push({ request_put: { key, value: Buffer.from(JSON.stringify(Object.fromEntries(held))) } });
+      else if (reads.get(this.allocationKey(worker))?.value !== undefined) writes.push({ request_delete_range: { key } });
+    }
+    return { results, reads, writes };
+  }
+
+  /** Read the keys not read yet, each batch in one snapshot. */
+  private async read(reads: Map<string, Entry>, keys: string[]): Promise<void> {
+    const missing = [...new Set(keys)].filter((k) => !reads.has(k));
+    for (let i = 0; i < missing.length; i += READ_BATCH) {
+      const batch = missing.slice(i, i + READ_BATCH);
+      const res = await this.client.kv.txn({ success: batch.map((k) => ({ request_range: { key: Buffer.from(k) } })) });
+      res.responses.forEach((r, j) => {
+        const kv = r.response_range!.kvs[0];
+        reads.set(batch[j], kv ? { value: kv.value.toString(), mod: Number(kv.mod_revision) } : { mod: 0 });
+      });
+    }
+  }
+
+  /** Compacts etcd's history, which every installation sharing the cluster sees. */
+  async compact(revision: number): Promise<void> {
+    this.open();
+    const head = Number((await this.client.kv.range({ key: Buffer.from(this.revisionKey), count_only: true })).header.revision);
+    const upTo = Math.min(Math.floor(revision), head);
+    if (upTo <= 0) return;
+    try {
+      await this.client.kv.compact({ revision: upTo, physical: true });
+    } catch (e) {
+      if (!/compacted/.test((e as Error).message)) throw e; // already compacted at or past it
+    }
+  }
+
+  // ---- watch -------------------------------------------------------------------------
+
+  async watch(kind: string | undefined, fromRevision: number, onEvent: (ev: WatchEvent) => void, opts: WatchOptions = {}): Promise<WatchHandle> {
+    this.open();
+    void opts.pending; // every event etcd delivers is committed on a quorum already
+    // Nothing of this store is older than its first key, so an older start means "from the start".
+    const from = Math.max(Math.floor(fromRevision), this.base);
+    await this.assertNotCompacted(fromRevision, from);
+    const prefix = this.kindPrefix(kind);
+    const watcher = this.client.watch().prefix(prefix).withPreviousKV().startRevision(String(from + 1)).watcher();
+    let stopped = false;
+    watcher.on("data", (res) => {
+      if (stopped) return;
+      // etcd never splits one revision across responses: each revision goes out in one run.
+      for (const ev of res.events) {
+        if (stopped) return;
+        const revision = Number(ev.kv.mod_revision);
+        let object: StoredObject;
+        let type: WatchEventType;
+        if (ev.type === "Delete") {
+          type = "DELETED";
+          object = ev.prev_kv ? parseStored(ev.prev_kv.value.toString(), revision) : this.tombstone(ev.kv.key.toString(), revision);
+        } else {
+          type = ev.kv.version === "1" ? "ADDED" : "MODIFIED";
+          object = fromKv(ev.kv);
+        }
+        try {
+          onEvent({ type, object, revision, kind: object.kind, name: object.metadata.name });
+        } catch (err) {
+          console.error(`store watch callback failed at revision ${revision}:`, err);
+        }
+      }
+    });
+    watcher.on("error", (err: Error) => {
+      if (stopped) return;
+      stopped = true;
+      this.watchers.delete(watcher);
+      const e = /compacted/.test(err.message) ? gone(fromRevision) : new StoreError("Gone", 410, `etcd watch ended: ${err.message}; list again and watch from the new revision`);
+      if (opts.onError) opts.onError(e);
+      else console.error(`etcd store watch on ${prefix} ended:`, e.message);
+    });
+    this.watchers.add(watcher);
+    await new Promise<void>((resolve, reject) => {
+      watcher.once("connected", () => resolve());
+      watcher.once("error", reject);
+    });
+    return {
+      stop: () => {
+        stopped = true;
+        this.watchers.delete(watcher);
+        void watcher.cancel().catch(() => undefined);
+      },
+    };
+  }
+
+  /** Gone exactly when events after `from` have been compacted away: a read at `from` fails. */
+  private async assertNotCompacted(asked: number, from: number): Promise<void> {
+    if (from < 1) return;
+    try {
+      await this.client.kv.range({ key: Buffer.from(this.revisionKey), revision: from, count_only: true });
+    } catch (e) {
+      const msg = (e as Error).message;
+      if (/compacted/.test(msg)) throw gone(asked);
+      if (!/future revision/.test(msg)) throw e;
+    }
+  }
+
+  private tombstone(key: string, revision: number): StoredObject {
+    const [kind, name] = key.slice(this.kindPrefix(undefined).length).split("/");
+    return { apiVersion: "", kind, metadata: { name, resourceVersion: String(revision) } };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.all([...this.watchers].map((w) => w.cancel().catch(() => undefined)));
+    this.watchers.clear();
+    this.client.close();
+  }
+
+  private open(): void {
+    if (this.closed) throw new Error(`etcd store ${this.prefix} is closed`);
+  }
+}
+
+export const openEtcdStore = (opts: EtcdStoreOptions) => EtcdStore.open(opts);
+
+function normalizePrefix(p: string): string {
+  const s = p.replace(/\/+$/, "");
+  if (s === "" || /\s/.test(s)) throw new Error(`etcd prefix must be a non-empty key path without spaces, got "${p}"`);
+  return s.startsWith("/") ? s : `/${s}`;
+}
+
+/** The first key after every key that starts with `prefix`. */
+function prefixEnd(prefix: string): Buffer {
+  const b = Buffer.from(prefix);
+  b[b.length - 1]++;
+  return b;
+}
+
+function opKindName(op: TxnOp): [string, string] {
+  if (op.op === "delete" || op.op === "check") return [String(op.kind ?? ""), String(op.name ?? "")];
+  const o = (op as { object?: StoredObject }).object;
+  return [String(o?.kind ?? ""), String(o?.metadata?.name ?? "")];
+}
+
+/** Stored without resourceVersion: the key's mod_revision is the resourceVersion. */
+function toStored(obj: StoredObject): string {
+  const { resourceVersion: _, ...metadata } = obj.metadata;
+  return JSON.stringify({ ...obj, metadata });
+}
+
+function parseStored(json: string, rev: number): StoredObject {
+  const obj = JSON.parse(json) as StoredObject;
+  obj.metadata.resourceVersion = String(rev);
+  return obj;
+}
+
+const fromKv = (kv: IKeyValue) => parseStored(kv.value.toString(), Number(kv.mod_revision));

@@ -1,0 +1,216 @@
+// What every backend does to a write before storing it, in one place: input copies,
+// identities, preconditions, the object a create/update/updateStatus produces, validation
+// and the lease guard's refusal. Backends differ only in how they read and commit.
+import { randomUUID } from "node:crypto";
+import { allocationOf, leaseViolations, sameAllocation, type Allocation } from "../admission/guard.ts";
+import type { LeaseView } from "../admission/view.ts";
+import type { Task, Worker } from "../resources/types.ts";
+import { loadCrds } from "../resources/crds.ts";
+import { validateMetadata, validateObject } from "../resources/validate.ts";
+import { alreadyExists, conflict, invalid, notFound, StoreError } from "./errors.ts";
+import type { Applied, StoredObject, TxnOp, WatchEventType } from "./store.ts";
+
+export const badRequest = (message: string) => new StoreError("BadRequest", 400, message);
+
+/** A private deep copy of the caller's object; later mutations by the caller cannot reach the store. */
+function copyInput(obj: StoredObject): StoredObject {
+  if (!obj || typeof obj !== "object" || Array.isArray(obj)) throw badRequest("object must be a JSON object");
+  const copy = JSON.parse(JSON.stringify(obj)) as StoredObject;
+  if (!copy.metadata || typeof copy.metadata !== "object" || Array.isArray(copy.metadata))
+    throw new StoreError("Invalid", 422, `${String(copy.kind)}: metadata is required`, [
+      { field: "metadata", message: "required", reason: "FieldValueRequired" },
+    ]);
+  return copy;
+}
+
+function identity(obj: StoredObject): { kind: string; name: string } {
+  if (typeof obj.kind !== "string" || obj.kind === "") throw badRequest("object has no kind");
+  if (typeof obj.metadata.name !== "string" || obj.metadata.name === "")
+    throw new StoreError("Invalid", 422, `${obj.kind}: metadata.name is required`, [
+      { field: "metadata.name", message: "required", reason: "FieldValueRequired" },
+    ]);
+  return { kind: obj.kind, name: obj.metadata.name };
+}
+
+function opIdentity(op: { kind: unknown; name: unknown }): void {
+  if (typeof op.kind !== "string" || op.kind === "" || typeof op.name !== "string" || op.name === "")
+    throw badRequest("txn: delete and check ops need a kind and a name");
+}
+
+function precondition(kind: string, name: string, want: string | undefined, cur: StoredObject): void {
+  if (want !== undefined && want !== "" && want !== cur.metadata.resourceVersion)
+    throw conflict(kind, name, `the object has been modified (resourceVersion ${want} is stale, current is ${cur.metadata.resourceVersion}); read it again and retry`);
+}
+
+/** A `check` op against what is stored (`have` undefined: the object does not exist). */
+function checkOp(op: Extract<TxnOp, { op: "check" }>, have: string | undefined): void {
+  if (typeof op.resourceVersion !== "string") throw badRequest(`txn: check of ${op.kind} "${op.name}" needs a resourceVersion`);
+  if ((have ?? "0") === op.resourceVersion) return;
+  throw conflict(
+    op.kind,
+    op.name,
+    op.resourceVersion === "0"
+      ? "must not exist, but it does"
+      : have === undefined
+        ? `expected resourceVersion ${op.resourceVersion}, but it does not exist`
+        : `expected resourceVersion ${op.resourceVersion}, found ${have}`,
+  );
+}
+
+/** The object a create stores: a fresh uid, creationTimestamp and generation 1. */
+function createdObject(input: StoredObject, now: string, rv: string): StoredObject {
+  // A caller-supplied status is kept: a Runner's registration creates a Worker with both.
+  const obj: StoredObject = { ...input, metadata: { ...input.metadata, uid: randomUUID(), creationTimestamp: now, generation: 1, resourceVersion: rv } };
+  delete obj.metadata.deletionTimestamp;
+  return obj;
+}
+
+/** The object an update (metadata + spec, status kept) or updateStatus (status only) stores. */
+function changedObject(op: "update" | "updateStatus", input: StoredObject, cur: StoredObject, rv: string): StoredObject {
+  let obj: StoredObject;
+  if (op === "update") {
+    obj = {
+      ...input,
+      metadata: {
+        ...input.metadata,
+        uid: cur.metadata.uid,
+        creationTimestamp: cur.metadata.creationTimestamp,
+        generation: (cur.metadata.generation ?? 1) + (jsonEqual(cur.spec, input.spec) ? 0 : 1),
+        resourceVersion: rv,
+      },
+    };
+    if (cur.status === undefined) delete obj.status;
+    else obj.status = cur.status;
+  } else {
+    obj = { ...cur, metadata: { ...cur.metadata, resourceVersion: rv } };
+    if (input.status === undefined) delete obj.status;
+    else obj.status = input.status;
+  }
+  return obj;
+}
+
+/** CRD kinds are validated against their schema, every other kind (Event, ...) by its metadata. */
+export function objectValidator(): (obj: StoredObject) => void {
+  const crdKinds = new Set(loadCrds().keys());
+  return (obj) => {
+    const causes = crdKinds.has(obj.kind) ? validateObject(obj) : validateMetadata(obj);
+    if (causes.length > 0) throw invalid(obj.kind, obj.metadata.name, causes);
+  };
+}
+
+/** How a Task write changes its worker's lease set: nothing, a release, or a (possibly moved) lease. */
+export function allocationChange(kind: string, before: StoredObject | undefined, after: StoredObject | undefined): { was?: Allocation; now?: Allocation } | undefined {
+  if (kind !== "Task") return undefined;
+  const was = before && allocationOf(before as unknown as Task);
+  const now = after && allocationOf(after as unknown as Task);
+  return sameAllocation(was, now) ? undefined : { was, now };
+}
+
+/** Refuse a lease the worker cannot hold beside `held` (admission/guard.ts), naming every broken dimension. */
+export function guardLease(worker: Worker | undefined, now: Allocation, held: readonly LeaseView[]): void {
+  const causes = leaseViolations(worker, now, held.filter((l) => l.task !== now.task));
+  if (causes.length > 0)
+    throw new StoreError(
+      "Conflict",
+      409,
+      `task "${now.task}": a lease on worker "${now.worker}" would break admission: ${causes.map((c) => c.message).join("; ")}`,
+      causes.map((c) => ({ ...c, reason: "FieldValueInvalid" as const })),
+    );
+}
+
+/** Structural equality of JSON values; key order does not matter (YAML and JSON inputs differ in it). */
+export function jsonEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a)) {
+    const bb = b as unknown[];
+    return a.length === bb.length && a.every((v, i) => jsonEqual(v, bb[i]));
+  }
+  const ak = Object.keys(a as object);
+  const bo = b as Record<string, unknown>;
+  if (ak.length !== Object.keys(bo).length) return false;
+  return ak.every((k) => Object.prototype.hasOwnProperty.call(bo, k) && jsonEqual((a as Record<string, unknown>)[k], bo[k]));
+}
+
+/** The single-object writes, each one txn: what every backend offers on top of apply(). */
+export abstract class TxnWrites {
+  abstract apply(ops: TxnOp[]): Promise<Applied>;
+
+  /** Resolves once the commit is durable, with the written objects in op order. */
+  async txn(ops: TxnOp[]): Promise<StoredObject[]> {
+    const a = await this.apply(ops);
+    await a.durable;
+    return a.results;
+  }
+
+  async create<T extends StoredObject>(obj: T): Promise<T> {
+    return (await this.txn([{ op: "create", object: obj }]))[0] as T;
+  }
+
+  async update<T extends StoredObject>(obj: T): Promise<T> {
+    return (await this.txn([{ op: "update", object: obj }]))[0] as T;
+  }
+
+  async updateStatus<T extends StoredObject>(obj: T): Promise<T> {
+    return (await this.txn([{ op: "updateStatus", object: obj }]))[0] as T;
+  }
+
+  async delete<T extends StoredObject = StoredObject>(kind: string, name: string, opts: { resourceVersion?: string } = {}): Promise<T> {
+    return (await this.txn([{ op: "delete", kind, name, resourceVersion: opts.resourceVersion }]))[0] as T;
+  }
+}
+
+/** What a backend shows decideOp(): the objects as this transaction sees them, and its lease guard. */
+export interface OpView {
+  current(kind: string, name: string): StoredObject | undefined;
+  /** Keep the lease index in step with a Task write; throws to refuse it (guardLease). */
+  allocate(kind: string, before: StoredObject | undefined, after: StoredObject | undefined): void;
+}
+
+/** One op's effect: the object to store (null: delete it), and the entry it adds to the results. */
+export type OpEffect = { kind: string; name: string; type: WatchEventType; stored: StoredObject | null; result: StoredObject } | undefined;
+
+/**
+ * Decide one op of a transaction against `view`, exactly the same on every backend: throws a
+ * StoreError for anything that must fail the transaction. `rv` is the revision it commits at.
+ */
+export function decideOp(op: TxnOp, view: OpView, now: string, rv: string, validate: (obj: StoredObject) => void): OpEffect {
+  switch (op?.op) {
+    case "create": {
+      const input = copyInput(op.object);
+      const { kind, name } = identity(input);
+      if (view.current(kind, name)) throw alreadyExists(kind, name);
+      const obj = createdObject(input, now, rv);
+      validate(obj);
+      view.allocate(kind, undefined, obj);
+      return { kind, name, type: "ADDED", stored: obj, result: obj };
+    }
+    case "update":
+    case "updateStatus": {
+      const input = copyInput(op.object);
+      const { kind, name } = identity(input);
+      const cur = view.current(kind, name);
+      if (!cur) throw notFound(kind, name);
+      precondition(kind, name, input.metadata.resourceVersion, cur);
+      const obj = changedObject(op.op, input, cur, rv);
+      validate(obj);
+      view.allocate(kind, cur, obj);
+      return { kind, name, type: "MODIFIED", stored: obj, result: obj };
+    }
+    case "delete": {
+      opIdentity(op);
+      const cur = view.current(op.kind, op.name);
+      if (!cur) throw notFound(op.kind, op.name);
+      precondition(op.kind, op.name, op.resourceVersion, cur);
+      view.allocate(op.kind, cur, undefined);
+      return { kind: op.kind, name: op.name, type: "DELETED", stored: null, result: cur };
+    }
+    case "check":
+      opIdentity(op);
+      checkOp(op, view.current(op.kind, op.name)?.metadata.resourceVersion);
+      return undefined;
+    default:
+      throw badRequest(`txn: unknown op ${JSON.stringify((op as { op?: unknown })?.op)}`);
+  }
+}

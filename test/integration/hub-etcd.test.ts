@@ -1,0 +1,112 @@
+// Several Hub replicas on one real etcd, in this process: each serves the Runner contract,
+// exactly one leads, and claims spread across replicas never over-reserve a tight worker.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Hub } from "../../src/hub.ts";
+import { writeZip } from "../../src/results/zip.ts";
+import { EtcdLeadership } from "../../src/roles/etcd-leader.ts";
+import { openEtcdStore } from "../../src/store/etcd.ts";
+import { etcdMissing, startEtcd, type EtcdCluster } from "../support/etcd.ts";
+import { eventually, get, post, registerBody } from "../support/hub.ts";
+import { InvariantRecorder } from "../support/invariant.ts";
+
+type Json = Record<string, any>;
+
+describe.skipIf(etcdMissing)("Hub replicas on etcd", () => {
+  let etcd: EtcdCluster;
+  let dir: string;
+  let hubs: Hub[] = [];
+  const prefix = `/loom-hubs-${process.pid}`;
+
+  beforeAll(async () => {
+    etcd = await startEtcd();
+    dir = await mkdtemp(join(tmpdir(), "loom-hub-etcd-"));
+    // One results folder for every replica: an upload to one is read through any.
+    for (const id of ["a", "b", "c"]) {
+      const store = await openEtcdStore({ endpoints: etcd.endpoints, prefix });
+      hubs.push(await Hub.start({ dataDir: dir, port: 0, logLevel: "silent", store, leadership: new EtcdLeadership(store.etcd, prefix, id) }));
+    }
+  }, 60_000);
+  afterAll(async () => {
+    for (const h of hubs) await h.close();
+    hubs = [];
+    await etcd?.stop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const result = (taskId: string) =>
+    writeZip([
+      { name: "task.json", data: JSON.stringify({ task_id: taskId }) },
+      { name: "worker-result.json", data: JSON.stringify({ task_id: taskId, exit_code: 0 }) },
+      { name: "stdout.txt", data: "" },
+      { name: "stderr.txt", data: "" },
+    ]);
+
+  it("exactly one replica leads, every replica knows which, and get hubs lists all three", async () => {
+    const leaders = await eventually(async () => {
+      const hz = await Promise.all(hubs.map((h) => get(h.url, "/api/healthz")));
+      const leading = hz.filter((r) => r.body.leading);
+      return leading.length === 1 && hz.every((r) => r.body.leader === leading[0].body.replica) && hz;
+    }, "one agreed leader");
+    expect(leaders.map((r) => r.body.store)).toEqual(["etcd", "etcd", "etcd"]);
+    const listed = (await get(hubs[1].url, "/api/hubs")).body.items as Json[];
+    expect(listed.map((h) => h.id)).toEqual(["a", "b", "c"]);
+    expect(listed.filter((h) => h.leader)).toHaveLength(1);
+    expect(listed.map((h) => h.url).sort()).toEqual(hubs.map((h) => h.url).sort());
+  });
+
+  for (const i of [0, 1, 2]) {
+    it(`replica ${"abc"[i]} serves the Runner contract: register, dispatch, claim, start, upload, complete`, async () => {
+      const u = hubs[i].url;
+      const worker = `runner-${i}`;
+      const taskId = `smoke-${i}`;
+      expect((await post(u, "/api/workers/register", registerBody(worker, { capabilities: [`only-${i}`] }))).status).toBe(200);
+      expect((await post(u, "/api/tasks/dispatch", { schema_version: 1, operator: "test", tasks: [{ task_id: taskId, required_capability: `only-${i}`, payload: { runner: "noop" } }] })).status).toBe(201);
+      const claimed = await eventually(async () => {
+        const r = await post(u, "/api/tasks/claim", { worker_id: worker, limit: 5, lease_seconds: 60 });
+        expect(r.status, JSON.stringify(r.body)).toBe(200);
+        return r.body.tasks.length > 0 && r.body.tasks;
+      }, "the claim");
+      expect(claimed.map((t: Json) => t.task_id)).toEqual([taskId]);
+      expect((await post(u, "/api/tasks/start", { worker_id: worker, task_id: taskId })).body).toMatchObject({ new_state: "running" });
+      const up = await fetch(`${u}/api/results/upload`, { method: "POST", headers: { "content-type": "application/zip", "x-task-id": taskId, "x-worker-id": worker }, body: await result(taskId) });
+      expect(up.status).toBe(201);
+      const done = await post(u, "/api/tasks/complete", { worker_id: worker, task_id: taskId, result: {}, upload: await up.json() });
+      expect(done.status, JSON.stringify(done.body)).toBe(200);
+      // Another replica sees the outcome.
+      const other = hubs[(i + 1) % 3].url;
+      await eventually(async () => (await get(other, `/api/tasks?task_id=${taskId}`)).body.tasks[0]?.state === "clean", "the state on another replica");
+    });
+  }
+
+  it("claims for one tight worker sent through all replicas at once never over-reserve it", async () => {
+    const rec = new InvariantRecorder();
+    await rec.start(hubs[2].store, await hubs[2].store.revision());
+    // 2 CPUs: two 1-CPU tasks fit at a time, whatever max_concurrency allows.
+    await post(hubs[0].url, "/api/workers/register", registerBody("tight", { capabilities: ["tight"], max_concurrency: 8, initial_concurrency: 8, health: { hostname: "tight", resources: { cpu_count: 2, mem_available_mb: 8192, disk_available_mb: 50_000 } } }));
+    const tasks = Array.from({ length: 12 }, (_, i) => ({ task_id: `tight-${i}`, required_capability: "tight", payload: { runner: "noop" }, execution_profile: { placement: "shared", resources: { cpu_millis: 1000 } } }));
+    expect((await post(hubs[1].url, "/api/tasks/dispatch", { schema_version: 1, operator: "test", tasks })).status).toBe(201);
+    const claimed = new Map<string, number>();
+    for (let round = 0; round < 6; round++) {
+      // Every replica's informer must know the worker and tasks before it can admit anything.
+      const replies = await Promise.all(hubs.flatMap((h) => [0, 1].map(() => post(h.url, "/api/tasks/claim", { worker_id: "tight", limit: 4, lease_seconds: 60 }))));
+      for (const r of replies) {
+        expect([200, 409]).toContain(r.status);
+        for (const t of r.body.tasks ?? []) claimed.set(t.task_id, (claimed.get(t.task_id) ?? 0) + 1);
+      }
+      const held = [...claimed.keys()];
+      // Complete what is held so the next round can claim again.
+      for (const id of held) {
+        await post(hubs[round % 3].url, "/api/tasks/complete", { worker_id: "tight", task_id: id, result: {} });
+        claimed.delete(id);
+      }
+    }
+    const head = await hubs[0].store.revision();
+    await eventually(() => rec.revision >= head, "the recorder to catch up");
+    rec.stop();
+    expect(rec.violations).toEqual([]);
+    expect(rec.maxActiveSeen).toBe(2);
+  });
+});

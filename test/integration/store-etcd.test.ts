@@ -1,0 +1,168 @@
+// The etcd backend: the shared store contract against a real etcd on loopback (one etcd per
+// file, a fresh key prefix per test), plus what only this backend promises.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { openEtcdStore, type EtcdStore } from "../../src/store/etcd.ts";
+import { migrateStore } from "../../src/store/migrate.ts";
+import { openSqliteStore } from "../../src/store/sqlite.ts";
+import { isStoreError } from "../../src/store/errors.ts";
+import type { StoredObject, WatchEvent } from "../../src/store/store.ts";
+import { eventually, storeContract, storeError, task, worker } from "../store-contract.ts";
+import { etcdMissing, startEtcd, type EtcdCluster } from "../support/etcd.ts";
+
+let etcd: EtcdCluster;
+let n = 0;
+
+describe.skipIf(etcdMissing)("etcd backend", () => {
+  beforeAll(async () => {
+    etcd = await startEtcd();
+  }, 30_000);
+  afterAll(async () => {
+    await etcd?.stop();
+  });
+
+  storeContract("etcd", async () => {
+    const prefix = `/loom-test-${process.pid}-${++n}`;
+    return {
+      store: await openEtcdStore({ endpoints: etcd.endpoints, prefix }),
+      reopen: () => openEtcdStore({ endpoints: etcd.endpoints, prefix }),
+      cleanup: async () => undefined,
+    };
+  });
+
+  describe("several replicas on one etcd", () => {
+    const opened: EtcdStore[] = [];
+    const replicas = async (count: number) => {
+      const prefix = `/loom-test-${process.pid}-${++n}`;
+      for (let i = 0; i < count; i++) opened.push(await openEtcdStore({ endpoints: etcd.endpoints, prefix }));
+      return opened.slice(-count);
+    };
+    afterEach(async () => {
+      for (const s of opened.splice(0)) await s.close();
+    });
+
+    const cap = { cpu_millis: 1000, memory_mb: 4096, disk_mb: 0, gpu_count: 0 };
+    const leased = (t: StoredObject, w: string, cpu: number) => ({
+      ...t,
+      status: {
+        state: "leased",
+        attempt: 1,
+        lease: { worker: w, epoch: 1, mode: "pull", leased_at: new Date().toISOString(), lease_until: new Date(Date.now() + 60_000).toISOString(), placement: "shared", reservation: { cpu_millis: cpu, memory_mb: 0, disk_mb: 0, gpu_count: 0 } },
+      },
+    });
+    const reservedOn = (tasks: Iterable<StoredObject>, w: string) => {
+      let cpu = 0;
+      let active = 0;
+      for (const t of tasks) {
+        const st = t.status as { state?: string; lease?: { worker: string; reservation: { cpu_millis: number } } } | undefined;
+        if ((st?.state === "leased" || st?.state === "running") && st.lease?.worker === w) {
+          cpu += st.lease.reservation.cpu_millis;
+          active++;
+        }
+      }
+      return { cpu, active };
+    };
+
+    it("concurrent leases from three replicas onto one tight worker never over-reserve it, at any revision", async () => {
+      const [a, b, c] = await replicas(3);
+      await a.create(worker("tight", undefined, { max_concurrency: 8, initial_concurrency: 8, resource_capacity: cap }));
+      const tasks = await Promise.all(Array.from({ length: 24 }, (_, i) => a.create(task(`t${i}`))));
+      // Watch every Task revision from the start and replay the lease sets it implies.
+      const state = new Map<string, StoredObject>();
+      let worst = 0;
+      let last = 0;
+      await c.watch("Task", 0, (ev: WatchEvent) => {
+        if (ev.type === "DELETED") state.delete(ev.object.metadata.name);
+        else state.set(ev.object.metadata.name, ev.object);
+        last = ev.revision;
+        worst = Math.max(worst, reservedOn(state.values(), "tight").cpu);
+      });
+      // Every task is offered 300 millicores through each replica at once: at most 3 fit.
+      const stores = [a, b, c];
+      const outcomes = await Promise.allSettled(tasks.flatMap((t, i) => stores.map((s, j) => s.updateStatus(leased(t, "tight", 300 + ((i + j) % 2)))))); 
+      const ok = outcomes.filter((o) => o.status === "fulfilled");
+      const refused = outcomes.filter((o): o is PromiseRejectedResult => o.status === "rejected");
+      for (const r of refused) expect(isStoreError(r.reason, "Conflict"), String(r.reason)).toBe(true);
+      // A task may be leased by several replicas in turn (last write wins on its own lease), but
+      // the worker never holds more than fits.
+      expect(ok.length).toBeGreaterThanOrEqual(3);
+      const final = (await b.list("Task")).items;
+      const held = reservedOn(final, "tight");
+      expect(held.active).toBe(3);
+      expect(held.cpu).toBeLessThanOrEqual(1000);
+      expect(refused.some((r) => /cpu_millis/.test(String(r.reason)))).toBe(true);
+      const head = await a.revision();
+      await eventually(() => last >= head, "the watch to reach the head");
+      expect(worst).toBeLessThanOrEqual(1000);
+      expect(worst).toBeGreaterThanOrEqual(900);
+    });
+
+    it("an exclusive lease and a shared one raced through two replicas: exactly one commits", async () => {
+      const [a, b] = await replicas(2);
+      await a.create(worker("w", undefined, { max_concurrency: 4, initial_concurrency: 4, resource_capacity: cap }));
+      await a.create(task("ex"));
+      await a.create(task("sh"));
+      for (let round = 0; round < 10; round++) {
+        const [t1, t2] = [(await a.get("Task", "ex"))!, (await b.get("Task", "sh"))!];
+        const ex = leased(t1, "w", 0) as StoredObject & { status: { lease: { placement: string } } };
+        ex.status.lease.placement = "exclusive";
+        const r = await Promise.allSettled([a.updateStatus(ex), b.updateStatus(leased(t2, "w", 100))]);
+        expect(r.filter((x) => x.status === "fulfilled"), JSON.stringify(r.map((x) => (x.status === "rejected" ? String(x.reason) : "ok")))).toHaveLength(1);
+        const items = (await a.list("Task")).items;
+        expect(reservedOn(items, "w").active).toBe(1);
+        // Release both for the next round (no resourceVersion: last write wins).
+        await a.txn(items.map((t) => ({ op: "updateStatus" as const, object: { ...t, metadata: { ...t.metadata, resourceVersion: undefined }, status: { state: "queued", attempt: 1 } } })));
+      }
+    });
+
+    it("a lost race is retried on fresh data, while a stale resourceVersion from the caller stays a Conflict", async () => {
+      const [a, b] = await replicas(2);
+      const w = await a.create(worker("w", undefined, { max_concurrency: 64, initial_concurrency: 1 }));
+      // 40 last-write-wins status writes from two replicas on one object: every one commits.
+      const writes = Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).updateStatus({ ...w, metadata: { ...w.metadata, resourceVersion: undefined }, status: { active_count: i } }));
+      const done = await Promise.all(writes);
+      expect(new Set(done.map((o) => o.metadata.resourceVersion)).size).toBe(40);
+      const stale = await storeError(b.updateStatus({ ...w, status: { active_count: 99 } }));
+      expect(stale.reason).toBe("Conflict");
+      expect(stale.message).toContain(`resourceVersion ${w.metadata.resourceVersion} is stale`);
+    });
+
+    it("keeps keys under its prefix: another prefix on the same etcd sees nothing of it", async () => {
+      const [a] = await replicas(1);
+      const [other] = await replicas(1);
+      await a.create(worker("w1"));
+      expect((await other.list("Worker")).items).toEqual([]);
+      expect(await other.get("Worker", "w1")).toBeUndefined();
+      expect(a.prefix).not.toBe(other.prefix);
+    });
+  });
+
+  it("migrate copies a SQLite store into an empty etcd prefix: names, labels, specs and status (leases included), and refuses a non-empty target", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "loom-migrate-"));
+    const from = openSqliteStore(join(dir, "loom.db"));
+    const to = await openEtcdStore({ endpoints: etcd.endpoints, prefix: `/loom-migrate-${process.pid}` });
+    try {
+      const w = await from.create(worker("w1", { pool: "a" }, { max_concurrency: 2, initial_concurrency: 1, resource_capacity: { cpu_millis: 1000, memory_mb: 1024, disk_mb: 0, gpu_count: 0 } }));
+      await from.updateStatus({ ...w, status: { active_count: 1 } });
+      const t = await from.create(task("t1"));
+      const lease = { worker: "w1", epoch: 1, mode: "pull", leased_at: "2026-01-01T00:00:00.000Z", lease_until: "2099-01-01T00:00:00.000Z", placement: "shared", reservation: { cpu_millis: 600, memory_mb: 0, disk_mb: 0, gpu_count: 0 } };
+      await from.updateStatus({ ...t, status: { state: "leased", attempt: 1, lease } });
+      await from.create(task("t2"));
+      const report = await migrateStore(from, to);
+      expect(report.kinds).toMatchObject({ Worker: 1, Task: 2 });
+      const strip = (o: StoredObject) => ({ kind: o.kind, name: o.metadata.name, labels: o.metadata.labels, spec: o.spec, status: o.status });
+      for (const kind of ["Worker", "Task"]) expect((await to.list(kind)).items.map(strip)).toEqual((await from.list(kind)).items.map(strip));
+      // The copied lease counts on the target: another 600 millicores do not fit beside it.
+      const t2 = (await to.get("Task", "t2"))!;
+      expect((await storeError(to.updateStatus({ ...t2, status: { state: "leased", attempt: 1, lease } }))).message).toContain("cpu_millis");
+      await expect(migrateStore(from, to)).rejects.toThrow(/already holds/);
+    } finally {
+      await from.close();
+      await to.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
