@@ -44,6 +44,10 @@ export type HubOptions = {
   uploadLimitBytes: number;
   /** Uploads received at once; more get 429. */
   uploadConcurrency: number;
+  /** Uploads that may wait for a slot (unread) before the next is refused with 429. */
+  uploadQueue: number;
+  /** How long an upload waits for a slot before it is refused with 429. */
+  uploadWaitMs: number;
   /** How often leases are checked for expiry. */
   leaseSweepMs: number;
   /** How often every controller looks at everything again. */
@@ -76,6 +80,8 @@ export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, "dataDir"> = {
   defaultMaxAttempts: 3,
   uploadLimitBytes: 512 * 1024 * 1024,
   uploadConcurrency: 8,
+  uploadQueue: 256,
+  uploadWaitMs: 30_000,
   leaseSweepMs: 1000,
   resyncMs: 30_000,
   logLevel: "info",

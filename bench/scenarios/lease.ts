@@ -9,18 +9,30 @@ import { cpuSeconds, resultOf, spawnScript, stop, waitForLine, type Child } from
 import { cell, ratio, type Table } from "../lib/report.ts";
 import type { RunOptions, Scenario } from "../lib/scenario.ts";
 import { dispatchRange } from "../lib/workload.ts";
+import { etcdMissing, startEtcd } from "../../test/support/etcd.ts";
 import type { LoadConfig, LoadResult } from "../procs/runner-load.ts";
 
 export type LeaseSizes = { runners: number; tasks: number; claimLimit: number };
 export const leaseSizes = (quick: boolean): LeaseSizes => (quick ? { runners: 4, tasks: 200, claimLimit: 4 } : { runners: 32, tasks: 8000, claimLimit: 4 });
 
-export type ServerKind = "floor" | "loom";
+export type ServerKind = "floor" | "loom" | "loom-etcd";
 type Server = { child: Child; url: string; close: () => Promise<void> };
 
 async function startServer(kind: ServerKind, o: RunOptions): Promise<Server> {
   if (kind === "loom") {
     const h = await startHub(tempDir("lease"), o.hubArgs);
     return { child: h, url: h.url, close: () => stopHub(h) };
+  }
+  if (kind === "loom-etcd") {
+    // One Hub replica on a one-member etcd on loopback (Debian's etcd-server).
+    const etcd = await startEtcd(1);
+    try {
+      const h = await startHub(tempDir("lease-etcd"), [...o.hubArgs, "--store", "etcd", "--etcd-endpoints", etcd.endpoints.join(","), "--etcd-prefix", "/bench"]);
+      return { child: h, url: h.url, close: async () => { await stopHub(h); await etcd.stop(); } };
+    } catch (e) {
+      await etcd.stop();
+      throw e;
+    }
   }
   const child = spawnScript("procs/floor-server.ts");
   const m = await waitForLine(child, "stderr", /listening on (http:\/\/[^\s]+)/, 60_000);
@@ -40,7 +52,7 @@ export async function leaseRun(kind: ServerKind, sizes: LeaseSizes, o: RunOption
     const created = await dispatchRange(c, "lease", 0, sizes.tasks);
     if (created !== sizes.tasks) throw new Error(`${kind}: dispatched ${created} of ${sizes.tasks} tasks`);
     // Let the Hub finish reacting to the dispatch, so the run measures leasing alone.
-    if (kind === "loom") await waitQuiet(c, o.quick ? 300 : 1000, 120_000);
+    if (kind !== "floor") await waitQuiet(c, o.quick ? 300 : 1000, 120_000);
     c.close();
     const cfg: LoadConfig = { url: server.url, runners: sizes.runners, claimLimit: sizes.claimLimit, tasks: sizes.tasks, acksFile: extra.acksFile, ackSample: extra.ackSample };
     const load = spawnScript("procs/runner-load.ts", { LOOM_BENCH_LOAD: JSON.stringify(cfg) });
@@ -73,6 +85,8 @@ export const lease: Scenario = {
     const sizes = leaseSizes(o.quick);
     const floor = await leaseRun("floor", sizes, o);
     const loom = await leaseRun("loom", sizes, o);
+    // The etcd variant: the same load on one Hub replica backed by etcd, as a ratio to SQLite.
+    const onEtcd = etcdMissing ? undefined : await leaseRun("loom-etcd", sizes, o);
     const t: Table = {
       scenario: "lease",
       title: `lease throughput, W=${sizes.runners} Runners, ${sizes.tasks.toLocaleString("en")} noop tasks, claim limit ${sizes.claimLimit}`,
@@ -81,10 +95,17 @@ export const lease: Scenario = {
         leaseRow("floor (fastify, in-memory FIFO)", floor),
         leaseRow("Loom (`loom hub`, SQLite)", loom),
         ["ratio Loom/floor", ratio(loom.leasesPerS, floor.leasesPerS), ratio(loom.leasesPerCpuS, floor.leasesPerCpuS), ratio(loom.serverCpuS / loom.leases, floor.serverCpuS / floor.leases), ratio(loom.claimP50, floor.claimP50), ratio(loom.claimP99, floor.claimP99), ratio(loom.wallMs, floor.wallMs)],
+        ...(onEtcd
+          ? [
+              leaseRow("Loom, one replica on etcd", onEtcd),
+              ["ratio etcd/SQLite", ratio(onEtcd.leasesPerS, loom.leasesPerS), ratio(onEtcd.leasesPerCpuS, loom.leasesPerCpuS), ratio(onEtcd.serverCpuS / onEtcd.leases, loom.serverCpuS / loom.leases), ratio(onEtcd.claimP50, loom.claimP50), ratio(onEtcd.claimP99, loom.claimP99), ratio(onEtcd.wallMs, loom.wallMs)],
+            ]
+          : []),
       ],
       notes: [
         "targets: leases/s ≥ 0.80 of the floor, leases per CPU-second ≥ 0.50 of the floor, claim p99 ≤ 20 ms",
         "server CPU is utime+stime of the server process from /proc over the load; wall is first claim to last complete",
+        etcdMissing ? `etcd variant skipped: ${etcdMissing}` : "the etcd row's CPU is the Hub's alone; etcd's own CPU is not counted",
         "the Hub's timer-driven work (conditions passes, resyncs) is counted too, so a Hub starved of CPU by other load also shows more CPU per lease",
       ],
     };

@@ -54,6 +54,31 @@ export async function uploadRoute(f: FastifyInstance): Promise<void> {
   await rm(incoming, { recursive: true, force: true });
   await mkdir(incoming, { recursive: true });
   let running = 0;
+  // Uploads past the limit wait, unread (the socket holds their bytes), for a slot: a fleet
+  // finishing together is served in turn. Only past a bounded queue, or after a bounded
+  // wait, is one refused with 429: memory stays bounded either way.
+  const waiting: (() => void)[] = [];
+  const maxWaiting = hub.opts.uploadQueue;
+  const waitMs = hub.opts.uploadWaitMs;
+  /** True: the caller holds a slot (counted in `running`) until it calls release(). */
+  const slot = (): Promise<boolean> => {
+    if (running < hub.opts.uploadConcurrency) return (running++, Promise.resolve(true));
+    if (waiting.length >= maxWaiting) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const go = () => (clearTimeout(timer), resolve(true));
+      const timer = setTimeout(() => {
+        waiting.splice(waiting.indexOf(go), 1);
+        resolve(false);
+      }, waitMs);
+      waiting.push(go);
+    });
+  };
+  // A finished upload hands its slot straight to the next one waiting.
+  const release = () => {
+    const next = waiting.shift();
+    if (next) next();
+    else running--;
+  };
 
   // The body stays an unread stream until the handler has checked everything it can without it.
   f.removeAllContentTypeParsers();
@@ -69,17 +94,18 @@ export async function uploadRoute(f: FastifyInstance): Promise<void> {
     if (Number(length) > limit) throw new HubError(413, "body_too_large", { detail: `the upload is ${length} bytes; the limit is ${limit}`, limit });
     assertActsAs(req, workerId);
     uploadFence(ctx, { taskId, workerId });
-    if (running >= hub.opts.uploadConcurrency) {
+    if (!(await slot())) {
       reply.header("retry-after", "2");
-      throw new HubError(429, "too_many_uploads", { detail: `${running} uploads are running; retry shortly`, limit: hub.opts.uploadConcurrency });
+      throw new HubError(429, "too_many_uploads", { detail: `${running} uploads are running and ${waiting.length} waiting; retry shortly`, limit: hub.opts.uploadConcurrency });
     }
-    running++;
     try {
+      // The fence again: the lease may have changed while this upload waited for its slot.
+      uploadFence(ctx, { taskId, workerId });
       const file = await receive(req.body as NodeJS.ReadableStream, join(incoming, `${randomUUID()}.zip.part`), limit);
       const out = await upload(ctx, { taskId, workerId }, file);
       return reply.code(201).send(out);
     } finally {
-      running--;
+      release();
     }
   });
 }

@@ -12,7 +12,7 @@ import { post, registerBody, startHub, type TestHub } from "../support/hub.ts";
 let h: TestHub;
 const LIMIT = 256 * 1024;
 beforeAll(async () => {
-  h = await startHub({ uploadLimitBytes: LIMIT, uploadConcurrency: 1 });
+  h = await startHub({ uploadLimitBytes: LIMIT, uploadConcurrency: 1, uploadQueue: 1, uploadWaitMs: 300 });
   expect((await post(h.url, "/api/workers/register", registerBody("w1", { max_concurrency: 8, initial_concurrency: 8 }))).status).toBe(200);
   expect((await post(h.url, "/api/workers/register", registerBody("w2"))).status).toBe(200);
   const tasks = Array.from({ length: 8 }, (_, i) => ({ task_id: `t${i}`, required_capability: "" }));
@@ -118,7 +118,7 @@ describe("streaming inspection", () => {
 });
 
 describe("concurrent uploads are limited", () => {
-  it("beyond the limit an upload gets 429 with Retry-After, before its body is read", async () => {
+  it("an upload past the limit waits its turn; past the queue or the wait it gets 429 with Retry-After, before its body is read", async () => {
     const first = stalledUpload("t4", "w1", 64 * 1024);
     await new Promise((r) => setTimeout(r, 200)); // the first is now receiving
     const second = stalledUpload("t5", "w1", 64 * 1024);
@@ -134,5 +134,13 @@ describe("concurrent uploads are limited", () => {
     // And the slot is free again.
     const ok = await upload("t5", "w1", await writeZip([{ name: "worker-result.json", data: JSON.stringify({ exit_code: 0 }) }]));
     expect(ok.status).toBe(201);
+  });
+
+  it("uploads that arrive together are served in turn, none refused, while the queue has room", async () => {
+    const zip = await writeZip([{ name: "worker-result.json", data: JSON.stringify({ exit_code: 0 }) }]);
+    // One slot, one place in the queue: two at once both land.
+    const [a, b] = await Promise.all([upload("t6", "w1", zip), upload("t7", "w1", zip)]);
+    expect([a.status, b.status]).toEqual([201, 201]);
+    expect([state("t6"), state("t7")]).toEqual(["clean", "clean"]);
   });
 });
