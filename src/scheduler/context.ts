@@ -115,6 +115,26 @@ export class SchedulerContext {
     return applied.results;
   }
 
+  /** Resolves once the informer reflects every write the store has applied. */
+  async caughtUp(): Promise<void> {
+    await this.cache.waitForRevision(await this.store.revision());
+  }
+
+  /**
+   * Run a decide-and-write step on caught-up state; when its write meets a Conflict (the
+   * state moved under it), catch up and decide again, a few times.
+   */
+  async retryOnConflict<R>(step: () => Promise<R>, attempts = 4): Promise<R> {
+    for (let i = 1; ; i++) {
+      await this.caughtUp();
+      try {
+        return await step();
+      } catch (e) {
+        if (!isStoreError(e, "Conflict") || i >= attempts) throw e;
+      }
+    }
+  }
+
   /**
    * Read-modify-write of one task's status under the lock. `fn` returns the new status,
    * or undefined to write nothing. A conflict (someone wrote in between) retries on fresh data.

@@ -60,11 +60,16 @@ export class Scheduler {
       this.ctx.liveness.touch(workerId, this.ctx.now());
       const started = performance.now();
       const reply = await this.ctx.locked(async () => {
+        // Decide on the latest state; a task that changed under the decision anyway (another
+        // replica, a write that raced the informer) is a Conflict, and the claim decides again.
+        const leased = await this.ctx.retryOnConflict(() => {
+          const worker = requireWorker(this.ctx, workerId);
+          // Admission's concurrency check stops the batch at the worker's limit; `limit` caps it for the Runner.
+          const { picks } = pickForWorker(this.queue, this.ctx, worker, limit);
+          return commitLeases(this.ctx, worker, picks, { mode: "pull", leaseSeconds });
+        });
         const worker = requireWorker(this.ctx, workerId);
-        // Admission's concurrency check stops the batch at the worker's limit; `limit` caps it for the Runner.
-        const { picks } = pickForWorker(this.queue, this.ctx, worker, limit);
-        const batch = picks.length ? { id: newBatchId(), size: picks.length } : undefined;
-        const leased = await commitLeases(this.ctx, worker, picks, { mode: "pull", leaseSeconds });
+        const batch = leased.length ? { id: newBatchId(), size: leased.length } : undefined;
         const fresh = this.ctx.worker(workerId) ?? worker;
         const s = effectiveSettings(fresh);
         const e = capacityEntry(this.ctx, fresh);
