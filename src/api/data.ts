@@ -1,10 +1,11 @@
 // The contract's data API and the Hub's health and meta: worker-capacity, task-admission.
 import type { FastifyInstance } from "fastify";
-import { explainTask, explainWorker, summarize } from "../admission/index.ts";
+import { explainTask, explainWorker, summarize, taskView } from "../admission/index.ts";
 import type { Worker } from "../resources/types.ts";
 import { cacheAffinity } from "../scheduler/affinity.ts";
 import { decideAll } from "../scheduler/claim.ts";
 import { HubError } from "../scheduler/errors.ts";
+import { type BlockingLeases, blockingLeases, queuePositions, queueStanding, suggestions } from "../scheduler/why.ts";
 import { capacityEntry } from "../scheduler/workers.ts";
 import type { StoredObject } from "../store/store.ts";
 
@@ -15,6 +16,12 @@ export const CAPABILITIES = [
   "task-complete", "task-fail", "result-download", "task-dispatch", "dispatch-repo-run", "task-list", "task-counts",
   "worker-capacity", "task-admission", "resource-admission", "direct-push", "lease-expiry", "fencing", "per-worker-tokens",
 ];
+
+/** A worker blocked only by leases: which (smallest set found) and when the last should end. */
+function blockingFields(b: BlockingLeases | undefined) {
+  if (!b) return {};
+  return { blocking_leases: b.leases, ...(b.estimate_seconds !== undefined ? { blocking_estimate_seconds: b.estimate_seconds } : {}) };
+}
 
 export async function dataRoutes(f: FastifyInstance): Promise<void> {
   const hub = f.hub;
@@ -38,6 +45,11 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
     const all = decideAll(ctx, task);
     const decisions = all.map((x) => x.decision);
     const s = summarize(decisions);
+    // Why it is pending: only a queued task has a place in the queue or leases in its way.
+    const now = ctx.now();
+    const standing = queueStanding(hub.scheduler.queue, task, all);
+    const tv = taskView(task);
+    const blocking = new Map(standing ? all.map(({ view }) => [view.name, blockingLeases(ctx, tv, view, now)] as const) : []);
     return {
       task_id: taskId,
       state: task.status?.state ?? "queued",
@@ -46,6 +58,10 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
       eligible_worker_count: s.admittable.length,
       unsatisfiable: s.unsatisfiable,
       summary: explainTask(decisions),
+      queue_position: standing?.queue_position ?? null,
+      higher_priority_ahead: standing?.higher_priority_ahead ?? [],
+      higher_priority_ahead_count: standing?.higher_priority_ahead_count ?? 0,
+      suggestions: standing ? suggestions(ctx, task, all, now) : [],
       workers: all.map(({ worker, decision }) => ({
         worker_id: worker.metadata.name,
         ...decision.admission,
@@ -53,7 +69,13 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
         reasons: decision.reasons,
         explanation: explainWorker(decision),
         cache_affinity: cacheAffinity(task, worker.metadata.name, ctx.liveness.get(worker.metadata.name)),
+        ...blockingFields(blocking.get(worker.metadata.name)),
       })),
     };
   });
+
+  // Every queued task's queue_position, for `loom get tasks -o wide`.
+  f.get("/api/data/queue-positions", async () => ({
+    positions: Object.fromEntries(queuePositions(hub.scheduler.queue, ctx.cache.list<Worker & StoredObject>("Worker").map((w) => ctx.workerView(w)))),
+  }));
 }

@@ -1,0 +1,113 @@
+// "Why pending" over real HTTP against a real Hub: hand-made states whose queue positions,
+// blocking leases and suggestions are worked out by hand in the comments.
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { get, post, registerBody, startHub, type TestHub } from "../support/hub.ts";
+
+type Json = Record<string, any>;
+let h: TestHub;
+beforeEach(async () => { h = await startHub(); });
+afterEach(async () => { await h.close(); });
+
+const mem = (memory_mb: number) => ({ placement: "shared", resources: { memory_mb } });
+const task = (task_id: string, memory_mb: number, extra: Json = {}) => ({ task_id, required_capability: "", payload: { runner: "noop", timeout_seconds: 600 }, execution_profile: mem(memory_mb), ...extra });
+
+async function ok(path: string, body: unknown): Promise<Json> {
+  const r = await post(h.url, path, body);
+  expect(r.status, JSON.stringify(r.body)).toBeLessThan(300);
+  return r.body;
+}
+const dispatch = (tasks: Json[]) => ok("/api/tasks/dispatch", { schema_version: 1, operator: "test", tasks });
+async function admission(id: string): Promise<Json> {
+  const r = await get(h.url, `/api/data/task-admission?task_id=${id}`);
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
+  return r.body;
+}
+
+/**
+ * w1: 8192 MB, holding a1 (3000 MB, declares 100 s), a2 (3000, 300 s), a3 (1000, 50 s): 1192 free.
+ * w2: 2048 MB, empty and not claiming. Both offer only the capability linux.
+ * Queued, in claim order: t3-high (prio 5, 6000), t1-early (4000), t2-big (4000),
+ * plus t4-nocap (prio 9, needs a capability nobody has) and t5-huge (prio 9, 100000 MB).
+ */
+async function setUp(): Promise<void> {
+  await ok("/api/workers/register", registerBody("w1", { capabilities: ["linux"] }));
+  await ok("/api/workers/register", registerBody("w2", { capabilities: ["linux"], health: { hostname: "w2", resources: { cpu_count: 4, mem_available_mb: 2048, disk_available_mb: 50_000 } } }));
+  await dispatch([
+    task("a1", 3000, { payload: { runner: "noop", timeout_seconds: 100 } }),
+    task("a2", 3000, { payload: { runner: "noop", timeout_seconds: 300 } }),
+    task("a3", 1000, { payload: { runner: "noop", phases: [{ name: "p", command: "true", timeout_seconds: 20 }, { name: "q", command: "true", timeout_seconds: 30 }] } }),
+  ]);
+  const c = await ok("/api/tasks/claim", { worker_id: "w1", limit: 10, lease_seconds: 600 });
+  expect(c.tasks.map((t: Json) => t.task_id).sort()).toEqual(["a1", "a2", "a3"]);
+  await dispatch([
+    task("t1-early", 4000),
+    task("t2-big", 4000),
+    task("t3-high", 6000, { priority: 5 }),
+    task("t4-nocap", 10, { priority: 9, required_capability: "quantum" }),
+    task("t5-huge", 100_000, { priority: 9 }),
+  ]);
+}
+
+describe("task-admission: why a queued task is pending", () => {
+  it("queue_position counts the tasks ahead that compete for the same workers, and names the higher-priority ones", async () => {
+    await setUp();
+    const big = await admission("t2-big");
+    // Ahead of t2-big: t3-high (priority) and t1-early (same priority, earlier). t4-nocap and
+    // t5-huge outrank it but can run on no worker it could, so they do not compete.
+    expect(big.queue_position).toBe(3);
+    expect(big.higher_priority_ahead).toEqual(["t3-high"]);
+    expect(big.higher_priority_ahead_count).toBe(1);
+    expect((await admission("t3-high")).queue_position).toBe(1);
+    expect((await admission("t1-early")).queue_position).toBe(2);
+    expect((await admission("t4-nocap")).queue_position).toBe(1);
+    // A leased task has no place in the queue.
+    expect((await admission("a1")).queue_position).toBeNull();
+
+    const all = await get(h.url, "/api/data/queue-positions");
+    expect(all.body.positions).toEqual({ "t3-high": 1, "t1-early": 2, "t2-big": 3, "t4-nocap": 1, "t5-huge": 1 });
+  });
+
+  it("blocking_leases is the smallest set of leases whose release lets the task fit, with the time they should take", async () => {
+    await setUp();
+    const big = await admission("t2-big");
+    const w1 = big.workers.find((w: Json) => w.worker_id === "w1");
+    // Greedy releases a3 (ends first, 50 s) then a1 (100 s): 5192 free. Putting a3 back
+    // still leaves 4192 >= 4000, so only a1 is needed.
+    expect(w1.blocking_leases.map((l: Json) => l.task)).toEqual(["a1"]);
+    expect(w1.blocking_leases[0].declared_seconds).toBe(100);
+    expect(w1.blocking_estimate_seconds).toBeGreaterThanOrEqual(95);
+    expect(w1.blocking_estimate_seconds).toBeLessThanOrEqual(100);
+    // w2 is too small even empty: no lease is to blame there.
+    expect(big.workers.find((w: Json) => w.worker_id === "w2").blocking_leases).toBeUndefined();
+
+    // 6000 MB needs a1 and a2 gone; a3 (1000) can stay: 7192 free.
+    const high = (await admission("t3-high")).workers.find((w: Json) => w.worker_id === "w1");
+    expect(high.blocking_leases.map((l: Json) => l.task).sort()).toEqual(["a1", "a2"]);
+    expect(high.blocking_estimate_seconds).toBeGreaterThanOrEqual(295);
+    // A phase-declared run time is the sum of the phases: a3 declares 50 s.
+    const early = await admission("t1-early");
+    expect(early.workers.find((w: Json) => w.worker_id === "w1").blocking_leases.map((l: Json) => l.task)).toEqual(["a1"]);
+  });
+
+  it("suggestions for a task that fits nowhere: the smallest request that fits now, and where it fits once leases end; both verified", async () => {
+    await setUp();
+    const big = await admission("t2-big");
+    expect(big.eligible_worker_count).toBe(0);
+    // Lowering memory to w1's 1192 free is a 70% cut; to w2's 2048 (empty) a 49% cut.
+    const req = big.suggestions.find((s: Json) => s.kind === "request");
+    expect(req).toMatchObject({ worker: "w2", resources: { memory_mb: 2048 } });
+    const later = big.suggestions.find((s: Json) => s.kind === "empty_worker");
+    expect(later).toMatchObject({ worker: "w1" });
+    expect(later.estimate_seconds).toBeGreaterThanOrEqual(95);
+
+    // The request suggestion really fits: dispatch a task with it and see w2 admit it.
+    await dispatch([task("t6-smaller", 0, { execution_profile: { placement: "shared", resources: req.resources } })]);
+    const smaller = await admission("t6-smaller");
+    expect(smaller.workers.find((w: Json) => w.worker_id === "w2").ok).toBe(true);
+
+    // A task that can never fit anywhere gets no suggestion that is not a fit.
+    const huge = await admission("t5-huge");
+    expect(huge.suggestions.find((s: Json) => s.kind === "empty_worker")).toBeUndefined();
+    expect(huge.suggestions.find((s: Json) => s.kind === "request")).toMatchObject({ worker: "w2", resources: { memory_mb: 2048 } });
+  });
+});
