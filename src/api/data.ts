@@ -20,7 +20,7 @@ export const CAPABILITIES = [
 /** A worker blocked only by leases: which (smallest set found) and when the last should end. */
 function blockingFields(b: BlockingLeases | undefined) {
   if (!b) return {};
-  return { blocking_leases: b.leases, ...(b.estimate_seconds !== undefined ? { blocking_estimate_seconds: b.estimate_seconds } : {}) };
+  return { blocking_leases: b.leases, ...(b.until ? { blocking_until: b.until } : {}) };
 }
 
 export async function dataRoutes(f: FastifyInstance): Promise<void> {
@@ -46,10 +46,9 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
     const decisions = all.map((x) => x.decision);
     const s = summarize(decisions);
     // Why it is pending: only a queued task has a place in the queue or leases in its way.
-    const now = ctx.now();
     const standing = queueStanding(hub.scheduler.queue, task, all);
     const tv = taskView(task);
-    const blocking = new Map(standing ? all.map(({ view }) => [view.name, blockingLeases(ctx, tv, view, now)] as const) : []);
+    const blocking = new Map(standing ? all.map(({ view }) => [view.name, blockingLeases(ctx, tv, view)] as const) : []);
     return {
       task_id: taskId,
       state: task.status?.state ?? "queued",
@@ -61,7 +60,7 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
       queue_position: standing?.queue_position ?? null,
       higher_priority_ahead: standing?.higher_priority_ahead ?? [],
       higher_priority_ahead_count: standing?.higher_priority_ahead_count ?? 0,
-      suggestions: standing ? suggestions(ctx, task, all, now) : [],
+      suggestions: standing ? suggestions(ctx, task, all) : [],
       workers: all.map(({ worker, decision }) => ({
         worker_id: worker.metadata.name,
         ...decision.admission,

@@ -2,6 +2,7 @@
 // `-w` to keep printing rows as objects change (client-go's list-then-watch: resume from the
 // last resourceVersion after a dropped connection, list again on 410 Gone).
 import { Command } from "commander";
+import { QUEUE_POSITION } from "../resources/columns.ts";
 import { loadCrds } from "../resources/crds.ts";
 import { ApiError, type Client, type Query, UnreachableError, UsageError } from "./client.ts";
 import { clientOf, err, out, outputOption, withController } from "./common.ts";
@@ -145,6 +146,18 @@ export async function watchLoop(client: Client, k: KindInfo, q: Query, first: Li
   }
 }
 
+/** The POSITION column's values: one call for every queued task; without it the column shows <none>. */
+async function attachPositions(client: Client, items: Obj[]): Promise<void> {
+  const r = await client.get<{ positions: Record<string, number> }>("/api/data/queue-positions").catch((e) => {
+    if (e instanceof ApiError) return { positions: {} as Record<string, number> };
+    throw e;
+  });
+  for (const o of items) {
+    const p = r.positions[o.metadata?.name ?? ""];
+    if (p !== undefined) (o as { [QUEUE_POSITION]?: number })[QUEUE_POSITION] = p;
+  }
+}
+
 export function getCommand(): Command {
   return withController(new Command("get"))
     .description("list workers, tasks, campaigns or events, or get one by name")
@@ -184,6 +197,7 @@ export function getCommand(): Command {
         return printer.answer(obj, [obj]);
       }
       const l = await list(client, k, selectors(k, o));
+      if (k.kind === "Task" && o.output === "wide") await attachPositions(client, l.items);
       if (!l.items.length && o.output !== "json" && o.output !== "yaml") return err("No resources found.\n");
       printer.answer(l, l.items);
     });

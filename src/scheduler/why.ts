@@ -76,19 +76,20 @@ export type LeaseTiming = {
   task: string;
   placement: LeaseView["placement"];
   reservation: Vector;
-  /** Since the task started (or was leased, if it has not started). */
-  elapsed_seconds?: number;
+  /** When the task started (or was leased, if it has not started). */
+  since?: string;
   /** The run time the task declares (payload.timeout_seconds, else the sum of its phases'). */
   declared_seconds?: number;
-  /** declared - elapsed, at least 0; absent when nothing is declared. */
-  remaining_seconds?: number;
+  /** since + declared: when it should end at the latest. Absent when nothing is declared. */
+  ends_at?: string;
 };
 
+/** Times are absolute, so the same state gives the same answer however late it is asked. */
 export type BlockingLeases = {
   worker: string;
   leases: LeaseTiming[];
-  /** When the last of them is expected to end; absent when one of them declares no run time. */
-  estimate_seconds?: number;
+  /** When the last of them should end; absent when one of them declares no run time. */
+  until?: string;
 };
 
 /** The run time a task declares, in seconds, if it declares one. */
@@ -100,20 +101,22 @@ export function declaredSeconds(task: Task | undefined): number | undefined {
   return ts.length && ts.every((t) => typeof t === "number" && t > 0) ? (ts as number[]).reduce((a, b) => a + b, 0) : undefined;
 }
 
-export function leaseTiming(ctx: SchedulerContext, l: LeaseView, now: number): LeaseTiming {
+export function leaseTiming(ctx: SchedulerContext, l: LeaseView): LeaseTiming {
   const t = ctx.task(l.task);
   const since = t?.status?.lease?.started_at ?? t?.status?.lease?.leased_at;
-  const elapsed = since ? Math.max(0, Math.round((now - Date.parse(since)) / 1000)) : undefined;
   const declared = declaredSeconds(t);
+  const start = since ? Date.parse(since) : NaN;
   return {
     task: l.task,
     placement: l.placement,
     reservation: l.reservation,
-    ...(elapsed !== undefined ? { elapsed_seconds: elapsed } : {}),
+    ...(since ? { since } : {}),
     ...(declared !== undefined ? { declared_seconds: declared } : {}),
-    ...(declared !== undefined ? { remaining_seconds: Math.max(0, declared - (elapsed ?? 0)) } : {}),
+    ...(declared !== undefined && !Number.isNaN(start) ? { ends_at: new Date(start + declared * 1000).toISOString() } : {}),
   };
 }
+
+const endMs = (l: LeaseTiming) => (l.ends_at ? Date.parse(l.ends_at) : Infinity);
 
 /**
  * The worker as it would be with these leases released. Runs the Runner reports beyond the
@@ -132,10 +135,10 @@ export function without(v: WorkerView, released: ReadonlySet<string>): WorkerVie
  * admit() once more; no lease in it can be dropped (minimal), though a different set of
  * the same or smaller size may exist (smallest in the greedy sense, not a global optimum).
  */
-export function blockingLeases(ctx: SchedulerContext, task: TaskView, view: WorkerView, now: number): BlockingLeases | undefined {
+export function blockingLeases(ctx: SchedulerContext, task: TaskView, view: WorkerView): BlockingLeases | undefined {
   if (admit(task, view).ok || !admit(task, without(view, new Set(view.leases.map((l) => l.task)))).ok) return undefined;
-  const timings = view.leases.map((l) => leaseTiming(ctx, l, now));
-  const soonest = [...timings].sort((a, b) => (a.remaining_seconds ?? Infinity) - (b.remaining_seconds ?? Infinity) || (a.task < b.task ? -1 : 1));
+  const timings = view.leases.map((l) => leaseTiming(ctx, l));
+  const soonest = [...timings].sort((a, b) => endMs(a) - endMs(b) || (a.task < b.task ? -1 : 1));
   const released = new Set<string>();
   for (const l of soonest) {
     released.add(l.task);
@@ -148,15 +151,15 @@ export function blockingLeases(ctx: SchedulerContext, task: TaskView, view: Work
   }
   if (!admit(task, without(view, released)).ok) return undefined; // cannot happen: the full release fits
   const leases = soonest.filter((l) => released.has(l.task));
-  const known = leases.every((l) => l.remaining_seconds !== undefined);
-  return { worker: view.name, leases, ...(known ? { estimate_seconds: Math.max(0, ...leases.map((l) => l.remaining_seconds!)) } : {}) };
+  const until = Math.max(...leases.map(endMs));
+  return { worker: view.name, leases, ...(until < Infinity ? { until: new Date(until).toISOString() } : {}) };
 }
 
 // --- Suggestions for a task that fits nowhere
 
 export type Suggestion =
   | { kind: "request"; worker: string; resources: ResourceSpec; change: string }
-  | { kind: "empty_worker"; worker: string; change: string; estimate_seconds?: number };
+  | { kind: "empty_worker"; worker: string; change: string; until?: string };
 
 /**
  * For a task no worker admits now: the smallest reduction of its request that one worker
@@ -164,7 +167,7 @@ export type Suggestion =
  * once empty (soonest by blocking leases). Each one was admitted by admit() before it is
  * returned; a change admit() rejects is not suggested.
  */
-export function suggestions(ctx: SchedulerContext, task: Task, rows: readonly { view: WorkerView; decision: Decision }[], now: number): Suggestion[] {
+export function suggestions(ctx: SchedulerContext, task: Task, rows: readonly { view: WorkerView; decision: Decision }[]): Suggestion[] {
   if (rows.some((r) => r.decision.ok)) return [];
   const tv = taskView(task);
   const out: Suggestion[] = [];
@@ -186,14 +189,12 @@ export function suggestions(ctx: SchedulerContext, task: Task, rows: readonly { 
     if (!best || cost < best.cost) best = { worker: view.name, resources: specOf(req), cost, change: changes.join(", ") };
   }
   if (best) out.push({ kind: "request", worker: best.worker, resources: best.resources, change: `lower ${best.change} to fit ${best.worker} now` });
-  let soonest: { worker: string; estimate?: number } | undefined;
+  let soonest: BlockingLeases | undefined;
   for (const { view } of rows) {
-    const b = blockingLeases(ctx, tv, view, now);
-    if (!b) continue;
-    const e = b.estimate_seconds;
-    if (!soonest || (e ?? Infinity) < (soonest.estimate ?? Infinity)) soonest = { worker: view.name, estimate: e };
+    const b = blockingLeases(ctx, tv, view);
+    if (b && (!soonest || (b.until ? Date.parse(b.until) : Infinity) < (soonest.until ? Date.parse(soonest.until) : Infinity))) soonest = b;
   }
-  if (soonest) out.push({ kind: "empty_worker", worker: soonest.worker, change: `fits ${soonest.worker} once its blocking leases end`, ...(soonest.estimate !== undefined ? { estimate_seconds: soonest.estimate } : {}) });
+  if (soonest) out.push({ kind: "empty_worker", worker: soonest.worker, change: `fits ${soonest.worker} once its blocking leases end`, ...(soonest.until ? { until: soonest.until } : {}) });
   return out;
 }
 

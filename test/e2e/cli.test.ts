@@ -92,9 +92,11 @@ describe("loom get", () => {
     expect(lineOf(all.stdout, "t-big")).toMatch(new RegExp(`^t-big\\s+queued\\s+<none>\\s+1\\s+mem=5000Mi\\s+${reason}\\s+\\d+s$`));
 
     // --state is the field selector status.state=queued; -o wide adds the priority-1 columns
-    expect(queuedWide.stdout.split("\n")[0]).toMatch(/^NAME\s+STATE\s+WORKER\s+ATTEMPT\s+PLACEMENT\s+REQUESTS\s+CAMPAIGN\s+REASON\s+AGE$/);
+    expect(queuedWide.stdout.split("\n")[0]).toMatch(/^NAME\s+STATE\s+WORKER\s+ATTEMPT\s+PLACEMENT\s+REQUESTS\s+POSITION\s+CAMPAIGN\s+REASON\s+AGE$/);
     expect(queuedWide.stdout.trimEnd().split("\n").slice(1).map((l) => l.split(/\s+/)[0]).sort()).toEqual(["t-big", "t-ops"]);
-    expect(lineOf(queuedWide.stdout, "t-big")).toMatch(/^t-big\s+queued\s+<none>\s+1\s+shared\s+mem=5000Mi\s/);
+    // Same priority and dispatch: the name decides, and both compete for w1.
+    expect(lineOf(queuedWide.stdout, "t-big")).toMatch(/^t-big\s+queued\s+<none>\s+1\s+shared\s+mem=5000Mi\s+1\s/);
+    expect(lineOf(queuedWide.stdout, "t-ops")).toMatch(/^t-ops\s+queued\s+<none>\s+1\s+shared\s+-\s+2\s/);
   });
 
   it("-o json prints exactly what the API returned", async () => {
@@ -145,6 +147,11 @@ describe("loom describe", () => {
     expect(r.stdout).toMatch(/^  w1\s+false\s+resource_reservation_unavailable\s+memory_mb 5000\/4608$/m);
     expect(r.stdout).toMatch(/^  w2\s+false\s+exceeds_worker_capacity\s+memory_mb 5000\/2048$/m);
     expect(r.stdout).toMatch(/^  w3\s+false\s+exceeds_worker_capacity\s+memory_mb 5000\/1024$/m);
+    // Why pending: first in the queue, waiting only on t-fit's lease, and a smaller request that fits now.
+    expect(r.stdout).toMatch(/^  Queue Position:\s+1 \(0 queued ahead for the same workers\)$/m);
+    expect(r.stdout).toMatch(/^  Waiting On:\n    fits on w1 when t-fit ends, no run time declared$/m);
+    expect(r.stdout).toMatch(/^    lower memory_mb 5000 -> 4608 to fit w1 now$/m);
+    expect(r.stdout).toMatch(/^    fits w1 once its blocking leases end$/m);
     expect(r.stdout).toMatch(/^Events:\n  TYPE\s+REASON\s+AGE\s+FROM\s+MESSAGE\n  Normal\s+Dispatched\s/m);
   });
 

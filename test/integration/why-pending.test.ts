@@ -48,6 +48,8 @@ async function setUp(): Promise<void> {
   ]);
 }
 
+const w1Until = (adm: Json) => adm.workers.find((w: Json) => w.worker_id === "w1").blocking_until;
+
 describe("task-admission: why a queued task is pending", () => {
   it("queue_position counts the tasks ahead that compete for the same workers, and names the higher-priority ones", async () => {
     await setUp();
@@ -74,19 +76,28 @@ describe("task-admission: why a queued task is pending", () => {
     // Greedy releases a3 (ends first, 50 s) then a1 (100 s): 5192 free. Putting a3 back
     // still leaves 4192 >= 4000, so only a1 is needed.
     expect(w1.blocking_leases.map((l: Json) => l.task)).toEqual(["a1"]);
-    expect(w1.blocking_leases[0].declared_seconds).toBe(100);
-    expect(w1.blocking_estimate_seconds).toBeGreaterThanOrEqual(95);
-    expect(w1.blocking_estimate_seconds).toBeLessThanOrEqual(100);
+    const a1 = w1.blocking_leases[0];
+    expect(a1.declared_seconds).toBe(100);
+    expect(Date.parse(a1.ends_at) - Date.parse(a1.since)).toBe(100_000);
+    expect(w1.blocking_until).toBe(a1.ends_at);
     // w2 is too small even empty: no lease is to blame there.
     expect(big.workers.find((w: Json) => w.worker_id === "w2").blocking_leases).toBeUndefined();
 
     // 6000 MB needs a1 and a2 gone; a3 (1000) can stay: 7192 free.
     const high = (await admission("t3-high")).workers.find((w: Json) => w.worker_id === "w1");
     expect(high.blocking_leases.map((l: Json) => l.task).sort()).toEqual(["a1", "a2"]);
-    expect(high.blocking_estimate_seconds).toBeGreaterThanOrEqual(295);
-    // A phase-declared run time is the sum of the phases: a3 declares 50 s.
+    const a2 = high.blocking_leases.find((l: Json) => l.task === "a2");
+    expect(high.blocking_until).toBe(a2.ends_at);
+    expect(Date.parse(a2.ends_at) - Date.parse(a2.since)).toBe(300_000);
     const early = await admission("t1-early");
     expect(early.workers.find((w: Json) => w.worker_id === "w1").blocking_leases.map((l: Json) => l.task)).toEqual(["a1"]);
+
+    // An exclusive task needs every lease gone, listed soonest-ending first; a3's run time
+    // is the sum of its phases' (20 + 30 s).
+    await dispatch([task("t7-excl", 0, { execution_profile: { placement: "exclusive", resources: {} } })]);
+    const excl = (await admission("t7-excl")).workers.find((w: Json) => w.worker_id === "w1");
+    expect(excl.blocking_leases.map((l: Json) => [l.task, l.declared_seconds])).toEqual([["a3", 50], ["a1", 100], ["a2", 300]]);
+    expect(excl.blocking_until).toBe(a2.ends_at);
   });
 
   it("suggestions for a task that fits nowhere: the smallest request that fits now, and where it fits once leases end; both verified", async () => {
@@ -98,7 +109,7 @@ describe("task-admission: why a queued task is pending", () => {
     expect(req).toMatchObject({ worker: "w2", resources: { memory_mb: 2048 } });
     const later = big.suggestions.find((s: Json) => s.kind === "empty_worker");
     expect(later).toMatchObject({ worker: "w1" });
-    expect(later.estimate_seconds).toBeGreaterThanOrEqual(95);
+    expect(later.until).toBe(w1Until(big));
 
     // The request suggestion really fits: dispatch a task with it and see w2 admit it.
     await dispatch([task("t6-smaller", 0, { execution_profile: { placement: "shared", resources: req.resources } })]);
