@@ -5,6 +5,7 @@ import type { Worker } from "../resources/types.ts";
 import { cacheAffinity } from "../scheduler/affinity.ts";
 import { decideAll } from "../scheduler/claim.ts";
 import { HubError } from "../scheduler/errors.ts";
+import { simulate } from "../scheduler/simulate.ts";
 import { type BlockingLeases, blockingLeases, queuePositions, queueStanding, suggestions } from "../scheduler/why.ts";
 import { capacityEntry } from "../scheduler/workers.ts";
 import type { StoredObject } from "../store/store.ts";
@@ -72,6 +73,9 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
       })),
     };
   });
+
+  // What-if over a copy of the current state; nothing is written.
+  f.post("/api/simulate", async (req) => simulate(ctx, hub.scheduler.queue, req.body));
 
   // Every queued task's queue_position, for `loom get tasks -o wide`.
   f.get("/api/data/queue-positions", async () => ({

@@ -134,6 +134,19 @@ describe("loom get", () => {
   });
 });
 
+describe("loom simulate", () => {
+  it("prints what the changes in a file would admit, in order, and the Hub's answer unchanged as JSON when piped", async () => {
+    const file = join(dir, "changes.yaml");
+    // Cancelling t-fit empties w1: t-big (5000 MB) fits there, then t-ops beside it.
+    await writeFile(file, "cancel_tasks:\n  - t-fit\n");
+    const [table, json] = await Promise.all([loom("simulate", "-f", file, "-o", "table"), loom("simulate", "-f", file)]);
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout).toMatch(/^2 of 2 queued tasks would be admitted \(1 without the changes\); 0 would stay queued$/m);
+    expect(table.stdout).toMatch(/^ORDER\s+TASK\s+WORKER\n1\s+t-big\s+w1\n2\s+t-ops\s+w1$/m);
+    expect(JSON.parse(json.stdout)).toEqual((await post(h.url, "/api/simulate", { cancel_tasks: ["t-fit"] })).body);
+  });
+});
+
 describe("loom describe", () => {
   it("a task that fits nowhere: conditions, and per worker every reason and shortfall as need/free", async () => {
     const r = await loom("describe", "task", "t-big");

@@ -122,3 +122,66 @@ describe("task-admission: why a queued task is pending", () => {
     expect(huge.suggestions.find((s: Json) => s.kind === "request")).toMatchObject({ worker: "w2", resources: { memory_mb: 2048 } });
   });
 });
+
+describe("POST /api/simulate: the same admission over a copy of the state, nothing written", () => {
+  const simulate = (changes: Json) => post(h.url, "/api/simulate", changes);
+  const placed = (r: { body: Json }) => r.body.admitted.map((p: Json) => [p.order, p.task, p.worker]);
+
+  it("reports what each change would admit, where and in order, and leaves the store revision unchanged", async () => {
+    await setUp();
+    // Let the background condition writes finish: the revision is stable for a second.
+    let rev = await h.hub.store.revision();
+    for (;;) {
+      await new Promise((r) => setTimeout(r, 1000));
+      const now = await h.hub.store.revision();
+      if (now === rev) break;
+      rev = now;
+    }
+
+    const none = await simulate({});
+    expect(none.status).toBe(200);
+    expect(none.body).toEqual({ admitted: [], queued_before: 5, still_queued: 5, baseline_admitted: 0 });
+
+    // Cancelling a1 frees 3000 MB on w1 (4192 free): t3-high (6000) still does not fit,
+    // t1-early (4000) does; then t2-big finds 192 MB left.
+    const cancel = await simulate({ cancel_tasks: ["a1"] });
+    expect(placed(cancel)).toEqual([[1, "t1-early", "w1"]]);
+    expect(cancel.body.still_queued).toBe(4);
+
+    // A new 16 GB worker takes the three that fit it, in claim order.
+    const add = await simulate({ add_workers: [{ worker_id: "w3", initial_concurrency: 4, max_concurrency: 4, capabilities: ["linux"], resource_capacity: { cpu_millis: 8000, memory_mb: 16384, disk_mb: 50000 } }] });
+    expect(add.status, JSON.stringify(add.body)).toBe(200);
+    expect(placed(add)).toEqual([[1, "t3-high", "w3"], [2, "t1-early", "w3"], [3, "t2-big", "w3"]]);
+
+    // More memory on w2 and a smaller t5-huge: t5-huge (priority 9) goes first, to w1.
+    const edit = await simulate({ workers: { w2: { resource_capacity: { memory_mb: 4096 } } }, tasks: { "t5-huge": { execution_profile: { resources: { memory_mb: 1000 } } } } });
+    expect(placed(edit)).toEqual([[1, "t5-huge", "w1"], [2, "t1-early", "w2"]]);
+
+    // Concurrency 1 on w1 (3 leases held) and w2 removed: nothing fits.
+    const conc = await simulate({ workers: { w1: { max_concurrency: 1 } }, remove_workers: ["w2"], cancel_tasks: ["a1", "a2"] });
+    expect(placed(conc)).toEqual([]);
+    // ... while cancelling all three of w1's leases empties it: 8192 MB for t3-high, then 2192 left.
+    const empty = await simulate({ cancel_tasks: ["a1", "a2", "a3"] });
+    expect(placed(empty)).toEqual([[1, "t3-high", "w1"]]);
+
+    // Bad input names the field and the reason.
+    const bad = await Promise.all([
+      simulate({ remove_workers: ["nope"] }),
+      simulate({ frobnicate: 1 }),
+      simulate({ workers: { w1: { max_concurrency: 0 } } }),
+      simulate({ tasks: { a1: { execution_profile: { resources: {} } } } }),
+      simulate({ add_workers: [{ max_concurrency: 2 }] }),
+    ]);
+    expect(bad.map((r) => [r.status, r.body.field])).toEqual([
+      [400, "remove_workers[0]"],
+      [400, "frobnicate"],
+      [400, "workers.w1.max_concurrency"],
+      [400, "tasks.a1"],
+      [400, "add_workers.workers[0].worker_id"],
+    ]);
+    expect(await h.hub.store.revision()).toBe(rev);
+    // And the real state is as it was: a1 still leased, t1-early still queued.
+    expect((await admission("t1-early")).state).toBe("queued");
+    expect((await admission("a1")).state).toBe("leased");
+  });
+});
