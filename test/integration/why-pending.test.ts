@@ -185,3 +185,42 @@ describe("POST /api/simulate: the same admission over a copy of the state, nothi
     expect((await admission("a1")).state).toBe("leased");
   });
 });
+
+describe("Events on change only", () => {
+  const eventsOf = async (name: string): Promise<Json[]> =>
+    (await get(h.url, `/apis/loom.dev/v1alpha1/events?fieldSelector=involvedObject.name=${name}`)).body.items.filter((e: Json) => e.reason === "NotAdmitted" || e.reason === "Admissible");
+  const settle = async () => {
+    for (let stable = 0, rev = -1; stable < 3; ) {
+      await new Promise((r) => setTimeout(r, 600));
+      const now = await h.hub.store.revision();
+      stable = now === rev ? stable + 1 : 0;
+      rev = now;
+    }
+  };
+
+  it("a task's NotAdmitted Event is recorded when its reason or shortfall changes, never as a repeat", async () => {
+    await setUp();
+    await settle();
+    const first = await eventsOf("t2-big");
+    expect(first.map((e) => e.reason)).toEqual(["NotAdmitted"]);
+    expect(first[0].message).toMatch(/^exceeds_worker_capacity: 0\/2 workers admit: .*resource_reservation_unavailable/);
+
+    // Cancelling a3 changes only the numbers on w1 (1192 free -> 2192): no new Event.
+    expect((await post(h.url, "/api/admin/cancel-task", { task_id: "a3" })).status).toBe(200);
+    await settle();
+    expect(await eventsOf("t2-big")).toHaveLength(1);
+
+    // Blocking w2 adds a reason there: news, one Event. Unblocking it: news again.
+    expect((await post(h.url, "/api/admin/block-worker", { worker_id: "w2" })).status).toBe(200);
+    await settle();
+    const second = await eventsOf("t2-big");
+    expect(second).toHaveLength(2);
+    expect(second.some((e) => /worker_cordoned/.test(e.message))).toBe(true);
+    expect((await post(h.url, "/api/admin/unblock-worker", { worker_id: "w2" })).status).toBe(200);
+    await settle();
+    expect(await eventsOf("t2-big")).toHaveLength(3);
+    // Quiet state, passes keep running: still 3.
+    await settle();
+    expect(await eventsOf("t2-big")).toHaveLength(3);
+  });
+});
