@@ -136,7 +136,9 @@ describe("loom get", () => {
 
 describe("loom simulate", () => {
   it("prints what the changes in a file would admit, in order, and the Hub's answer unchanged as JSON when piped", async () => {
-    const file = join(dir, "changes.yaml");
+    // Not in `dir`: another test applies every file there.
+    const simDir = await mkdtemp(join(tmpdir(), "loom-sim-"));
+    const file = join(simDir, "changes.yaml");
     // Cancelling t-fit empties w1: t-big (5000 MB) fits there, then t-ops beside it.
     await writeFile(file, "cancel_tasks:\n  - t-fit\n");
     const [table, json] = await Promise.all([loom("simulate", "-f", file, "-o", "table"), loom("simulate", "-f", file)]);
@@ -144,6 +146,7 @@ describe("loom simulate", () => {
     expect(table.stdout).toMatch(/^2 of 2 queued tasks would be admitted \(1 without the changes\); 0 would stay queued$/m);
     expect(table.stdout).toMatch(/^ORDER\s+TASK\s+WORKER\n1\s+t-big\s+w1\n2\s+t-ops\s+w1$/m);
     expect(JSON.parse(json.stdout)).toEqual((await post(h.url, "/api/simulate", { cancel_tasks: ["t-fit"] })).body);
+    await rm(simDir, { recursive: true, force: true });
   });
 });
 
