@@ -26,6 +26,8 @@ export type HubOptions = {
   /** A YAML/JSON file mapping worker_id to a token that may act only as that worker. */
   workerTokensFile?: string;
   heartbeatGraceSeconds: number;
+  /** A queued task that fits nowhere this long nominates the worker where it could start soonest. */
+  nominateAfterSeconds: number;
   defaultMaxAttempts: number;
   uploadLimitBytes: number;
   /** How often leases are checked for expiry. */
@@ -52,6 +54,7 @@ export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, "dataDir"> = {
   authTokenEnv: "LOOM_HUB_TOKEN",
   runnerTokenEnv: "LOOM_RUNNER_TOKEN",
   heartbeatGraceSeconds: 120,
+  nominateAfterSeconds: 60,
   defaultMaxAttempts: 3,
   uploadLimitBytes: 512 * 1024 * 1024,
   leaseSweepMs: 1000,
@@ -84,7 +87,7 @@ export class Hub {
   url = "";
 
   private constructor(readonly store: Store, readonly cache: Informer, readonly opts: HubOptions) {
-    this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, resultsDir: join(opts.dataDir, "results") });
+    this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, nominateAfterSeconds: opts.nominateAfterSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, resultsDir: join(opts.dataDir, "results") });
     this.events = new EventRecorder(store, { maxEvents: 5000, ttlMs: 3_600_000, flushMs: 100, onError: (e) => this.http?.log.warn({ err: e }, "event write failed") });
     this.scheduler.ctx.recordEvent = this.events.record;
     const env = opts.env ?? process.env;

@@ -59,6 +59,7 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
       unsatisfiable: s.unsatisfiable,
       summary: explainTask(decisions),
       queue_position: standing?.queue_position ?? null,
+      nominated_worker: [...ctx.nominations].find(([, n]) => n.task.name === taskId)?.[0] ?? null,
       higher_priority_ahead: standing?.higher_priority_ahead ?? [],
       higher_priority_ahead_count: standing?.higher_priority_ahead_count ?? 0,
       suggestions: standing ? suggestions(ctx, task, all) : [],

@@ -2,7 +2,7 @@
 // `-w` to keep printing rows as objects change (client-go's list-then-watch: resume from the
 // last resourceVersion after a dropped connection, list again on 410 Gone).
 import { Command } from "commander";
-import { QUEUE_POSITION } from "../resources/columns.ts";
+import type { Column } from "../resources/columns.ts";
 import { loadCrds } from "../resources/crds.ts";
 import { ApiError, type Client, type Query, UnreachableError, UsageError } from "./client.ts";
 import { clientOf, err, out, outputOption, withController } from "./common.ts";
@@ -60,7 +60,7 @@ class ObjectPrinter {
   private rows(items: Obj[]): void {
     if (!items.length) return;
     if (this.format === "name") return out(items.map((o) => `${objectRef(this.k, o.metadata?.name ?? "")}\n`).join(""));
-    const cols = visibleColumns(this.k.columns, this.format === "wide");
+    const cols = visibleColumns(columnsOf(this.k), this.format === "wide");
     const withHeaders = this.headers && !this.printedHeaders;
     const cells = tableCells(cols, items, new Date(), !withHeaders);
     if (!cells.length) return;
@@ -144,6 +144,21 @@ export async function watchLoop(client: Client, k: KindInfo, q: Query, first: Li
       }
     }
   }
+}
+
+/**
+ * A queued task's queue_position is derived from the whole queue, never stored on the task,
+ * so it is a column of `loom get tasks -o wide` only: the values are fetched in one call and
+ * attached under a symbol, which never reaches a JSON or YAML printout.
+ */
+const QUEUE_POSITION = Symbol("queue_position");
+const positionColumn: Column = { name: "POSITION", priority: 1, cell: (o) => String((o as { [QUEUE_POSITION]?: number })[QUEUE_POSITION] ?? "<none>") };
+
+/** The kind's columns, with POSITION after REQUESTS for tasks. */
+function columnsOf(k: KindInfo): Column[] {
+  if (k.kind !== "Task") return k.columns;
+  const i = k.columns.findIndex((c) => c.name === "REQUESTS");
+  return [...k.columns.slice(0, i + 1), positionColumn, ...k.columns.slice(i + 1)];
 }
 
 /** The POSITION column's values: one call for every queued task; without it the column shows <none>. */

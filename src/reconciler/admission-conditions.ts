@@ -6,6 +6,7 @@
 import { admit, explainTask, summarize, taskView, type Decision } from "../admission/index.ts";
 import { getCondition, isQueued, setCondition, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { LoomEvent, SchedulerContext } from "../scheduler/context.ts";
+import { nominate } from "../scheduler/nomination.ts";
 import type { ClaimQueue } from "../scheduler/queue.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { StoredObject, TxnOp } from "../store/store.ts";
@@ -86,6 +87,14 @@ export class AdmissionConditions {
     for (const w of this.ctx.cache.list<Worker & StoredObject>("Worker")) {
       views.push(this.ctx.workerView(w));
       if (slice.due()) await slice.pause();
+    }
+    // Nominations first, so this pass's answers (and every claim after it) see them.
+    const nom = nominate(this.ctx, this.queue, views, now, (this.ctx.opts.nominateAfterSeconds ?? 60) * 1000);
+    this.ctx.nominations = nom.byWorker;
+    if (nom.nextDue < Infinity) this.nextDue = Math.min(this.nextDue, nom.nextDue);
+    for (const [i, v] of views.entries()) {
+      const n = nom.byWorker.get(v.name);
+      views[i] = n ? { ...v, nominee: { ...n, now } } : { ...v, nominee: undefined };
     }
     const ops: TxnOp[] = [];
     /** news[i]: the Event ops[i] announces once it is written (a changed reason or shortfall). */

@@ -101,18 +101,9 @@ const taskReason: Column<Task> = {
 
 const taskRequests: Column<Task> = { name: "REQUESTS", priority: 0, cell: (t) => formatRequests(t.spec?.execution_profile?.resources) };
 
-/**
- * A queued task's queue_position is derived from the whole queue, never stored on the task:
- * a client that fetched the positions attaches each under this key (a symbol, so it never
- * reaches a JSON or YAML printout).
- */
-export const QUEUE_POSITION = Symbol.for("loom.queue_position");
-
-const taskPosition: Column<Task> = { name: "POSITION", priority: 1, cell: (t) => String((t as { [QUEUE_POSITION]?: number })[QUEUE_POSITION] ?? NONE) };
-
 export const taskColumns = once((): Column<Task>[] => compose("Task", {
   replace: { REASON: taskReason, PLACEMENT: { name: "PLACEMENT", priority: 1, cell: (t) => t.spec?.execution_profile?.placement ?? "shared" } },
-  after: { PLACEMENT: [taskRequests, taskPosition] },
+  after: { PLACEMENT: [taskRequests] },
 }));
 
 // --- Worker

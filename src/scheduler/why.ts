@@ -1,7 +1,7 @@
 // "Why is it pending, and what would change that?": a queued task's standing in the queue,
 // the leases whose release would let it fit, and verified changes to its request. Every
 // answer here is a what-if run through the one admission function, never a second rule.
-import { admit, taskView, type Decision, type LeaseView, type TaskView, type Vector, type WorkerView } from "../admission/index.ts";
+import { admit, declaredSeconds, taskView, type Decision, type LeaseView, type TaskView, type Vector, type WorkerView } from "../admission/index.ts";
 import { RESOURCE_FIELDS, type ResourceSpec, type Task } from "../resources/types.ts";
 import type { SchedulerContext } from "./context.ts";
 import { claimOrder, type ClaimQueue, type QueueEntry } from "./queue.ts";
@@ -91,15 +91,6 @@ export type BlockingLeases = {
   /** When the last of them should end; absent when one of them declares no run time. */
   until?: string;
 };
-
-/** The run time a task declares, in seconds, if it declares one. */
-export function declaredSeconds(task: Task | undefined): number | undefined {
-  const p = (task?.spec.payload ?? {}) as { timeout_seconds?: unknown; phases?: { timeout_seconds?: unknown }[] };
-  if (typeof p.timeout_seconds === "number" && p.timeout_seconds > 0) return p.timeout_seconds;
-  const phases = Array.isArray(p.phases) ? p.phases : [];
-  const ts = phases.map((x) => x?.timeout_seconds);
-  return ts.length && ts.every((t) => typeof t === "number" && t > 0) ? (ts as number[]).reduce((a, b) => a + b, 0) : undefined;
-}
 
 export function leaseTiming(ctx: SchedulerContext, l: LeaseView): LeaseTiming {
   const t = ctx.task(l.task);
