@@ -78,6 +78,11 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
   // What-if over a copy of the current state; nothing is written.
   f.post("/api/simulate", async (req) => simulate(ctx, hub.scheduler.queue, req.body));
 
+  // worker -> the starving task it is held for, with what it waits on.
+  f.get("/api/data/nominations", async () => ({
+    nominations: [...ctx.nominations].map(([worker, n]) => ({ worker_id: worker, task_id: n.task.name, blocking_leases: n.blockers, ...(n.starts_at < Infinity ? { starts_by: new Date(n.starts_at).toISOString() } : {}) })),
+  }));
+
   // Every queued task's queue_position, for `loom get tasks -o wide`.
   f.get("/api/data/queue-positions", async () => ({
     positions: Object.fromEntries(queuePositions(hub.scheduler.queue, ctx.cache.list<Worker & StoredObject>("Worker").map((w) => ctx.workerView(w)))),

@@ -35,6 +35,7 @@ export type TaskAdmission = {
   execution_profile?: { placement?: string; resources?: Vec };
   workers: WorkerAdmission[];
   queue_position?: number | null;
+  nominated_worker?: string | null;
   higher_priority_ahead?: string[];
   higher_priority_ahead_count?: number;
   suggestions?: Suggestion[];
@@ -51,3 +52,5 @@ export type CapacityEntry = {
   active_count?: number;
   effective_limit?: number;
 };
+
+export type NominationEntry = { worker_id: string; task_id: string; blocking_leases: string[]; starts_by?: string };

@@ -7,7 +7,7 @@ import type { Campaign, Task, Worker } from "../resources/types.ts";
 import { ApiError, type Client, RESOURCE_PREFIX } from "./client.ts";
 import { clientOf, out, withController } from "./common.ts";
 import { type KindInfo, resolveKind } from "./kinds.ts";
-import type { CapacityEntry, TaskAdmission, Vec } from "./data-api.ts";
+import type { CapacityEntry, NominationEntry, TaskAdmission, Vec } from "./data-api.ts";
 import { age, DIMENSIONS, formatRequests, formatShortfalls, formatVector, humanDuration, NONE, PrefixWriter, when, writeNested } from "./printers.ts";
 
 type Obj = { kind: string; metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string>; creationTimestamp?: string }; spec?: Record<string, unknown>; status?: Record<string, unknown> };
@@ -125,6 +125,7 @@ function whyPending(w: PrefixWriter, adm: TaskAdmission): void {
   const more = (adm.higher_priority_ahead_count ?? 0) - ahead.length;
   w.kv(1, "Queue Position", `${adm.queue_position} (${adm.queue_position - 1} queued ahead for the same workers)`);
   w.kv(1, "Higher Priority Ahead", ahead.length ? `${ahead.join(", ")}${more > 0 ? `, +${more} more` : ""}` : NONE);
+  w.kv(1, "Nominated Worker", adm.nominated_worker ?? NONE);
 }
 
 /** "fits on w1 when T17 and T21 end, ~2m", then the verified changes that would let it fit. */
@@ -168,6 +169,15 @@ async function describeWorker(client: Client, wk: Worker & Obj, now: Date): Prom
   w.kv(1, "Schedulable", wk.spec?.unschedulable ? "false (cordoned)" : "true");
   w.kv(1, "Desired Concurrency", st.desired_concurrency);
   w.kv(1, "Exclusive Holder", st.exclusive_holder);
+  const nom = await client
+    .get<{ nominations: NominationEntry[] }>("/api/data/nominations")
+    .then((r) => r.nominations.find((n) => n.worker_id === wk.metadata.name))
+    .catch((e) => {
+      if (e instanceof ApiError) return undefined;
+      throw e;
+    });
+  // Held for a starving task: only work that cannot delay it is admitted here.
+  w.kv(1, "Nominated For", nom ? `${nom.task_id} (waits on ${nom.blocking_leases.join(", ") || NONE}${nom.starts_by ? `, starts by ${when(nom.starts_by, now)}` : ""})` : NONE);
   conditions(w, st.conditions as Condition[] | undefined);
 
   // The data API derives headroom from the leases at read time; the status may lag a pass behind.

@@ -3,6 +3,9 @@
 // starts; with it, the worker is held after the threshold and the task starts once the
 // leases it waits on end, while the small work flows to the other worker.
 import { afterEach, describe, expect, it } from "vitest";
+import { Client } from "../../src/cli/client.ts";
+import { describe as describeObject } from "../../src/cli/describe.ts";
+import { resolveKind } from "../../src/cli/kinds.ts";
 import { get, post, registerBody, startHub, type TestHub } from "../support/hub.ts";
 
 type Json = Record<string, any>;
@@ -23,6 +26,7 @@ async function stream(ms: number, bigAfterMs: number) {
   let dispatchedAt: number | undefined;
   let nominated: string | null = null;
   let nominatedAt: number | undefined;
+  let shown: { task: string; worker: string } | undefined;
   const running = new Map<string, { worker: string; at: number; attempt: number }>();
   const took: Record<string, { task: string; at: number }[]> = { w1: [], w2: [] };
   let bigAt: number | undefined;
@@ -35,7 +39,11 @@ async function stream(ms: number, bigAfterMs: number) {
     }
     if (dispatchedAt !== undefined && !nominated) {
       nominated = (await get(h.url, "/api/data/task-admission?task_id=big")).body.nominated_worker;
-      if (nominated) nominatedAt = Date.now();
+      if (nominated) {
+        nominatedAt = Date.now();
+        const c = new Client({ controller: h.url });
+        shown = { task: await describeObject(c, resolveKind("task"), "big"), worker: await describeObject(c, resolveKind("worker"), "w1") };
+      }
     }
     expect((await post(h.url, "/api/tasks/dispatch", { schema_version: 1, tasks: [{ task_id: `s${n++}`, required_capability: "linux", payload: { runner: "noop", timeout_seconds: 1 } }] })).status).toBe(201);
     for (const worker of ["w1", "w2"]) {
@@ -51,7 +59,7 @@ async function stream(ms: number, bigAfterMs: number) {
     }
     await sleep(TICK_MS);
   }
-  return { dispatchedAt, bigAt, nominated, nominatedAt, took };
+  return { dispatchedAt, bigAt, nominated, nominatedAt, took, shown };
 }
 
 async function setUp(nominateAfterSeconds: number) {
@@ -73,6 +81,9 @@ describe("nomination against starvation", () => {
     // Threshold 1 s, then the leases it waits on (declared 1 s each) end: loosely, under 8 s.
     expect(waited).toBeLessThan(8000);
     expect(run.nominated).toBe("w1");
+    // describe shows the nomination on both sides.
+    expect(run.shown!.task).toMatch(/^  Nominated Worker:\s+w1$/m);
+    expect(run.shown!.worker).toMatch(/^  Nominated For:\s+big \(waits on s\d+/m);
     // While w1 was held, w1 took no new short work and small work kept flowing on w2.
     const held = (w: string) => run.took[w].filter((x) => x.at >= run.nominatedAt!).length;
     expect(held("w1")).toBe(0);
