@@ -161,7 +161,9 @@ export const nomination: Check = {
     const leases = w.leases.filter((l) => !n.blockers.includes(l.task));
     const after: WorkerView = { ...w, nominee: undefined, reported_active: Math.max(0, w.reported_active - (w.leases.length - leases.length)), leases: [...leases, { task: t.name, placement: t.placement, reservation: t.requests }] };
     if (FIT_CHECKS.every((c) => c.run(n.task, after).length === 0)) return [];
-    if (t.declared_seconds !== undefined && n.now + t.declared_seconds * 1000 <= n.starts_at) return [];
+    // An unknown start (a blocker declares no run time) admits nothing by time: a stream of
+    // declared work would otherwise keep the nominee waiting for ever.
+    if (t.declared_seconds !== undefined && n.starts_at < Infinity && n.now + t.declared_seconds * 1000 <= n.starts_at) return [];
     return [{ code: Reason.worker_nominated, check: "nomination", resolvable: true, message: `held for ${n.task.name}, which waits on ${n.blockers.length ? n.blockers.join(", ") : "nothing"}; only work that cannot delay it is admitted` }];
   },
 };

@@ -602,8 +602,8 @@ describe("nomination: a worker held for a starving task admits only work that ca
     expect(admit(task({ declared_seconds: 9 }), held(excl)).ok).toBe(true);
     expect(admit(task({ declared_seconds: 11 }), held(excl)).reasons).toEqual(["worker_nominated"]);
     expect(admit(task({}), held(excl)).reasons).toEqual(["worker_nominated"]);
-    // Blockers with no declared run time: the nominee's start is unknown, so any declared time fits before it.
-    expect(admit(task({ declared_seconds: 3600 }), held(excl, Infinity)).ok).toBe(true);
+    // Blockers with no declared run time: the nominee's start is unknown, so no run time is short enough.
+    expect(admit(task({ declared_seconds: 1 }), held(excl, Infinity)).reasons).toEqual(["worker_nominated"]);
   });
 
   it("the nominee itself is judged by the other checks only", () => {
