@@ -1,6 +1,6 @@
 // What-if: the admission engine over a copy of the current workers, leases and queue, with
 // changes applied. Nothing here writes: the copy is plain views, thrown away after the answer.
-import { admit, normalise, taskView, workerView, type LeaseView, type TaskView, type WorkerView } from "../admission/index.ts";
+import { admits, normalise, taskView, workerView, type LeaseView, type TaskView, type WorkerView } from "../admission/index.ts";
 import { inventoryToWorkers } from "../resources/inventory.ts";
 import { isActive, RESOURCE_FIELDS, type Worker } from "../resources/types.ts";
 import type { StoredObject } from "../store/store.ts";
@@ -54,9 +54,8 @@ function positiveInt(v: unknown, field: string): number | undefined {
 
 /**
  * The queued tasks that would be leased, where and in what order, if the changes were made
- * now: tasks in claim order, each to the first worker (by name) that admit() accepts, its
- * lease then counting against that worker. A shape that fits no worker is not tried again,
- * since each lease only makes the next fit harder. Also runs without the changes
+ * now: tasks in claim order, each to the first worker (by name) that admission accepts, its
+ * lease then counting against that worker. Also runs without the changes
  * (`baseline_admitted`) so the answer says what the changes are worth.
  */
 export function simulate(ctx: SchedulerContext, queue: ClaimQueue, body: unknown): SimulationResult {
@@ -125,18 +124,24 @@ export function simulate(ctx: SchedulerContext, queue: ClaimQueue, body: unknown
   return { admitted, queued_before: entries.length, still_queued: queued.size - admitted.length, baseline_admitted: baseline };
 }
 
+/**
+ * Each lease only makes the next fit harder, so a worker that refuses a shape refuses it for
+ * the rest of the run: each shape keeps a cursor into the workers, and the run costs
+ * O(tasks + shapes * workers) checks rather than tasks * workers.
+ */
 function place(entries: readonly QueueEntry[], tasks: Map<string, TaskView>, shapes: Map<string, string>, views: WorkerView[]): Placed[] {
   const ws = views.map((v) => ({ ...v, leases: [...v.leases] })).sort((a, b) => (a.name < b.name ? -1 : 1));
-  const full = new Set<string>();
+  const cursor = new Map<string, number>();
   const out: Placed[] = [];
   for (const e of entries) {
     const shape = shapes.get(e.name)!;
-    if (full.has(shape)) continue;
     const tv = tasks.get(e.name)!;
-    const w = ws.find((v) => admit(tv, v).ok);
-    if (!w) { full.add(shape); continue; }
-    w.leases.push({ task: tv.name, placement: tv.placement, reservation: tv.requests });
-    out.push({ order: out.length + 1, task: e.name, worker: w.name });
+    let i = cursor.get(shape) ?? 0;
+    while (i < ws.length && !admits(tv, ws[i])) i++;
+    cursor.set(shape, i);
+    if (i === ws.length) continue;
+    ws[i].leases.push({ task: tv.name, placement: tv.placement, reservation: tv.requests });
+    out.push({ order: out.length + 1, task: e.name, worker: ws[i].name });
   }
   return out;
 }
