@@ -40,6 +40,8 @@ export type HubOptions = {
   /** A YAML/JSON file mapping worker_id to a token that may act only as that worker. */
   workerTokensFile?: string;
   heartbeatGraceSeconds: number;
+  /** A queued task that fits nowhere this long nominates the worker where it could start soonest. */
+  nominateAfterSeconds: number;
   defaultMaxAttempts: number;
   uploadLimitBytes: number;
   /** Uploads received at once; more get 429. */
@@ -77,6 +79,7 @@ export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, "dataDir"> = {
   runnerTokenEnv: "LOOM_RUNNER_TOKEN",
   directTokenEnv: [...DEFAULT_ALLOWED_TOKEN_ENV],
   heartbeatGraceSeconds: 120,
+  nominateAfterSeconds: 60,
   defaultMaxAttempts: 3,
   uploadLimitBytes: 512 * 1024 * 1024,
   uploadConcurrency: 8,
@@ -121,7 +124,7 @@ export class Hub {
 
   private constructor(readonly store: Store, readonly cache: Informer, readonly opts: HubOptions) {
     this.leadership = opts.leadership ?? new SoleLeader(`${hostname()}-${process.pid}`);
-    this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, resultsDir: join(opts.dataDir, "results") });
+    this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, nominateAfterSeconds: opts.nominateAfterSeconds, resultsDir: join(opts.dataDir, "results") });
     this.events = new EventRecorder(store, { maxEvents: 5000, ttlMs: 3_600_000, flushMs: 100, onError: (e) => this.http?.log.warn({ err: e }, "event write failed"), prune: () => this.leadership.isLeader() });
     this.scheduler.ctx.recordEvent = this.record;
     this.metrics = new HubMetrics({

@@ -31,7 +31,8 @@ export type CheckName =
   | "exclusive_holder"
   | "exclusive_needs_empty"
   | "concurrency"
-  | "resource_fit";
+  | "resource_fit"
+  | "nomination";
 
 export type Check = { name: CheckName; run(t: TaskView, w: WorkerView): Failure[] };
 
@@ -144,6 +145,29 @@ export const resourceFit: Check = {
   },
 };
 
+/** Every check but nomination: what a nominee itself must pass. */
+const FIT_CHECKS: readonly Check[] = [capability, excludedWorker, cordoned, ready, gpuTypes, exclusiveHolder, exclusiveNeedsEmpty, concurrency, resourceFit];
+
+/**
+ * Backfill beside a nominee: a worker held for a starving task admits other work only if
+ * the nominee still fits beside it once the nominee's blocking leases end, or if its
+ * declared run time ends before the nominee could start. Anything else could delay it.
+ */
+export const nomination: Check = {
+  name: "nomination",
+  run(t, w) {
+    const n = w.nominee;
+    if (!n || n.task.name === t.name) return [];
+    const leases = w.leases.filter((l) => !n.blockers.includes(l.task));
+    const after: WorkerView = { ...w, nominee: undefined, reported_active: Math.max(0, w.reported_active - (w.leases.length - leases.length)), leases: [...leases, { task: t.name, placement: t.placement, reservation: t.requests }] };
+    if (FIT_CHECKS.every((c) => c.run(n.task, after).length === 0)) return [];
+    // An unknown start (a blocker declares no run time) admits nothing by time: a stream of
+    // declared work would otherwise keep the nominee waiting for ever.
+    if (t.declared_seconds !== undefined && n.starts_at < Infinity && n.now + t.declared_seconds * 1000 <= n.starts_at) return [];
+    return [{ code: Reason.worker_nominated, check: "nomination", resolvable: true, message: `held for ${n.task.name}, which waits on ${n.blockers.length ? n.blockers.join(", ") : "nothing"}; only work that cannot delay it is admitted` }];
+  },
+};
+
 export const CHECKS: readonly Check[] = [
   capability,
   excludedWorker,
@@ -154,4 +178,5 @@ export const CHECKS: readonly Check[] = [
   exclusiveNeedsEmpty,
   concurrency,
   resourceFit,
+  nomination,
 ];

@@ -102,8 +102,11 @@ export function admits(task: TaskView, worker: WorkerView, checks: readonly Chec
  * lease active, or its concurrency reached): a task asking for nothing is the easiest fit.
  */
 export function acceptsAny(worker: WorkerView): boolean {
-  return admits({ name: "", required_capability: "", placement: "shared", requests: zero(), excluded_workers: [] }, worker);
+  // A nominated worker may still take short work beside its nominee (backfill): not decided here.
+  return admits({ name: "", required_capability: "", placement: "shared", requests: zero(), excluded_workers: [] }, worker, ACCEPT_CHECKS);
 }
+
+const ACCEPT_CHECKS = CHECKS.filter((c) => c.name !== "nomination");
 
 /** One decision per worker, in the order given. */
 export const admitAll = (task: TaskView, workers: readonly WorkerView[]): Decision[] => workers.map((w) => admit(task, w));

@@ -28,6 +28,8 @@ export {
   reservedOf,
   exclusiveActive,
   concurrencyOf,
+  declaredSeconds,
+  type Nominee,
   type Placement,
   type TaskView,
   type LeaseView,

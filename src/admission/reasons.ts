@@ -15,6 +15,7 @@ export const Reason = {
   worker_cordoned: "worker_cordoned",
   exceeds_worker_capacity: "exceeds_worker_capacity",
   worker_excluded: "worker_excluded",
+  worker_nominated: "worker_nominated",
 } as const;
 
 export type ReasonCode = (typeof Reason)[keyof typeof Reason];
@@ -53,6 +54,8 @@ export const V1_REASON_OF: Readonly<Record<ReasonCode, V1Reason>> = {
   worker_not_ready: "worker_not_ready",
   worker_cordoned: "worker_blocked",
   exceeds_worker_capacity: "resource_reservation_unavailable",
+  // The worker's room is held for a starving task: for a v1 client, not available.
+  worker_nominated: "resource_reservation_unavailable",
 };
 
 /**
@@ -69,6 +72,7 @@ export const REASON_ORDER: readonly ReasonCode[] = [
   "exclusive_worker_busy",
   "worker_has_exclusive_task",
   "exceeds_worker_capacity",
+  "worker_nominated",
   "resource_reservation_unavailable",
   "worker_concurrency_reached",
 ];

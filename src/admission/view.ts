@@ -17,7 +17,16 @@ export type TaskView = {
   requests: Vector;
   /** Workers a different_worker retry must avoid. */
   excluded_workers: string[];
+  /** The run time the task declares, if any: backfill beside a nominee may rely on it. */
+  declared_seconds?: number;
 };
+
+/**
+ * A starving task this worker is held for (nomination). `blockers` are the leases it waits
+ * on; `starts_at` (ms) is when they should all have ended, Infinity when one declares no
+ * run time; `now` is when the view was built.
+ */
+export type Nominee = { task: TaskView; blockers: string[]; starts_at: number; now: number };
 
 export type LeaseView = { task: string; placement: Placement; reservation: Vector };
 
@@ -36,18 +45,30 @@ export type WorkerView = {
   reported_active: number;
   /** Active (leased or running) leases on this worker. */
   leases: LeaseView[];
+  nominee?: Nominee;
 };
 
 /** An omitted profile is shared with zero requests, as in v1. */
 export function taskView(task: Task): TaskView {
   const profile = task.spec.execution_profile;
+  const declared = declaredSeconds(task);
   return {
     name: task.metadata.name,
     required_capability: (task.spec.required_capability ?? "").trim(),
     placement: profile?.placement === "exclusive" ? "exclusive" : "shared",
     requests: normalise(profile?.resources),
     excluded_workers: [...(task.status?.excluded_workers ?? [])],
+    ...(declared !== undefined ? { declared_seconds: declared } : {}),
   };
+}
+
+/** The run time a task declares, in seconds: payload.timeout_seconds, else the sum of its phases'. */
+export function declaredSeconds(task: Task | undefined): number | undefined {
+  const p = (task?.spec.payload ?? {}) as { timeout_seconds?: unknown; phases?: { timeout_seconds?: unknown }[] };
+  if (typeof p.timeout_seconds === "number" && p.timeout_seconds > 0) return p.timeout_seconds;
+  const phases = Array.isArray(p.phases) ? p.phases : [];
+  const ts = phases.map((x) => x?.timeout_seconds);
+  return ts.length && ts.every((t) => typeof t === "number" && t > 0) ? (ts as number[]).reduce((a, b) => a + b, 0) : undefined;
 }
 
 /**

@@ -1,10 +1,12 @@
 // The contract's data API and the Hub's health and meta: worker-capacity, task-admission.
 import type { FastifyInstance } from "fastify";
-import { explainTask, explainWorker, summarize } from "../admission/index.ts";
+import { explainTask, explainWorker, summarize, taskView } from "../admission/index.ts";
 import type { Worker } from "../resources/types.ts";
 import { cacheAffinity } from "../scheduler/affinity.ts";
 import { decideAll } from "../scheduler/claim.ts";
 import { HubError } from "../scheduler/errors.ts";
+import { simulate } from "../scheduler/simulate.ts";
+import { type BlockingLeases, blockingLeases, queuePositions, queueStanding, suggestions } from "../scheduler/why.ts";
 import { capacityEntry } from "../scheduler/workers.ts";
 import type { StoredObject } from "../store/store.ts";
 
@@ -17,6 +19,12 @@ export const CAPABILITIES = [
   "task-complete", "task-fail", "result-download", "task-dispatch", "dispatch-repo-run", "task-list", "task-counts",
   "worker-capacity", "task-admission", "resource-admission", "direct-push", "lease-expiry", "fencing", "per-worker-tokens",
 ];
+
+/** A worker blocked only by leases: which (smallest set found) and when the last should end. */
+function blockingFields(b: BlockingLeases | undefined) {
+  if (!b) return {};
+  return { blocking_leases: b.leases, ...(b.until ? { blocking_until: b.until } : {}) };
+}
 
 export async function dataRoutes(f: FastifyInstance): Promise<void> {
   const hub = f.hub;
@@ -52,6 +60,10 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
     const all = decideAll(ctx, task);
     const decisions = all.map((x) => x.decision);
     const s = summarize(decisions);
+    // Why it is pending: only a queued task has a place in the queue or leases in its way.
+    const standing = queueStanding(hub.scheduler.queue, task, all);
+    const tv = taskView(task);
+    const blocking = new Map(standing ? all.map(({ view }) => [view.name, blockingLeases(ctx, tv, view)] as const) : []);
     return {
       task_id: taskId,
       state: task.status?.state ?? "queued",
@@ -60,6 +72,11 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
       eligible_worker_count: s.admittable.length,
       unsatisfiable: s.unsatisfiable,
       summary: explainTask(decisions),
+      queue_position: standing?.queue_position ?? null,
+      nominated_worker: [...ctx.nominations].find(([, n]) => n.task.name === taskId)?.[0] ?? null,
+      higher_priority_ahead: standing?.higher_priority_ahead ?? [],
+      higher_priority_ahead_count: standing?.higher_priority_ahead_count ?? 0,
+      suggestions: standing ? suggestions(ctx, task, all) : [],
       workers: all.map(({ worker, decision }) => ({
         worker_id: worker.metadata.name,
         ...decision.admission,
@@ -67,7 +84,21 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
         reasons: decision.reasons,
         explanation: explainWorker(decision),
         cache_affinity: cacheAffinity(task, worker.metadata.name, ctx.liveness.get(worker.metadata.name)),
+        ...blockingFields(blocking.get(worker.metadata.name)),
       })),
     };
   });
+
+  // What-if over a copy of the current state; nothing is written.
+  f.post("/api/simulate", async (req) => simulate(ctx, hub.scheduler.queue, req.body));
+
+  // worker -> the starving task it is held for, with what it waits on.
+  f.get("/api/data/nominations", async () => ({
+    nominations: [...ctx.nominations].map(([worker, n]) => ({ worker_id: worker, task_id: n.task.name, blocking_leases: n.blockers, ...(n.starts_at < Infinity ? { starts_by: new Date(n.starts_at).toISOString() } : {}) })),
+  }));
+
+  // Every queued task's queue_position, for `loom get tasks -o wide`.
+  f.get("/api/data/queue-positions", async () => ({
+    positions: Object.fromEntries(queuePositions(hub.scheduler.queue, ctx.cache.list<Worker & StoredObject>("Worker").map((w) => ctx.workerView(w)))),
+  }));
 }

@@ -16,7 +16,15 @@ export type WorkerAdmission = {
   shortfalls?: Record<string, Shortfall>;
   concurrency?: { active_count?: number; effective_limit?: number };
   explanation?: string;
+  /** Present when only leases keep the task off this worker: the smallest set found. */
+  blocking_leases?: BlockingLease[];
+  /** When the last blocking lease should end, by declared run times. */
+  blocking_until?: string;
 };
+
+export type BlockingLease = { task: string; since?: string; declared_seconds?: number; ends_at?: string };
+
+export type Suggestion = { kind: "request" | "empty_worker"; worker: string; change: string; resources?: Vec; until?: string };
 
 export type TaskAdmission = {
   task_id: string;
@@ -26,6 +34,11 @@ export type TaskAdmission = {
   unsatisfiable?: boolean;
   execution_profile?: { placement?: string; resources?: Vec };
   workers: WorkerAdmission[];
+  queue_position?: number | null;
+  nominated_worker?: string | null;
+  higher_priority_ahead?: string[];
+  higher_priority_ahead_count?: number;
+  suggestions?: Suggestion[];
 };
 
 export type CapacityEntry = {
@@ -39,3 +52,5 @@ export type CapacityEntry = {
   active_count?: number;
   effective_limit?: number;
 };
+
+export type NominationEntry = { worker_id: string; task_id: string; blocking_leases: string[]; starts_by?: string };

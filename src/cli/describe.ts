@@ -7,8 +7,8 @@ import type { Campaign, Task, Worker } from "../resources/types.ts";
 import { ApiError, type Client, RESOURCE_PREFIX } from "./client.ts";
 import { clientOf, out, withController } from "./common.ts";
 import { type KindInfo, resolveKind } from "./kinds.ts";
-import type { CapacityEntry, TaskAdmission, Vec } from "./data-api.ts";
-import { age, DIMENSIONS, formatRequests, formatShortfalls, formatVector, NONE, PrefixWriter, when, writeNested } from "./printers.ts";
+import type { CapacityEntry, NominationEntry, TaskAdmission, Vec } from "./data-api.ts";
+import { age, DIMENSIONS, formatRequests, formatShortfalls, formatVector, humanDuration, NONE, PrefixWriter, when, writeNested } from "./printers.ts";
 
 type Obj = { kind: string; metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string>; creationTimestamp?: string }; spec?: Record<string, unknown>; status?: Record<string, unknown> };
 type EventObj = { type?: string; reason?: string; message?: string; count?: number; firstTimestamp?: string; lastTimestamp?: string; source?: { component?: string }; metadata?: { creationTimestamp?: string } };
@@ -118,7 +118,9 @@ async function describeTask(client: Client, t: Task & Obj, now: Date): Promise<s
     const adm = await client.get<TaskAdmission>("/api/data/task-admission", { task_id: t.metadata.name });
     w.write(0, "Admission:");
     w.kv(1, "Summary", adm.summary);
+    whyPending(w, adm);
     w.table(1, ["WORKER", "OK", "REASON", "SHORTFALLS"], adm.workers.map((x) => [x.worker_id, String(x.ok), x.reasons?.length ? x.reasons.join(",") : (x.reason ?? NONE), formatShortfalls(x.shortfalls)]));
+    waitingOn(w, adm, now);
   } catch (e) {
     if (!(e instanceof ApiError)) throw e;
     w.kv(0, "Admission", `<unavailable: ${e.reason}: ${e.message}>`);
@@ -126,6 +128,38 @@ async function describeTask(client: Client, t: Task & Obj, now: Date): Promise<s
   await events(w, client, t, now);
   return w.toString();
 }
+
+/** Where the task stands in the queue and which queued tasks outrank it. */
+function whyPending(w: PrefixWriter, adm: TaskAdmission): void {
+  if (adm.queue_position == null) return;
+  const ahead = adm.higher_priority_ahead ?? [];
+  const more = (adm.higher_priority_ahead_count ?? 0) - ahead.length;
+  w.kv(1, "Queue Position", `${adm.queue_position} (${adm.queue_position - 1} queued ahead for the same workers)`);
+  w.kv(1, "Higher Priority Ahead", ahead.length ? `${ahead.join(", ")}${more > 0 ? `, +${more} more` : ""}` : NONE);
+  w.kv(1, "Nominated Worker", adm.nominated_worker ?? NONE);
+}
+
+/** "fits on w1 when T17 and T21 end, ~2m", then the verified changes that would let it fit. */
+function waitingOn(w: PrefixWriter, adm: TaskAdmission, now: Date): void {
+  const lines = adm.workers
+    .filter((x) => x.blocking_leases?.length)
+    .sort((a, b) => msOf(a.blocking_until) - msOf(b.blocking_until))
+    .map((x) => `fits on ${x.worker_id} when ${andList(x.blocking_leases!.map((l) => l.task))} end${x.blocking_leases!.length === 1 ? "s" : ""}, ${eta(x.blocking_until, now)}`);
+  if (lines.length) {
+    w.write(1, "Waiting On:");
+    for (const l of lines) w.write(2, l);
+  }
+  const sug = adm.suggestions ?? [];
+  if (sug.length) {
+    w.write(1, "Suggestions (each checked by admission):");
+    for (const s of sug) w.write(2, s.kind === "empty_worker" && s.until ? `${s.change}, ${eta(s.until, now)}` : s.change);
+  }
+}
+
+const andList = (xs: string[]) => (xs.length <= 1 ? xs.join("") : `${xs.slice(0, -1).join(", ")} and ${xs[xs.length - 1]}`);
+/** An estimate from declared run times; without one, say so rather than guess. */
+const eta = (until: string | undefined, now: Date) => (until === undefined ? "no run time declared" : `~${humanDuration(Math.max(0, msOf(until) - now.getTime()))}`);
+const msOf = (iso: string | undefined) => (iso ? Date.parse(iso) : Infinity);
 
 // --- Worker
 
@@ -146,6 +180,15 @@ async function describeWorker(client: Client, wk: Worker & Obj, now: Date): Prom
   w.kv(1, "Schedulable", wk.spec?.unschedulable ? "false (cordoned)" : "true");
   w.kv(1, "Desired Concurrency", st.desired_concurrency);
   w.kv(1, "Exclusive Holder", st.exclusive_holder);
+  const nom = await client
+    .get<{ nominations: NominationEntry[] }>("/api/data/nominations")
+    .then((r) => r.nominations.find((n) => n.worker_id === wk.metadata.name))
+    .catch((e) => {
+      if (e instanceof ApiError) return undefined;
+      throw e;
+    });
+  // Held for a starving task: only work that cannot delay it is admitted here.
+  w.kv(1, "Nominated For", nom ? `${nom.task_id} (waits on ${nom.blocking_leases.join(", ") || NONE}${nom.starts_by ? `, starts by ${when(nom.starts_by, now)}` : ""})` : NONE);
   conditions(w, st.conditions as Condition[] | undefined);
 
   // The data API derives headroom from the leases at read time; the status may lag a pass behind.

@@ -2,6 +2,7 @@
 // `-w` to keep printing rows as objects change (client-go's list-then-watch: resume from the
 // last resourceVersion after a dropped connection, list again on 410 Gone).
 import { Command } from "commander";
+import type { Column } from "../resources/columns.ts";
 import { loadCrds } from "../resources/crds.ts";
 import { ApiError, type Client, type Query, UnreachableError, UsageError } from "./client.ts";
 import { clientOf, err, out, withController } from "./common.ts";
@@ -62,11 +63,12 @@ class ObjectPrinter {
   private rows(items: Obj[]): void {
     if (!items.length) return;
     if (this.format === "name") return out(items.map((o) => `${objectRef(this.k, o.metadata?.name ?? "")}\n`).join(""));
+    const cols = visibleColumns(columnsOf(this.k), this.format === "wide");
     const withHeaders = this.headers && !this.printedHeaders;
     const custom = typeof this.format === "object" && this.format.kind === "custom-columns" ? this.format.columns : undefined;
     const cells = custom
       ? [...(withHeaders ? [custom.map((c) => c.header)] : []), ...items.map((o) => columnCells(custom, o))]
-      : tableCells(visibleColumns(this.k.columns, this.format === "wide"), items, new Date(), !withHeaders);
+      : tableCells(cols, items, new Date(), !withHeaders);
     if (!cells.length) return;
     this.printedHeaders ||= withHeaders;
     const lines = formatRows(cells, this.widths);
@@ -150,6 +152,33 @@ export async function watchLoop(client: Client, k: KindInfo, q: Query, first: Li
   }
 }
 
+/**
+ * A queued task's queue_position is derived from the whole queue, never stored on the task,
+ * so it is a column of `loom get tasks -o wide` only: the values are fetched in one call and
+ * attached under a symbol, which never reaches a JSON or YAML printout.
+ */
+const QUEUE_POSITION = Symbol("queue_position");
+const positionColumn: Column = { name: "POSITION", priority: 1, cell: (o) => String((o as { [QUEUE_POSITION]?: number })[QUEUE_POSITION] ?? "<none>") };
+
+/** The kind's columns, with POSITION after REQUESTS for tasks. */
+function columnsOf(k: KindInfo): Column[] {
+  if (k.kind !== "Task") return k.columns;
+  const i = k.columns.findIndex((c) => c.name === "REQUESTS");
+  return [...k.columns.slice(0, i + 1), positionColumn, ...k.columns.slice(i + 1)];
+}
+
+/** The POSITION column's values: one call for every queued task; without it the column shows <none>. */
+async function attachPositions(client: Client, items: Obj[]): Promise<void> {
+  const r = await client.get<{ positions: Record<string, number> }>("/api/data/queue-positions").catch((e) => {
+    if (e instanceof ApiError) return { positions: {} as Record<string, number> };
+    throw e;
+  });
+  for (const o of items) {
+    const p = r.positions[o.metadata?.name ?? ""];
+    if (p !== undefined) (o as { [QUEUE_POSITION]?: number })[QUEUE_POSITION] = p;
+  }
+}
+
 export function getCommand(): Command {
   return withController(new Command("get"))
     .description("list workers, tasks, campaigns or events, or get one by name")
@@ -197,6 +226,7 @@ export function getCommand(): Command {
         return printer.answer(obj, [obj]);
       }
       const l = await list(client, k, selectors(k, o));
+      if (k.kind === "Task" && o.output === "wide") await attachPositions(client, l.items);
       if (!l.items.length && o.output !== "json" && o.output !== "yaml") return err("No resources found.\n");
       printer.answer(l, l.items);
     });

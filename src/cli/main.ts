@@ -28,6 +28,7 @@ const VERBS: [names: string[], load: () => Promise<Command[]>][] = [
   // v1's Hub CLI verbs that Loom names differently or lacked (src/cli/v1.ts keeps the list).
   [["dispatch-smoke", "dispatch-spec", "dispatch-oracle", "summary", "worker-cache", "capabilities", "set-worker-concurrency", "register-worker-hosts", "retry-task", "push-task"],
     async () => (await import("./v1.ts")).v1Commands()],
+  [["simulate"], async () => [(await import("./simulate.ts")).simulateCommand()]],
   [["top"], async () => [(await import("./top.ts")).topCommand()]],
   [["kubeconfig"], async () => [(await import("./kubeconfig.ts")).kubeconfigCommand()]],
   [["certs"], async () => [(await import("./certs.ts")).certsCommand()]],

@@ -5,7 +5,8 @@
 // cluster does not rewrite every queued task on every lease.
 import { admit, explainTask, summarize, taskView, type Decision } from "../admission/index.ts";
 import { getCondition, isQueued, setCondition, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
-import type { SchedulerContext } from "../scheduler/context.ts";
+import type { LoomEvent, SchedulerContext } from "../scheduler/context.ts";
+import { nominate } from "../scheduler/nomination.ts";
 import type { ClaimQueue } from "../scheduler/queue.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { StoredObject, TxnOp } from "../store/store.ts";
@@ -24,6 +25,19 @@ function dominantUnresolvable(decisions: Decision[]): string {
   const counts = new Map<string, number>();
   for (const d of decisions) for (const f of d.failures) if (!f.resolvable) counts.set(f.code, (counts.get(f.code) ?? 0) + 1);
   return [...counts].sort((a, b) => b[1] - a[1])[0]?.[0] ?? "exceeds_worker_capacity";
+}
+
+/**
+ * The Event a condition write announces: a task that cannot be admitted, when its reason or
+ * what it is short of changed (the message with its numbers blanked); one that became
+ * admissible. The same reasons with other numbers, or a refreshed message, announce nothing.
+ */
+function pendingNews(t: Task, w: Wanted): LoomEvent | undefined {
+  const cur = getCondition(t.status?.conditions, "Admitted");
+  const object = t as unknown as StoredObject;
+  if (w.admitted.status === "True") return cur?.status === "False" ? { object, type: "Normal", reason: "Admissible", message: w.admitted.message } : undefined;
+  const changed = !cur || cur.status !== "False" || cur.reason !== w.admitted.reason || skeleton(cur.message) !== skeleton(w.admitted.message);
+  return changed ? { object, type: "Warning", reason: "NotAdmitted", message: `${w.admitted.reason}: ${w.admitted.message}` } : undefined;
 }
 
 export class AdmissionConditions {
@@ -79,7 +93,17 @@ export class AdmissionConditions {
       views.push(this.ctx.workerView(w));
       if (slice.due()) await slice.pause();
     }
+    // Nominations first, so this pass's answers (and every claim after it) see them.
+    const nom = nominate(this.ctx, this.queue, views, now, (this.ctx.opts.nominateAfterSeconds ?? 60) * 1000);
+    this.ctx.nominations = nom.byWorker;
+    if (nom.nextDue < Infinity) this.nextDue = Math.min(this.nextDue, nom.nextDue);
+    for (const [i, v] of views.entries()) {
+      const n = nom.byWorker.get(v.name);
+      views[i] = n ? { ...v, nominee: { ...n, now } } : { ...v, nominee: undefined };
+    }
     const ops: TxnOp[] = [];
+    /** news[i]: the Event ops[i] announces once it is written (a changed reason or shortfall). */
+    const news: (LoomEvent | undefined)[] = [];
     let deferred = false;
     // A snapshot of the shapes: the queue may change while the pass yields.
     for (const shape of [...this.queue.allShapes()]) {
@@ -104,17 +128,23 @@ export class AdmissionConditions {
         const t = this.ctx.task(name);
         if (!t || !isQueued(t.status?.state ?? "queued")) continue;
         const next = this.apply(t, wanted, now);
-        if (next) ops.push({ op: "updateStatus", object: { ...(t as unknown as StoredObject), status: next } });
+        if (next) {
+          ops.push({ op: "updateStatus", object: { ...(t as unknown as StoredObject), status: next } });
+          news.push(pendingNews(t, wanted));
+        }
       }
     }
+    // An Event is recorded only for a write that landed, so a lost write never repeats one.
+    const announce = (j: number) => { const e = news[j]; if (e) this.ctx.recordEvent(e); };
     for (let i = 0; i < ops.length; i += 200) {
       const chunk = ops.slice(i, i + 200);
       try {
         await this.ctx.store.txn(chunk);
+        chunk.forEach((_, k) => announce(i + k));
       } catch (e) {
         // A task changed under us (claimed, cancelled): write the rest one by one; the next pass redoes the loser.
         if (!isStoreError(e, "Conflict")) throw e;
-        for (const op of chunk) await this.ctx.store.txn([op]).catch((err) => { if (!isStoreError(err, "Conflict")) throw err; });
+        for (const [k, op] of chunk.entries()) await this.ctx.store.txn([op]).then(() => announce(i + k), (err) => { if (!isStoreError(err, "Conflict")) throw err; });
       }
       this.writes += chunk.length;
     }

@@ -9,6 +9,7 @@ import type { Applied, Store, StoredObject, TxnOp } from "../store/store.ts";
 import { HubError } from "./errors.ts";
 import { Liveness } from "./liveness.ts";
 import { Mutex } from "./mutex.ts";
+import type { Nomination } from "./nomination.ts";
 
 export type SchedulerOptions = {
   /** A worker whose last call is older than this is not Ready. */
@@ -17,6 +18,8 @@ export type SchedulerOptions = {
   defaultMaxAttempts: number;
   /** Where result ZIPs are kept. */
   resultsDir: string;
+  /** A queued task that fits nowhere this long nominates a worker (default 60). */
+  nominateAfterSeconds?: number;
 };
 
 /** What the scheduler reports about its own work (the Hub wires metrics in); a no-op by default. */
@@ -34,6 +37,8 @@ export class SchedulerContext {
   /** Inside locked(): the durability promises of the writes made there. */
   private readonly unflushed = new AsyncLocalStorage<Promise<void>[]>();
   private readonly wakers = new Set<() => void>();
+  /** worker -> the starving task it is held for (nomination.ts); replaced whole by each pass. */
+  nominations = new Map<string, Nomination>();
   /** Records an Event about an object; the Hub wires the event recorder in. */
   recordEvent: (e: LoomEvent) => void = () => {};
   observer: SchedulerObserver = { commit: () => {}, claim: () => {} };
@@ -69,10 +74,12 @@ export class SchedulerContext {
   workerView(w: Worker): WorkerView {
     const leases = this.activeTasksOn(w.metadata.name).map(leaseView).filter((l) => l !== undefined);
     const name = w.metadata.name;
-    return workerView(w, leases, {
+    const v = workerView(w, leases, {
       ready: this.liveness.ready(name, this.now()),
       reported_active: this.liveness.get(name)?.reportedActive ?? 0,
     });
+    const n = this.nominations.get(name);
+    return n ? { ...v, nominee: { ...n, now: this.now() } } : v;
   }
 
   /**

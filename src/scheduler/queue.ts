@@ -147,6 +147,29 @@ export class ClaimQueue {
 
   has(name: string): boolean { return this.byName.has(name); }
 
+  /** A queued task's entry and the shape it is queued under. */
+  locate(name: string): { entry: QueueEntry; shape: Shape } | undefined {
+    const e = this.byName.get(name);
+    return e && { entry: e, shape: this.shapes.get(e.shape)! };
+  }
+
+  /**
+   * Calls fn for each of a shape's entries that comes before `pivot` in claim order. A heap
+   * node after the pivot has only later nodes below it, so only the entries visited are
+   * searched: O(answer), not O(shape).
+   */
+  forEachAhead(shape: Shape, pivot: QueueEntry, fn: (e: QueueEntry) => void): void {
+    const items = shape.entries.items;
+    const stack = items.length ? [0] : [];
+    while (stack.length) {
+      const i = stack.pop()!;
+      const e = items[i];
+      if (e.name === pivot.name || claimOrder(e, pivot) >= 0) continue;
+      fn(e);
+      for (const c of [2 * i + 1, 2 * i + 2]) if (c < items.length) stack.push(c);
+    }
+  }
+
   allShapes(): IterableIterator<Shape> { return this.shapes.values(); }
 
   /** The names of a shape's queued tasks, in no particular order. */

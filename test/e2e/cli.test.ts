@@ -92,9 +92,11 @@ describe("loom get", () => {
     expect(lineOf(all.stdout, "t-big")).toMatch(new RegExp(`^t-big\\s+queued\\s+<none>\\s+1\\s+mem=5000Mi\\s+${reason}\\s+\\d+s$`));
 
     // --state is the field selector status.state=queued; -o wide adds the priority-1 columns
-    expect(queuedWide.stdout.split("\n")[0]).toMatch(/^NAME\s+STATE\s+WORKER\s+ATTEMPT\s+PLACEMENT\s+REQUESTS\s+CAMPAIGN\s+REASON\s+AGE$/);
+    expect(queuedWide.stdout.split("\n")[0]).toMatch(/^NAME\s+STATE\s+WORKER\s+ATTEMPT\s+PLACEMENT\s+REQUESTS\s+POSITION\s+CAMPAIGN\s+REASON\s+AGE$/);
     expect(queuedWide.stdout.trimEnd().split("\n").slice(1).map((l) => l.split(/\s+/)[0]).sort()).toEqual(["t-big", "t-ops"]);
-    expect(lineOf(queuedWide.stdout, "t-big")).toMatch(/^t-big\s+queued\s+<none>\s+1\s+shared\s+mem=5000Mi\s/);
+    // Same priority and dispatch: the name decides, and both compete for w1.
+    expect(lineOf(queuedWide.stdout, "t-big")).toMatch(/^t-big\s+queued\s+<none>\s+1\s+shared\s+mem=5000Mi\s+1\s/);
+    expect(lineOf(queuedWide.stdout, "t-ops")).toMatch(/^t-ops\s+queued\s+<none>\s+1\s+shared\s+-\s+2\s/);
   });
 
   it("-o json prints exactly what the API returned", async () => {
@@ -132,6 +134,22 @@ describe("loom get", () => {
   });
 });
 
+describe("loom simulate", () => {
+  it("prints what the changes in a file would admit, in order, and the Hub's answer unchanged as JSON when piped", async () => {
+    // Not in `dir`: another test applies every file there.
+    const simDir = await mkdtemp(join(tmpdir(), "loom-sim-"));
+    const file = join(simDir, "changes.yaml");
+    // Cancelling t-fit empties w1: t-big (5000 MB) fits there, then t-ops beside it.
+    await writeFile(file, "cancel_tasks:\n  - t-fit\n");
+    const [table, json] = await Promise.all([loom("simulate", "-f", file, "-o", "table"), loom("simulate", "-f", file)]);
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout).toMatch(/^2 of 2 queued tasks would be admitted \(1 without the changes\); 0 would stay queued$/m);
+    expect(table.stdout).toMatch(/^ORDER\s+TASK\s+WORKER\n1\s+t-big\s+w1\n2\s+t-ops\s+w1$/m);
+    expect(JSON.parse(json.stdout)).toEqual((await post(h.url, "/api/simulate", { cancel_tasks: ["t-fit"] })).body);
+    await rm(simDir, { recursive: true, force: true });
+  });
+});
+
 describe("loom describe", () => {
   it("a task that fits nowhere: conditions, and per worker every reason and shortfall as need/free", async () => {
     const r = await loom("describe", "task", "t-big");
@@ -145,6 +163,11 @@ describe("loom describe", () => {
     expect(r.stdout).toMatch(/^  w1\s+false\s+resource_reservation_unavailable\s+memory_mb 5000\/4608$/m);
     expect(r.stdout).toMatch(/^  w2\s+false\s+exceeds_worker_capacity\s+memory_mb 5000\/2048$/m);
     expect(r.stdout).toMatch(/^  w3\s+false\s+exceeds_worker_capacity\s+memory_mb 5000\/1024$/m);
+    // Why pending: first in the queue, waiting only on t-fit's lease, and a smaller request that fits now.
+    expect(r.stdout).toMatch(/^  Queue Position:\s+1 \(0 queued ahead for the same workers\)$/m);
+    expect(r.stdout).toMatch(/^  Waiting On:\n    fits on w1 when t-fit ends, no run time declared$/m);
+    expect(r.stdout).toMatch(/^    lower memory_mb 5000 -> 4608 to fit w1 now$/m);
+    expect(r.stdout).toMatch(/^    fits w1 once its blocking leases end$/m);
     expect(r.stdout).toMatch(/^Events:\n  TYPE\s+REASON\s+AGE\s+FROM\s+MESSAGE\n  Normal\s+Dispatched\s/m);
   });
 

@@ -93,6 +93,7 @@ describe("reason codes: one enum, v1 reason by v1 order", () => {
       worker_not_ready: "worker_not_ready",
       worker_cordoned: "worker_blocked",
       exceeds_worker_capacity: "resource_reservation_unavailable",
+      worker_nominated: "resource_reservation_unavailable",
     });
   });
 
@@ -126,6 +127,7 @@ describe("reason codes: one enum, v1 reason by v1 order", () => {
       "exclusive_needs_empty",
       "concurrency",
       "resource_fit",
+      "nomination",
     ]);
   });
 });
@@ -573,5 +575,40 @@ describe("every failing check is reported with its numbers; the v1 reason follow
     const d = admit(task({ requests: vec(requests) }), worker(w));
     expect(d.failures.length).toBeGreaterThan(1);
     expect(d.reason).toBe(v1);
+  });
+});
+
+describe("nomination: a worker held for a starving task admits only work that cannot delay it", () => {
+  const now = 1_000_000;
+  // 6144 MB; a (4000 MB) is what the nominee waits on, b (1000 MB) stays.
+  const held = (nominee: TaskView, startsIn = 10_000) => worker({ leases: [lease("a", { memory_mb: 4000 }), lease("b", { memory_mb: 1000 })], nominee: { task: nominee, blockers: ["a"], starts_at: now + startsIn, now } });
+  const big = task({ name: "big", requests: vec({ memory_mb: 4100 }) });
+
+  it("admits work that fits beside the nominee once its blockers end", () => {
+    // After a ends: b 1000 + this 1000 + big 4100 = 6100 <= 6144.
+    expect(admit(task({ requests: vec({ memory_mb: 1000 }) }), held(big)).ok).toBe(true);
+  });
+
+  it("refuses work that would leave the nominee no room, as worker_nominated (v1: resource_reservation_unavailable)", () => {
+    // 1100 fits now (5000 + 1100 <= 6144) but not beside big once a ends (1000 + 1100 + 4100 > 6144).
+    const d = admit(task({ requests: vec({ memory_mb: 1100 }) }), held(big));
+    expect(d.reasons).toEqual(["worker_nominated"]);
+    expect(d.reason).toBe("resource_reservation_unavailable");
+    expect(d.unresolvable).toBe(false);
+  });
+
+  it("admits work whose declared run time ends before the nominee could start, and refuses longer or undeclared work", () => {
+    const excl = task({ name: "excl", placement: "exclusive" });
+    expect(admit(task({ declared_seconds: 9 }), held(excl)).ok).toBe(true);
+    expect(admit(task({ declared_seconds: 11 }), held(excl)).reasons).toEqual(["worker_nominated"]);
+    expect(admit(task({}), held(excl)).reasons).toEqual(["worker_nominated"]);
+    // Blockers with no declared run time: the nominee's start is unknown, so no run time is short enough.
+    expect(admit(task({ declared_seconds: 1 }), held(excl, Infinity)).reasons).toEqual(["worker_nominated"]);
+  });
+
+  it("the nominee itself is judged by the other checks only", () => {
+    const w = held(big);
+    expect(admit(big, w).reasons).toEqual(["resource_reservation_unavailable"]);
+    expect(admit(big, { ...w, leases: w.leases.filter((l) => l.task !== "a") }).ok).toBe(true);
   });
 });
