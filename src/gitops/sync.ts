@@ -154,7 +154,8 @@ export class GitopsSync {
 
   /** A file-owned object deleted, or its spec or labels changed (a new generation), outside the file: bring the file round. */
   private onObject(ev: WatchEvent): void {
-    if (!(GITOPS_KINDS as readonly string[]).includes(ev.object.kind)) return;
+    // Decided from the event's kind, so events of other kinds are never decoded here.
+    if (!(GITOPS_KINDS as readonly string[]).includes(ev.kind)) return;
     const src = sourceOf(ev.object);
     if (src === undefined || !this.applied.has(src)) return;
     const key = keyOf(ev.object.kind, ev.object.metadata.name);
