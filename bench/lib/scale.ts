@@ -3,7 +3,6 @@
 // fresh copy, so what one Hub wrote (conditions, leases) never changes what the next
 // scenario measures, whatever the order.
 import { cpSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { openSqliteStore } from "../../src/store/sqlite.ts";
 import { JsonClient } from "./http.ts";
@@ -56,13 +55,4 @@ export async function heartbeatAll(url: string, n: number, parallel = 16): Promi
 }
 
 /** A loopback port nobody listens on right now (for a Hub whose address must be known before it starts). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from "../../test/support/etcd.ts";
