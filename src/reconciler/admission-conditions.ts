@@ -108,8 +108,9 @@ export class AdmissionConditions {
     // A snapshot of the shapes: the queue may change while the pass yields.
     for (const shape of [...this.queue.allShapes()]) {
       const decisions: Decision[] = [];
+      const tv = taskView(shape.sample);
       for (const v of views) {
-        decisions.push(admit(taskView(shape.sample), v));
+        decisions.push(admit(tv, v));
         if (slice.due()) await slice.pause();
       }
       const s = summarize(decisions);
