@@ -24,6 +24,7 @@ export class EtcdLeadership implements Leadership {
   private current: string | undefined;
   private campaign: Campaign | undefined;
   private observer: ElectionObserver | undefined;
+  private refresh: NodeJS.Timeout | undefined;
   private registration: Lease | undefined;
   private retry: NodeJS.Timeout | undefined;
   private closed = false;
@@ -54,6 +55,15 @@ export class EtcdLeadership implements Leadership {
     this.current = this.observer.leader();
     this.observer.on("change", (id) => (this.current = id));
     this.observer.on("error", (e) => this.opts.log?.(`leader observer failed: ${e.message}`));
+    // The observer's events can be missed (a watch re-established under load): read the
+    // leader key once per TTL as well, so every replica's view settles within one.
+    this.refresh = setInterval(() => {
+      if (this.closed || this.leading) return;
+      void this.ns.election("leader", this.ttl).leader().then((id) => {
+        if (!this.closed && !this.leading && id !== undefined) this.current = id;
+      }, () => undefined);
+    }, this.ttl * 1000);
+    this.refresh.unref();
     this.runCampaign();
   }
 
@@ -107,6 +117,7 @@ export class EtcdLeadership implements Leadership {
     if (this.closed) return;
     this.closed = true;
     clearTimeout(this.retry);
+    clearInterval(this.refresh);
     this.set(false);
     this.listeners.clear();
     // Resigning and revoking hand over at once instead of after one TTL.

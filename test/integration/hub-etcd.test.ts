@@ -49,13 +49,14 @@ describe.skipIf(etcdMissing)("Hub replicas on etcd", () => {
       const hz = await Promise.all(hubs.map((h) => get(h.url, "/api/healthz")));
       const leading = hz.filter((r) => r.body.leading);
       return leading.length === 1 && hz.every((r) => r.body.leader === leading[0].body.replica) && hz;
-    }, "one agreed leader");
+      // An election settles within a few lease TTLs (3 s); a loaded machine may need several.
+    }, "one agreed leader", 30_000);
     expect(leaders.map((r) => r.body.store)).toEqual(["etcd", "etcd", "etcd"]);
     const listed = (await get(hubs[1].url, "/api/hubs")).body.items as Json[];
     expect(listed.map((h) => h.id)).toEqual(["a", "b", "c"]);
     expect(listed.filter((h) => h.leader)).toHaveLength(1);
     expect(listed.map((h) => h.url).sort()).toEqual(hubs.map((h) => h.url).sort());
-  });
+  }, 60_000);
 
   for (const i of [0, 1, 2]) {
     it(`replica ${"abc"[i]} serves the Runner contract: register, dispatch, claim, start, upload, complete`, async () => {
