@@ -180,25 +180,13 @@ async function describeWorker(client: Client, wk: Worker & Obj, now: Date): Prom
   w.kv(1, "Schedulable", wk.spec?.unschedulable ? "false (cordoned)" : "true");
   w.kv(1, "Desired Concurrency", st.desired_concurrency);
   w.kv(1, "Exclusive Holder", st.exclusive_holder);
-  const nom = await client
-    .get<{ nominations: NominationEntry[] }>("/api/data/nominations")
-    .then((r) => r.nominations.find((n) => n.worker_id === wk.metadata.name))
-    .catch((e) => {
-      if (e instanceof ApiError) return undefined;
-      throw e;
-    });
+  const nom = await unlessRefused(client.get<{ nominations: NominationEntry[] }>("/api/data/nominations").then((r) => r.nominations.find((n) => n.worker_id === wk.metadata.name)));
   // Held for a starving task: only work that cannot delay it is admitted here.
   w.kv(1, "Nominated For", nom ? `${nom.task_id} (waits on ${nom.blocking_leases.join(", ") || NONE}${nom.starts_by ? `, starts by ${when(nom.starts_by, now)}` : ""})` : NONE);
   conditions(w, st.conditions as Condition[] | undefined);
 
   // The data API derives headroom from the leases at read time; the status may lag a pass behind.
-  const cap = await client
-    .get<{ workers: CapacityEntry[] }>("/api/data/worker-capacity")
-    .then((r) => r.workers.find((x) => x.worker_id === wk.metadata.name))
-    .catch((e) => {
-      if (e instanceof ApiError) return undefined;
-      throw e;
-    });
+  const cap = await unlessRefused(client.get<{ workers: CapacityEntry[] }>("/api/data/worker-capacity").then((r) => r.workers.find((x) => x.worker_id === wk.metadata.name)));
   const h: CapacityEntry = cap ?? { worker_id: wk.metadata.name, capacity: st.capacity, reserved: st.reserved, available: st.available, active_count: st.active_count, effective_limit: st.effective_limit };
   w.write(0, "Headroom:");
   w.kv(1, "Active/Limit", `${h.active_count ?? "?"}/${h.effective_limit ?? "?"}`);
@@ -279,4 +267,14 @@ export function describeCommand(): Command {
       for (const n of names) texts.push(await describe(client, k, n));
       out(texts.join("\n"));
     });
+}
+
+/** A supplementary read: a Hub that refuses it (an older Hub, a narrower token) leaves that part out; other errors still fail. */
+async function unlessRefused<T>(p: Promise<T>): Promise<T | undefined> {
+  try {
+    return await p;
+  } catch (e) {
+    if (e instanceof ApiError) return undefined;
+    throw e;
+  }
 }

@@ -4,8 +4,6 @@ import { setImmediate as yieldToIo } from "node:timers/promises";
 
 export class TimeSlice {
   private start = performance.now();
-  /** Longest slice so far, in ms (for metrics and the stall benchmark). */
-  longest = 0;
   constructor(private readonly budgetMs = 8) {}
 
   /** True once this slice has used its budget: the caller should `await pause()`. */
@@ -14,7 +12,6 @@ export class TimeSlice {
   }
 
   async pause(): Promise<void> {
-    this.longest = Math.max(this.longest, performance.now() - this.start);
     await yieldToIo();
     this.start = performance.now();
   }
