@@ -41,7 +41,9 @@ export class EtcdLeadership implements Leadership {
     return this.leading;
   }
   leader(): string | undefined {
-    return this.current;
+    // While elected, this replica is the leader whatever the observer last reported: its
+    // change events may name a candidate queued behind us.
+    return this.leading ? this.identity : this.current;
   }
   onChange(cb: (leading: boolean) => void): () => void {
     this.listeners.add(cb);

@@ -44,13 +44,17 @@ describe.skipIf(etcdMissing)("Hub replicas on etcd", () => {
       { name: "stderr.txt", data: "" },
     ]);
 
+  let lastViews = "";
   it("exactly one replica leads, every replica knows which, and get hubs lists all three", async () => {
     const leaders = await eventually(async () => {
       const hz = await Promise.all(hubs.map((h) => get(h.url, "/api/healthz")));
+      lastViews = JSON.stringify(hz.map((r) => ({ replica: r.body.replica, leader: r.body.leader, leading: r.body.leading })));
       const leading = hz.filter((r) => r.body.leading);
       return leading.length === 1 && hz.every((r) => r.body.leader === leading[0].body.replica) && hz;
       // An election settles within a few lease TTLs (3 s); a loaded machine may need several.
-    }, "one agreed leader", 30_000);
+    }, "one agreed leader (last views in the next line)", 30_000).catch((e: Error) => {
+      throw new Error(`${e.message}\n${lastViews}`);
+    });
     expect(leaders.map((r) => r.body.store)).toEqual(["etcd", "etcd", "etcd"]);
     const listed = (await get(hubs[1].url, "/api/hubs")).body.items as Json[];
     expect(listed.map((h) => h.id)).toEqual(["a", "b", "c"]);
