@@ -1,4 +1,5 @@
 // The composition root: store + informer + scheduler + API, started by `loom hub`.
+import { setMaxListeners } from "node:events";
 import { mkdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import Fastify, { type FastifyInstance } from "fastify";
@@ -7,6 +8,7 @@ import type { WatchStream } from "./api/watch.ts";
 import { isLoopback } from "./api/auth.ts";
 import { EventRecorder } from "./reconciler/events.ts";
 import { ControllerManager } from "./reconciler/manager.ts";
+import type { AdmissionConditionsOptions } from "./reconciler/admission-conditions.ts";
 import { GitopsSync } from "./gitops/index.ts";
 import { compileAll } from "./resources/validate.ts";
 import { DEFAULT_ALLOWED_TOKEN_ENV } from "./scheduler/push.ts";
@@ -55,7 +57,7 @@ export type HubOptions = {
   /** How often every controller looks at everything again. */
   resyncMs: number;
   /** Pacing of the Admitted/Unsatisfiable condition passes. */
-  conditions?: { minIntervalMs: number; refreshMs: number; maxWritesPerPass: number };
+  conditions?: Partial<AdmissionConditionsOptions>;
   logLevel: LogLevel;
   env?: NodeJS.ProcessEnv;
   /** Inventory and campaign files or folders to keep in sync with the store (GitOps). */
@@ -109,6 +111,7 @@ export class Hub {
   gitops: GitopsSync | undefined;
   readonly authRequired: boolean;
   private readonly abort = new AbortController();
+  /** Aborted when the Hub shuts down. */
   readonly stopping = this.abort.signal;
   private sweep: NodeJS.Timeout | undefined;
   http: FastifyInstance | undefined;
@@ -124,6 +127,7 @@ export class Hub {
 
   private constructor(readonly store: Store, readonly cache: Informer, readonly opts: HubOptions) {
     this.leadership = opts.leadership ?? new SoleLeader(`${hostname()}-${process.pid}`);
+    setMaxListeners(0, this.stopping); // every waiting long-poll claim listens
     this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, nominateAfterSeconds: opts.nominateAfterSeconds, resultsDir: join(opts.dataDir, "results") });
     this.events = new EventRecorder(store, { maxEvents: 5000, ttlMs: 3_600_000, flushMs: 100, onError: (e) => this.http?.log.warn({ err: e }, "event write failed"), prune: () => this.leadership.isLeader() });
     this.scheduler.ctx.recordEvent = this.record;

@@ -23,28 +23,41 @@ export function rssMb(pid: number): number {
   return Number(m[1]) / 1024;
 }
 
-export type Child = { proc: ChildProcess; pid: number; stderr: () => string; exited: Promise<number | null> };
+export type Child = { proc: ChildProcess; pid: number; stdout: () => string; stderr: () => string; exited: Promise<number | null> };
 
-/** Spawn `node [args]` from the project root, keeping its stderr for error messages. */
+/** How much of each stream a Child keeps (the tail); the rest is read and dropped. */
+const KEEP = 1 << 20;
+
+/**
+ * Spawn `node [args]` from the project root. Both streams are always read, so a child that
+ * writes a lot (a Hub's log) never blocks on a full pipe; the tail of each is kept for
+ * waitForLine and for error messages.
+ */
 export function spawnNode(args: string[], env: NodeJS.ProcessEnv = {}): Child {
   const proc = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"] });
-  let err = "";
-  proc.stderr!.setEncoding("utf8").on("data", (d: string) => { err = (err + d).slice(-20_000); });
+  const kept = { stdout: "", stderr: "" };
+  for (const s of ["stdout", "stderr"] as const) {
+    proc[s]!.setEncoding("utf8").on("data", (d: string) => { kept[s] = (kept[s] + d).slice(-KEEP); });
+  }
   const exited = new Promise<number | null>((resolve) => proc.once("exit", (code) => resolve(code)));
-  return { proc, pid: proc.pid!, stderr: () => err, exited };
+  return { proc, pid: proc.pid!, stdout: () => kept.stdout, stderr: () => kept.stderr, exited };
 }
 
 /** Run a TypeScript script under bench/ as a child (tsx loader). */
 export const spawnScript = (script: string, env: NodeJS.ProcessEnv = {}) => spawnNode(["--import", "tsx", join(ROOT, "bench", script)], env);
 
-/** Wait until the child writes a line matching `re` to the stream; resolve with the match. */
+/**
+ * Wait until the child has written a line matching `re` to the stream (at any time since it
+ * started, within the kept tail); resolve with the match.
+ */
 export function waitForLine(child: Child, stream: "stdout" | "stderr", re: RegExp, timeoutMs: number): Promise<RegExpExecArray> {
   return new Promise((resolve, reject) => {
-    let buf = "";
     const s = child.proc[stream]!;
-    const onData = (d: Buffer | string) => {
-      buf += d.toString();
-      const m = re.exec(buf);
+    const already = re.exec(child[stream]());
+    if (already) return resolve(already);
+    const onData = () => {
+      // The Child's own listener ran first (it was added at spawn), so the kept tail has `d`.
+      const m = re.exec(child[stream]());
       if (m) { done(); resolve(m); }
     };
     const onExit = (code: number | null) => { done(); reject(new Error(`child exited (${code}) before printing ${re}: ${child.stderr().slice(-2000)}`)); };

@@ -1,21 +1,48 @@
 // Task conditions that explain admission. Queued tasks with the same requirement shape
 // get the same answer, so each pass asks admission once per shape and worker, then writes
-// only the tasks whose condition changed. A change of status or reason is written at once;
-// a message that only moved its numbers is refreshed at most every `refreshMs`, so a busy
-// cluster does not rewrite every queued task on every lease.
+// only the tasks whose condition changed. A change of status or reason is written at once,
+// with one exception: while leases come and go, a queued task's answer swings between
+// "a worker has room now" and "waiting for a lease to end" many times a second, and
+// rewriting every queued task on each swing would cost far more than the leases. Such a
+// swing is written once the new answer has held for `settleMs`. A message that only moved
+// its numbers is refreshed at most every `refreshMs`.
 import { admit, explainTask, summarize, taskView, type Decision } from "../admission/index.ts";
 import { getCondition, isQueued, setCondition, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { LoomEvent, SchedulerContext } from "../scheduler/context.ts";
 import { nominate } from "../scheduler/nomination.ts";
 import type { ClaimQueue } from "../scheduler/queue.ts";
+import { without } from "../scheduler/why.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { StoredObject, TxnOp } from "../store/store.ts";
 import type { Logger } from "./controller.ts";
 import { TimeSlice } from "./slice.ts";
 
-export type AdmissionConditionsOptions = { minIntervalMs: number; refreshMs: number; maxWritesPerPass: number };
+export type AdmissionConditionsOptions = {
+  /** Least time between two passes. */
+  minIntervalMs: number;
+  /** A message that only moved its numbers is rewritten at most this often. */
+  refreshMs: number;
+  /** How long a swing between admissible and waiting-on-leases must hold before it is written. */
+  settleMs: number;
+  maxWritesPerPass: number;
+};
 
-type Wanted = { admitted: { status: "True" | "False"; reason: string; message: string }; unsatisfiable?: { reason: string; message: string } };
+export const DEFAULT_CONDITIONS: AdmissionConditionsOptions = { minIntervalMs: 500, refreshMs: 60_000, settleMs: 2_000, maxWritesPerPass: 2000 };
+
+/**
+ * Where a shape stands: some worker admits it now; none does, but one would once its
+ * current leases end (admit() on the worker emptied of them); or something other than
+ * leases is in the way (no capability, too small, cordoned, not ready).
+ */
+type Standing = "admissible" | "waiting" | "blocked";
+
+type Wanted = {
+  admitted: { status: "True" | "False"; reason: string; message: string };
+  unsatisfiable?: { reason: string; message: string };
+  standing: Standing;
+  /** Since when (ms) this shape's answer has been what it is now. */
+  since: number;
+};
 
 /** A message with its numbers blanked out: what it says, not how much. */
 const skeleton = (m: string | undefined) => (m ?? "").replace(/\d+/g, "#");
@@ -45,8 +72,10 @@ export class AdmissionConditions {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = false;
-  /** When each task's Admitted message was last written (ms). */
-  private readonly lastWrite = new Map<string, number>();
+  /** When each task's Admitted condition was last written (ms), and the standing it said. */
+  private readonly lastWrite = new Map<string, { at: number; standing: Standing }>();
+  /** Each shape's answer (standing, reason, message skeleton) and since when it has held. */
+  private readonly answers = new Map<string, { answer: string; since: number }>();
   /** The earliest time a deferred message refresh falls due. */
   private nextDue = Infinity;
   private dueTimer: NodeJS.Timeout | undefined;
@@ -55,7 +84,11 @@ export class AdmissionConditions {
   /** Told of each finished pass: its duration and writes (the Hub's metrics). */
   onPass: (seconds: number, writes: number) => void = () => {};
 
-  constructor(private readonly ctx: SchedulerContext, private readonly queue: ClaimQueue, private readonly log: Logger, private readonly opts: AdmissionConditionsOptions = { minIntervalMs: 500, refreshMs: 60_000, maxWritesPerPass: 2000 }) {}
+  private readonly opts: AdmissionConditionsOptions;
+
+  constructor(private readonly ctx: SchedulerContext, private readonly queue: ClaimQueue, private readonly log: Logger, opts: Partial<AdmissionConditionsOptions> = {}) {
+    this.opts = { ...DEFAULT_CONDITIONS, ...opts };
+  }
 
   markDirty(): void {
     this.dirty = true;
@@ -101,27 +134,40 @@ export class AdmissionConditions {
       const n = nom.byWorker.get(v.name);
       views[i] = n ? { ...v, nominee: { ...n, now } } : { ...v, nominee: undefined };
     }
+    /** Each worker as it would be with its leases ended, built on first use. */
+    const emptied: (ReturnType<typeof without> | undefined)[] = [];
+    const emptiedAt = (i: number) => (emptied[i] ??= without(views[i], new Set(views[i].leases.map((l) => l.task))));
     const ops: TxnOp[] = [];
     /** news[i]: the Event ops[i] announces once it is written (a changed reason or shortfall). */
     const news: (LoomEvent | undefined)[] = [];
+    const standings: Standing[] = [];
     let deferred = false;
     // A snapshot of the shapes: the queue may change while the pass yields.
     for (const shape of [...this.queue.allShapes()]) {
       const decisions: Decision[] = [];
       const tv = taskView(shape.sample);
-      for (const v of views) {
-        decisions.push(admit(tv, v));
+      let waiting = false;
+      for (const [i, v] of views.entries()) {
+        const d = admit(tv, v);
+        decisions.push(d);
+        if (!d.ok && !d.unresolvable && !waiting) waiting = admit(tv, emptiedAt(i)).ok;
         if (slice.due()) await slice.pause();
       }
       const s = summarize(decisions);
       const message = decisions.length ? explainTask(decisions) : "no workers are declared or registered";
       // A task that can never fit is explained by what can never change, not by what might.
       const reason = s.unsatisfiable ? dominantUnresolvable(decisions) : s.dominant ?? "NoWorkers";
+      const standing: Standing = s.admittable.length ? "admissible" : waiting ? "waiting" : "blocked";
+      const answer = `${standing} ${reason} ${standing === "admissible" ? "" : skeleton(message)}`;
+      const held = this.answers.get(shape.key);
+      if (held?.answer !== answer) this.answers.set(shape.key, { answer, since: now });
       const wanted: Wanted = {
         admitted: s.admittable.length
           ? { status: "True", reason: "WorkerAvailable", message }
           : { status: "False", reason, message },
         ...(s.unsatisfiable ? { unsatisfiable: { reason, message: "no worker could ever admit this task, even empty" } } : {}),
+        standing,
+        since: held?.answer === answer ? held.since : now,
       };
       for (const name of this.queue.namesOf(shape)) {
         if (slice.due()) await slice.pause();
@@ -132,6 +178,7 @@ export class AdmissionConditions {
         if (next) {
           ops.push({ op: "updateStatus", object: { ...(t as unknown as StoredObject), status: next } });
           news.push(pendingNews(t, wanted));
+          standings.push(wanted.standing);
         }
       }
     }
@@ -149,8 +196,12 @@ export class AdmissionConditions {
       }
       this.writes += chunk.length;
     }
-    for (const op of ops) if (op.op === "updateStatus") this.lastWrite.set(op.object.metadata.name, now);
+    for (const [i, op] of ops.entries()) if (op.op === "updateStatus") this.lastWrite.set(op.object.metadata.name, { at: now, standing: standings[i] });
     if (this.lastWrite.size > this.queue.size * 2 + 1000) for (const k of this.lastWrite.keys()) if (!this.queue.has(k)) this.lastWrite.delete(k);
+    if (this.answers.size > 2 * this.queue.shapeCount + 1000) {
+      const live = new Set([...this.queue.allShapes()].map((sh) => sh.key));
+      for (const k of this.answers.keys()) if (!live.has(k)) this.answers.delete(k);
+    }
     if (deferred) this.dirty = true;
     if (this.nextDue !== Infinity && !this.stopped) {
       clearTimeout(this.dueTimer);
@@ -177,9 +228,15 @@ export class AdmissionConditions {
       (w.admitted.status === "False" && skeleton(cur.message) !== skeleton(w.admitted.message));
     const messageOnly = !flips && (cur!.message !== w.admitted.message || (w.unsatisfiable && curUnsat?.message !== w.unsatisfiable.message));
     if (!flips && !messageOnly) return undefined;
-    const last = this.lastWrite.get(t.metadata.name) ?? 0;
-    if (!flips && now - last < this.opts.refreshMs) {
-      this.nextDue = Math.min(this.nextDue, last + this.opts.refreshMs); // owed, but not yet
+    const last = this.lastWrite.get(t.metadata.name);
+    // A swing between admissible and waiting on leases is churn until it has held a while.
+    const swing = flips && last !== undefined && last.standing !== "blocked" && w.standing !== "blocked";
+    if (swing && now - w.since < this.opts.settleMs) {
+      this.nextDue = Math.min(this.nextDue, w.since + this.opts.settleMs);
+      return undefined;
+    }
+    if (!flips && now - (last?.at ?? 0) < this.opts.refreshMs) {
+      this.nextDue = Math.min(this.nextDue, (last?.at ?? 0) + this.opts.refreshMs); // owed, but not yet
       return undefined;
     }
     const next: TaskStatus = structuredClone(st);

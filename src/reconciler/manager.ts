@@ -6,13 +6,13 @@ import type { SchedulerContext } from "../scheduler/context.ts";
 import type { PushOptions } from "../scheduler/push.ts";
 import type { Scheduler } from "../scheduler/scheduler.ts";
 import type { StoredObject } from "../store/store.ts";
-import { AdmissionConditions } from "./admission-conditions.ts";
+import { AdmissionConditions, type AdmissionConditionsOptions } from "./admission-conditions.ts";
 import { CampaignReconciler } from "./campaign.ts";
 import { Controller, type Logger } from "./controller.ts";
 import { PushDispatcher } from "./push.ts";
 import { WorkerReconciler } from "./worker.ts";
 
-export type ManagerOptions = { resyncMs: number; push: PushOptions; conditions?: { minIntervalMs: number; refreshMs: number; maxWritesPerPass: number } };
+export type ManagerOptions = { resyncMs: number; push: PushOptions; conditions?: Partial<AdmissionConditionsOptions> };
 
 export class ControllerManager {
   readonly campaigns: Controller;

@@ -83,6 +83,32 @@ function validatorFor(kind: string): ValidateFunction | undefined {
   return v;
 }
 
+const statusValidators = new Map<string, ValidateFunction | null>();
+
+/** A validator of `{ status }` alone for a kind: a status write keeps spec and metadata as stored (already valid). */
+function statusValidatorFor(kind: string): ValidateFunction | null {
+  let v = statusValidators.get(kind);
+  if (v === undefined) {
+    const status = loadCrds().get(kind)?.schema.properties?.status;
+    v = status ? ajv.compile(closeObjects(withDefaultLimits({ type: "object", properties: { status } }))) : null;
+    statusValidators.set(kind, v);
+  }
+  return v;
+}
+
+/**
+ * Validate only the status of an object whose metadata and spec are already stored: what a
+ * status write changes. Same rules, limits and messages as validateObject, on less input.
+ */
+export function validateStatus(obj: { kind: string; status?: unknown }): FieldError[] {
+  const part = { status: obj.status };
+  const bounds = boundErrors(part);
+  if (bounds.length) return bounds;
+  const v = statusValidatorFor(obj.kind);
+  if (!v || v(part)) return [];
+  return dedupe((v.errors ?? []).map(toFieldError).filter((e): e is FieldError => e !== undefined));
+}
+
 /** Compile a request schema with the same ajv, rules and default limits as the CRDs. */
 export function compileSchema(schema: JSONSchema): (data: unknown) => FieldError[] {
   const v = ajv.compile(withDefaultLimits(schema));

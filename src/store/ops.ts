@@ -6,21 +6,27 @@ import { allocationOf, leaseViolations, sameAllocation, type Allocation } from "
 import type { LeaseView } from "../admission/view.ts";
 import type { Task, Worker } from "../resources/types.ts";
 import { loadCrds } from "../resources/crds.ts";
-import { validateMetadata, validateObject } from "../resources/validate.ts";
+import { validateMetadata, validateObject, validateStatus } from "../resources/validate.ts";
 import { alreadyExists, conflict, invalid, notFound, StoreError } from "./errors.ts";
 import type { Applied, StoredObject, TxnOp, WatchEventType } from "./store.ts";
 
 export const badRequest = (message: string) => new StoreError("BadRequest", 400, message);
 
-/** A private deep copy of the caller's object; later mutations by the caller cannot reach the store. */
-function copyInput(obj: StoredObject): StoredObject {
+/**
+ * A private deep copy of the caller's object; later mutations by the caller cannot reach
+ * the store. A status write reads nothing but the identity, the precondition and the
+ * status, so only those are copied.
+ */
+function copyInput(obj: StoredObject, statusOnly = false): StoredObject {
   if (!obj || typeof obj !== "object" || Array.isArray(obj)) throw badRequest("object must be a JSON object");
-  const copy = JSON.parse(JSON.stringify(obj)) as StoredObject;
-  if (!copy.metadata || typeof copy.metadata !== "object" || Array.isArray(copy.metadata))
-    throw new StoreError("Invalid", 422, `${String(copy.kind)}: metadata is required`, [
+  const m = obj.metadata;
+  if (!m || typeof m !== "object" || Array.isArray(m))
+    throw new StoreError("Invalid", 422, `${String(obj.kind)}: metadata is required`, [
       { field: "metadata", message: "required", reason: "FieldValueRequired" },
     ]);
-  return copy;
+  if (!statusOnly) return JSON.parse(JSON.stringify(obj)) as StoredObject;
+  const part = { kind: obj.kind, metadata: { name: m.name, resourceVersion: m.resourceVersion }, status: obj.status };
+  return JSON.parse(JSON.stringify(part)) as StoredObject;
 }
 
 function identity(obj: StoredObject): { kind: string; name: string } {
@@ -89,11 +95,14 @@ function changedObject(op: "update" | "updateStatus", input: StoredObject, cur: 
   return obj;
 }
 
+/** Checks an object about to be stored; `statusOnly`: only its status changed (the rest is stored already). */
+export type Validator = (obj: StoredObject, statusOnly?: boolean) => void;
+
 /** CRD kinds are validated against their schema, every other kind (Event, ...) by its metadata. */
-export function objectValidator(): (obj: StoredObject) => void {
+export function objectValidator(): Validator {
   const crdKinds = new Set(loadCrds().keys());
-  return (obj) => {
-    const causes = crdKinds.has(obj.kind) ? validateObject(obj) : validateMetadata(obj);
+  return (obj, statusOnly = false) => {
+    const causes = statusOnly ? validateStatus(obj) : crdKinds.has(obj.kind) ? validateObject(obj) : validateMetadata(obj);
     if (causes.length > 0) throw invalid(obj.kind, obj.metadata.name, causes);
   };
 }
@@ -175,7 +184,7 @@ export type OpEffect = { kind: string; name: string; type: WatchEventType; store
  * Decide one op of a transaction against `view`, exactly the same on every backend: throws a
  * StoreError for anything that must fail the transaction. `rv` is the revision it commits at.
  */
-export function decideOp(op: TxnOp, view: OpView, now: string, rv: string, validate: (obj: StoredObject) => void): OpEffect {
+export function decideOp(op: TxnOp, view: OpView, now: string, rv: string, validate: Validator): OpEffect {
   switch (op?.op) {
     case "create": {
       const input = copyInput(op.object);
@@ -188,13 +197,14 @@ export function decideOp(op: TxnOp, view: OpView, now: string, rv: string, valid
     }
     case "update":
     case "updateStatus": {
-      const input = copyInput(op.object);
+      const statusOnly = op.op === "updateStatus";
+      const input = copyInput(op.object, statusOnly);
       const { kind, name } = identity(input);
       const cur = view.current(kind, name);
       if (!cur) throw notFound(kind, name);
       precondition(kind, name, input.metadata.resourceVersion, cur);
       const obj = changedObject(op.op, input, cur, rv);
-      validate(obj);
+      validate(obj, statusOnly);
       view.allocate(kind, cur, obj);
       return { kind, name, type: "MODIFIED", stored: obj, result: obj };
     }

@@ -1,0 +1,58 @@
+// The Admitted condition under churn: while leases come and go, a queued task's answer
+// swings between "a worker has room now" and "waiting for a lease to end". Such a swing is
+// written only once it has held for settleMs; a change of any other kind is written at once.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { Task } from "../../src/resources/types.ts";
+import { openSqliteStore } from "../../src/store/sqlite.ts";
+import type { StoredObject } from "../../src/store/store.ts";
+import { eventually, post, registerBody, startHub, type TestHub } from "../support/hub.ts";
+
+const A = "loom.dev/v1alpha1";
+let hub: TestHub | undefined;
+let dir: string | undefined;
+afterEach(async () => {
+  await hub?.close().catch(() => {});
+  if (dir) await rm(dir, { recursive: true, force: true });
+  hub = dir = undefined;
+});
+
+/** One worker with one slot and two queued tasks of one shape. */
+async function start(settleMs: number): Promise<TestHub> {
+  dir = await mkdtemp(join(tmpdir(), "loom-settle-"));
+  const store = openSqliteStore(join(dir, "loom.db"));
+  await store.create({ apiVersion: A, kind: "Worker", metadata: { name: "w1" }, spec: { max_concurrency: 1, initial_concurrency: 1, capabilities: ["linux"], resource_capacity: { cpu_millis: 1000, memory_mb: 1024, disk_mb: 1000, gpu_count: 0 } } });
+  for (const name of ["a", "b"])
+    await store.create({ apiVersion: A, kind: "Task", metadata: { name }, spec: { required_capability: "linux", priority: name === "a" ? 1 : 0, execution_profile: { placement: "shared", resources: { memory_mb: 100 } }, payload: {} }, status: { state: "queued", attempt: 1 } });
+  await store.close();
+  hub = await startHub({ resyncMs: 200, conditions: { minIntervalMs: 20, settleMs } }, dir);
+  await post(hub.url, "/api/workers/register", registerBody("w1", { max_concurrency: 1, initial_concurrency: 1 }));
+  return hub;
+}
+
+const admitted = (h: TestHub, name: string) => h.hub.cache.get<Task & StoredObject>("Task", name)?.status?.conditions?.find((c) => c.type === "Admitted");
+
+describe("Admitted condition while leases come and go", () => {
+  it("does not rewrite a queued task for a swing that has not held for settleMs", async () => {
+    const h = await start(60_000);
+    await eventually(() => admitted(h, "b")?.status === "True", "b admissible");
+    const rv = h.hub.cache.get<Task & StoredObject>("Task", "b")!.metadata.resourceVersion;
+    // The worker's only slot is taken: b now waits on a lease, a swing from admissible.
+    const claim = await post(h.url, "/api/tasks/claim", { worker_id: "w1", limit: 1 });
+    expect(claim.body.tasks.map((t: { task_id: string }) => t.task_id)).toEqual(["a"]);
+    const passes = h.hub.controllers!.admission.passes;
+    await eventually(() => h.hub.controllers!.admission.passes >= passes + 5, "five more passes");
+    expect(admitted(h, "b")).toMatchObject({ status: "True", reason: "WorkerAvailable" });
+    expect(h.hub.cache.get<Task & StoredObject>("Task", "b")!.metadata.resourceVersion).toBe(rv);
+  });
+
+  it("writes the swing once it has held for settleMs", async () => {
+    const h = await start(300);
+    await eventually(() => admitted(h, "b")?.status === "True", "b admissible");
+    await post(h.url, "/api/tasks/claim", { worker_id: "w1", limit: 1 });
+    const c = await eventually(() => { const c = admitted(h, "b"); return c?.status === "False" && c; }, "b waiting");
+    expect(c.reason).toBe("worker_concurrency_reached");
+  });
+});
