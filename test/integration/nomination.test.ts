@@ -82,7 +82,7 @@ describe("nomination against starvation", () => {
     expect(waited).toBeLessThan(8000);
     expect(run.nominated).toBe("w1");
     // describe shows the nomination on both sides.
-    expect(run.shown!.task).toMatch(/^  Nominated Worker:\s+w1$/m);
+    expect(run.shown!.task).toMatch(/^  Nominated Worker:\s+w1 \(waits on s\d+/m);
     expect(run.shown!.worker).toMatch(/^  Nominated For:\s+big \(waits on s\d+/m);
     // While w1 was held, w1 took no new short work and small work kept flowing on w2.
     const held = (w: string) => run.took[w].filter((x) => x.at >= run.nominatedAt!).length;
