@@ -73,7 +73,7 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
       unsatisfiable: s.unsatisfiable,
       summary: explainTask(decisions),
       queue_position: standing?.queue_position ?? null,
-      nominated_worker: [...ctx.nominations].find(([, n]) => n.task.name === taskId)?.[0] ?? null,
+      nominated_worker: task.status?.nominated_worker ?? null,
       higher_priority_ahead: standing?.higher_priority_ahead ?? [],
       higher_priority_ahead_count: standing?.higher_priority_ahead_count ?? 0,
       suggestions: standing ? suggestions(ctx, task, all) : [],
@@ -92,9 +92,13 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
   // What-if over a copy of the current state; nothing is written.
   f.post("/api/simulate", async (req) => simulate(ctx, hub.scheduler.queue, req.body));
 
-  // worker -> the starving task it is held for, with what it waits on.
+  // worker -> the starving task it is held for, with what it waits on: the stored
+  // nominations, as every claim on any replica sees them.
   f.get("/api/data/nominations", async () => ({
-    nominations: [...ctx.nominations].map(([worker, n]) => ({ worker_id: worker, task_id: n.task.name, blocking_leases: n.blockers, ...(n.starts_at < Infinity ? { starts_by: new Date(n.starts_at).toISOString() } : {}) })),
+    nominations: ctx.cache.list<Worker & StoredObject>("Worker").flatMap((w) => {
+      const n = ctx.workerView(w).nominee;
+      return n ? [{ worker_id: w.metadata.name, task_id: n.task.name, blocking_leases: n.blockers, ...(n.starts_at < Infinity ? { starts_by: new Date(n.starts_at).toISOString() } : {}) }] : [];
+    }),
   }));
 
   // Every queued task's queue_position, for `loom get tasks -o wide`.

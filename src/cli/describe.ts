@@ -65,6 +65,7 @@ async function describeTask(client: Client, t: Task & Obj, now: Date): Promise<s
   w.kv(1, "Run", s.run_id);
   w.kv(1, "Required Capability", s.required_capability || "<any>");
   w.kv(1, "Priority", s.priority ?? 0);
+  if (s.nominate_after_seconds !== undefined) w.kv(1, "Nominate After", `${s.nominate_after_seconds}s`);
   w.kv(1, "Placement", s.execution_profile?.placement ?? "shared");
   w.kv(1, "Requests", formatRequests(s.execution_profile?.resources));
   if (s.retry_policy) w.kv(1, "Retry Policy", Object.entries(s.retry_policy).map(([k, v]) => `${k}=${Array.isArray(v) ? v.join("|") : v}`).join(", "));
@@ -75,6 +76,8 @@ async function describeTask(client: Client, t: Task & Obj, now: Date): Promise<s
   w.kv(1, "State", st.state);
   w.kv(1, "Attempt", st.attempt);
   w.kv(1, "Excluded Workers", st.excluded_workers?.join(", "));
+  // Held for this task: only work that cannot delay it is admitted there (the Nominated condition says why).
+  w.kv(1, "Nominated Worker", st.nominated_worker ? `${st.nominated_worker}${st.nomination_blockers?.length ? ` (waits on ${st.nomination_blockers.join(", ")})` : ""}` : NONE);
   if (st.result) w.kv(1, "Result", Object.entries(st.result).map(([k, v]) => `${k}=${v}`).join(", "));
   if (st.error) w.kv(1, "Error", JSON.stringify(st.error));
   if (st.result?.result_id && st.result.verdict !== "clean") {
@@ -136,7 +139,6 @@ function whyPending(w: PrefixWriter, adm: TaskAdmission): void {
   const more = (adm.higher_priority_ahead_count ?? 0) - ahead.length;
   w.kv(1, "Queue Position", `${adm.queue_position} (${adm.queue_position - 1} queued ahead for the same workers)`);
   w.kv(1, "Higher Priority Ahead", ahead.length ? `${ahead.join(", ")}${more > 0 ? `, +${more} more` : ""}` : NONE);
-  w.kv(1, "Nominated Worker", adm.nominated_worker ?? NONE);
 }
 
 /** "fits on w1 when T17 and T21 end, ~2m", then the verified changes that would let it fit. */

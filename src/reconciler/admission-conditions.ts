@@ -9,7 +9,7 @@
 import { admit, explainTask, summarize, taskView, type Decision } from "../admission/index.ts";
 import { getCondition, isQueued, setCondition, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { LoomEvent, SchedulerContext } from "../scheduler/context.ts";
-import { nominate } from "../scheduler/nomination.ts";
+import { nominate, nominationChanged, setNomination, type Nomination } from "../scheduler/nomination.ts";
 import type { ClaimQueue } from "../scheduler/queue.ts";
 import { without } from "../scheduler/why.ts";
 import { isStoreError } from "../store/errors.ts";
@@ -126,20 +126,20 @@ export class AdmissionConditions {
       views.push(this.ctx.workerView(w));
       if (slice.due()) await slice.pause();
     }
-    // Nominations first, so this pass's answers (and every claim after it) see them.
-    const nom = nominate(this.ctx, this.queue, views, now, (this.ctx.opts.nominateAfterSeconds ?? 60) * 1000);
-    this.ctx.nominations = nom.byWorker;
+    // Nominations first, so this pass's answers see them; claims see them once stored.
+    const nom = nominate(this.ctx, this.queue, views, now, this.ctx.opts.nominateAfterSeconds ?? 60);
+    const nominees = new Map<string, Nomination>([...nom.byWorker.values()].map((n) => [n.task.name, n]));
     if (nom.nextDue < Infinity) this.nextDue = Math.min(this.nextDue, nom.nextDue);
     for (const [i, v] of views.entries()) {
       const n = nom.byWorker.get(v.name);
-      views[i] = n ? { ...v, nominee: { ...n, now } } : { ...v, nominee: undefined };
+      views[i] = n ? { ...v, nominee: { task: n.task, blockers: n.blockers, starts_at: n.starts_at, now } } : { ...v, nominee: undefined };
     }
     /** Each worker as it would be with its leases ended, built on first use. */
     const emptied: (ReturnType<typeof without> | undefined)[] = [];
     const emptiedAt = (i: number) => (emptied[i] ??= without(views[i], new Set(views[i].leases.map((l) => l.task))));
     const ops: TxnOp[] = [];
-    /** news[i]: the Event ops[i] announces once it is written (a changed reason or shortfall). */
-    const news: (LoomEvent | undefined)[] = [];
+    /** news[i]: the Events ops[i] announces once it is written (a changed reason or shortfall, a nomination taken or ended). */
+    const news: LoomEvent[][] = [];
     const standings: Standing[] = [];
     let deferred = false;
     // A snapshot of the shapes: the queue may change while the pass yields.
@@ -174,16 +174,24 @@ export class AdmissionConditions {
         if (ops.length >= this.opts.maxWritesPerPass) { deferred = true; break; }
         const t = this.ctx.task(name);
         if (!t || !isQueued(t.status?.state ?? "queued")) continue;
-        const next = this.apply(t, wanted, now);
+        let next = this.apply(t, wanted, now);
+        const events = next ? [pendingNews(t, wanted)] : [];
+        // A nomination taken, moved or ended is written at once: other replicas' claims read it.
+        const n = nominees.get(name);
+        if (nominationChanged(t.status, n)) {
+          next ??= structuredClone(t.status ?? {});
+          const ended = wanted.admitted.status === "True" ? { reason: "WorkerAvailable", message: "a worker admits it now" } : { reason: "NotNominated", message: "no worker is held for it now" };
+          events.push(setNomination(t, next, n, new Date(now).toISOString(), ended));
+        }
         if (next) {
           ops.push({ op: "updateStatus", object: { ...(t as unknown as StoredObject), status: next } });
-          news.push(pendingNews(t, wanted));
+          news.push(events.filter((e) => e !== undefined));
           standings.push(wanted.standing);
         }
       }
     }
     // An Event is recorded only for a write that landed, so a lost write never repeats one.
-    const announce = (j: number) => { const e = news[j]; if (e) this.ctx.recordEvent(e); };
+    const announce = (j: number) => { for (const e of news[j]) this.ctx.recordEvent(e); };
     for (let i = 0; i < ops.length; i += 200) {
       const chunk = ops.slice(i, i + 200);
       try {

@@ -11,7 +11,8 @@ import { mergeProfiles, profileShapeErrors } from "./profile.ts";
 import { type ItemFieldError, dedupeErrors, fieldError, isPlainObject, rebaseField } from "./input-errors.ts";
 import { readV1Manifest } from "./v1-manifest.ts";
 
-export const MANIFEST_KEYS = ["schema_version", "campaign_id", "defaults", "cases"] as const;
+/** `nominate_after_seconds` is the campaign's starvation threshold, copied into each task (see the Campaign CRD). */
+export const MANIFEST_KEYS = ["schema_version", "campaign_id", "nominate_after_seconds", "defaults", "cases"] as const;
 
 /**
  * The keys a case may have. Identity, scheduling, then what the Runner executes; the
@@ -321,6 +322,7 @@ export function expandCampaign(campaign: Campaign): ExpandResult {
       package_id,
       required_capability: first(c.required_capability, d.required_capability) ?? DEFAULT_CAPABILITY,
       priority: first(c.priority, d.priority) ?? 0,
+      ...(spec.nominate_after_seconds !== undefined ? { nominate_after_seconds: spec.nominate_after_seconds } : {}),
       execution_profile: profile,
       retry_policy: retry,
       payload: finalPayload,
@@ -342,6 +344,7 @@ export function expandCampaign(campaign: Campaign): ExpandResult {
     });
 
     for (const e of validateObject(task)) {
+      if (e.field.startsWith("spec.nominate_after_seconds")) continue; // the Campaign's own field: its schema reports it once
       const field = taskFieldToCase(e.field, at, c, d);
       const message = e.field === "metadata.name" ? `task id "${id}" ${e.message}` : e.message;
       caseErrors.push(field.startsWith("defaults") ? { ...e, field, message } : { ...e, field, message, subject });
@@ -402,7 +405,7 @@ export function manifestToCampaign(input: unknown): { campaign?: Campaign; error
   else if (doc.cases.length === 0) errors.push(fieldError("cases", "must list at least one case"));
   const name = slug(typeof cid === "string" ? cid : "");
   const spec: Obj = Object.fromEntries(
-    Object.entries({ schema_version: doc.schema_version, campaign_id: cid, defaults: doc.defaults, cases: doc.cases }).filter(([, v]) => v !== undefined),
+    Object.entries({ schema_version: doc.schema_version, campaign_id: cid, nominate_after_seconds: doc.nominate_after_seconds, defaults: doc.defaults, cases: doc.cases }).filter(([, v]) => v !== undefined),
   );
   const campaign = {
     apiVersion: API_VERSION as Campaign["apiVersion"],

@@ -7,6 +7,8 @@ export interface CampaignSpec {
   schema_version?: number;
   /** Campaign identifier; task names start with it. */
   campaign_id: string;
+  /** Seconds a task of this campaign may wait queued, fitting nowhere, before it nominates (holds) the worker where it could start soonest. Copied into each task's spec. Default: the Hub's --nominate-after-seconds (60). */
+  nominate_after_seconds?: number;
   /** Values every case inherits; case values override them. */
   defaults?: Record<string, unknown>;
   /** The cases; each becomes one Task (case values override defaults, resources merge by name). */
@@ -100,8 +102,10 @@ export interface TaskSpec {
   package_id?: string;
   /** Empty matches any worker. */
   required_capability?: string;
-  /** Higher is claimed first. */
+  /** Higher is claimed first. A queued task that fits nowhere and outranks a lease it waits on nominates that lease's worker at once (see nominate_after_seconds). */
   priority?: number;
+  /** Seconds this task may wait queued, fitting nowhere, before it nominates (holds) the worker where it could start soonest; that worker then admits only work that cannot delay it. Copied from its Campaign's nominate_after_seconds. Default: the Hub's --nominate-after-seconds (60). */
+  nominate_after_seconds?: number;
   /** Placement and resources the task needs. Default: shared, no resources. */
   execution_profile?: TaskSpecExecutionProfile;
   /** When a failed attempt is retried automatically. */
@@ -193,6 +197,10 @@ export interface TaskStatus {
   issues?: string[];
   /** Workers a retry must avoid. */
   excluded_workers?: string[];
+  /** The worker this queued task has nominated: it fits nowhere now, and has waited past its threshold or outranks a lease it waits on, so that worker is held for it and admits only work that cannot delay it. Absent when not nominated; cleared when the task is leased, finishes or is cancelled. The Nominated condition says why. */
+  nominated_worker?: string;
+  /** With nominated_worker: the active leases on that worker (task names) this task waits on; once they end it fits. */
+  nomination_blockers?: string[];
   /** When the task reached a final state (RFC 3339). */
   finished_at?: string;
   /** Conditions, one per type (Kubernetes conventions); see `loom describe`. */

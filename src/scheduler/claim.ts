@@ -8,6 +8,7 @@ import { cacheAffinity, type CacheAffinity } from "./affinity.ts";
 import type { SchedulerContext } from "./context.ts";
 import { HubError } from "./errors.ts";
 import { grantLease } from "./lifecycle.ts";
+import { nominationEnded } from "./nomination.ts";
 import type { ClaimQueue } from "./queue.ts";
 
 export type Leased = { task: Task; decision: Decision; affinity: CacheAffinity };
@@ -86,6 +87,8 @@ export async function commitLeases(
   const written = (await ctx.commit(ops)) as unknown as Task[];
   return written.map((task, i) => {
     const decision = picks[i].decision;
+    const held = picks[i].task.status?.nominated_worker;
+    if (held) ctx.recordEvent(nominationEnded(task, held, `leased to ${worker.metadata.name}`));
     ctx.recordEvent({ object: task as unknown as StoredObject, type: "Normal", reason: "LeaseGranted", message: `leased to ${worker.metadata.name} (${opts.mode}, epoch ${task.status?.attempt}); reserved ${fmtReservation(decision.admission.requested)}` });
     return { task, decision, affinity: cacheAffinity(task, worker.metadata.name, live) };
   });

@@ -9,7 +9,7 @@ import type { Applied, Store, StoredObject, TxnOp } from "../store/store.ts";
 import { HubError } from "./errors.ts";
 import { Liveness } from "./liveness.ts";
 import { Mutex } from "./mutex.ts";
-import type { Nomination } from "./nomination.ts";
+import { NOMINATED_INDEX, nominatedIndexFn, storedNominee } from "./nomination.ts";
 
 export type SchedulerOptions = {
   /** A worker whose last call is older than this is not Ready. */
@@ -18,7 +18,7 @@ export type SchedulerOptions = {
   defaultMaxAttempts: number;
   /** Where result ZIPs are kept. */
   resultsDir: string;
-  /** A queued task that fits nowhere this long nominates a worker (default 60). */
+  /** A queued task that fits nowhere this long nominates a worker (default 60); a task's spec.nominate_after_seconds wins. */
   nominateAfterSeconds?: number;
 };
 
@@ -37,8 +37,6 @@ export class SchedulerContext {
   /** Inside locked(): the durability promises of the writes made there. */
   private readonly unflushed = new AsyncLocalStorage<Promise<void>[]>();
   private readonly wakers = new Set<() => void>();
-  /** worker -> the starving task it is held for (nomination.ts); replaced whole by each pass. */
-  nominations = new Map<string, Nomination>();
   /** Records an Event about an object; the Hub wires the event recorder in. */
   recordEvent: (e: LoomEvent) => void = () => {};
   observer: SchedulerObserver = { commit: () => {}, claim: () => {} };
@@ -55,6 +53,8 @@ export class SchedulerContext {
       return isActive(t.status?.state) && t.status?.lease ? [t.status.lease.worker] : [];
     });
     cache.addIndex("Task", "state", (o) => [(o as Task).status?.state ?? "queued"]);
+    // Queued tasks by the worker they nominated (status.nominated_worker): what a claim asks.
+    cache.addIndex("Task", NOMINATED_INDEX, nominatedIndexFn);
   }
 
   task(name: string): Task | undefined {
@@ -70,7 +70,10 @@ export class SchedulerContext {
     return this.cache.byIndex<Task & StoredObject>("Task", "state", state);
   }
 
-  /** The admission view of a worker now: its leases (reservations derived) and its liveness. */
+  /**
+   * The admission view of a worker now: its leases (reservations derived), its liveness and
+   * the stored nomination holding it, if any (one index lookup).
+   */
   workerView(w: Worker): WorkerView {
     const leases = this.activeTasksOn(w.metadata.name).map(leaseView).filter((l) => l !== undefined);
     const name = w.metadata.name;
@@ -78,8 +81,8 @@ export class SchedulerContext {
       ready: this.liveness.ready(name, this.now()),
       reported_active: this.liveness.get(name)?.reportedActive ?? 0,
     });
-    const n = this.nominations.get(name);
-    return n ? { ...v, nominee: { ...n, now: this.now() } } : v;
+    const n = storedNominee(this, v, this.now());
+    return n ? { ...v, nominee: n } : v;
   }
 
   /**

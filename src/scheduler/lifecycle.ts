@@ -41,6 +41,7 @@ export function grantLease(task: Task, g: LeaseGrant, now: number): TaskStatus {
   st.conditions ??= [];
   setCondition(st.conditions, { type: "Leased", status: "True", reason: "LeaseGranted", message: `leased to ${g.worker} (epoch ${attempt}) until ${st.lease.lease_until}` }, iso(now));
   setCondition(st.conditions, { type: "Admitted", status: "True", reason: "Admitted", message: `admitted on ${g.worker}` }, iso(now));
+  clearNomination(st, "Leased", `leased to ${g.worker}`, iso(now));
   return st;
 }
 
@@ -77,6 +78,19 @@ export function endLease(status: TaskStatus, next: TaskState, now: number, outco
 
 export const FAILED_STATES: readonly string[] = ["dirty", "run_error", "blocked", "cancelled", "lease_expired"];
 
+/**
+ * A task that leaves the queue (leased, finished, cancelled) holds no worker: its
+ * nomination is removed and a Nominated condition, if it had one, turns False. Returns the
+ * worker it held, if any.
+ */
+export function clearNomination(st: TaskStatus, reason: string, message: string, nowIso: string, generation?: number): string | undefined {
+  const held = st.nominated_worker;
+  delete st.nominated_worker;
+  delete st.nomination_blockers;
+  if (st.conditions?.some((c) => c.type === "Nominated")) setCondition(st.conditions, { type: "Nominated", status: "False", reason, message: held ? `no longer holds ${held}: ${message}` : message, ...(generation !== undefined ? { observedGeneration: generation } : {}) }, nowIso);
+  return held;
+}
+
 /** Succeeded / Failed conditions for a task that reached a final state. */
 export function markFinal(st: TaskStatus, now: number, reason: string, message: string): TaskStatus {
   st.conditions ??= [];
@@ -84,6 +98,7 @@ export function markFinal(st: TaskStatus, now: number, reason: string, message: 
   setCondition(st.conditions, { type: failed ? "Failed" : "Succeeded", status: "True", reason, message }, iso(now));
   st.conditions = st.conditions.filter((c: Condition) => c.type !== (failed ? "Succeeded" : "Failed"));
   st.finished_at = iso(now);
+  clearNomination(st, reason, `finished: ${st.state}`, iso(now));
   return st;
 }
 

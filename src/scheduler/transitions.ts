@@ -11,6 +11,7 @@ import type { SchedulerContext } from "./context.ts";
 import { checkRequest, HubError } from "./errors.ts";
 import { LIMITS } from "../resources/limits.ts";
 import { endLease, markFinal, requeue } from "./lifecycle.ts";
+import { nominationEnded } from "./nomination.ts";
 import { adjustConcurrency } from "./tuning.ts";
 
 const MIN_LEASE_SECONDS = 30;
@@ -252,8 +253,10 @@ export async function fail(ctx: SchedulerContext, body: Record<string, unknown>)
 }
 
 export async function cancel(ctx: SchedulerContext, taskId: string) {
+  let held: string | undefined;
   const out = await ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
     const old = t.status?.state ?? "queued";
+    held = t.status?.nominated_worker;
     if (old === "cancelled") return { result: { ok: true, task_id: taskId, old_state: old, new_state: old } };
     // Cancel ends the lease at once, releasing the reservation; the old holder is fenced off.
     const status = markFinal(endLease(t.status ?? { state: "queued", attempt: 1 }, "cancelled", ctx.now(), "cancelled", "Cancelled"), ctx.now(), "Cancelled", "cancelled by an operator");
@@ -261,6 +264,7 @@ export async function cancel(ctx: SchedulerContext, taskId: string) {
   });
   const t = ctx.task(taskId);
   if (t) ctx.recordEvent({ object: t as unknown as StoredObject, type: "Normal", reason: "Cancelled", message: "cancelled; any lease released" });
+  if (t && held && out.new_state === "cancelled" && out.old_state !== "cancelled") ctx.recordEvent(nominationEnded(t, held, "cancelled"));
   return out;
 }
 

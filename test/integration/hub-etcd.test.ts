@@ -114,4 +114,29 @@ describe.skipIf(etcdMissing)("Hub replicas on etcd", () => {
     expect(rec.violations).toEqual([]);
     expect(rec.maxActiveSeen).toBe(2);
   });
+
+  it("a nomination the leader stores holds its worker for claims served by every replica", async () => {
+    const leader = await eventually(() => hubs.find((h) => h.controllers), "a leader running the conditions pass");
+    const others = hubs.filter((h) => h !== leader);
+    // The worker calls the leader too, so the leader's pass counts it Ready.
+    expect((await post(leader.url, "/api/workers/register", registerBody("held", { capabilities: ["held"], max_concurrency: 2, initial_concurrency: 2 }))).status).toBe(200);
+    const dispatch = (tasks: Json[]) => post(others[0].url, "/api/tasks/dispatch", { schema_version: 1, operator: "test", tasks });
+    expect((await dispatch([{ task_id: "held-low", required_capability: "held", payload: { runner: "noop", timeout_seconds: 30 } }])).status).toBe(201);
+    /** A claim for the worker through `h`; undefined while it grants nothing (the replica's informer may lag). */
+    const claimOn = async (h: Hub, limit: number) => { const t = (await post(h.url, "/api/tasks/claim", { worker_id: "held", limit, lease_seconds: 60 })).body.tasks as Json[] | undefined; return t?.length ? t : undefined; };
+    const first = await eventually(() => claimOn(others[0], 1), "held-low claimed");
+    expect(first.map((t: Json) => t.task_id)).toEqual(["held-low"]);
+    // It outranks held-low, so it nominates at once (the Hub's threshold is 60 s).
+    expect((await dispatch([{ task_id: "held-urgent", priority: 3, required_capability: "held", execution_profile: { placement: "exclusive", resources: {} }, payload: { runner: "noop", timeout_seconds: 30 } }])).status).toBe(201);
+    for (const h of hubs) await eventually(() => (h.cache.get("Task", "held-urgent") as Json | undefined)?.status?.nominated_worker === "held", `replica ${hubs.indexOf(h)} sees the nomination`);
+    // Work that would delay the nominee is refused through every replica that does not lead.
+    expect((await dispatch([{ task_id: "held-filler", required_capability: "held", payload: { runner: "noop", timeout_seconds: 600 } }])).status).toBe(201);
+    for (const h of others) {
+      await eventually(() => h.cache.get("Task", "held-filler"), "the filler is known");
+      expect(await claimOn(h, 2)).toBeUndefined();
+    }
+    expect((await post(others[1].url, "/api/tasks/complete", { worker_id: "held", task_id: "held-low", result: {} })).status).toBe(200);
+    const next = await eventually(() => claimOn(others[1], 2), "the nominee claimed");
+    expect(next.map((t: Json) => t.task_id)).toEqual(["held-urgent"]);
+  });
 });

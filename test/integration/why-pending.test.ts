@@ -28,14 +28,16 @@ async function admission(id: string): Promise<Json> {
  * w2: 2048 MB, empty and not claiming. Both offer only the capability linux.
  * Queued, in claim order: t3-high (prio 5, 6000), t1-early (4000), t2-big (4000),
  * plus t4-nocap (prio 9, needs a capability nobody has) and t5-huge (prio 9, 100000 MB).
+ * The leases have priority 5, so t3-high outranks none of them and nominates no worker
+ * (nomination.test.ts covers that): the answers here are admission's alone.
  */
 async function setUp(): Promise<void> {
   await ok("/api/workers/register", registerBody("w1", { capabilities: ["linux"] }));
   await ok("/api/workers/register", registerBody("w2", { capabilities: ["linux"], health: { hostname: "w2", resources: { cpu_count: 4, mem_available_mb: 2048, disk_available_mb: 50_000 } } }));
   await dispatch([
-    task("a1", 3000, { payload: { runner: "noop", timeout_seconds: 100 } }),
-    task("a2", 3000, { payload: { runner: "noop", timeout_seconds: 300 } }),
-    task("a3", 1000, { payload: { runner: "noop", phases: [{ name: "p", command: "true", timeout_seconds: 20 }, { name: "q", command: "true", timeout_seconds: 30 }] } }),
+    task("a1", 3000, { priority: 5, payload: { runner: "noop", timeout_seconds: 100 } }),
+    task("a2", 3000, { priority: 5, payload: { runner: "noop", timeout_seconds: 300 } }),
+    task("a3", 1000, { priority: 5, payload: { runner: "noop", phases: [{ name: "p", command: "true", timeout_seconds: 20 }, { name: "q", command: "true", timeout_seconds: 30 }] } }),
   ]);
   const c = await ok("/api/tasks/claim", { worker_id: "w1", limit: 10, lease_seconds: 600 });
   expect(c.tasks.map((t: Json) => t.task_id).sort()).toEqual(["a1", "a2", "a3"]);

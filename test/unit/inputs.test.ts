@@ -332,6 +332,18 @@ describe("campaign manifest v1 -> Campaign -> Tasks", () => {
     });
   });
 
+  it("the campaign's nominate_after_seconds is copied into every task; a bad one is reported once, on the campaign field", () => {
+    const r = convertManifest({ ...manifest([c(), c({ case_id: "b" })]), nominate_after_seconds: 5 });
+    expect(fields(r.errors)).toEqual([]);
+    expect(r.campaign!.spec.nominate_after_seconds).toBe(5);
+    expect(r.tasks.map((t) => t.spec.nominate_after_seconds)).toEqual([5, 5]);
+    expect(onlyTask(manifest([c()])).spec).not.toHaveProperty("nominate_after_seconds");
+    for (const bad of [0, 1.5, "60"]) {
+      const b = convertManifest({ ...manifest([c()]), nominate_after_seconds: bad });
+      expect(b.errors.map((e) => e.field), String(bad)).toEqual(["nominate_after_seconds"]);
+    }
+  });
+
   it("the Task is labelled with and owned by its Campaign (uid when known)", () => {
     const { campaign } = convertManifest(manifest([c()]));
     const stored = { ...campaign!, metadata: { ...campaign!.metadata, uid: "u-1" } } as Campaign;
