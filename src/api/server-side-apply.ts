@@ -156,8 +156,10 @@ function mergeInto(target: Body, v: Body): void {
   }
 }
 
+/** Whether `a` is `b` or lies under it. */
+const under = (a: Path, b: Path) => b.length <= a.length && b.every((k, i) => a[i] === k);
 /** Whether one path is the other or lies under it. */
-const overlaps = (a: Path, b: Path) => a.length <= b.length ? a.every((k, i) => b[i] === k) : b.every((k, i) => a[i] === k);
+const overlaps = (a: Path, b: Path) => under(a, b) || under(b, a);
 
 function readEntries(v: unknown): ManagedFieldsEntry[] {
   if (!Array.isArray(v)) return [];
@@ -214,8 +216,8 @@ export function applyConfiguration(cur: Body | undefined, applied: Body, o: Appl
 
   // Fields this manager set before and leaves out now go, unless someone still holds them.
   for (const p of before.values()) {
-    if ([...mine.values()].some((q) => overlaps(p, q))) continue;
-    if (others.some((x) => x.fields && [...x.fields.values()].some((q) => overlaps(p, q)))) continue;
+    if ([...mine.values()].some((q) => under(q, p))) continue;
+    if (others.some((x) => x.fields && [...x.fields.values()].some((q) => under(q, p)))) continue;
     removeAt(base, p);
   }
   mergeInto(base, config);
