@@ -39,7 +39,7 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
   // v1 Runners send JSON with or without a content type; an empty body means {}.
   f.removeAllContentTypeParsers();
   f.addContentTypeParser("*", { parseAs: "buffer" }, (req, body: Buffer, done) => {
-    // Server-side apply sends YAML; the resource API refuses it with a Status of its own.
+    // Server-side apply sends YAML (or JSON, which is YAML too); the resource API parses it (server-side-apply.ts).
     if (req.headers["content-type"]?.startsWith("application/apply-patch+yaml")) return done(null, body);
     if (body.length === 0) return done(null, {});
     // Refused before parsing: nothing downstream (validation, merge, clone) ever meets a deep value.

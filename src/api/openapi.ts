@@ -17,7 +17,7 @@ export function openApiDocument() {
   for (const crd of loadCrds().values()) {
     const item = `/apis/${API_VERSION}/${crd.plural}/{name}`;
     const common = { "x-kubernetes-group-version-kind": gvk(crd.kind) };
-    const writeParams = [query("dryRun", "not supported; Loom applies writes"), query("fieldManager", "accepted and ignored"), query("fieldValidation", "Loom always validates strictly against the CRD schema")];
+    const writeParams = [query("dryRun", "not supported; Loom applies writes"), query("fieldManager", "who makes the write; required by server-side apply, which records the fields each manager applied in metadata.managedFields"), query("force", "server-side apply: take over fields another manager owns instead of answering Conflict"), query("fieldValidation", "Loom always validates strictly against the CRD schema")];
     paths[`/apis/${API_VERSION}/${crd.plural}`] = {
       get: { ...common, operationId: `list${crd.kind}`, "x-kubernetes-action": "list", parameters: [query("labelSelector", "label selector"), query("fieldSelector", "field selector"), query("watch", "watch for changes"), query("resourceVersion", "revision to list or watch from")], responses: ok(crd.kind) },
       post: { ...common, operationId: `create${crd.kind}`, "x-kubernetes-action": "post", parameters: writeParams, responses: ok(crd.kind) },

@@ -1,6 +1,7 @@
 // The resource API, /apis/loom.dev/v1alpha1: every CRD kind as a Kubernetes-style resource
-// (list, watch, create, get, update, merge patch, delete, and the status subresource), plus
-// Events, read-only, for `describe`. Kinds and plurals come from the CRDs.
+// (list, watch, create, get, update, merge patch, JSON Patch, server-side apply, delete, and
+// the status subresource), plus Events, read-only, for `describe`. Kinds and plurals come
+// from the CRDs.
 //
 // Reads of CRD kinds come from the informer (map lookups); every write goes through the store,
 // which validates it against the CRD schema, and the reply waits until the informer has seen
@@ -14,6 +15,7 @@ import type { StoredObject } from "../store/store.ts";
 import { mergePatch } from "./merge-patch.ts";
 import { byLastTimestamp, type EventObject } from "../reconciler/events.ts";
 import { applyJsonPatch, JsonPatchError } from "./json-patch.ts";
+import { applyConfiguration, managerParam, parseApplyBody } from "./server-side-apply.ts";
 import { objectMatcher } from "./selectors.ts";
 import { authRefusalAsStatus, badRequest, sendStatus, status, statusErrorHandler, StatusError, type Target } from "./status.ts";
 import { DEFAULT_WATCH_CONFIG, WatchStream, type WatchConfig } from "./watch.ts";
@@ -109,15 +111,13 @@ function withoutStatus(o: StoredObject): Body {
   return rest;
 }
 
-/** The PATCH format a request names: JSON merge patch or JSON Patch. */
-function patchType(req: FastifyRequest): "merge" | "json" {
+/** The PATCH format a request names: JSON merge patch, JSON Patch or server-side apply. */
+function patchType(req: FastifyRequest): "merge" | "json" | "apply" {
   const type = (req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
   if (type === "application/merge-patch+json" || type === "application/json") return "merge";
   if (type === "application/json-patch+json") return "json";
-  // Server-side apply needs field ownership per manager, which Loom does not track; saying so beats a silent merge.
-  if (type === "application/apply-patch+yaml")
-    throw new StatusError("UnsupportedMediaType", 415, "server-side apply is not supported: Loom does not track field managers. Use client-side apply (kubectl apply without --server-side), or kubectl patch --type=merge|json");
-  throw new StatusError("UnsupportedMediaType", 415, `PATCH takes a JSON merge patch (application/merge-patch+json, kubectl patch --type=merge) or a JSON Patch (application/json-patch+json, --type=json); got ${type ? `"${type}"` : "no Content-Type"}`);
+  if (type === "application/apply-patch+yaml") return "apply";
+  throw new StatusError("UnsupportedMediaType", 415, `PATCH takes a JSON merge patch (application/merge-patch+json, kubectl patch --type=merge), a JSON Patch (application/json-patch+json, --type=json) or an apply configuration (application/apply-patch+yaml, kubectl apply --server-side); got ${type ? `"${type}"` : "no Content-Type"}`);
 }
 
 export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOptions = {}): Promise<void> {
@@ -205,8 +205,8 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
       throw invalid(r, name, "status.lease.worker", `names no worker: ${JSON.stringify(lease.worker)} does not exist`);
   };
 
-  async function create(r: Resource, req: FastifyRequest, reply: FastifyReply) {
-    const obj = objectFor(r, req.body);
+  /** A create stores the object with Loom's initial status, whatever status it was given. */
+  async function createObject(r: Resource, req: FastifyRequest, reply: FastifyReply, obj: StoredObject) {
     delete obj.status;
     const init = INITIAL_STATUS[r.kind];
     if (init) obj.status = init();
@@ -214,6 +214,8 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
     await settle(req, rvOf(created));
     return reply.code(201).send(created);
   }
+
+  const create = (r: Resource, req: FastifyRequest, reply: FastifyReply) => createObject(r, req, reply, objectFor(r, req.body));
 
   async function replace(r: Resource, req: FastifyRequest, sub: "main" | "status") {
     const { name } = req.params as { name: string };
@@ -227,8 +229,45 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
     return written;
   }
 
-  async function patch(r: Resource, req: FastifyRequest, sub: "main" | "status") {
+  /** Server-side apply: create the object if absent, else merge the manager's configuration into it (server-side-apply.ts). */
+  async function apply(r: Resource, req: FastifyRequest, reply: FastifyReply) {
+    const { name } = req.params as { name: string };
+    const q = req.query as Query;
+    const manager = managerParam(param(q, "fieldManager"));
+    const force = boolParam(q, "force");
+    const applied = objectFor(r, parseApplyBody(req.body), name);
+    const rv = applied.metadata.resourceVersion as unknown;
+    if (rv !== undefined && rv !== null && typeof rv !== "string") throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
+    // A resourceVersion in the configuration is a precondition, as in a merge patch.
+    const pinned = typeof rv === "string" && rv !== "" ? rv : undefined;
+    const opts = { manager, force, apiVersion: r.apiVersion };
+    for (let attempt = 1; ; attempt++) {
+      const cur = await hub.store.get(r.kind, name);
+      try {
+        if (!cur) {
+          if (pinned) throw notFound(r.kind, name);
+          return await createObject(r, req, reply, objectFor(r, applyConfiguration(undefined, applied, { ...opts, now: new Date().toISOString() }), name));
+        }
+        const next = objectFor(r, applyConfiguration(cur, applied, { ...opts, now: new Date().toISOString() }), name);
+        next.metadata.resourceVersion = pinned ?? cur.metadata.resourceVersion;
+        if (jsonEqual(next, cur)) return cur;
+        const written = await hub.store.update(next);
+        await settle(req, rvOf(written));
+        return written;
+      } catch (e) {
+        // A concurrent write (or create) between the read and this write: read again and re-apply.
+        if (pinned || !(isStoreError(e, "Conflict") || isStoreError(e, "AlreadyExists")) || attempt >= PATCH_ATTEMPTS) throw e;
+      }
+    }
+  }
+
+  async function patch(r: Resource, req: FastifyRequest, reply: FastifyReply, sub: "main" | "status") {
     const type = patchType(req);
+    if (type === "apply") {
+      // Status is Loom's to write; a status write that is a merge or JSON patch stays possible for tools that must.
+      if (sub === "status") throw new StatusError("UnsupportedMediaType", 415, "server-side apply is for an object's spec and metadata; status is written by Loom (patch it with --type=merge or --type=json if you must)");
+      return apply(r, req, reply);
+    }
     const { name } = req.params as { name: string };
     if (type === "merge" && !isObject(req.body)) throw badRequest("a merge patch for a resource must be a JSON object");
     const p = req.body;
@@ -300,12 +339,12 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
         notAllowed(coll, ["GET", "POST"]);
         api.get(item, (req) => getOne(r, req));
         api.put(item, (req) => replace(r, req, "main"));
-        api.patch(item, (req) => patch(r, req, "main"));
+        api.patch(item, (req, reply) => patch(r, req, reply, "main"));
         api.delete(item, (req) => remove(r, req));
         notAllowed(item, ["GET", "PUT", "PATCH", "DELETE"]);
         api.get(`${item}/status`, (req) => getObject(r, (req.params as { name: string }).name));
         api.put(`${item}/status`, (req) => replace(r, req, "status"));
-        api.patch(`${item}/status`, (req) => patch(r, req, "status"));
+        api.patch(`${item}/status`, (req, reply) => patch(r, req, reply, "status"));
         notAllowed(`${item}/status`, ["GET", "PUT", "PATCH"]);
       }
       api.get(`/${EVENTS.plural}`, (req, reply) => listOrWatch(EVENTS, req, reply));

@@ -1,6 +1,9 @@
 // `loom quickstart` (npm start): a Hub on the embedded store that syncs the example
 // inventory and campaign from examples/, plus one local `loom runner` process for each
-// example worker, so `loom get tasks -w` shows real admission at once.
+// example worker, so `loom get tasks -w` shows real admission at once. The example tasks
+// work in steps of a second, eight steps each, and there are more of them than the workers
+// hold at once: for about half a minute tasks wait on memory, on concurrency and on an
+// exclusive host, then lease, run and finish.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, rmSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
@@ -22,6 +25,7 @@ export function quickstartCommand(): Command {
     .option("--inventory <path>", "inventory to sync", join(ROOT, "examples", "inventory.json"))
     .option("--manifests <path>", "campaign manifests to sync", join(ROOT, "examples", "loom-resource-admission.manifest.json"))
     .option("--no-runners", "start only the Hub")
+    .option("--step-ms <ms>", "how long each step of an example task takes (LOOM_EXAMPLE_STEP_SECONDS for the Runners)", intArg("--step-ms", 0, 60_000), 1000)
     .option("--reset", "start clean: remove the data dir's store, results and Runner state first")
     .action(async (o) => {
       const dataDir = resolve(o.dataDir);
@@ -48,7 +52,7 @@ export function quickstartCommand(): Command {
           ];
           mkdirSync(join(dataDir, "runners", w.metadata.name), { recursive: true });
           // Own process group: a terminal's Ctrl-C reaches the quickstart, which stops each Runner once, gracefully.
-          const child = spawn(process.execPath, args, { stdio: ["ignore", "inherit", "inherit"], env: process.env, detached: true });
+          const child = spawn(process.execPath, args, { stdio: ["ignore", "inherit", "inherit"], env: { ...process.env, LOOM_EXAMPLE_STEP_SECONDS: String(o.stepMs / 1000) }, detached: true });
           children.push(child);
           say(`runner ${w.metadata.name} started (pid ${child.pid})`);
         }
@@ -57,7 +61,7 @@ export function quickstartCommand(): Command {
       process.once("exit", () => { for (const c of children) if (c.exitCode === null) c.kill("SIGKILL"); });
       const cli = `node ${relative(process.cwd(), BIN) || BIN}`;
       say(`\nthe CLI: ${cli} (or \`npm link\` once, then \`loom\`); outside this folder \`npx loom\` is another package`);
-      say(`try:  ${cli} get workers\n      ${cli} get tasks -w\n      ${cli} describe task loom-resource-admission__oversized__baseline__run-001\n      ${cli} logs loom-resource-admission__full-host__baseline__run-001\n      ${cli} worker-capacity\nstart clean next time with: npm start -- --reset\nCtrl-C stops everything.\n`);
+      say(`try:  ${cli} get workers\n      ${cli} get tasks -w\n      ${cli} describe task loom-resource-admission__oversized__baseline__run-001\n      ${cli} logs -f loom-resource-admission__full-host__baseline__run-001\n      ${cli} worker-capacity\nstart clean next time with: npm start -- --reset\nCtrl-C stops everything.\n`);
       await new Promise<void>((res) => {
         process.once("SIGINT", () => res());
         process.once("SIGTERM", () => res());

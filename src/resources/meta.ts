@@ -14,6 +14,18 @@ export type ObjectMeta = {
   creationTimestamp?: string;
   deletionTimestamp?: string;
   ownerReferences?: OwnerReference[];
+  /** Which field manager set which fields, recorded by server-side apply (fieldsV1). */
+  managedFields?: ManagedFieldsEntry[];
+};
+
+export type ManagedFieldsEntry = {
+  manager: string;
+  operation: string;
+  apiVersion: string;
+  time: string;
+  fieldsType: "FieldsV1";
+  fieldsV1: Record<string, unknown>;
+  subresource?: string;
 };
 
 export type Resource<K extends string, S, St> = {

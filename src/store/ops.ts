@@ -79,6 +79,8 @@ function changedObject(op: "update" | "updateStatus", input: StoredObject, cur: 
       ...input,
       metadata: {
         ...input.metadata,
+        // A write that leaves managedFields out keeps them (server-side apply's record); [] clears them.
+        ...(input.metadata.managedFields === undefined && cur.metadata.managedFields !== undefined ? { managedFields: cur.metadata.managedFields } : {}),
         uid: cur.metadata.uid,
         creationTimestamp: cur.metadata.creationTimestamp,
         generation: (cur.metadata.generation ?? 1) + (jsonEqual(cur.spec, input.spec) ? 0 : 1),

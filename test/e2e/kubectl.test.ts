@@ -1,7 +1,7 @@
 // The real kubectl against a live Hub: discovery, server-side Tables (the same cells as
 // `loom get`), -o yaml|wide, selectors, short names, describe with Events, get -w, the
-// writes (apply, merge patch, label, delete), a rejected apply, and a bearer token over
-// HTTPS. Data is set up through the Hub's HTTP API; each kubectl run costs about 0.3 s, so
+// writes (apply, merge and JSON patch, server-side apply with two field managers, label,
+// delete), a rejected apply, and a bearer token over HTTPS. Data is set up through the Hub's HTTP API; each kubectl run costs about 0.3 s, so
 // independent runs go in parallel and one Hub serves the whole file (a second one, with
 // TLS and a token, serves the token tests).
 //
@@ -350,6 +350,71 @@ suite(title, () => {
       const gone = await kubectl("get", "worker", "w-apply");
       expect(gone.code).toBe(1);
       expect(gone.stderr).toMatch(/NotFound|not found/);
+    });
+
+    it("patch --type=json applies test, add, replace and remove as one write; a failing test changes nothing", async () => {
+      const created = await post(h.url, `${API}/workers`, { metadata: { name: "w-jsonpatch", labels: { team: "eval" } }, spec: { max_concurrency: 2, capabilities: ["linux"] } });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      const ops = [
+        { op: "test", path: "/spec/max_concurrency", value: 2 },
+        { op: "replace", path: "/spec/max_concurrency", value: 3 },
+        { op: "add", path: "/spec/capabilities/-", value: "gpu" },
+        { op: "add", path: "/spec/host", value: "jp-1.example" },
+        { op: "remove", path: "/metadata/labels/team" },
+      ];
+      const patched = await kubectl("patch", "worker", "w-jsonpatch", "--type=json", "-p", JSON.stringify(ops));
+      expect(patched.code, patched.stderr).toBe(0);
+      expect(patched.stdout.trim()).toBe("worker.loom.dev/w-jsonpatch patched");
+      const after = (await get(h.url, `${API}/workers/w-jsonpatch`)).body as Json;
+      expect(after.spec).toEqual({ max_concurrency: 3, capabilities: ["linux", "gpu"], host: "jp-1.example" });
+      expect(after.metadata.labels ?? {}).toEqual({});
+
+      const failing = [{ op: "test", path: "/spec/max_concurrency", value: 2 }, { op: "replace", path: "/spec/host", value: "other.example" }];
+      const refused = await kubectl("patch", "worker", "w-jsonpatch", "--type=json", "-p", JSON.stringify(failing));
+      expect(refused.code).not.toBe(0);
+      expect(refused.stderr).toContain("test failed");
+      const unchanged = (await get(h.url, `${API}/workers/w-jsonpatch`)).body as Json;
+      expect(unchanged.spec).toEqual(after.spec);
+      expect(unchanged.metadata.generation).toBe(after.metadata.generation);
+    });
+
+    it("apply --server-side creates and updates, records each field manager, refuses a conflict between managers, and --force-conflicts takes the field", async () => {
+      const file = join(dir, "w-ssa.yaml");
+      const managers = (o: Json) => Object.fromEntries((o.metadata.managedFields ?? []).map((e: Json) => [e.manager, e.fieldsV1]));
+      await writeFile(file, workerYaml("w-ssa", { host: "ssa-1.example", max_concurrency: 2, capabilities: ["linux"] }, { team: "eval" }));
+      const created = await kubectl("apply", "--server-side", "-f", file);
+      expect(created.code, created.stderr).toBe(0);
+      expect(created.stdout.trim()).toBe("worker.loom.dev/w-ssa serverside-applied");
+      const first = (await get(h.url, `${API}/workers/w-ssa`)).body as Json;
+      expect(first.spec).toEqual({ host: "ssa-1.example", max_concurrency: 2, capabilities: ["linux"] });
+      expect(managers(first)).toEqual({ kubectl: { "f:metadata": { "f:labels": { "f:team": {} } }, "f:spec": { "f:host": {}, "f:max_concurrency": {}, "f:capabilities": {} } } });
+
+      // The same manager drops capabilities and the label and changes host: the dropped fields go.
+      await writeFile(file, stringifyYaml({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name: "w-ssa" }, spec: { host: "ssa-2.example", max_concurrency: 2 } }));
+      const updated = await kubectl("apply", "--server-side", "-f", file);
+      expect(updated.code, updated.stderr).toBe(0);
+      const second = (await get(h.url, `${API}/workers/w-ssa`)).body as Json;
+      expect(second.spec).toEqual({ host: "ssa-2.example", max_concurrency: 2 });
+      expect(second.metadata.labels ?? {}).toEqual({});
+      expect(second.metadata.uid).toBe(first.metadata.uid);
+
+      // Another manager wants max_concurrency at 4: a conflict naming the field and its owner, nothing stored.
+      const scale = join(dir, "w-ssa-scale.yaml");
+      await writeFile(scale, stringifyYaml({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name: "w-ssa" }, spec: { max_concurrency: 4 } }));
+      const conflict = await kubectl("apply", "--server-side", "--field-manager=scaler", "-f", scale);
+      expect(conflict.code).not.toBe(0);
+      expect(conflict.stderr).toContain("Apply failed with 1 conflict");
+      expect(conflict.stderr).toContain('spec.max_concurrency is owned by "kubectl"');
+      const kept = (await get(h.url, `${API}/workers/w-ssa`)).body as Json;
+      expect(kept.spec).toEqual(second.spec);
+      expect(managers(kept)).toEqual(managers(second));
+
+      const forced = await kubectl("apply", "--server-side", "--field-manager=scaler", "--force-conflicts", "-f", scale);
+      expect(forced.code, forced.stderr).toBe(0);
+      expect(forced.stdout.trim()).toBe("worker.loom.dev/w-ssa serverside-applied");
+      const third = (await get(h.url, `${API}/workers/w-ssa`)).body as Json;
+      expect(third.spec).toEqual({ host: "ssa-2.example", max_concurrency: 4 });
+      expect(managers(third)).toEqual({ kubectl: { "f:spec": { "f:host": {} } }, scaler: { "f:spec": { "f:max_concurrency": {} } } });
     });
 
     it("a bad apply is rejected with the field named, and nothing is stored", async () => {

@@ -71,13 +71,22 @@ describe("examples/loom-resource-admission.manifest.json", () => {
   const everyWorker = workers(loadPaths([EXAMPLES]));
   const byCase = Object.fromEntries(r.tasks.map((t) => [t.spec.case_id, t]));
 
-  it("is one Campaign of three tasks", () => {
+  it("is one Campaign of eight tasks, more than the example workers hold at once", () => {
     expect(kinds(r)).toEqual({ Campaign: 1 });
-    expect(r.tasks.map((t) => t.metadata.name)).toEqual([
-      "loom-resource-admission__long-context__baseline__run-001",
-      "loom-resource-admission__full-host__baseline__run-001",
-      "loom-resource-admission__oversized__baseline__run-001",
-    ]);
+    expect(r.tasks.map((t) => t.spec.case_id)).toEqual(["tokenize-a", "tokenize-b", "tokenize-c", "tokenize-d", "long-context", "long-context-2", "full-host", "oversized"]);
+    expect(r.tasks.map((t) => t.metadata.name)).toContain("loom-resource-admission__full-host__baseline__run-001");
+    const slots = inv.reduce((n, w) => n + (w.spec.initial_concurrency ?? w.spec.max_concurrency ?? 1), 0);
+    expect(r.tasks.length - 1).toBeGreaterThan(slots);
+  });
+  it("two long-context tasks that fit one worker, but not both at once (they wait on memory)", () => {
+    const mem = byCase["long-context"].spec.execution_profile?.resources?.memory_mb ?? 0;
+    expect(byCase["long-context-2"].spec.execution_profile).toEqual(byCase["long-context"].spec.execution_profile);
+    const fitting = inv.filter((w) => fitsEmpty(byCase["long-context"], w));
+    expect(fitting.length).toBeGreaterThan(0);
+    for (const w of fitting) expect(2 * mem).toBeGreaterThan(w.spec.resource_capacity?.memory_mb ?? 0);
+  });
+  it("tasks that work in steps of LOOM_EXAMPLE_STEP_SECONDS (one second unless set), so they can be watched", () => {
+    for (const t of r.tasks) expect(t.spec.payload?.command).toContain('sleep "${LOOM_EXAMPLE_STEP_SECONDS:-1}"');
   });
   it("one multiplexed shared task, with the contract's merged resources", () => {
     expect(byCase["long-context"].spec.execution_profile).toEqual({ placement: "shared", resources: { cpu_millis: 750, memory_mb: 4096, disk_mb: 2048 } });
@@ -144,7 +153,8 @@ describe("example payloads run anywhere", () => {
   it.each(tasks.map((t) => [t.metadata.name, t] as const))("%s is a small portable shell command", (_name, t) => {
     const p = t.spec.payload as { runner: string; command: string; timeout_seconds: number };
     expect(p.runner).toBe("shell");
-    expect(p.command).toMatch(/^echo .*&& sleep 1$/);
+    // A one-second echo, or the quick start's steps of LOOM_EXAMPLE_STEP_SECONDS (a second unless set).
+    expect(p.command).toMatch(/^echo .*&& sleep 1$|^for step in [\d ]+; do echo .*; sleep "\$\{LOOM_EXAMPLE_STEP_SECONDS:-1\}"; done$/);
     expect(p.timeout_seconds).toBeLessThanOrEqual(60);
   });
   it("worker capacities stay small (a laptop's worth)", () => {
