@@ -4,7 +4,7 @@ import { join, resolve } from "node:path";
 import Fastify, { type FastifyInstance } from "fastify";
 import { app } from "./api/app.ts";
 import type { WatchStream } from "./api/watch.ts";
-import { isLoopback } from "./api/auth.ts";
+import { isLoopback } from "./security/tokens.ts";
 import { EventRecorder } from "./reconciler/events.ts";
 import { ControllerManager } from "./reconciler/manager.ts";
 import { GitopsSync } from "./gitops/index.ts";

@@ -1,7 +1,6 @@
 // Direct Runner API (RUNNER_PROTOCOL §1c): the Hub pushes tasks to this Runner over HTTP
 // instead of the Runner pulling them. A pushed task runs through the same
 // start/renew/upload/complete path as a pulled one.
-import { createHash, timingSafeEqual } from "node:crypto";
 import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
 import type { ClaimedTask } from "./execute.ts";
 import { hostSnapshot, resolveCapacity } from "./host.ts";
@@ -9,6 +8,7 @@ import { runClaimedTask, type TaskReport } from "./lifecycle.ts";
 import { HubError } from "./client.ts";
 import { heartbeatBody, isFatal, PullLoop, registerWithRetry, registrationBody, type PullOptions } from "./pull.ts";
 import { utcNow } from "./process.ts";
+import { isLoopback, presentedToken, tokenEquals } from "../security/tokens.ts";
 
 export const DIRECT_DEFAULT_PORT = 9876;
 
@@ -21,22 +21,11 @@ export interface DirectOptions extends PullOptions {
   idleHeartbeatSeconds?: number;
 }
 
-const sha256 = (s: string) => createHash("sha256").update(s, "utf8").digest();
-
-/** Constant-time token check. Both sides are hashed first so neither the length nor a prefix leaks. */
+/** Every request carries the Runner token when one is set. */
 export function tokenMatches(headers: FastifyRequest["headers"], expected: string | undefined): boolean {
   if (!expected) return true;
-  const auth = headers.authorization;
-  let got: string | undefined;
-  if (typeof auth === "string" && /^bearer\s+/i.test(auth)) got = auth.replace(/^bearer\s+/i, "").trim();
-  else if (typeof headers["x-loom-token"] === "string") got = headers["x-loom-token"];
-  if (!got) return false;
-  return timingSafeEqual(sha256(got), sha256(expected));
-}
-
-export function isLoopbackHost(host: string): boolean {
-  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
-  return h === "localhost" || h === "::1" || /^127\./.test(h) || h === "::ffff:127.0.0.1";
+  const given = presentedToken(headers);
+  return given !== undefined && tokenEquals(given, expected);
 }
 
 interface Push {
@@ -57,7 +46,7 @@ export class DirectServer {
   private beating = false;
 
   constructor(private readonly o: DirectOptions) {
-    if (!isLoopbackHost(o.host) && !o.runnerToken) {
+    if (!isLoopback(o.host) && !o.runnerToken) {
       throw new Error(`refusing to serve the Direct Runner API on ${o.host} without a Runner token (set LOOM_RUNNER_TOKEN or --direct-api-token-env)`);
     }
     this.app = Fastify({ logger: false, bodyLimit: 64 * 1024 * 1024 });
