@@ -18,7 +18,7 @@ import { SoleLeader, type Leadership } from "./roles/leader.ts";
 import { hostname } from "node:os";
 import { openSqliteStore } from "./store/sqlite.ts";
 import type { Store, StoredObject } from "./store/store.ts";
-import type { LoomEvent } from "./scheduler/context.ts";
+import type { LoomEvent } from "./resources/meta.ts";
 import { parse as parseYaml } from "yaml";
 import { type Check, CommitHealth, within } from "./observability/health.ts";
 import { HubMetrics } from "./observability/metrics.ts";

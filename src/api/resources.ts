@@ -7,9 +7,9 @@
 // the write, so a client always reads its own writes. Errors are Status objects (status.ts).
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from "fastify";
 import { API_VERSION, GROUP, loadCrds } from "../resources/crds.ts";
-import { initialStatus } from "../scheduler/lifecycle.ts";
+import { initialStatus } from "../resources/types.ts";
 import { isStoreError, notFound } from "../store/errors.ts";
-import { jsonEqual } from "../store/ops.ts";
+import { jsonEqual } from "../resources/json.ts";
 import type { StoredObject } from "../store/store.ts";
 import { mergePatch } from "./merge-patch.ts";
 import { byLastTimestamp, type EventObject } from "../reconciler/events.ts";

@@ -29,7 +29,8 @@ export type SchedulerObserver = {
   claim(seconds: number, granted: number): void;
 };
 
-export type LoomEvent = { object: StoredObject; type: "Normal" | "Warning"; reason: string; message: string };
+export type { LoomEvent } from "../resources/meta.ts";
+import type { LoomEvent } from "../resources/meta.ts";
 
 export class SchedulerContext {
   readonly liveness: Liveness;
