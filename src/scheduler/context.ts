@@ -4,6 +4,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { leaseView, workerView, type WorkerView } from "../admission/index.ts";
 import { isActive, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
+import { BatchTally } from "./tuning.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { Applied, Store, StoredObject, TxnOp } from "../store/store.ts";
 import { HubError } from "./errors.ts";
@@ -40,6 +41,8 @@ export class SchedulerContext {
   private readonly wakers = new Set<() => void>();
   /** worker -> the starving task it is held for (nomination.ts); replaced whole by each pass. */
   nominations = new Map<string, Nomination>();
+  /** Open claim batches of adaptive workers (tuning.ts). */
+  readonly batches = new BatchTally();
   /** Records an Event about an object; the Hub wires the event recorder in. */
   recordEvent: (e: LoomEvent) => void = () => {};
   observer: SchedulerObserver = { commit: () => {}, claim: () => {} };
