@@ -1,6 +1,7 @@
 // A worker's effective capacity: what the scheduler may reserve on it. The inventory wins
 // where it declares a field; otherwise the Runner's registered value; otherwise the
 // conservative default v1 derives from the host snapshot.
+import { HAS_CONTROL, MAX_INT } from "../resources/limits.ts";
 import { RESOURCE_FIELDS, type ResourceField, type ResourceSpec, type Worker } from "../resources/types.ts";
 import { normaliseTypes, wholeUnits, zero, type Vector } from "./vector.ts";
 
@@ -26,6 +27,42 @@ export function overlayCapacity(base: Vector, override?: ResourceSpec | null): V
   const out: Vector = { ...base, gpu_types: [...base.gpu_types] };
   for (const f of RESOURCE_FIELDS) if (num(override?.[f]) !== undefined) out[f] = wholeUnits(override![f]);
   if (Array.isArray(override?.gpu_types)) out.gpu_types = normaliseTypes(override.gpu_types);
+  return out;
+}
+
+/** A capacity input that breaks a rule: `field` is its path, `detail` the rule. */
+export class CapacityError extends Error {
+  constructor(readonly field: string, readonly detail: string) {
+    super(`${field}: ${detail}`);
+    this.name = "CapacityError";
+  }
+}
+
+const CAPACITY_KEYS: readonly string[] = [...RESOURCE_FIELDS, "gpu_types"];
+
+const isTypeName = (s: unknown) => typeof s === "string" && s.trim() !== "" && s.length <= 253 && !HAS_CONTROL.test(s);
+
+/**
+ * A partial capacity as a Runner flag, an inventory override or a registration body gives it
+ * (RUNNER_PROTOCOL section 4): booleans and strings refused, floats truncated, unknown keys
+ * refused, gpu_types sorted and de-duplicated and only with a positive gpu_count.
+ */
+export function parseCapacity(raw: unknown, field = "resource_capacity"): Partial<Vector> {
+  if (raw === undefined || raw === null) return {};
+  if (typeof raw !== "object" || Array.isArray(raw)) throw new CapacityError(field, "must be an object");
+  const out: Partial<Vector> = {};
+  for (const [k, v] of Object.entries(raw)) {
+    if (!CAPACITY_KEYS.includes(k)) throw new CapacityError(`${field}.${k}`, `unknown field; allowed: ${CAPACITY_KEYS.join(", ")}`);
+    if (k === "gpu_types") {
+      if (!Array.isArray(v) || v.length > 64 || !v.every(isTypeName)) throw new CapacityError(`${field}.gpu_types`, "must be a list of non-empty strings");
+      out.gpu_types = normaliseTypes(v);
+      continue;
+    }
+    if (typeof v !== "number" || !Number.isFinite(v) || v > MAX_INT) throw new CapacityError(`${field}.${k}`, "must be a non-negative integer no larger than 2^53-1");
+    if (v < 0) throw new CapacityError(`${field}.${k}`, "must be non-negative");
+    out[k as ResourceField] = Math.trunc(v);
+  }
+  if (out.gpu_types?.length && !(out.gpu_count! > 0)) throw new CapacityError(`${field}.gpu_types`, "requires a positive gpu_count");
   return out;
 }
 

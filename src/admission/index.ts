@@ -15,6 +15,8 @@ export { zero, clone, normalise, normaliseTypes, wholeUnits, add, sum, sub, type
 export {
   defaultCapacityFromHost,
   overlayCapacity,
+  parseCapacity,
+  CapacityError,
   effectiveCapacity,
   type HostResources,
   type CapacitySource,
@@ -25,6 +27,8 @@ export {
   leaseView,
   leasesOn,
   workerView,
+  concurrencySettings,
+  type ConcurrencySettings,
   reservedOf,
   exclusiveActive,
   concurrencyOf,

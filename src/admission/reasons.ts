@@ -43,15 +43,10 @@ export const V1_ORDER: readonly V1Reason[] = [
 
 /** Fine code -> the v1 code that v1 clients receive for it. */
 export const V1_REASON_OF: Readonly<Record<ReasonCode, V1Reason>> = {
-  exclusive_worker_busy: "exclusive_worker_busy",
-  worker_has_exclusive_task: "worker_has_exclusive_task",
-  resource_reservation_unavailable: "resource_reservation_unavailable",
-  worker_concurrency_reached: "worker_concurrency_reached",
-  worker_blocked: "worker_blocked",
-  worker_not_eligible: "worker_not_eligible",
+  // A v1 code is its own v1 code.
+  ...(Object.fromEntries(V1_ORDER.map((r) => [r, r])) as Record<V1Reason, V1Reason>),
   capability_missing: "worker_not_eligible",
   worker_excluded: "worker_not_eligible",
-  worker_not_ready: "worker_not_ready",
   worker_cordoned: "worker_blocked",
   exceeds_worker_capacity: "resource_reservation_unavailable",
   // The worker's room is held for a starving task: for a v1 client, not available.

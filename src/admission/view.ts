@@ -103,12 +103,38 @@ export type WorkerViewOptions = {
   reported_active?: number;
 };
 
+export type ConcurrencySettings = {
+  max_concurrency: number;
+  initial_concurrency: number;
+  /** Starts at initial; results and the operator move it within [1, max]. */
+  desired_concurrency: number;
+  concurrency_policy: "fixed" | "adaptive";
+};
+
+/**
+ * The concurrency values a worker follows: the inventory's where declared, else what the
+ * Runner registered. Nothing declared starts at one task (max defaults to 1, initial to 1),
+ * so a worker never takes more than it was told it may.
+ */
+export function concurrencySettings(worker: Worker): ConcurrencySettings {
+  const { spec, status } = worker;
+  const reg = status?.registration;
+  const max = spec.max_concurrency ?? reg?.max_concurrency ?? 1;
+  const initial = Math.min(spec.initial_concurrency ?? reg?.initial_concurrency ?? 1, max);
+  return {
+    max_concurrency: max,
+    initial_concurrency: initial,
+    desired_concurrency: Math.min(Math.max(status?.desired_concurrency ?? initial, 1), max),
+    concurrency_policy: (spec.concurrency_policy ?? reg?.concurrency_policy) === "adaptive" ? "adaptive" : "fixed",
+  };
+}
+
 /** Where the inventory declares a field it wins over the registration. */
 export function workerView(worker: Worker, leases: readonly LeaseView[], opts: WorkerViewOptions = {}): WorkerView {
   const { spec, status } = worker;
   const reg = status?.registration;
   const eff = effectiveCapacity(worker);
-  const max = spec.max_concurrency ?? reg?.max_concurrency ?? 1;
+  const c = concurrencySettings(worker);
   return {
     name: worker.metadata.name,
     capabilities: [...(spec.capabilities ?? reg?.capabilities ?? [])],
@@ -116,8 +142,8 @@ export function workerView(worker: Worker, leases: readonly LeaseView[], opts: W
     unknown: eff.unknown,
     cordoned: spec.unschedulable === true,
     ready: opts.ready ?? getCondition(status?.conditions, "Ready")?.status === "True",
-    desired_concurrency: status?.desired_concurrency ?? spec.initial_concurrency ?? reg?.initial_concurrency ?? 1,
-    max_concurrency: max,
+    desired_concurrency: c.desired_concurrency,
+    max_concurrency: c.max_concurrency,
     reported_active: opts.reported_active ?? status?.reported_active ?? 0,
     leases: [...leases],
   };

@@ -5,7 +5,13 @@ import { authenticate, type AuthConfig, type Principal } from "./auth.ts";
 import { v1ErrorHandler } from "./errors.ts";
 import { HubError } from "../scheduler/errors.ts";
 import { jsonTooDeep, LIMITS } from "../resources/limits.ts";
-import type { Hub } from "../hub.ts";
+import type { Leadership } from "../roles/leader.ts";
+import type { Check } from "../observability/health.ts";
+import type { HubMetrics } from "../observability/metrics.ts";
+import type { Scheduler } from "../scheduler/scheduler.ts";
+import type { Informer } from "../store/cache.ts";
+import type { Store } from "../store/store.ts";
+import type { WatchStream } from "./watch.ts";
 import { runnerRoutes } from "./runner.ts";
 import { adminRoutes } from "./admin.ts";
 import { dataRoutes } from "./data.ts";
@@ -18,16 +24,44 @@ import { isUiPath, uiRoutes } from "./ui.ts";
 import { healthRoutes, PROBE_PATH } from "./health.ts";
 import { resultRoutes } from "./results.ts";
 
+/** The settings the routes read. */
+export type ApiSettings = {
+  runnerTokenEnv: string;
+  directTokenEnv: string[];
+  env?: NodeJS.ProcessEnv;
+  uploadLimitBytes: number;
+  uploadConcurrency: number;
+  uploadQueue: number;
+  uploadWaitMs: number;
+};
+
+/** What the routes use of the running Hub; the composition root (hub.ts) provides it. */
+export interface ApiHub {
+  readonly store: Store;
+  readonly cache: Informer;
+  readonly scheduler: Scheduler;
+  readonly gitops: { rejectedFiles(): string[] } | undefined;
+  readonly leadership: Leadership;
+  readonly metrics: HubMetrics;
+  readonly checks: { livez: Check[]; readyz: Check[] };
+  readonly opts: ApiSettings;
+  readonly authRequired: boolean;
+  /** Aborted when the Hub shuts down. */
+  readonly stopping: AbortSignal;
+  /** Open watch streams of the resource API (the API adds and removes them). */
+  readonly watchStreams: Set<WatchStream>;
+}
+
 declare module "fastify" {
   interface FastifyInstance {
-    hub: Hub;
+    hub: ApiHub;
   }
   interface FastifyRequest {
     principal: Principal;
   }
 }
 
-export type AppOptions = { hub: Hub; auth: AuthConfig };
+export type AppOptions = { hub: ApiHub; auth: AuthConfig };
 
 /** Paths a per-worker Runner token may call; everything else needs the Hub token. */
 const RUNNER_PATHS = new Set(["/api/workers/register", "/api/workers/heartbeat", "/api/tasks/claim", "/api/tasks/start", "/api/tasks/renew", "/api/tasks/complete", "/api/tasks/fail", "/api/results/upload", "/api/healthz", "/api/meta"]);

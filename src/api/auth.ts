@@ -1,27 +1,9 @@
-// Bearer / X-Loom-Token authentication. Tokens are compared in constant time (both sides
-// hashed first, so lengths leak nothing) and never logged. The Hub token opens every path;
+// Who is calling the Hub (security/tokens.ts reads and compares the token). The Hub token opens every path;
 // an optional per-worker Runner token lets a Runner act only as its own worker_id.
-import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyRequest } from "fastify";
+import { presentedToken, tokenEquals } from "../security/tokens.ts";
 
 export type Principal = { kind: "anonymous" } | { kind: "admin" } | { kind: "worker"; workerId: string };
-
-const digest = (s: string) => createHash("sha256").update(s, "utf8").digest();
-
-export function tokenEquals(given: string, expected: string): boolean {
-  return timingSafeEqual(digest(given), digest(expected));
-}
-
-/** The token a request presents, from `Authorization: Bearer` (any case) or `X-Loom-Token`. */
-export function presentedToken(req: FastifyRequest): string | undefined {
-  const auth = req.headers.authorization;
-  if (typeof auth === "string") {
-    const m = /^bearer\s+(.+)$/i.exec(auth.trim());
-    if (m) return m[1].trim();
-  }
-  const x = req.headers["x-loom-token"];
-  return typeof x === "string" && x ? x : undefined;
-}
 
 export type AuthConfig = {
   /** The Hub token; undefined means the Hub is open (only allowed on loopback). */
@@ -34,7 +16,7 @@ export type AuthConfig = {
 export function authenticate(req: FastifyRequest, cfg: AuthConfig): Principal | undefined {
   const workerTokens = Object.entries(cfg.workerTokens ?? {});
   if (!cfg.hubToken && !workerTokens.length) return { kind: "admin" };
-  const given = presentedToken(req);
+  const given = presentedToken(req.headers);
   if (given === undefined) return cfg.hubToken ? undefined : { kind: "admin" };
   if (cfg.hubToken && tokenEquals(given, cfg.hubToken)) return { kind: "admin" };
   // Check every worker token, so timing does not reveal which one matched.
@@ -44,4 +26,3 @@ export function authenticate(req: FastifyRequest, cfg: AuthConfig): Principal | 
   return cfg.hubToken ? undefined : { kind: "admin" };
 }
 
-export const isLoopback = (host: string) => host === "localhost" || host === "::1" || host === "[::1]" || /^127\./.test(host);

@@ -7,10 +7,11 @@
 // which validates it against the CRD schema, and the reply waits until the informer has seen
 // the write, so a client always reads its own writes. Errors are Status objects (status.ts).
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from "fastify";
+import type { ApiHub } from "./app.ts";
 import { API_VERSION, GROUP, loadCrds } from "../resources/crds.ts";
-import { initialStatus } from "../scheduler/lifecycle.ts";
+import { initialStatus } from "../resources/types.ts";
 import { isStoreError, notFound } from "../store/errors.ts";
-import { jsonEqual } from "../store/ops.ts";
+import { jsonEqual } from "../resources/json.ts";
 import type { StoredObject } from "../store/store.ts";
 import { mergePatch } from "./merge-patch.ts";
 import { byLastTimestamp, type EventObject } from "../reconciler/events.ts";
@@ -120,6 +121,182 @@ function patchType(req: FastifyRequest): "merge" | "json" | "apply" {
   throw new StatusError("UnsupportedMediaType", 415, `PATCH takes a JSON merge patch (application/merge-patch+json, kubectl patch --type=merge), a JSON Patch (application/json-patch+json, --type=json) or an apply configuration (application/apply-patch+yaml, kubectl apply --server-side); got ${type ? `"${type}"` : "no Content-Type"}`);
 }
 
+/** What every resource route shares: the Hub, the watch settings and the open watches. */
+type RouteContext = { hub: ApiHub; cfg: WatchConfig; watches: Set<WatchStream> };
+
+/** Read-your-writes: the reply waits until the informer reflects `rev`. */
+async function settle(c: RouteContext, req: FastifyRequest, rev: number): Promise<void> {
+  await c.hub.cache.waitForRevision(rev, SETTLE_TIMEOUT_MS).catch((e: unknown) => req.log.warn({ err: e, rev }, "informer did not catch up with a write"));
+}
+const rvOf = (o: StoredObject) => Number(o.metadata.resourceVersion);
+
+const snapshot = (c: RouteContext, r: Resource) => async (): Promise<{ items: StoredObject[]; revision: number }> =>
+  r.crd ? { items: c.hub.cache.list(r.kind), revision: c.hub.cache.revision } : c.hub.store.list(r.kind).then((l) => (r.kind === "Event" ? { ...l, items: (l.items as EventObject[]).sort(byLastTimestamp) } : l));
+
+async function getObject(c: RouteContext, r: Resource, name: string): Promise<StoredObject> {
+  const o = r.crd ? c.hub.cache.get(r.kind, name) : await c.hub.store.get(r.kind, name);
+  if (!o) throw notFound(r.kind, name);
+  return o;
+}
+/** GET of one object: itself, or a one-row Table when the client asks for one. */
+async function getOne(c: RouteContext, r: Resource, req: FastifyRequest) {
+  const o = await getObject(c, r, (req.params as { name: string }).name);
+  return wantsTable(req.headers.accept) ? toTable(r.kind, [o], String(o.metadata.resourceVersion ?? ""), includeObjectParam(param(req.query as Query, "includeObject"))) : o;
+}
+
+async function listOrWatch(c: RouteContext, r: Resource, req: FastifyRequest, reply: FastifyReply) {
+  const q = req.query as Query;
+  const { matches, filtered } = objectMatcher(r.kind, { labelSelector: param(q, "labelSelector"), fieldSelector: param(q, "fieldSelector") });
+  // limit and continue are accepted and ignored: lists are served whole from memory.
+  const table = wantsTable(req.headers.accept);
+  const include = includeObjectParam(param(q, "includeObject"));
+  if (!boolParam(q, "watch")) {
+    const { items, revision } = await snapshot(c, r)();
+    if (table) return toTable(r.kind, items.filter(matches), String(revision), include);
+    return { apiVersion: r.apiVersion, kind: r.listKind, metadata: { resourceVersion: String(revision) }, items: items.filter(matches) };
+  }
+  const from = revisionParam(q);
+  const timeoutSeconds = secondsParam(q, "timeoutSeconds");
+  if (from !== undefined) {
+    const current = await c.hub.store.revision();
+    // A revision from the future would silently skip events up to it.
+    // Kubernetes answers 504 after a wait; Loom answers at once with 410 Expired, which every
+    // client handles by listing again and watching from the list's resourceVersion.
+    if (from > current)
+      throw new StatusError("Expired", 410, `Too large resource version: ${from}, current resource version: ${current}; list again and watch from the list's resourceVersion`, [
+        { reason: "ResourceVersionTooLarge", message: "Too large resource version", field: "resourceVersion" },
+      ]);
+  }
+  // kubectl get -w asks for Tables: each event then carries a one-row Table, so the columns stay.
+  const render = table ? (o: StoredObject) => toTable(r.kind, [o], String(o.metadata.resourceVersion ?? ""), include) : undefined;
+  // kubectl get -w prints every event it receives and does not ask for BOOKMARKs: as in
+  // Kubernetes, a Table watch gets them only with allowWatchBookmarks, as row-less Tables.
+  const bookmarks = !table || boolParam(q, "allowWatchBookmarks");
+  const renderBookmark = table ? bookmarkTable : undefined;
+  // Each watch holds at most two buffers; a cap on their number bounds the total.
+  if (c.watches.size >= MAX_WATCHES) throw new StatusError("TooManyRequests", 429, `${c.watches.size} watches are open, the most this Hub serves; close one or retry later`);
+  const stream = new WatchStream({ kind: r.kind, apiVersion: r.apiVersion, matches, matchesAll: !filtered, from, snapshot: snapshot(c, r), timeoutSeconds, render, bookmarks, renderBookmark }, c.cfg, c.watches);
+  await stream.start(c.hub.store);
+  stream.open(reply);
+  return reply;
+}
+
+/** A status write that grants or moves a lease must name a worker that exists (the store guard checks the rest). */
+function assertLeaseTarget(c: RouteContext, r: Resource, name: string, next: StoredObject, cur: StoredObject | undefined) {
+  if (r.kind !== "Task") return;
+  const lease = (next.status as { lease?: { worker?: unknown } } | undefined)?.lease;
+  const before = (cur?.status as { lease?: { worker?: unknown } } | undefined)?.lease;
+  if (!lease || lease.worker === before?.worker) return;
+  if (typeof lease.worker !== "string" || !c.hub.cache.get("Worker", lease.worker))
+    throw invalid(r, name, "status.lease.worker", `names no worker: ${JSON.stringify(lease.worker)} does not exist`);
+}
+
+/** A create stores the object with Loom's initial status, whatever status it was given. */
+async function createObject(c: RouteContext, r: Resource, req: FastifyRequest, reply: FastifyReply, obj: StoredObject) {
+  delete obj.status;
+  const init = INITIAL_STATUS[r.kind];
+  if (init) obj.status = init();
+  const created = await c.hub.store.create(obj);
+  await settle(c, req, rvOf(created));
+  return reply.code(201).send(created);
+}
+
+const create = (c: RouteContext, r: Resource, req: FastifyRequest, reply: FastifyReply) => createObject(c, r, req, reply, objectFor(r, req.body));
+
+async function replace(c: RouteContext, r: Resource, req: FastifyRequest, sub: "main" | "status") {
+  const { name } = req.params as { name: string };
+  const obj = objectFor(r, req.body, name);
+  const rv = (obj.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;
+  if (rv !== undefined && rv !== null && typeof rv !== "string") throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
+  if (sub === "status") assertLeaseTarget(c, r, name, obj, await c.hub.store.get(r.kind, name));
+  // A given metadata.resourceVersion is a precondition (the store answers Conflict when stale).
+  const written = sub === "status" ? await c.hub.store.updateStatus(obj) : await c.hub.store.update(obj);
+  await settle(c, req, rvOf(written));
+  return written;
+}
+
+/** Server-side apply: create the object if absent, else merge the manager's configuration into it (server-side-apply.ts). */
+async function apply(c: RouteContext, r: Resource, req: FastifyRequest, reply: FastifyReply) {
+  const { name } = req.params as { name: string };
+  const q = req.query as Query;
+  const manager = managerParam(param(q, "fieldManager"));
+  const force = boolParam(q, "force");
+  const applied = objectFor(r, parseApplyBody(req.body), name);
+  const rv = applied.metadata.resourceVersion as unknown;
+  if (rv !== undefined && rv !== null && typeof rv !== "string") throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
+  // A resourceVersion in the configuration is a precondition, as in a merge patch.
+  const pinned = typeof rv === "string" && rv !== "" ? rv : undefined;
+  const opts = { manager, force, apiVersion: r.apiVersion };
+  for (let attempt = 1; ; attempt++) {
+    const cur = await c.hub.store.get(r.kind, name);
+    try {
+      if (!cur) {
+        if (pinned) throw notFound(r.kind, name);
+        return await createObject(c, r, req, reply, objectFor(r, applyConfiguration(undefined, applied, { ...opts, now: new Date().toISOString() }), name));
+      }
+      const next = objectFor(r, applyConfiguration(cur, applied, { ...opts, now: new Date().toISOString() }), name);
+      next.metadata.resourceVersion = pinned ?? cur.metadata.resourceVersion;
+      if (jsonEqual(next, cur)) return cur;
+      const written = await c.hub.store.update(next);
+      await settle(c, req, rvOf(written));
+      return written;
+    } catch (e) {
+      // A concurrent write (or create) between the read and this write: read again and re-apply.
+      if (pinned || !(isStoreError(e, "Conflict") || isStoreError(e, "AlreadyExists")) || attempt >= PATCH_ATTEMPTS) throw e;
+    }
+  }
+}
+
+async function patch(c: RouteContext, r: Resource, req: FastifyRequest, reply: FastifyReply, sub: "main" | "status") {
+  const type = patchType(req);
+  if (type === "apply") {
+    // Status is Loom's to write; a status write that is a merge or JSON patch stays possible for tools that must.
+    if (sub === "status") throw new StatusError("UnsupportedMediaType", 415, "server-side apply is for an object's spec and metadata; status is written by Loom (patch it with --type=merge or --type=json if you must)");
+    return apply(c, r, req, reply);
+  }
+  const { name } = req.params as { name: string };
+  if (type === "merge" && !isObject(req.body)) throw badRequest("a merge patch for a resource must be a JSON object");
+  const p = req.body;
+  if (type !== "json" && isObject(p) && p.metadata !== undefined && !isObject(p.metadata)) throw invalid(r, name, "metadata", "must be an object");
+  if (type !== "json" && isObject(p) && isObject(p.metadata) && p.metadata.resourceVersion !== undefined && p.metadata.resourceVersion !== null && typeof p.metadata.resourceVersion !== "string")
+    throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
+  // A JSON Patch pins the version with a test (or a replace) on /metadata/resourceVersion; a failed test refuses it.
+  const pinned = type === "json"
+    ? (Array.isArray(p) && p.some((o) => isObject(o) && o.path === "/metadata/resourceVersion") ? "json-patch" : undefined)
+    : isObject(p) && isObject(p.metadata) && typeof p.metadata.resourceVersion === "string" && p.metadata.resourceVersion !== "" ? p.metadata.resourceVersion : undefined;
+  for (let attempt = 1; ; attempt++) {
+    // Read from the store, not the informer: a stale read would only buy a Conflict and a retry.
+    const cur = await c.hub.store.get(r.kind, name);
+    if (!cur) throw notFound(r.kind, name);
+    const next = objectFor(r, type === "json" ? jsonPatched(cur, p) : mergePatch(cur, p), name);
+    if (!pinned) next.metadata.resourceVersion = cur.metadata.resourceVersion;
+    if (sub === "status") assertLeaseTarget(c, r, name, next, cur);
+    // A patch that changes nothing writes nothing (no new revision, no event), as in Kubernetes.
+    const same = sub === "status" ? jsonEqual(next.status, cur.status) : jsonEqual(withoutStatus(next), withoutStatus(cur));
+    if (same && (!pinned || pinned === "json-patch" || pinned === cur.metadata.resourceVersion)) return cur;
+    try {
+      const written = sub === "status" ? await c.hub.store.updateStatus(next) : await c.hub.store.update(next);
+      await settle(c, req, rvOf(written));
+      return written;
+    } catch (e) {
+      if (pinned || !isStoreError(e, "Conflict") || attempt >= PATCH_ATTEMPTS) throw e;
+    }
+  }
+}
+
+async function remove(c: RouteContext, r: Resource, req: FastifyRequest) {
+  const { name } = req.params as { name: string };
+  const body = isObject(req.body) ? req.body : {};
+  const pre = isObject(body.preconditions) ? body.preconditions : {};
+  if (pre.resourceVersion !== undefined && pre.resourceVersion !== null && typeof pre.resourceVersion !== "string")
+    throw invalid(r, name, "preconditions.resourceVersion", "must be a string (resourceVersions are opaque strings)");
+  const resourceVersion = typeof pre.resourceVersion === "string" && pre.resourceVersion !== "" ? pre.resourceVersion : undefined;
+  const deleted = await c.hub.store.delete(r.kind, name, { resourceVersion });
+  // The store returns the object as last stored; the deletion's own revision is the latest one or older.
+  await settle(c, req, await c.hub.store.revision());
+  return deleted;
+}
+
 export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOptions = {}): Promise<void> {
   const cfg: WatchConfig = { ...DEFAULT_WATCH_CONFIG };
   for (const k of Object.keys(cfg) as (keyof WatchConfig)[]) if (typeof opts[k] === "number") cfg[k] = opts[k];
@@ -129,6 +306,7 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
   for (const r of resources) hub.cache.list(r.kind);
   const byPlural = new Map([...resources, EVENTS].map((r) => [r.plural, r]));
   const watches = f.hub.watchStreams;
+  const c: RouteContext = { hub, cfg, watches };
 
   const targetOf = (req: FastifyRequest): Target => {
     const r = byPlural.get(req.url.split("?")[0].slice(API_PREFIX.length + 1).split("/")[0]);
@@ -137,179 +315,6 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
     const name = (req.params as { name?: string } | undefined)?.name ?? bodyName;
     return r ? { ...(r.crd ? { group: GROUP } : {}), kind: r.kind, ...(name ? { name } : {}) } : {};
   };
-
-  /** Read-your-writes: the reply waits until the informer reflects `rev`. */
-  const settle = async (req: FastifyRequest, rev: number): Promise<void> => {
-    await hub.cache.waitForRevision(rev, SETTLE_TIMEOUT_MS).catch((e: unknown) => req.log.warn({ err: e, rev }, "informer did not catch up with a write"));
-  };
-  const rvOf = (o: StoredObject) => Number(o.metadata.resourceVersion);
-
-  const snapshot = (r: Resource) => async (): Promise<{ items: StoredObject[]; revision: number }> =>
-    r.crd ? { items: hub.cache.list(r.kind), revision: hub.cache.revision } : hub.store.list(r.kind).then((l) => (r.kind === "Event" ? { ...l, items: (l.items as EventObject[]).sort(byLastTimestamp) } : l));
-
-  const getObject = async (r: Resource, name: string): Promise<StoredObject> => {
-    const o = r.crd ? hub.cache.get(r.kind, name) : await hub.store.get(r.kind, name);
-    if (!o) throw notFound(r.kind, name);
-    return o;
-  };
-  /** GET of one object: itself, or a one-row Table when the client asks for one. */
-  const getOne = async (r: Resource, req: FastifyRequest) => {
-    const o = await getObject(r, (req.params as { name: string }).name);
-    return wantsTable(req.headers.accept) ? toTable(r.kind, [o], String(o.metadata.resourceVersion ?? ""), includeObjectParam(param(req.query as Query, "includeObject"))) : o;
-  };
-
-  async function listOrWatch(r: Resource, req: FastifyRequest, reply: FastifyReply) {
-    const q = req.query as Query;
-    const { matches, filtered } = objectMatcher(r.kind, { labelSelector: param(q, "labelSelector"), fieldSelector: param(q, "fieldSelector") });
-    // limit and continue are accepted and ignored: lists are served whole from memory.
-    const table = wantsTable(req.headers.accept);
-    const include = includeObjectParam(param(q, "includeObject"));
-    if (!boolParam(q, "watch")) {
-      const { items, revision } = await snapshot(r)();
-      if (table) return toTable(r.kind, items.filter(matches), String(revision), include);
-      return { apiVersion: r.apiVersion, kind: r.listKind, metadata: { resourceVersion: String(revision) }, items: items.filter(matches) };
-    }
-    const from = revisionParam(q);
-    const timeoutSeconds = secondsParam(q, "timeoutSeconds");
-    if (from !== undefined) {
-      const current = await hub.store.revision();
-      // A revision from the future would silently skip events up to it.
-      // Kubernetes answers 504 after a wait; Loom answers at once with 410 Expired, which every
-      // client handles by listing again and watching from the list's resourceVersion.
-      if (from > current)
-        throw new StatusError("Expired", 410, `Too large resource version: ${from}, current resource version: ${current}; list again and watch from the list's resourceVersion`, [
-          { reason: "ResourceVersionTooLarge", message: "Too large resource version", field: "resourceVersion" },
-        ]);
-    }
-    // kubectl get -w asks for Tables: each event then carries a one-row Table, so the columns stay.
-    const render = table ? (o: StoredObject) => toTable(r.kind, [o], String(o.metadata.resourceVersion ?? ""), include) : undefined;
-    // kubectl get -w prints every event it receives and does not ask for BOOKMARKs: as in
-    // Kubernetes, a Table watch gets them only with allowWatchBookmarks, as row-less Tables.
-    const bookmarks = !table || boolParam(q, "allowWatchBookmarks");
-    const renderBookmark = table ? bookmarkTable : undefined;
-    // Each watch holds at most two buffers; a cap on their number bounds the total.
-    if (watches.size >= MAX_WATCHES) throw new StatusError("TooManyRequests", 429, `${watches.size} watches are open, the most this Hub serves; close one or retry later`);
-    const stream = new WatchStream({ kind: r.kind, apiVersion: r.apiVersion, matches, matchesAll: !filtered, from, snapshot: snapshot(r), timeoutSeconds, render, bookmarks, renderBookmark }, cfg, watches);
-    await stream.start(hub.store);
-    stream.open(reply);
-    return reply;
-  }
-
-  /** A status write that grants or moves a lease must name a worker that exists (the store guard checks the rest). */
-  const assertLeaseTarget = (r: Resource, name: string, next: StoredObject, cur: StoredObject | undefined) => {
-    if (r.kind !== "Task") return;
-    const lease = (next.status as { lease?: { worker?: unknown } } | undefined)?.lease;
-    const before = (cur?.status as { lease?: { worker?: unknown } } | undefined)?.lease;
-    if (!lease || lease.worker === before?.worker) return;
-    if (typeof lease.worker !== "string" || !hub.cache.get("Worker", lease.worker))
-      throw invalid(r, name, "status.lease.worker", `names no worker: ${JSON.stringify(lease.worker)} does not exist`);
-  };
-
-  /** A create stores the object with Loom's initial status, whatever status it was given. */
-  async function createObject(r: Resource, req: FastifyRequest, reply: FastifyReply, obj: StoredObject) {
-    delete obj.status;
-    const init = INITIAL_STATUS[r.kind];
-    if (init) obj.status = init();
-    const created = await hub.store.create(obj);
-    await settle(req, rvOf(created));
-    return reply.code(201).send(created);
-  }
-
-  const create = (r: Resource, req: FastifyRequest, reply: FastifyReply) => createObject(r, req, reply, objectFor(r, req.body));
-
-  async function replace(r: Resource, req: FastifyRequest, sub: "main" | "status") {
-    const { name } = req.params as { name: string };
-    const obj = objectFor(r, req.body, name);
-    const rv = (obj.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;
-    if (rv !== undefined && rv !== null && typeof rv !== "string") throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
-    if (sub === "status") assertLeaseTarget(r, name, obj, await hub.store.get(r.kind, name));
-    // A given metadata.resourceVersion is a precondition (the store answers Conflict when stale).
-    const written = sub === "status" ? await hub.store.updateStatus(obj) : await hub.store.update(obj);
-    await settle(req, rvOf(written));
-    return written;
-  }
-
-  /** Server-side apply: create the object if absent, else merge the manager's configuration into it (server-side-apply.ts). */
-  async function apply(r: Resource, req: FastifyRequest, reply: FastifyReply) {
-    const { name } = req.params as { name: string };
-    const q = req.query as Query;
-    const manager = managerParam(param(q, "fieldManager"));
-    const force = boolParam(q, "force");
-    const applied = objectFor(r, parseApplyBody(req.body), name);
-    const rv = applied.metadata.resourceVersion as unknown;
-    if (rv !== undefined && rv !== null && typeof rv !== "string") throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
-    // A resourceVersion in the configuration is a precondition, as in a merge patch.
-    const pinned = typeof rv === "string" && rv !== "" ? rv : undefined;
-    const opts = { manager, force, apiVersion: r.apiVersion };
-    for (let attempt = 1; ; attempt++) {
-      const cur = await hub.store.get(r.kind, name);
-      try {
-        if (!cur) {
-          if (pinned) throw notFound(r.kind, name);
-          return await createObject(r, req, reply, objectFor(r, applyConfiguration(undefined, applied, { ...opts, now: new Date().toISOString() }), name));
-        }
-        const next = objectFor(r, applyConfiguration(cur, applied, { ...opts, now: new Date().toISOString() }), name);
-        next.metadata.resourceVersion = pinned ?? cur.metadata.resourceVersion;
-        if (jsonEqual(next, cur)) return cur;
-        const written = await hub.store.update(next);
-        await settle(req, rvOf(written));
-        return written;
-      } catch (e) {
-        // A concurrent write (or create) between the read and this write: read again and re-apply.
-        if (pinned || !(isStoreError(e, "Conflict") || isStoreError(e, "AlreadyExists")) || attempt >= PATCH_ATTEMPTS) throw e;
-      }
-    }
-  }
-
-  async function patch(r: Resource, req: FastifyRequest, reply: FastifyReply, sub: "main" | "status") {
-    const type = patchType(req);
-    if (type === "apply") {
-      // Status is Loom's to write; a status write that is a merge or JSON patch stays possible for tools that must.
-      if (sub === "status") throw new StatusError("UnsupportedMediaType", 415, "server-side apply is for an object's spec and metadata; status is written by Loom (patch it with --type=merge or --type=json if you must)");
-      return apply(r, req, reply);
-    }
-    const { name } = req.params as { name: string };
-    if (type === "merge" && !isObject(req.body)) throw badRequest("a merge patch for a resource must be a JSON object");
-    const p = req.body;
-    if (type !== "json" && isObject(p) && p.metadata !== undefined && !isObject(p.metadata)) throw invalid(r, name, "metadata", "must be an object");
-    if (type !== "json" && isObject(p) && isObject(p.metadata) && p.metadata.resourceVersion !== undefined && p.metadata.resourceVersion !== null && typeof p.metadata.resourceVersion !== "string")
-      throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
-    // A JSON Patch pins the version with a test (or a replace) on /metadata/resourceVersion; a failed test refuses it.
-    const pinned = type === "json"
-      ? (Array.isArray(p) && p.some((o) => isObject(o) && o.path === "/metadata/resourceVersion") ? "json-patch" : undefined)
-      : isObject(p) && isObject(p.metadata) && typeof p.metadata.resourceVersion === "string" && p.metadata.resourceVersion !== "" ? p.metadata.resourceVersion : undefined;
-    for (let attempt = 1; ; attempt++) {
-      // Read from the store, not the informer: a stale read would only buy a Conflict and a retry.
-      const cur = await hub.store.get(r.kind, name);
-      if (!cur) throw notFound(r.kind, name);
-      const next = objectFor(r, type === "json" ? jsonPatched(cur, p) : mergePatch(cur, p), name);
-      if (!pinned) next.metadata.resourceVersion = cur.metadata.resourceVersion;
-      if (sub === "status") assertLeaseTarget(r, name, next, cur);
-      // A patch that changes nothing writes nothing (no new revision, no event), as in Kubernetes.
-      const same = sub === "status" ? jsonEqual(next.status, cur.status) : jsonEqual(withoutStatus(next), withoutStatus(cur));
-      if (same && (!pinned || pinned === "json-patch" || pinned === cur.metadata.resourceVersion)) return cur;
-      try {
-        const written = sub === "status" ? await hub.store.updateStatus(next) : await hub.store.update(next);
-        await settle(req, rvOf(written));
-        return written;
-      } catch (e) {
-        if (pinned || !isStoreError(e, "Conflict") || attempt >= PATCH_ATTEMPTS) throw e;
-      }
-    }
-  }
-
-  async function remove(r: Resource, req: FastifyRequest) {
-    const { name } = req.params as { name: string };
-    const body = isObject(req.body) ? req.body : {};
-    const pre = isObject(body.preconditions) ? body.preconditions : {};
-    if (pre.resourceVersion !== undefined && pre.resourceVersion !== null && typeof pre.resourceVersion !== "string")
-      throw invalid(r, name, "preconditions.resourceVersion", "must be a string (resourceVersions are opaque strings)");
-    const resourceVersion = typeof pre.resourceVersion === "string" && pre.resourceVersion !== "" ? pre.resourceVersion : undefined;
-    const deleted = await hub.store.delete(r.kind, name, { resourceVersion });
-    // The store returns the object as last stored; the deletion's own revision is the latest one or older.
-    await settle(req, await hub.store.revision());
-    return deleted;
-  }
 
   await f.register(
     async (api) => {
@@ -334,22 +339,22 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
       for (const r of resources) {
         const coll = `/${r.plural}`;
         const item = `${coll}/:name`;
-        api.get(coll, (req, reply) => listOrWatch(r, req, reply));
-        api.post(coll, (req, reply) => create(r, req, reply));
+        api.get(coll, (req, reply) => listOrWatch(c, r, req, reply));
+        api.post(coll, (req, reply) => create(c, r, req, reply));
         notAllowed(coll, ["GET", "POST"]);
-        api.get(item, (req) => getOne(r, req));
-        api.put(item, (req) => replace(r, req, "main"));
-        api.patch(item, (req, reply) => patch(r, req, reply, "main"));
-        api.delete(item, (req) => remove(r, req));
+        api.get(item, (req) => getOne(c, r, req));
+        api.put(item, (req) => replace(c, r, req, "main"));
+        api.patch(item, (req, reply) => patch(c, r, req, reply, "main"));
+        api.delete(item, (req) => remove(c, r, req));
         notAllowed(item, ["GET", "PUT", "PATCH", "DELETE"]);
-        api.get(`${item}/status`, (req) => getObject(r, (req.params as { name: string }).name));
-        api.put(`${item}/status`, (req) => replace(r, req, "status"));
-        api.patch(`${item}/status`, (req, reply) => patch(r, req, reply, "status"));
+        api.get(`${item}/status`, (req) => getObject(c, r, (req.params as { name: string }).name));
+        api.put(`${item}/status`, (req) => replace(c, r, req, "status"));
+        api.patch(`${item}/status`, (req, reply) => patch(c, r, req, reply, "status"));
         notAllowed(`${item}/status`, ["GET", "PUT", "PATCH"]);
       }
-      api.get(`/${EVENTS.plural}`, (req, reply) => listOrWatch(EVENTS, req, reply));
+      api.get(`/${EVENTS.plural}`, (req, reply) => listOrWatch(c, EVENTS, req, reply));
       notAllowed(`/${EVENTS.plural}`, ["GET"]);
-      api.get(`/${EVENTS.plural}/:name`, (req) => getOne(EVENTS, req));
+      api.get(`/${EVENTS.plural}/:name`, (req) => getOne(c, EVENTS, req));
       notAllowed(`/${EVENTS.plural}/:name`, ["GET"]);
     },
     { prefix: API_PREFIX },
@@ -359,8 +364,8 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
     async (core) => {
       core.setErrorHandler(statusErrorHandler(targetOf));
       core.addHook("onSend", authRefusalAsStatus);
-      core.get("/events", (req, reply) => listOrWatch(EVENTS, req, reply));
-      core.get("/events/:name", (req) => getOne(EVENTS, req));
+      core.get("/events", (req, reply) => listOrWatch(c, EVENTS, req, reply));
+      core.get("/events/:name", (req) => getOne(c, EVENTS, req));
     },
     { prefix: "/api/v1" },
   );

@@ -13,7 +13,7 @@
 import { parse as parseYaml } from "yaml";
 import { boundErrors, jsonTooDeep } from "../resources/limits.ts";
 import type { ManagedFieldsEntry } from "../resources/meta.ts";
-import { jsonEqual } from "../store/ops.ts";
+import { jsonEqual } from "../resources/json.ts";
 import { badRequest, StatusError } from "./status.ts";
 
 type Body = Record<string, unknown>;

@@ -5,7 +5,7 @@
 import type { InputError } from "../resources/input-errors.ts";
 import { isActive, isQueued } from "../resources/types.ts";
 import { isStoreError } from "../store/errors.ts";
-import { jsonEqual } from "../store/ops.ts";
+import { jsonEqual } from "../resources/json.ts";
 import type { Store, StoredObject, TxnOp } from "../store/store.ts";
 
 /** The file that declares an object; the only mark that lets a file prune it. */

@@ -12,7 +12,7 @@ import { watch, type FSWatcher } from "chokidar";
 import { INPUT_EXTENSIONS, loadFile } from "../resources/load.ts";
 import { type InputError, formatInputError } from "../resources/input-errors.ts";
 import { isActive } from "../resources/types.ts";
-import type { LoomEvent } from "../scheduler/context.ts";
+import type { LoomEvent } from "../resources/meta.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { Store, StoredObject, WatchEvent, WatchHandle } from "../store/store.ts";
 import { type ApplyOptions, type PlanCounts, type PlanStep, GITOPS_KINDS, applyPlan, countPlan, keyOf, planApply, readCurrent, sourceOf } from "./apply.ts";

@@ -5,11 +5,10 @@
 // is a no-op.
 import { formatInputError } from "../resources/input-errors.ts";
 import { CAMPAIGN_LABEL, expandCampaign } from "../resources/manifest.ts";
-import { isActive, isFinal, isQueued, setCondition, type Campaign, type CampaignStatus, type Task } from "../resources/types.ts";
+import { initialStatus, isActive, isFinal, isQueued, setCondition, type Campaign, type CampaignStatus, type Task } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
 import type { Store, StoredObject, TxnOp } from "../store/store.ts";
-import { initialStatus } from "../scheduler/lifecycle.ts";
-import type { LoomEvent } from "../scheduler/context.ts";
+import type { LoomEvent } from "../resources/meta.ts";
 import type { Reconciler, Result } from "./controller.ts";
 
 /** Tasks are written in chunks so a 100k-case campaign does not make one giant transaction. */

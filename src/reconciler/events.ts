@@ -3,7 +3,7 @@
 // and count. Recording never blocks the caller: events are batched into one write.
 import { randomUUID } from "node:crypto";
 import type { Store, StoredObject, TxnOp } from "../store/store.ts";
-import type { LoomEvent } from "../scheduler/context.ts";
+import type { LoomEvent } from "../resources/meta.ts";
 import { isStoreError } from "../store/errors.ts";
 
 export type EventObject = StoredObject & {

@@ -5,17 +5,19 @@
 import { readFileSync, readdirSync, statSync } from "node:fs";
 import { extname, join } from "node:path";
 import { LineCounter, isMap, isScalar, isSeq, parseAllDocuments, parseDocument, type Document } from "yaml";
-import type { StoredObject } from "../store/store.ts";
 import { validateObject } from "./validate.ts";
 import { API_VERSION } from "./crds.ts";
-import { KINDS, type Campaign, type Task } from "./types.ts";
+import { KINDS, type Campaign, type Task, type Worker } from "./types.ts";
+
+/** A resource a file declares. */
+export type LoadedResource = Worker | Campaign | Task;
 import { type InputError, type ItemFieldError, InputValidationError, dedupeErrors, fieldError, isPlainObject, prefixErrors } from "./input-errors.ts";
 import { type InventorySettings, inventoryToWorkers } from "./inventory.ts";
 import { convertJsonlManifest, convertManifest, expandCampaign } from "./manifest.ts";
 
 export type LoadResult = {
   /** Workers (from inventories and resource documents), Campaigns (from manifests and resource documents) and Tasks given as resources. */
-  resources: StoredObject[];
+  resources: LoadedResource[];
   /** Tasks the Campaigns expand to. They are not resources of the files (the Campaign controller creates them); they are here so files can be checked and previewed. */
   tasks: Task[];
   /** The inventory-level settings (controller, URLs) of each inventory read. */
@@ -225,7 +227,7 @@ function addResource(acc: Acc, obj: unknown, at: string, source: string, locate:
   push(prefixErrors(errs, at).map((e) => ({ ...e, subject })));
   if (obj.apiVersion !== API_VERSION || !(KINDS as readonly unknown[]).includes(obj.kind) || name === undefined) return;
 
-  const resource = obj as StoredObject;
+  const resource = obj as LoadedResource;
   addObject(acc, resource, { source, field: prefixField(at, "metadata.name"), subject, locate });
   if (obj.kind === "Campaign" && isPlainObject(obj.spec)) {
     const r = expandCampaign(obj as unknown as Campaign);
@@ -239,7 +241,7 @@ const prefixField = (at: string, field: string) => (at ? `${at}.${field}` : fiel
 const sourceIndex = (t: Task) => (t.spec.payload as { normalized?: { source_index?: number } } | undefined)?.normalized?.source_index ?? 0;
 
 function addObject(acc: Acc, obj: object, origin: Origin): void {
-  acc.resources.push(obj as StoredObject);
+  acc.resources.push(obj as LoadedResource);
   acc.origins.set(obj, origin);
 }
 
@@ -255,7 +257,7 @@ function finish(acc: Acc): LoadResult {
     const line = o.locate(o.field);
     return `${o.source}${line ? `:${line}` : ""}`;
   };
-  const keep = (obj: StoredObject | Task): boolean => {
+  const keep = (obj: LoadedResource | Task): boolean => {
     const key = `${obj.kind}/${obj.metadata.name}`;
     const origin = acc.origins.get(obj)!;
     const prev = seen.get(key);

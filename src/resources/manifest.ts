@@ -200,12 +200,8 @@ const phasesOf = (layer: Obj) => (layer.phases !== undefined ? { list: layer.pha
  * (`cases[3].execution_profile.resources.gpu_types`, `defaults.env.X`); tasks with errors
  * of their own, and later duplicates, are left out of `tasks`.
  */
-export function expandCampaign(campaign: Campaign): ExpandResult {
-  const errors: ItemFieldError[] = [];
-  const tasks: Task[] = [];
-  const spec: Obj = isPlainObject(campaign?.spec) ? (campaign.spec as Obj) : {};
-  if (!isPlainObject(campaign?.spec)) return { tasks, errors: [fieldError("", "spec must be an object", "FieldValueTypeInvalid")] };
-
+/** The Campaign layer: its id and its defaults (with the defaults' payload). */
+function campaignLayer(spec: Obj, errors: ItemFieldError[]): { cid: string; d: Obj; dp: Obj } {
   let cid = "unknown";
   if (spec.campaign_id === undefined || spec.campaign_id === "") errors.push(fieldError("campaign_id", "required", "FieldValueRequired"));
   else if (typeof spec.campaign_id !== "string") errors.push(fieldError("campaign_id", "must be a string", "FieldValueTypeInvalid"));
@@ -219,7 +215,145 @@ export function expandCampaign(campaign: Campaign): ExpandResult {
       errors.push(...unknownKeys(d, DEFAULT_KEYS, "defaults"), ...checkKnown(d, "defaults", LAYER_CHECKS));
     }
   }
-  const dp = objOr(d.payload);
+  return { cid, d, dp: objOr(d.payload) };
+}
+
+type CaseIds = Record<"case_id" | "setting_id" | "run_id", string>;
+type CaseIdentity = { ids: CaseIds; id: string; resolved: boolean; case_version: string; scenario_id: unknown; package_id: unknown; vars: Record<string, string> };
+
+/** The case layer's identity: its ids (case over defaults), its task id and the template values. */
+function caseIdentity(cid: string, c: Obj, d: Obj, at: string, caseErrors: ItemFieldError[]): CaseIdentity {
+  const ids: CaseIds = { case_id: "unknown", setting_id: "unknown", run_id: "unknown" };
+  let resolved = true;
+  for (const k of ["case_id", "setting_id", "run_id"] as const) {
+    const v = first(c[k], d[k]);
+    if (v === undefined || v === null) {
+      caseErrors.push(fieldError(`${at}.${k}`, "required (on the case or in defaults)", "FieldValueRequired"));
+      resolved = false;
+    } else {
+      const s = idString(v);
+      if (s === undefined) resolved = false; // reported by the layer checks
+      else ids[k] = s;
+    }
+  }
+  const id = caseTaskId(cid, { task_id: idString(c.task_id), ...ids });
+  const case_version = idString(first(c.case_version, d.case_version)) ?? "v1";
+  const scenario_id = first(c.scenario_id, d.scenario_id) ?? ids.setting_id;
+  const package_id = first(c.package_id, d.package_id) ?? packageId(cid, ids.setting_id);
+  // Template values below the task's own identity, as v1 had them (defaults < case < ids).
+  const own = Object.entries({ ...objOr(d.vars), ...objOr(c.vars) }).filter(([, v]) => ["string", "number", "boolean"].includes(typeof v));
+  const vars: Record<string, string> = { ...Object.fromEntries(own.map(([k, v]) => [k, String(v)])), campaign_id: cid, ...ids, task_id: id, case_version, scenario_id: String(scenario_id), package_id: String(package_id) };
+  return { ids, id, resolved, case_version, scenario_id, package_id, vars };
+}
+
+type Layers = { d: Obj; dp: Obj; c: Obj; cp: Obj; at: string };
+
+/** The payload layer: payload < defaults < case for every key, then phases, profile and contracts. */
+function casePayload(l: Layers, cid: string, who: CaseIdentity, index: number, caseErrors: ItemFieldError[]): { payload: Obj; profile: unknown; retry: Obj } {
+  const { d, dp, c, cp, at } = l;
+  const { ids } = who;
+  const subject = who.resolved ? who.id : undefined;
+  const expand = expander(who.vars);
+  // payload = defaults.payload merged with case.payload; the keys below then layer payload < defaults < case.
+  const payload = deepMerge(dp, cp);
+  const pick = (k: string) => first(c[k], d[k], payload[k]);
+  const valid = (k: string, v: unknown) => v !== undefined && (PAYLOAD_CHECKS[k]?.(v, k).length ?? 0) === 0;
+  const pickValid = (k: string) => [c[k], d[k], payload[k]].find((v) => valid(k, v));
+
+  const runner = (pickValid("runner") as string | undefined) ?? DEFAULT_RUNNER;
+  const command = pickValid("command");
+  if (runner === "shell" && pick("command") === undefined) caseErrors.push(fieldError(`${at}.command`, "required when runner is shell", "FieldValueRequired"));
+  const source = first(pickValid("source"), valid("source", payload.source_descriptor) ? payload.source_descriptor : undefined);
+
+  const env: Record<string, string> = {};
+  for (const layer of [payload.env, d.env, c.env]) if (valid("env", layer)) Object.assign(env, layer);
+
+  const retry: Obj = {};
+  for (const layer of [payload.retry_policy, d.retry_policy, c.retry_policy]) if (isPlainObject(layer)) Object.assign(retry, layer);
+  if ("categories" in retry) {
+    retry.retry_categories ??= retry.categories;
+    delete retry.categories;
+  }
+
+  const layers = [
+    { layer: d, field: "defaults" },
+    { layer: dp, field: "defaults.payload" },
+    { layer: c, field: at },
+    { layer: cp, field: `${at}.payload` },
+  ].map(({ layer, field }) => {
+    const { list, key } = phasesOf(layer);
+    return { list, field: `${field}.${key}` };
+  });
+  const merged = mergePhaseLayers(layers);
+  caseErrors.push(...merged.errors.map((e) => (e.field.startsWith("defaults") ? e : { ...e, subject })));
+  const phases = expand(merged.phases);
+
+  const profile = mergeProfiles(d.execution_profile, dp.execution_profile, c.execution_profile, cp.execution_profile);
+  const contracts = v1Contracts([d, dp, c, cp], expand);
+
+  return {
+    payload: {
+      ...payload,
+      runner,
+      ...(command !== undefined ? { command: expand(command) } : {}),
+      artifact_paths: expand((pickValid("artifact_paths") as string[] | undefined) ?? []),
+      env: expand(env),
+      timeout_seconds: pickValid("timeout_seconds") ?? DEFAULT_TIMEOUT_SECONDS,
+      continue_on_error: pickValid("continue_on_error") ?? false,
+      normalized: { campaign_id: cid, case_id: ids.case_id, run_id: ids.run_id, setting_id: ids.setting_id, source_index: index },
+      retry_policy: retry,
+      phases,
+      commands: phases,
+      ...(source !== undefined ? { source, source_descriptor: source } : {}),
+      execution_profile: profile,
+      ...contracts,
+    },
+    profile,
+    retry,
+  };
+}
+
+/** The Task layer: the object the Campaign owns, from the case's identity and payload. */
+function caseTask(campaign: Campaign, owner: string, cid: string, l: Layers, who: CaseIdentity, p: { payload: Obj; profile: unknown; retry: Obj }): Task {
+  const { d, c } = l;
+  const expected = first(c.expected, d.expected);
+  const taskSpec = {
+    task_kind: "execution",
+    campaign_id: cid,
+    ...who.ids,
+    case_version: who.case_version,
+    scenario_id: who.scenario_id,
+    package_id: who.package_id,
+    required_capability: first(c.required_capability, d.required_capability) ?? DEFAULT_CAPABILITY,
+    priority: first(c.priority, d.priority) ?? 0,
+    ...(campaign.spec.nominate_after_seconds !== undefined ? { nominate_after_seconds: campaign.spec.nominate_after_seconds } : {}),
+    execution_profile: p.profile,
+    retry_policy: p.retry,
+    payload: p.payload,
+    ...(expected !== undefined ? { expected } : {}),
+  };
+  const ownerRef = { apiVersion: API_VERSION, kind: "Campaign", name: owner, controller: true, ...(campaign.metadata?.uid ? { uid: campaign.metadata.uid } : {}) };
+  // A JSON copy: no object is shared between tasks, the payload and the Campaign (shared
+  // objects would also print as YAML anchors, and structuredClone keeps sharing).
+  return jsonCopy({
+    apiVersion: API_VERSION as Task["apiVersion"],
+    kind: "Task" as const,
+    metadata: {
+      name: who.id,
+      labels: { [CAMPAIGN_LABEL]: owner },
+      // uid is filled in once the Campaign is stored; until then the name identifies it.
+      ownerReferences: [ownerRef as OwnerReference],
+    },
+    spec: taskSpec as unknown as TaskSpec,
+  });
+}
+
+export function expandCampaign(campaign: Campaign): ExpandResult {
+  const errors: ItemFieldError[] = [];
+  const tasks: Task[] = [];
+  const spec: Obj = isPlainObject(campaign?.spec) ? (campaign.spec as Obj) : {};
+  if (!isPlainObject(campaign?.spec)) return { tasks, errors: [fieldError("", "spec must be an object", "FieldValueTypeInvalid")] };
+  const { cid, d, dp } = campaignLayer(spec, errors);
 
   if (!Array.isArray(spec.cases)) {
     errors.push(fieldError("cases", spec.cases === undefined ? "required" : "must be a list", spec.cases === undefined ? "FieldValueRequired" : "FieldValueTypeInvalid"));
@@ -234,114 +368,11 @@ export function expandCampaign(campaign: Campaign): ExpandResult {
     const c: Obj = raw;
     const cp = objOr(c.payload);
     const caseErrors: ItemFieldError[] = [...unknownKeys(c, CASE_KEYS, at), ...checkKnown(c, at, LAYER_CHECKS)];
-
-    const ids: Record<"case_id" | "setting_id" | "run_id", string> = { case_id: "unknown", setting_id: "unknown", run_id: "unknown" };
-    let resolved = true;
-    for (const k of ["case_id", "setting_id", "run_id"] as const) {
-      const v = first(c[k], d[k]);
-      if (v === undefined || v === null) {
-        caseErrors.push(fieldError(`${at}.${k}`, "required (on the case or in defaults)", "FieldValueRequired"));
-        resolved = false;
-      } else {
-        const s = idString(v);
-        if (s === undefined) resolved = false; // reported by the layer checks
-        else ids[k] = s;
-      }
-    }
-    const id = caseTaskId(cid, { task_id: idString(c.task_id), ...ids });
+    const who = caseIdentity(cid, c, d, at, caseErrors);
+    const { id, resolved } = who;
     const subject = resolved ? id : undefined;
-
-    const case_version = idString(first(c.case_version, d.case_version)) ?? "v1";
-    const scenario_id = first(c.scenario_id, d.scenario_id) ?? ids.setting_id;
-    const package_id = first(c.package_id, d.package_id) ?? packageId(cid, ids.setting_id);
-    // Template values below the task's own identity, as v1 had them (defaults < case < ids).
-    const own = Object.entries({ ...objOr(d.vars), ...objOr(c.vars) }).filter(([, v]) => ["string", "number", "boolean"].includes(typeof v));
-    const vars: Record<string, string> = { ...Object.fromEntries(own.map(([k, v]) => [k, String(v)])), campaign_id: cid, ...ids, task_id: id, case_version, scenario_id: String(scenario_id), package_id: String(package_id) };
-    const expand = expander(vars);
-
-    // payload = defaults.payload merged with case.payload; the keys below then layer payload < defaults < case.
-    const payload = deepMerge(dp, cp);
-    const pick = (k: string) => first(c[k], d[k], payload[k]);
-    const valid = (k: string, v: unknown) => v !== undefined && (PAYLOAD_CHECKS[k]?.(v, k).length ?? 0) === 0;
-    const pickValid = (k: string) => [c[k], d[k], payload[k]].find((v) => valid(k, v));
-
-    const runner = (pickValid("runner") as string | undefined) ?? DEFAULT_RUNNER;
-    const command = pickValid("command");
-    if (runner === "shell" && pick("command") === undefined) caseErrors.push(fieldError(`${at}.command`, "required when runner is shell", "FieldValueRequired"));
-    const source = first(pickValid("source"), valid("source", payload.source_descriptor) ? payload.source_descriptor : undefined);
-
-    const env: Record<string, string> = {};
-    for (const layer of [payload.env, d.env, c.env]) if (valid("env", layer)) Object.assign(env, layer);
-
-    const retry: Obj = {};
-    for (const layer of [payload.retry_policy, d.retry_policy, c.retry_policy]) if (isPlainObject(layer)) Object.assign(retry, layer);
-    if ("categories" in retry) {
-      retry.retry_categories ??= retry.categories;
-      delete retry.categories;
-    }
-
-    const layers = [
-      { layer: d, field: "defaults" },
-      { layer: dp, field: "defaults.payload" },
-      { layer: c, field: at },
-      { layer: cp, field: `${at}.payload` },
-    ].map(({ layer, field }) => {
-      const { list, key } = phasesOf(layer);
-      return { list, field: `${field}.${key}` };
-    });
-    const merged = mergePhaseLayers(layers);
-    caseErrors.push(...merged.errors.map((e) => (e.field.startsWith("defaults") ? e : { ...e, subject })));
-    const phases = expand(merged.phases);
-
-    const profile = mergeProfiles(d.execution_profile, dp.execution_profile, c.execution_profile, cp.execution_profile);
-    const contracts = v1Contracts([d, dp, c, cp], expand);
-
-    const finalPayload: Obj = {
-      ...payload,
-      runner,
-      ...(command !== undefined ? { command: expand(command) } : {}),
-      artifact_paths: expand((pickValid("artifact_paths") as string[] | undefined) ?? []),
-      env: expand(env),
-      timeout_seconds: pickValid("timeout_seconds") ?? DEFAULT_TIMEOUT_SECONDS,
-      continue_on_error: pickValid("continue_on_error") ?? false,
-      normalized: { campaign_id: cid, case_id: ids.case_id, run_id: ids.run_id, setting_id: ids.setting_id, source_index: i },
-      retry_policy: retry,
-      phases,
-      commands: phases,
-      ...(source !== undefined ? { source, source_descriptor: source } : {}),
-      execution_profile: profile,
-      ...contracts,
-    };
-    const expected = first(c.expected, d.expected);
-    const taskSpec = {
-      task_kind: "execution",
-      campaign_id: cid,
-      ...ids,
-      case_version,
-      scenario_id,
-      package_id,
-      required_capability: first(c.required_capability, d.required_capability) ?? DEFAULT_CAPABILITY,
-      priority: first(c.priority, d.priority) ?? 0,
-      ...(spec.nominate_after_seconds !== undefined ? { nominate_after_seconds: spec.nominate_after_seconds } : {}),
-      execution_profile: profile,
-      retry_policy: retry,
-      payload: finalPayload,
-      ...(expected !== undefined ? { expected } : {}),
-    };
-    const ownerRef = { apiVersion: API_VERSION, kind: "Campaign", name: owner, controller: true, ...(campaign.metadata?.uid ? { uid: campaign.metadata.uid } : {}) };
-    // A JSON copy: no object is shared between tasks, the payload and the Campaign (shared
-    // objects would also print as YAML anchors, and structuredClone keeps sharing).
-    const task: Task = jsonCopy({
-      apiVersion: API_VERSION as Task["apiVersion"],
-      kind: "Task" as const,
-      metadata: {
-        name: id,
-        labels: { [CAMPAIGN_LABEL]: owner },
-        // uid is filled in once the Campaign is stored; until then the name identifies it.
-        ownerReferences: [ownerRef as OwnerReference],
-      },
-      spec: taskSpec as unknown as TaskSpec,
-    });
+    const l: Layers = { d, dp, c, cp, at };
+    const task = caseTask(campaign, owner, cid, l, who, casePayload(l, cid, who, i, caseErrors));
 
     for (const e of validateObject(task)) {
       if (e.field.startsWith("spec.nominate_after_seconds")) continue; // the Campaign's own field: its schema reports it once

@@ -28,6 +28,12 @@ export type ManagedFieldsEntry = {
   subresource?: string;
 };
 
+/** What an Event can be about: any object with a kind and metadata. */
+export type ObjectHead = { apiVersion: string; kind: string; metadata: ObjectMeta };
+
+/** Something that happened to an object, recorded as an Event (reconciler/events.ts). */
+export type LoomEvent = { object: ObjectHead; type: "Normal" | "Warning"; reason: string; message: string };
+
 export type Resource<K extends string, S, St> = {
   apiVersion: "loom.dev/v1alpha1";
   kind: K;

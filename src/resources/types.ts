@@ -15,6 +15,11 @@ export const ACTIVE_STATES: readonly TaskState[] = ["leased", "running"];
 export const QUEUED_STATES: readonly TaskState[] = ["queued", "retry_queued"];
 export const FINAL_STATES: readonly TaskState[] = ["clean", "dirty", "run_error", "needs_review", "accepted", "ignored", "blocked", "cancelled", "lease_expired"];
 
-export const isActive = (s: string | undefined) => s === "leased" || s === "running";
-export const isQueued = (s: string | undefined) => s === "queued" || s === "retry_queued";
+/** The status every new Task starts with, however it is created. */
+export function initialStatus(): TaskStatus {
+  return { state: "queued", attempt: 1, conditions: [] };
+}
+
+export const isActive = (s: string | undefined) => ACTIVE_STATES.includes(s as TaskState);
+export const isQueued = (s: string | undefined) => QUEUED_STATES.includes(s as TaskState);
 export const isFinal = (s: string | undefined) => FINAL_STATES.includes(s as TaskState);

@@ -6,7 +6,8 @@ import path from "node:path";
 import { Command } from "commander";
 import { HubClient } from "./client.ts";
 import { CA_FILE_ENV, readCa } from "../tls/fetch.ts";
-import { DirectServer, DIRECT_DEFAULT_PORT, isLoopbackHost } from "./direct.ts";
+import { DirectServer, DIRECT_DEFAULT_PORT } from "./direct.ts";
+import { isLoopback } from "../security/tokens.ts";
 import { DEFAULT_SCRUBBED_ENV } from "./execute.ts";
 import { CapacityError, hostSnapshot, resolveCapacity } from "./host.ts";
 import { utcNow } from "./process.ts";
@@ -142,7 +143,7 @@ export function resolveConfig(raw: RawOptions, env: NodeJS.ProcessEnv = process.
   for (const [flag, name] of [[raw.controllerTokenEnv !== undefined ? "--controller-token-env" : "--auth-token-env", authTokenEnv], ["--direct-api-token-env", raw.directApiTokenEnv]] as const) {
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new FlagError(flag, `must be an environment variable name, got ${JSON.stringify(name)}`);
   }
-  if (mode === "direct-worker-api" && !isLoopbackHost(raw.serveHost) && !env[raw.directApiTokenEnv]) {
+  if (mode === "direct-worker-api" && !isLoopback(raw.serveHost) && !env[raw.directApiTokenEnv]) {
     throw new FlagError("--serve-host", `${raw.serveHost} is not a loopback address; serving the Direct Runner API there needs a token in $${raw.directApiTokenEnv}`);
   }
   const capabilities = raw.capability.length ? [...new Set(raw.capability.map((c) => c.trim()).filter(Boolean))] : ["linux", "*"];

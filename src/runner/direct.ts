@@ -1,14 +1,14 @@
 // Direct Runner API (RUNNER_PROTOCOL §1c): the Hub pushes tasks to this Runner over HTTP
 // instead of the Runner pulling them. A pushed task runs through the same
 // start/renew/upload/complete path as a pulled one.
-import { createHash, timingSafeEqual } from "node:crypto";
-import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { ClaimedTask } from "./execute.ts";
 import { hostSnapshot, resolveCapacity } from "./host.ts";
 import { runClaimedTask, type TaskReport } from "./lifecycle.ts";
 import { HubError } from "./client.ts";
 import { heartbeatBody, isFatal, PullLoop, registerWithRetry, registrationBody, type PullOptions } from "./pull.ts";
 import { utcNow } from "./process.ts";
+import { isLoopback, presentedToken, tokenEquals } from "../security/tokens.ts";
 
 export const DIRECT_DEFAULT_PORT = 9876;
 
@@ -21,22 +21,11 @@ export interface DirectOptions extends PullOptions {
   idleHeartbeatSeconds?: number;
 }
 
-const sha256 = (s: string) => createHash("sha256").update(s, "utf8").digest();
-
-/** Constant-time token check. Both sides are hashed first so neither the length nor a prefix leaks. */
+/** Every request carries the Runner token when one is set. */
 export function tokenMatches(headers: FastifyRequest["headers"], expected: string | undefined): boolean {
   if (!expected) return true;
-  const auth = headers.authorization;
-  let got: string | undefined;
-  if (typeof auth === "string" && /^bearer\s+/i.test(auth)) got = auth.replace(/^bearer\s+/i, "").trim();
-  else if (typeof headers["x-loom-token"] === "string") got = headers["x-loom-token"];
-  if (!got) return false;
-  return timingSafeEqual(sha256(got), sha256(expected));
-}
-
-export function isLoopbackHost(host: string): boolean {
-  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
-  return h === "localhost" || h === "::1" || /^127\./.test(h) || h === "::ffff:127.0.0.1";
+  const given = presentedToken(headers);
+  return given !== undefined && tokenEquals(given, expected);
 }
 
 interface Push {
@@ -57,7 +46,7 @@ export class DirectServer {
   private beating = false;
 
   constructor(private readonly o: DirectOptions) {
-    if (!isLoopbackHost(o.host) && !o.runnerToken) {
+    if (!isLoopback(o.host) && !o.runnerToken) {
       throw new Error(`refusing to serve the Direct Runner API on ${o.host} without a Runner token (set LOOM_RUNNER_TOKEN or --direct-api-token-env)`);
     }
     this.app = Fastify({ logger: false, bodyLimit: 64 * 1024 * 1024 });
@@ -96,7 +85,16 @@ export class DirectServer {
       reply.code(status).send(status === 500 ? { error: err.name, detail: err.message } : { error: err.code ?? "bad_request", detail: err.message });
     });
 
-    app.get("/api/healthz", async () => ({
+    app.get("/api/healthz", () => this.health());
+    app.get("/api/meta", () => this.meta());
+    app.post("/api/register", (_req, reply) => this.register(reply));
+    app.post("/api/run-loop", (req, reply) => this.runLoop(req, reply));
+    app.post("/api/tasks/execute", (req, reply) => this.execute(req, reply));
+  }
+
+  /** GET /api/healthz: what this Runner is doing. */
+  private async health() {
+    return {
       ok: true,
       worker_id: this.o.workerId,
       mode: "direct-api",
@@ -108,76 +106,79 @@ export class DirectServer {
       active_pushes: this.activePushes,
       last_result: this.lastResult,
       resources: (await hostSnapshot(this.o.workDir)).resources,
-    }));
+    };
+  }
 
-    app.get("/api/meta", async () => {
-      const snap = await hostSnapshot(this.o.workDir);
-      return {
-        service: "runner",
-        runner_api_version: 1,
-        api_version: 1,
-        worker_id: this.o.workerId,
-        auth_required: Boolean(this.o.runnerToken),
-        connection_mode: "direct-api",
-        capabilities: this.o.capabilities,
-        concurrency_policy: this.o.concurrencyPolicy,
-        initial_concurrency: this.o.initialConcurrency,
-        max_concurrency: this.o.maxConcurrency,
-        resource_capacity: resolveCapacity(snap.resources, this.o.capacityOverrides),
-      };
-    });
+  /** GET /api/meta: who this Runner is and what it registers. */
+  private async meta() {
+    const snap = await hostSnapshot(this.o.workDir);
+    return {
+      service: "runner",
+      runner_api_version: 1,
+      api_version: 1,
+      worker_id: this.o.workerId,
+      auth_required: Boolean(this.o.runnerToken),
+      connection_mode: "direct-api",
+      capabilities: this.o.capabilities,
+      concurrency_policy: this.o.concurrencyPolicy,
+      initial_concurrency: this.o.initialConcurrency,
+      max_concurrency: this.o.maxConcurrency,
+      resource_capacity: resolveCapacity(snap.resources, this.o.capacityOverrides),
+    };
+  }
 
-    // One attempt: the caller waits on this request, so the Hub's answer (or silence) is reported, not retried.
-    app.post("/api/register", async (_req, reply) => {
-      try {
-        const { body } = await registrationBody(this.o);
-        return { ok: true, register: await this.o.client.register(body) };
-      } catch (e) {
-        if (!(e instanceof HubError)) throw e;
-        return reply.code(502).send({ error: "hub_register_failed", hub_status: e.status, detail: e.message });
-      }
-    });
+  /** POST /api/register: one attempt; the caller waits on this request, so the Hub's answer (or silence) is reported, not retried. */
+  private async register(reply: FastifyReply) {
+    try {
+      const { body } = await registrationBody(this.o);
+      return { ok: true, register: await this.o.client.register(body) };
+    } catch (e) {
+      if (!(e instanceof HubError)) throw e;
+      return reply.code(502).send({ error: "hub_register_failed", hub_status: e.status, detail: e.message });
+    }
+  }
 
-    app.post("/api/run-loop", async (req, reply) => {
-      const body = (req.body ?? {}) as { max_tasks?: unknown; once?: unknown };
-      if (this.pushes.size) return reply.code(409).send({ error: "push_tasks_active", active_pushes: this.activePushes });
-      if (this.loop) return reply.code(202).send({ ok: true, state: "already_running", worker_id: this.o.workerId });
-      const opts: PullOptions = { ...this.o, register: false };
-      if (body.max_tasks !== undefined && body.max_tasks !== null) opts.maxTasks = Math.max(0, Math.trunc(Number(body.max_tasks)) || 0);
-      if (body.once !== undefined && body.once !== null) opts.once = Boolean(body.once);
-      const loop = new PullLoop(opts);
-      this.loop = loop;
-      this.lastResult = { ok: true, state: "starting", started_at: utcNow() };
-      this.loopDone = loop.run().then(
-        (s) => {
-          this.lastResult = { ok: true, completed: s.completed, finished_at: utcNow() };
-        },
-        (e: unknown) => {
-          this.lastResult = { ok: false, error: { type: e instanceof Error ? e.name : "Error", detail: String(e instanceof Error ? e.message : e) }, finished_at: utcNow() };
-        },
-      ).finally(() => {
-        this.loop = undefined;
-      });
-      return reply.code(202).send({ ok: true, state: "started", worker_id: this.o.workerId });
+  /** POST /api/run-loop: start a pull loop, unless pushed tasks are running. */
+  private async runLoop(req: FastifyRequest, reply: FastifyReply) {
+    const body = (req.body ?? {}) as { max_tasks?: unknown; once?: unknown };
+    if (this.pushes.size) return reply.code(409).send({ error: "push_tasks_active", active_pushes: this.activePushes });
+    if (this.loop) return reply.code(202).send({ ok: true, state: "already_running", worker_id: this.o.workerId });
+    const opts: PullOptions = { ...this.o, register: false };
+    if (body.max_tasks !== undefined && body.max_tasks !== null) opts.maxTasks = Math.max(0, Math.trunc(Number(body.max_tasks)) || 0);
+    if (body.once !== undefined && body.once !== null) opts.once = Boolean(body.once);
+    const loop = new PullLoop(opts);
+    this.loop = loop;
+    this.lastResult = { ok: true, state: "starting", started_at: utcNow() };
+    this.loopDone = loop.run().then(
+      (s) => {
+        this.lastResult = { ok: true, completed: s.completed, finished_at: utcNow() };
+      },
+      (e: unknown) => {
+        this.lastResult = { ok: false, error: { type: e instanceof Error ? e.name : "Error", detail: String(e instanceof Error ? e.message : e) }, finished_at: utcNow() };
+      },
+    ).finally(() => {
+      this.loop = undefined;
     });
+    return reply.code(202).send({ ok: true, state: "started", worker_id: this.o.workerId });
+  }
 
-    app.post("/api/tasks/execute", async (req, reply) => {
-      const task = (req.body as { task?: unknown } | undefined)?.task as ClaimedTask | undefined;
-      const workerId = this.o.workerId;
-      if (!task || typeof task !== "object" || Array.isArray(task)) return reply.code(400).send({ error: "task_object_required" });
-      const taskId = typeof task.task_id === "string" ? task.task_id : "";
-      if (!taskId) return reply.code(400).send({ error: "task_id_required" });
-      if (String(task.assigned_worker_id ?? "") !== workerId) {
-        return reply.code(409).send({ error: "assigned_worker_mismatch", worker_id: workerId, task_id: taskId, received: task.assigned_worker_id ?? null });
-      }
-      if (this.loop) return reply.code(409).send({ error: "pull_loop_active", task_id: taskId });
-      if (this.pushes.has(taskId)) return reply.code(202).send({ ok: true, state: "already_running", task_id: taskId, worker_id: workerId });
-      if (this.pushes.size >= this.o.maxConcurrency) {
-        return reply.code(429).send({ error: "worker_capacity_reached", worker_id: workerId, active_pushes: this.activePushes, max_concurrency: this.o.maxConcurrency });
-      }
-      this.accept(task);
-      return reply.code(202).send({ ok: true, state: "accepted", task_id: taskId, worker_id: workerId });
-    });
+  /** POST /api/tasks/execute: accept one pushed task. */
+  private async execute(req: FastifyRequest, reply: FastifyReply) {
+    const task = (req.body as { task?: unknown } | undefined)?.task as ClaimedTask | undefined;
+    const workerId = this.o.workerId;
+    if (!task || typeof task !== "object" || Array.isArray(task)) return reply.code(400).send({ error: "task_object_required" });
+    const taskId = typeof task.task_id === "string" ? task.task_id : "";
+    if (!taskId) return reply.code(400).send({ error: "task_id_required" });
+    if (String(task.assigned_worker_id ?? "") !== workerId) {
+      return reply.code(409).send({ error: "assigned_worker_mismatch", worker_id: workerId, task_id: taskId, received: task.assigned_worker_id ?? null });
+    }
+    if (this.loop) return reply.code(409).send({ error: "pull_loop_active", task_id: taskId });
+    if (this.pushes.has(taskId)) return reply.code(202).send({ ok: true, state: "already_running", task_id: taskId, worker_id: workerId });
+    if (this.pushes.size >= this.o.maxConcurrency) {
+      return reply.code(429).send({ error: "worker_capacity_reached", worker_id: workerId, active_pushes: this.activePushes, max_concurrency: this.o.maxConcurrency });
+    }
+    this.accept(task);
+    return reply.code(202).send({ ok: true, state: "accepted", task_id: taskId, worker_id: workerId });
   }
 
   private accept(task: ClaimedTask): void {

@@ -4,6 +4,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { leaseView, workerView, type WorkerView } from "../admission/index.ts";
 import { isActive, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
+import { BatchTally } from "./tuning.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { Applied, Store, StoredObject, TxnOp } from "../store/store.ts";
 import { HubError } from "./errors.ts";
@@ -29,7 +30,8 @@ export type SchedulerObserver = {
   claim(seconds: number, granted: number): void;
 };
 
-export type LoomEvent = { object: StoredObject; type: "Normal" | "Warning"; reason: string; message: string };
+export type { LoomEvent } from "../resources/meta.ts";
+import type { LoomEvent } from "../resources/meta.ts";
 
 export class SchedulerContext {
   readonly liveness: Liveness;
@@ -37,6 +39,8 @@ export class SchedulerContext {
   /** Inside locked(): the durability promises of the writes made there. */
   private readonly unflushed = new AsyncLocalStorage<Promise<void>[]>();
   private readonly wakers = new Set<() => void>();
+  /** Open claim batches of adaptive workers (tuning.ts). */
+  readonly batches = new BatchTally();
   /** Records an Event about an object; the Hub wires the event recorder in. */
   recordEvent: (e: LoomEvent) => void = () => {};
   observer: SchedulerObserver = { commit: () => {}, claim: () => {} };

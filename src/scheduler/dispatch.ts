@@ -6,13 +6,12 @@ import { API_VERSION } from "../resources/crds.ts";
 import { slug } from "../resources/ids.ts";
 import { CAMPAIGN_LABEL } from "../resources/manifest.ts";
 import { mergeProfiles, profileShapeErrors } from "../resources/profile.ts";
-import type { Task } from "../resources/types.ts";
+import { initialStatus, type Task } from "../resources/types.ts";
 import { validateObject, type FieldError } from "../resources/validate.ts";
 import type { StoredObject, TxnOp } from "../store/store.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { SchedulerContext } from "./context.ts";
 import { checkRequest, HubError } from "./errors.ts";
-import { initialStatus } from "./lifecycle.ts";
 
 const isObj = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
 const str = (v: unknown) => (typeof v === "string" && v !== "" ? v : typeof v === "number" ? String(v) : undefined);

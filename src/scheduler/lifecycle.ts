@@ -2,7 +2,7 @@
 // decides when to apply them and writes the result. The lease is the reservation: granting
 // one writes both, and every way out of the active states removes both together.
 import type { AdmissionObject } from "../admission/index.ts";
-import { setCondition, type Condition, type TaskStatus, type TaskState, type Task } from "../resources/types.ts";
+import { initialStatus, setCondition, type Condition, type TaskStatus, type TaskState, type Task } from "../resources/types.ts";
 import type { Vector } from "../admission/index.ts";
 
 export type LeaseGrant = {
@@ -17,9 +17,6 @@ export type LeaseGrant = {
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
-export function initialStatus(): TaskStatus {
-  return { state: "queued", attempt: 1, conditions: [] };
-}
 
 /** queued -> leased, recording the lease with its reservation and the admission snapshot. */
 export function grantLease(task: Task, g: LeaseGrant, now: number): TaskStatus {

@@ -3,6 +3,7 @@
 // adaptive: a baseline from the first healthy solo run, then step up on healthy complete
 // batches and back off on unhealthy results.
 import type { Worker, WorkerStatus } from "../resources/types.ts";
+import { isStoreError } from "../store/errors.ts";
 import type { StoredObject } from "../store/store.ts";
 import type { SchedulerContext } from "./context.ts";
 import { effectiveSettings } from "./workers.ts";
@@ -27,10 +28,35 @@ function observe(entries: Map<string, Buffer> | null): Observed {
   }
 }
 
-/** Healthy results per claim batch, so a batch steps up only once it is complete and clean. */
-const batches = new Map<string, { size: number; healthy: number; unhealthy: number }>();
+type Batch = { size: number; healthy: number; unhealthy: number };
 
-export function nextDesired(w: Worker, facts: ResultFacts): { desired: number; tuning?: WorkerStatus["tuning"] } | undefined {
+/**
+ * Results seen per claim batch, so a batch steps concurrency up only once it is complete and
+ * clean. Bounded: a batch whose results never all arrive (a lost Runner, a failure report
+ * without a result) is dropped oldest first once `maxBatches` are open.
+ */
+export class BatchTally {
+  private readonly open = new Map<string, Batch>();
+  constructor(readonly maxBatches = 1024) {}
+
+  get size(): number {
+    return this.open.size;
+  }
+
+  /** Counts one result; the batch's totals when it is now complete (and forgotten), else undefined. */
+  count(batchId: string, size: number, healthy: boolean): Batch | undefined {
+    const b = this.open.get(batchId) ?? { size, healthy: 0, unhealthy: 0 };
+    if (healthy) b.healthy++;
+    else b.unhealthy++;
+    this.open.delete(batchId);
+    if (b.healthy + b.unhealthy >= b.size) return b;
+    this.open.set(batchId, b);
+    while (this.open.size > this.maxBatches) this.open.delete(this.open.keys().next().value!);
+    return undefined;
+  }
+}
+
+export function nextDesired(w: Worker, facts: ResultFacts, batches: BatchTally): { desired: number; tuning?: WorkerStatus["tuning"] } | undefined {
   const s = effectiveSettings(w);
   const healthy = facts.verdict === "clean" && facts.issues.length === 0;
   const cur = s.desired_concurrency;
@@ -42,6 +68,7 @@ export function nextDesired(w: Worker, facts: ResultFacts): { desired: number; t
   const observed = typeof o.desired === "number" ? o.desired : cur;
   const t = { ...(w.status?.tuning ?? {}) };
   const max = s.max_concurrency;
+  const batch = o.batchId && o.batchSize ? batches.count(o.batchId, o.batchSize, healthy) : undefined;
   if (!healthy) {
     const good = t.good ?? 0;
     const next = observed <= 1 ? 1 : good >= observed ? observed - 1 : Math.floor((good + observed) / 2);
@@ -54,13 +81,8 @@ export function nextDesired(w: Worker, facts: ResultFacts): { desired: number; t
     const memBound = o.maxRssMb && host.mem_total_mb ? (0.8 * host.mem_total_mb) / o.maxRssMb : Infinity;
     t.theoretical = Math.min(cpuBound, memBound);
   }
-  if (o.batchId && o.batchSize) {
-    const b = batches.get(o.batchId) ?? { size: o.batchSize, healthy: 0, unhealthy: 0 };
-    b.healthy++;
-    batches.set(o.batchId, b);
-    if (b.healthy + b.unhealthy < b.size) return t.theoretical !== w.status?.tuning?.theoretical ? { desired: cur, tuning: t } : undefined;
-    batches.delete(o.batchId);
-  }
+  // Within a batch, only the result that completes a clean batch may step up.
+  if (o.batchId && o.batchSize && (!batch || batch.unhealthy > 0)) return t.theoretical !== w.status?.tuning?.theoretical ? { desired: cur, tuning: t } : undefined;
   t.good = Math.max(t.good ?? 0, observed);
   const good = t.good;
   const theo = t.theoretical ?? max;
@@ -75,7 +97,7 @@ export function nextDesired(w: Worker, facts: ResultFacts): { desired: number; t
 export async function adjustConcurrency(ctx: SchedulerContext, workerId: string, facts: ResultFacts): Promise<void> {
   const w = ctx.worker(workerId);
   if (!w) return;
-  const next = nextDesired(w, facts);
+  const next = nextDesired(w, facts, ctx.batches);
   if (!next) return;
   const same = next.desired === w.status?.desired_concurrency && JSON.stringify(next.tuning ?? w.status?.tuning) === JSON.stringify(w.status?.tuning);
   if (same) return;
@@ -84,7 +106,10 @@ export async function adjustConcurrency(ctx: SchedulerContext, workerId: string,
     const [written] = await ctx.commit([{ op: "updateStatus", object: { ...(w as unknown as StoredObject), status } }]);
     if (next.desired !== w.status?.desired_concurrency)
       ctx.recordEvent({ object: written, type: "Normal", reason: "ConcurrencyTuned", message: `desired concurrency ${w.status?.desired_concurrency ?? "?"} -> ${next.desired} (${effectiveSettings(w).concurrency_policy})` });
-  } catch {
-    // A concurrent write to the worker wins; the next result tunes again.
+  } catch (e) {
+    // A concurrent write to the worker wins, or the worker is gone; the next result tunes again.
+    if (isStoreError(e, "Conflict") || isStoreError(e, "NotFound")) return;
+    // The result itself is recorded already, so its reply stands; the worker says what failed.
+    ctx.recordEvent({ object: w, type: "Warning", reason: "ConcurrencyTuneFailed", message: `desired concurrency not written: ${e instanceof Error ? e.message : String(e)}` });
   }
 }

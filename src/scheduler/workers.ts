@@ -1,7 +1,7 @@
 // Runner registration and heartbeats, and the operator's worker controls. Registration
 // lands in the Worker's status; a worker no file declares is created from it, the way a
 // kubelet registers its Node. Where the inventory declares a field, the inventory wins.
-import { defaultCapacityFromHost, effectiveCapacity, overlayCapacity, concurrencyOf, reservedOf, sub, type Vector } from "../admission/index.ts";
+import { CapacityError, concurrencySettings, defaultCapacityFromHost, effectiveCapacity, parseCapacity, overlayCapacity, concurrencyOf, reservedOf, sub, type Vector } from "../admission/index.ts";
 import { API_VERSION } from "../resources/crds.ts";
 import { isActive, setCondition, type Worker, type WorkerStatus } from "../resources/types.ts";
 import { validateMetadata } from "../resources/validate.ts";
@@ -13,40 +13,17 @@ export const ORIGIN_LABEL = "loom.dev/origin";
 
 /** The values a Runner must follow: the inventory's where declared, else what it registered. */
 export function effectiveSettings(w: Worker) {
-  const reg = w.status?.registration;
-  const max = w.spec.max_concurrency ?? reg?.max_concurrency ?? 1;
-  const initial = Math.min(w.spec.initial_concurrency ?? reg?.initial_concurrency ?? max, max);
-  const desired = Math.min(Math.max(w.status?.desired_concurrency ?? initial, 1), max);
-  return {
-    max_concurrency: max,
-    initial_concurrency: initial,
-    desired_concurrency: desired,
-    concurrency_policy: (w.spec.concurrency_policy ?? reg?.concurrency_policy ?? "fixed") as "fixed" | "adaptive",
-    resource_capacity: effectiveCapacity(w).capacity,
-  };
+  return { ...concurrencySettings(w), resource_capacity: effectiveCapacity(w).capacity };
 }
 
-const CAPACITY_KEYS = ["cpu_millis", "memory_mb", "disk_mb", "gpu_count", "gpu_types"];
-
-/** v1's capacity normalisation: bools rejected, floats truncated, unknown keys and stray gpu_types refused. */
+/** A capacity in a registration body; a broken rule is a 400 naming the field. */
 export function normaliseCapacityInput(raw: unknown, field = "resource_capacity"): Partial<Vector> {
-  if (raw === undefined || raw === null) return {};
-  const bad = (f: string, detail: string) => new HubError(400, "invalid_resource_capacity", { field: f, detail });
-  if (typeof raw !== "object" || Array.isArray(raw)) throw bad(field, "must be an object");
-  const out: Partial<Vector> = {};
-  for (const [k, v] of Object.entries(raw)) {
-    if (!CAPACITY_KEYS.includes(k)) throw bad(`${field}.${k}`, `unknown field; allowed: ${CAPACITY_KEYS.join(", ")}`);
-    if (k === "gpu_types") {
-      if (!Array.isArray(v) || v.length > 64 || v.some((s) => typeof s !== "string" || !s.trim() || s.length > 253 || /[\u0000-\u001f\u007f]/.test(s))) throw bad(`${field}.gpu_types`, "must be a list of non-empty strings");
-      out.gpu_types = [...new Set(v.map((s: string) => s.trim()))].sort();
-      continue;
-    }
-    if (typeof v !== "number" || !Number.isFinite(v) || v > Number.MAX_SAFE_INTEGER) throw bad(`${field}.${k}`, "must be a non-negative integer no larger than 2^53-1");
-    if (v < 0) throw bad(`${field}.${k}`, "must be non-negative");
-    (out as Record<string, number>)[k] = Math.trunc(v);
+  try {
+    return parseCapacity(raw, field);
+  } catch (e) {
+    if (e instanceof CapacityError) throw new HubError(400, "invalid_resource_capacity", { field: e.field, detail: e.detail });
+    throw e;
   }
-  if (out.gpu_types?.length && !(out.gpu_count! > 0)) throw bad(`${field}.gpu_types`, "requires a positive gpu_count");
-  return out;
 }
 
 const isInt = (v: unknown) => typeof v === "number" && Number.isInteger(v);

@@ -6,6 +6,7 @@ import { allocationOf, leaseViolations, sameAllocation, type Allocation } from "
 import type { LeaseView } from "../admission/view.ts";
 import type { Task, Worker } from "../resources/types.ts";
 import { loadCrds } from "../resources/crds.ts";
+import { jsonEqual } from "../resources/json.ts";
 import { validateMetadata, validateObject, validateStatus } from "../resources/validate.ts";
 import { alreadyExists, conflict, invalid, notFound, StoreError } from "./errors.ts";
 import type { Applied, StoredObject, TxnOp, WatchEventType } from "./store.ts";
@@ -127,21 +128,6 @@ export function guardLease(worker: Worker | undefined, now: Allocation, held: re
       `task "${now.task}": a lease on worker "${now.worker}" would break admission: ${causes.map((c) => c.message).join("; ")}`,
       causes.map((c) => ({ ...c, reason: "FieldValueInvalid" as const })),
     );
-}
-
-/** Structural equality of JSON values; key order does not matter (YAML and JSON inputs differ in it). */
-export function jsonEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  if (Array.isArray(a)) {
-    const bb = b as unknown[];
-    return a.length === bb.length && a.every((v, i) => jsonEqual(v, bb[i]));
-  }
-  const ak = Object.keys(a as object);
-  const bo = b as Record<string, unknown>;
-  if (ak.length !== Object.keys(bo).length) return false;
-  return ak.every((k) => Object.prototype.hasOwnProperty.call(bo, k) && jsonEqual((a as Record<string, unknown>)[k], bo[k]));
 }
 
 /** The single-object writes, each one txn: what every backend offers on top of apply(). */

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { GitopsSync, PRUNED_ANNOTATION, SOURCE_ANNOTATION, planApply } from "../../src/gitops/index.ts";
-import type { LoomEvent } from "../../src/scheduler/context.ts";
+import type { LoomEvent } from "../../src/resources/meta.ts";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite.ts";
 import type { StoredObject } from "../../src/store/store.ts";
 

@@ -40,6 +40,16 @@ const campaign = (cases: object[]): StoredObject => ({
 });
 const tasks = (h: TestHub) => h.hub.cache.list<Task & StoredObject>("Task");
 
+/** The store revision once a full conditions pass has run without writing anything. */
+async function quiet(h: TestHub): Promise<number> {
+  for (;;) {
+    const rev = await h.hub.store.revision();
+    const passes = h.hub.controllers!.admission.passes;
+    await eventually(() => h.hub.controllers!.admission.passes > passes + 1, "a full conditions pass");
+    if ((await h.hub.store.revision()) === rev) return rev;
+  }
+}
+
 describe("campaign controller", () => {
   it("creates the missing tasks of a campaign, once, and counts them", async () => {
     const dir = await seed([campaign([{ case_id: "a", run_id: "1" }, { case_id: "b", run_id: "1" }, { case_id: "c", run_id: "1" }])]);
@@ -51,10 +61,10 @@ describe("campaign controller", () => {
     expect(tasks(h).every((t) => t.metadata.ownerReferences?.[0]?.uid === c.metadata.uid)).toBe(true);
     // Once settled, a resync pass changes nothing.
     await eventually(() => tasks(h).every((t) => t.status?.conditions?.some((c) => c.type === "Admitted")), "conditions");
-    await new Promise((r) => setTimeout(r, 400));
-    const rev = await h.hub.store.revision();
+    const rev = await quiet(h);
+    const passes = h.hub.controllers!.admission.passes;
     h.hub.controllers!.resyncAll();
-    await new Promise((r) => setTimeout(r, 500));
+    await eventually(() => h.hub.controllers!.admission.passes > passes + 1, "a resync pass");
     expect(tasks(h)).toHaveLength(3);
     expect(await h.hub.store.revision()).toBe(rev);
   });
@@ -131,10 +141,9 @@ describe("task controller", () => {
     const h = await start(dir);
     await eventually(() => tasks(h).every((t) => t.status?.conditions?.some((c) => c.type === "Admitted")), "conditions on every task");
     await eventually(() => h.hub.cache.get<Worker & StoredObject>("Worker", "w1")?.status?.conditions?.length, "worker status");
-    await new Promise((r) => setTimeout(r, 400));
-    const before = await h.hub.store.revision();
+    const before = await quiet(h);
     const passes = h.hub.controllers!.admission.passes;
-    await new Promise((r) => setTimeout(r, 1200)); // six resync periods
+    await eventually(() => h.hub.controllers!.admission.passes >= passes + 6, "six more passes");
     expect(h.hub.controllers!.admission.passes).toBeGreaterThan(passes); // the passes ran...
     expect(await h.hub.store.revision()).toBe(before); // ...and wrote nothing
   });

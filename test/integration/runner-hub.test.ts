@@ -1,5 +1,5 @@
 // The Runner against Loom's own Hub, on loopback: the wire protocol both sides must agree on.
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -99,8 +99,10 @@ describe("Direct Runner pushed by the Hub", () => {
         hosts: [{ worker_id: "hub-direct-w", host: "127.0.0.1", connection_mode: "direct-worker-api", worker_url: url, max_concurrency: 1, initial_concurrency: 1 }],
       });
       expect(hs).toBe(200);
+      // push-1 holds its slot until the gate file exists, so push-2 meets a full worker.
+      const gate = path.join(tmp, "push-1-gate");
       await dispatch([
-        { task_id: "push-1", case_id: "c", run_id: "1", setting_id: "p", payload: { runner: "shell", command: "sleep 1" } },
+        { task_id: "push-1", case_id: "c", run_id: "1", setting_id: "p", payload: { runner: "shell", command: `while [ ! -e '${gate}' ]; do sleep 0.05; done` } },
         { task_id: "push-2", case_id: "c", run_id: "2", setting_id: "p", payload: { runner: "noop" } },
       ]);
       // registration runs in the background; push once the Hub knows the worker
@@ -112,6 +114,7 @@ describe("Direct Runner pushed by the Hub", () => {
       expect(first).toMatchObject([202, { ok: true, task_id: "push-1", runner: { state: "accepted" } }]);
       const [busy, busyBody] = await api("/api/admin/push-task", { task_id: "push-2", worker_id: "hub-direct-w", operator: "test" });
       expect([busy, busyBody.error]).toEqual([429, "worker_capacity_reached"]);
+      writeFileSync(gate, "");
       await eventually(() => server.activePushes.length === 0, "push to finish");
       expect(await states(["push-1"])).toEqual({ "push-1": "clean" });
     } finally {

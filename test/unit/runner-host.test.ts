@@ -1,6 +1,9 @@
 import os from "node:os";
 import { describe, expect, it } from "vitest";
-import { CapacityError, defaultCapacity, hostSnapshot, parseCapacityOverrides, resolveCapacity } from "../../src/runner/host.ts";
+import { CapacityError, defaultCapacityFromHost, parseCapacity } from "../../src/admission/index.ts";
+import { hostSnapshot, resolveCapacity } from "../../src/runner/host.ts";
+import { HubError } from "../../src/scheduler/errors.ts";
+import { normaliseCapacityInput } from "../../src/scheduler/workers.ts";
 
 describe("host snapshot", () => {
   it("reports cpu, memory, disk of the work dir's filesystem, and loadavg", async () => {
@@ -15,19 +18,12 @@ describe("host snapshot", () => {
   });
 });
 
-describe("defaultCapacity (§4)", () => {
-  it("derives the vector from the snapshot", () => {
-    expect(defaultCapacity({ cpu_count: 4, mem_total_mb: 16000, mem_available_mb: 8000.5, disk_total_mb: 90000, disk_available_mb: 50000.9 })).toEqual({
-      cpu_millis: 4000,
-      memory_mb: 8000,
-      disk_mb: 50000,
-      gpu_count: 0,
-      gpu_types: [],
-    });
-  });
-  it("falls back to totals, then 0, and never below 1000 millicores", () => {
-    expect(defaultCapacity({ cpu_count: 0.5, mem_total_mb: 2048.7, disk_total_mb: 10 })).toEqual({ cpu_millis: 1000, memory_mb: 2048, disk_mb: 10, gpu_count: 0, gpu_types: [] });
-    expect(defaultCapacity({})).toEqual({ cpu_millis: 1000, memory_mb: 0, disk_mb: 0, gpu_count: 0, gpu_types: [] });
+describe("capacity defaults (§4)", () => {
+  it("are the Hub's defaults for the same snapshot", () => {
+    for (const snap of [{ cpu_count: 4, mem_total_mb: 16000, mem_available_mb: 8000.5, disk_total_mb: 90000, disk_available_mb: 50000.9 }, { cpu_count: 0.5, mem_total_mb: 2048.7, disk_total_mb: 10 }, {}]) {
+      expect(resolveCapacity(snap, undefined)).toEqual(defaultCapacityFromHost(snap));
+    }
+    expect(resolveCapacity({ cpu_count: 4, mem_available_mb: 8000.5 }, undefined)).toEqual({ cpu_millis: 4000, memory_mb: 8000, disk_mb: 0, gpu_count: 0, gpu_types: [] });
   });
 });
 
@@ -58,9 +54,18 @@ describe("capacity overrides", () => {
     expect(err).toBeInstanceOf(CapacityError);
     expect((err as CapacityError).field).toBe(field);
     expect((err as Error).message.startsWith(field + ":")).toBe(true);
+    // The Hub refuses the same input for the same field.
+    let hubErr: unknown;
+    try {
+      normaliseCapacityInput(raw);
+    } catch (e) {
+      hubErr = e;
+    }
+    expect(hubErr).toBeInstanceOf(HubError);
+    expect((hubErr as HubError).body()).toMatchObject({ error: "invalid_resource_capacity", field });
   });
   it("empty or missing overrides change nothing", () => {
-    expect(parseCapacityOverrides(undefined)).toEqual({});
-    expect(parseCapacityOverrides({})).toEqual({});
+    expect(parseCapacity(undefined)).toEqual({});
+    expect(parseCapacity({})).toEqual({});
   });
 });
