@@ -238,7 +238,8 @@ export class AdmissionConditions {
     if (!flips && !messageOnly) return undefined;
     const last = this.lastWrite.get(t.metadata.name);
     // A swing between admissible and waiting on leases is churn until it has held a while.
-    const swing = flips && last !== undefined && last.standing !== "blocked" && w.standing !== "blocked";
+    // Any other change (a reason that appeared or went away while waiting, a blocked task) is news.
+    const swing = flips && last !== undefined && last.standing !== w.standing && last.standing !== "blocked" && w.standing !== "blocked";
     if (swing && now - w.since < this.opts.settleMs) {
       this.nextDue = Math.min(this.nextDue, w.since + this.opts.settleMs);
       return undefined;

@@ -45,7 +45,7 @@ describe("loom hub --data-dir lock", () => {
     expect(existsSync(join(dir, "hub.lock"))).toBe(true); // left behind by the kill
     const third = await hub();
     expect(third.listening, third.err).toBe(true);
-    const stopped = new Promise<number | null>((r) => third.child.once("exit", (c) => r(c)));
+    const stopped = new Promise<number | string | null>((r) => third.child.once("exit", (c, sig) => r(c ?? sig)));
     third.child.kill("SIGTERM");
     expect(await stopped).toBe(0);
     expect(existsSync(join(dir, "hub.lock"))).toBe(false); // a clean stop releases it
