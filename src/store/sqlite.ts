@@ -21,6 +21,7 @@ import { gone } from "./errors.ts";
 import { allocationChange, badRequest, decideOp, guardLease, objectValidator, TxnWrites, type OpView } from "./ops.ts";
 import { labelSelectorMatcher } from "./labels.ts";
 import type { Applied, ListOptions, ListResult, Store, StoredObject, TxnOp, WatchEvent, WatchEventType, WatchHandle, WatchOptions } from "./store.ts";
+import { Checkpointer, type CheckpointStats } from "./checkpointer.ts";
 import { WalSync } from "./wal-sync.ts";
 
 export type SqliteStoreOptions = {
@@ -137,6 +138,7 @@ export class SqliteStore extends TxnWrites implements Store {
     dropAlloc: Database.Statement<[string]>;
   };
   private readonly sync: WalSync;
+  private readonly checkpointer: Checkpointer;
   /** Applied batches of events that pending=false watchers have not been given yet. */
   private undurable: PendingEvent[][] = [];
   private readonly writeTxn: Database.Transaction<(ops: TxnOp[]) => { results: StoredObject[]; events: PendingEvent[] }>;
@@ -153,6 +155,8 @@ export class SqliteStore extends TxnWrites implements Store {
       this.db.pragma("journal_mode = WAL");
       // NORMAL: commits do not wait for the disk; WalSync makes them durable in groups.
       this.db.pragma("synchronous = NORMAL");
+      // Checkpoints run in a worker thread (checkpointer.ts), not inside this thread's commits.
+      this.db.pragma("wal_autocheckpoint = 0");
       this.db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
       this.db.exec(SCHEMA);
     } catch (e) {
@@ -184,6 +188,10 @@ export class SqliteStore extends TxnWrites implements Store {
       dropAlloc: db.prepare("DELETE FROM allocations WHERE task = ?"),
     };
     if (Number(db.pragma("user_version", { simple: true })) < SCHEMA_VERSION) this.backfillAllocations();
+    this.checkpointer = new Checkpointer(path, (why) => {
+      console.error(`sqlite store ${path}: background checkpoints stopped (${why}); SQLite checkpoints inside commits again`);
+      if (!this.closed) this.db.pragma("wal_autocheckpoint = 1000");
+    });
     this.sync = new WalSync(`${path}-wal`, this.st.meta.get()!.revision, (rev) => this.releaseDurable(rev), () => this.commitGroup());
     this.writeTxn = db.transaction((ops: TxnOp[]) => this.applyOps(ops));
     // A deferred transaction gives several reads one snapshot (matters only with a second process).
@@ -254,6 +262,17 @@ export class SqliteStore extends TxnWrites implements Store {
     return { flushes: this.sync.flushes, writes: this.sync.flushedWrites };
   }
 
+  /** One PRAGMA's value on this connection, for diagnostics. */
+  pragmaValue(name: string): unknown {
+    this.open();
+    return this.db.pragma(name, { simple: true });
+  }
+
+  /** Background WAL checkpoints run so far (checkpointer.ts). */
+  checkpointStats(): CheckpointStats {
+    return { ...this.checkpointer.stats };
+  }
+
   /** The highest revision known to be on disk. */
   durableRevision(): number {
     return this.sync.durableRevision;
@@ -294,6 +313,7 @@ export class SqliteStore extends TxnWrites implements Store {
     }
     const revision = events[0].revision;
     this.publish(events);
+    this.checkpointer.written();
     return { results, revision, durable: this.sync.after(revision) };
   }
 
@@ -482,6 +502,7 @@ export class SqliteStore extends TxnWrites implements Store {
     this.closed = true;
     // Whatever was applied is made durable (and its waiters answered) before the file closes.
     await this.sync.close().catch((e) => console.error(`sqlite store ${this.path}: final WAL sync failed:`, e));
+    await this.checkpointer.close();
     this.commitGroup();
     for (const w of this.watchers) w.stopped = true;
     this.watchers.clear();

@@ -1,0 +1,100 @@
+// WAL checkpoints off the event loop. SQLite's automatic checkpoint runs inside the COMMIT
+// that crosses the WAL's size threshold: it copies the WAL's pages into the database file
+// and syncs both, on the thread that commits, so one write in a few hundred stalls the
+// Hub's event loop for tens of milliseconds. The store turns that off and this class runs
+// the checkpoints instead, on a second connection in a worker thread, on a timer while
+// writes arrive. A PASSIVE checkpoint never blocks the writer: it copies what is committed
+// and leaves the rest to the next round; once it has caught up, the writer's next
+// transaction starts the WAL over from its beginning, so the file stays small.
+import { createRequire } from "node:module";
+import { Worker } from "node:worker_threads";
+
+/** Runs in the worker: one connection that answers "checkpoint" messages. CommonJS, so it needs no loader. */
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require("node:worker_threads");
+const Database = require(workerData.driver);
+const db = new Database(workerData.path);
+db.pragma("busy_timeout = 5000");
+// NORMAL: the checkpoint syncs the WAL before it copies and the database after, in this thread.
+db.pragma("synchronous = NORMAL");
+parentPort.on("message", (m) => {
+  if (m === "close") { db.close(); parentPort.close(); return; }
+  try {
+    const [r] = db.pragma("wal_checkpoint(PASSIVE)");
+    parentPort.postMessage({ ok: true, busy: r.busy, log: r.log, checkpointed: r.checkpointed });
+  } catch (e) {
+    parentPort.postMessage({ ok: false, error: String(e && e.message || e) });
+  }
+});
+`;
+
+export type CheckpointStats = { rounds: number; failures: number; lastError?: string };
+
+export class Checkpointer {
+  private readonly worker: Worker;
+  private timer: NodeJS.Timeout | undefined;
+  private inflight = false;
+  private dirty = false;
+  private closed = false;
+  readonly stats: CheckpointStats = { rounds: 0, failures: 0 };
+
+  /**
+   * `everyMs`: the longest a written page waits in the WAL before a checkpoint copies it.
+   * `onLost`: the worker is gone (it could not open the file, or died); the store then goes
+   * back to SQLite's own checkpoints, so the WAL never grows without bound.
+   */
+  constructor(path: string, private readonly onLost: (why: string) => void, private readonly everyMs = 1000) {
+    const driver = createRequire(import.meta.url).resolve("better-sqlite3");
+    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { path, driver } });
+    this.worker.unref();
+    this.worker.on("message", (m: { ok: boolean; error?: string }) => {
+      this.inflight = false;
+      this.stats.rounds++;
+      if (!m.ok) {
+        // The next round tries again; the WAL only grows meanwhile, and nothing is lost.
+        this.stats.failures++;
+        this.stats.lastError = m.error;
+      }
+      if (this.dirty) this.arm();
+    });
+    this.worker.on("error", (e) => {
+      this.stats.failures++;
+      this.stats.lastError = e.message;
+    });
+    this.worker.on("exit", () => {
+      if (this.closed) return;
+      this.closed = true;
+      clearTimeout(this.timer);
+      this.onLost(this.stats.lastError ?? "the checkpoint worker exited");
+    });
+  }
+
+  /** The store wrote something: a checkpoint follows within `everyMs`. */
+  written(): void {
+    this.dirty = true;
+    if (!this.inflight) this.arm();
+  }
+
+  private arm(): void {
+    if (this.timer || this.closed) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      if (this.closed) return;
+      this.dirty = false;
+      this.inflight = true;
+      this.worker.postMessage("checkpoint");
+    }, this.everyMs);
+    this.timer.unref();
+  }
+
+  /** Stops the worker after the checkpoint in flight; the store's own close checkpoints what is left. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearTimeout(this.timer);
+    const exited = new Promise<void>((resolve) => this.worker.once("exit", () => resolve()));
+    this.worker.ref(); // the close is awaited: keep the process alive until the worker is gone
+    this.worker.postMessage("close");
+    await exited;
+  }
+}
