@@ -283,7 +283,6 @@ function maxAttemptsForExpiry(ctx: SchedulerContext, t: Task): number {
   return retryPolicyOf(t).max_attempts ?? ctx.opts.defaultMaxAttempts;
 }
 
-/** Every active lease past its lease_until: requeue with attempt+1, or end in lease_expired once attempts run out. */
 export type Expired = { task_id: string; old_state: string; new_state: string };
 
 /** When a task's active lease ends by the clock (ms), or undefined if it holds none. */
