@@ -241,7 +241,7 @@ export class Hub {
     );
     this.controllers.start();
     if (opts.gitopsPaths?.length) {
-      this.gitops = new GitopsSync({ store: this.store, paths: opts.gitopsPaths.map((p) => resolve(p)), recordEvent: this.record, log, debounceMs: opts.gitopsDebounceMs, resyncMs: opts.resyncMs });
+      this.gitops = new GitopsSync({ store: this.store, paths: opts.gitopsPaths.map((p) => resolve(p)), recordEvent: this.record, log, debounceMs: opts.gitopsDebounceMs, resyncMs: opts.resyncMs, observe: (...a) => this.metrics.reconciled(...a) });
       await this.gitops.start();
     }
   }
