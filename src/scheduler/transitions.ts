@@ -288,7 +288,8 @@ export type Expired = { task_id: string; old_state: string; new_state: string };
 /** When a task's active lease ends by the clock (ms), or undefined if it holds none. */
 export function leaseDue(t: Task): number | undefined {
   const lease = t.status?.lease;
-  return lease && isActive(t.status?.state) ? Date.parse(lease.lease_until) : undefined;
+  const due = lease && isActive(t.status?.state) ? Date.parse(lease.lease_until) : NaN;
+  return Number.isNaN(due) ? undefined : due; // a time that does not parse is never "past"
 }
 
 /**
