@@ -33,7 +33,7 @@ export class EventGc implements Reconciler {
     items.sort((a, b) => (a.lastTimestamp < b.lastTimestamp ? -1 : a.lastTimestamp > b.lastTimestamp ? 1 : 0));
     const excess = Math.max(0, items.length - this.opts.maxEvents);
     const drop = items.filter((e, i) => i < excess || e.lastTimestamp < cutoff);
-    this.opts.dropped?.(new Set(drop.map((e) => e.metadata.name)));
+    if (drop.length) this.opts.dropped?.(new Set(drop.map((e) => e.metadata.name)));
     for (let i = 0; i < drop.length; i += BATCH)
       await this.store.txn(drop.slice(i, i + BATCH).map((e) => ({ op: "delete" as const, kind: "Event", name: e.metadata.name })));
     return { writes: drop.length, requeueAfterMs: this.opts.everyMs };
