@@ -13,7 +13,7 @@ import { GitopsSync } from "./gitops/index.ts";
 import { compileAll } from "./resources/validate.ts";
 import { DEFAULT_ALLOWED_TOKEN_ENV } from "./scheduler/push.ts";
 import { Scheduler } from "./scheduler/scheduler.ts";
-import { expireLeases } from "./scheduler/transitions.ts";
+import type { SchedulerObserver } from "./scheduler/context.ts";
 import { Informer } from "./store/cache.ts";
 import { lockDataDir } from "./store/dir-lock.ts";
 import { SoleLeader, type Leadership } from "./roles/leader.ts";
@@ -52,7 +52,7 @@ export type HubOptions = {
   uploadQueue: number;
   /** How long an upload waits for a slot before it is refused with 429. */
   uploadWaitMs: number;
-  /** How often leases are checked for expiry. */
+  /** How often the lease controller looks at every active lease again: a backstop, since each lease is expired at its own lease_until. */
   leaseSweepMs: number;
   /** How often every controller looks at everything again. */
   resyncMs: number;
@@ -87,7 +87,7 @@ export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, "dataDir"> = {
   uploadConcurrency: 8,
   uploadQueue: 256,
   uploadWaitMs: 30_000,
-  leaseSweepMs: 1000,
+  leaseSweepMs: 30_000,
   resyncMs: 30_000,
   logLevel: "info",
 };
@@ -104,6 +104,9 @@ function readWorkerTokens(path: string): Record<string, string> {
   return out;
 }
 
+/** Events kept: at most this many, for at most this long; the GC looks every `everyMs`. */
+const EVENTS = { maxEvents: 5000, ttlMs: 3_600_000, everyMs: 10_000 };
+
 export class Hub {
   readonly scheduler: Scheduler;
   readonly events: EventRecorder;
@@ -113,7 +116,6 @@ export class Hub {
   private readonly abort = new AbortController();
   /** Aborted when the Hub shuts down. */
   readonly stopping = this.abort.signal;
-  private sweep: NodeJS.Timeout | undefined;
   http: FastifyInstance | undefined;
   url = "";
   readonly metrics: HubMetrics;
@@ -128,19 +130,18 @@ export class Hub {
   private constructor(readonly store: Store, readonly cache: Informer, readonly opts: HubOptions) {
     this.leadership = opts.leadership ?? new SoleLeader(`${hostname()}-${process.pid}`);
     setMaxListeners(0, this.stopping); // every waiting long-poll claim listens
-    this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, nominateAfterSeconds: opts.nominateAfterSeconds, resultsDir: join(opts.dataDir, "results") });
-    this.events = new EventRecorder(store, { maxEvents: 5000, ttlMs: 3_600_000, flushMs: 100, onError: (e) => this.http?.log.warn({ err: e }, "event write failed"), prune: () => this.leadership.isLeader() });
-    this.scheduler.ctx.recordEvent = this.record;
+    this.events = new EventRecorder(store, { maxEvents: EVENTS.maxEvents, flushMs: 100, onError: (e) => this.http?.log.warn({ err: e }, "event write failed") });
     this.metrics = new HubMetrics({
       tasks: () => cache.list<Task & StoredObject>("Task"),
       workers: () => cache.list<Worker & StoredObject>("Worker").map((w) => ({ worker: w.metadata.name, ...capacityEntry(this.scheduler.ctx, w) })),
       watchers: () => this.watchStreams.size,
       rejectedFiles: () => this.gitops?.rejectedFiles().length ?? 0,
     });
-    this.scheduler.ctx.observer = {
+    const observer: SchedulerObserver = {
       commit: (...a) => { this.commitHealth.commit(...a); this.metrics.commit(...a); },
       claim: (...a) => this.metrics.claim(...a),
     };
+    this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, nominateAfterSeconds: opts.nominateAfterSeconds, resultsDir: join(opts.dataDir, "results") }, { recordEvent: this.record, observer });
     cache.on((ev) => this.metrics.onTaskChange(ev));
     const env = opts.env ?? process.env;
     this.authRequired = Boolean(env[opts.authTokenEnv]);
@@ -217,7 +218,7 @@ export class Hub {
     return hub;
   }
 
-  /** Start or stop the singleton work: controllers (conditions, push), GitOps sync and the lease sweep. */
+  /** Start or stop the singleton work: the controllers (campaigns, workers, conditions, push, lease expiry, Event GC) and GitOps sync. */
   private lead(leading: boolean): Promise<void> {
     this.roleChange = this.roleChange.then(() => (leading ? this.startSingletons() : this.stopSingletons())).catch((e) => this.http?.log.error({ err: e }, "changing role failed"));
     return this.roleChange;
@@ -228,20 +229,24 @@ export class Hub {
     const http = this.http!;
     const opts = this.opts;
     const log = (level: "info" | "warn" | "error", msg: string, extra?: object) => http.log[level](extra ?? {}, msg);
-    this.controllers = new ControllerManager(this.scheduler, log, { resyncMs: opts.resyncMs, push: { defaultTokenEnv: opts.runnerTokenEnv, env: opts.env ?? process.env, allowedTokenEnv: opts.directTokenEnv }, conditions: opts.conditions });
-    this.controllers.admission.onPass = (seconds, writes) => this.metrics.pass("admission-conditions", seconds, writes);
+    this.controllers = new ControllerManager(
+      { ctx: this.scheduler.ctx, queue: this.scheduler.queue, log, observe: (...a) => this.metrics.reconciled(...a), eventsDropped: (names) => this.events.forget(names) },
+      {
+        resyncMs: opts.resyncMs,
+        leaseResyncMs: opts.leaseSweepMs,
+        push: { defaultTokenEnv: opts.runnerTokenEnv, env: opts.env ?? process.env, allowedTokenEnv: opts.directTokenEnv },
+        conditions: opts.conditions,
+        events: EVENTS,
+      },
+    );
     this.controllers.start();
     if (opts.gitopsPaths?.length) {
-      this.gitops = new GitopsSync({ store: this.store, paths: opts.gitopsPaths.map((p) => resolve(p)), recordEvent: this.record, log, debounceMs: opts.gitopsDebounceMs, resyncMs: opts.resyncMs });
+      this.gitops = new GitopsSync({ store: this.store, paths: opts.gitopsPaths.map((p) => resolve(p)), recordEvent: this.record, log, debounceMs: opts.gitopsDebounceMs, resyncMs: opts.resyncMs, observe: (...a) => this.metrics.reconciled(...a) });
       await this.gitops.start();
     }
-    // Expiry decides from lease_until in the store, so a new leader never expires a lease early.
-    this.sweep = setInterval(() => void expireLeases(this.scheduler.ctx).catch((e) => http.log.error({ err: e }, "lease sweep failed")), opts.leaseSweepMs);
   }
 
   private async stopSingletons(): Promise<void> {
-    clearInterval(this.sweep);
-    this.sweep = undefined;
     await this.gitops?.close();
     this.gitops = undefined;
     await this.controllers?.stop();

@@ -15,6 +15,7 @@ import { isActive } from "../resources/types.ts";
 import type { LoomEvent } from "../resources/meta.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { Store, StoredObject, WatchEvent, WatchHandle } from "../store/store.ts";
+import { Controller, type ReconcileObserver } from "../reconciler/controller.ts";
 import { type ApplyOptions, type PlanCounts, type PlanStep, GITOPS_KINDS, applyPlan, countPlan, keyOf, planApply, readCurrent, sourceOf } from "./apply.ts";
 
 export type GitopsLog = (level: "info" | "warn" | "error", msg: string, extra?: object) => void;
@@ -29,6 +30,8 @@ export type GitopsSyncOptions = {
   debounceMs?: number;
   /** How often every file is applied again, repairing drift the store watch did not report (0: never). */
   resyncMs?: number;
+  /** Where each drift repair is reported (the Hub's metrics). */
+  observe?: ReconcileObserver;
 };
 
 export type FileReport = {
@@ -86,16 +89,23 @@ export class GitopsSync {
   /** Per file-owned object: the generation last seen, so status-only writes do not wake the files. */
   private readonly generations = new Map<string, number>();
   private objectWatch: WatchHandle | undefined;
-  private resyncTimer: NodeJS.Timeout | undefined;
-  private readonly resyncMs: number;
+  /**
+   * Drift repair is a controller like the Hub's others: a key is a file, its reconcile
+   * re-applies the file if its content is what it last applied, and the resync re-queues
+   * every file. The file watcher's own batches stay apart (see schedule()).
+   */
+  private readonly repairs: Controller;
 
   constructor(opts: GitopsSyncOptions) {
     this.store = opts.store;
     this.paths = [...new Set(opts.paths.map((p) => resolve(p)))];
     this.debounceMs = opts.debounceMs ?? DEFAULT_DEBOUNCE_MS;
-    this.resyncMs = opts.resyncMs ?? 60_000;
     this.recordEvent = opts.recordEvent;
     this.log = opts.log;
+    this.repairs = new Controller(
+      { name: "gitops-repair", keys: () => [...this.applied.keys()].sort(), reconcile: (file) => this.enqueue(() => this.repair(file)) },
+      { log: (level, msg, extra) => this.log(level, `gitops: ${msg}`, extra), observe: opts.observe, resyncMs: opts.resyncMs ?? 60_000 },
+    );
   }
 
   /** Rebuild what each file applied from the store, sync every file once, then watch. Resolves when the first sync is done. */
@@ -119,37 +129,19 @@ export class GitopsSync {
     const from = await this.store.revision();
     for (const kind of GITOPS_KINDS) for (const o of (await this.store.list(kind)).items) this.generations.set(keyOf(o.kind, o.metadata.name), o.metadata.generation ?? 0);
     this.objectWatch = await this.store.watch(undefined, from, (ev) => this.onObject(ev));
-    if (this.resyncMs > 0) {
-      this.resyncTimer = setInterval(() => this.scheduleRepair([...this.applied.keys()]), this.resyncMs);
-      this.resyncTimer.unref();
-    }
-  }
-
-  private readonly repairs = new Set<string>();
-  private repairTimer: NodeJS.Timeout | undefined;
-
-  private scheduleRepair(files: string[]): void {
-    if (this.closed) return;
-    for (const f of files) this.repairs.add(f);
-    this.repairTimer ??= setTimeout(() => {
-      this.repairTimer = undefined;
-      const batch = [...this.repairs].sort();
-      this.repairs.clear();
-      void this.enqueue(() => this.repair(batch)).catch((e) => this.log("error", `gitops: drift repair failed: ${(e as Error).message}`));
-    }, this.debounceMs);
+    // Its first resync only finds the files just synced unchanged, and writes nothing.
+    if (!this.closed) this.repairs.start();
   }
 
   /**
-   * Re-apply files whose content is what they last applied. A file being edited (its content
+   * Re-apply a file whose content is what it last applied. A file being edited (its content
    * differs) is left to the file watcher, so a half-written file is never read here.
    */
-  private async repair(files: string[]): Promise<void> {
-    for (const file of files) {
-      const p = this.parse(file);
-      if (p.gone || p.errors.length || p.hash === undefined || p.hash !== this.appliedHash.get(file)) continue;
-      this.noteDeclarations(p);
-      await this.syncFile(p, { quietRepeat: true });
-    }
+  private async repair(file: string): Promise<void> {
+    const p = this.parse(file);
+    if (p.gone || p.errors.length || p.hash === undefined || p.hash !== this.appliedHash.get(file)) return;
+    this.noteDeclarations(p);
+    await this.syncFile(p, { quietRepeat: true });
   }
 
   /** A file-owned object deleted, or its spec or labels changed (a new generation), outside the file: bring the file round. */
@@ -163,7 +155,8 @@ export class GitopsSync {
     const before = this.generations.get(key);
     if (ev.type === "DELETED") this.generations.delete(key);
     else this.generations.set(key, gen);
-    if (ev.type === "DELETED" || (before !== undefined && before !== gen)) this.scheduleRepair([src]);
+    // After the debounce, so a burst of edits to one file's objects brings it round once.
+    if (ev.type === "DELETED" || (before !== undefined && before !== gen)) this.repairs.enqueue(src, this.debounceMs);
   }
 
   /** Sync every file now (the first sync, SIGHUP, tests). Runs after any batch in progress. */
@@ -204,9 +197,8 @@ export class GitopsSync {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.timer);
-    clearInterval(this.resyncTimer);
-    clearTimeout(this.repairTimer);
     this.timer = undefined;
+    await this.repairs.stop();
     this.taskWatch?.stop();
     this.objectWatch?.stop();
     await this.watcher?.close();

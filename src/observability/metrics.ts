@@ -34,6 +34,7 @@ export class HubMetrics implements SchedulerObserver {
   private readonly commitOps: Histogram;
   private readonly passSeconds: Histogram<"controller">;
   private readonly passWrites: Counter<"controller">;
+  private readonly passErrors: Counter<"controller">;
   private readonly fileRejections: Counter;
 
   constructor(sources: MetricSources) {
@@ -45,8 +46,9 @@ export class HubMetrics implements SchedulerObserver {
     this.claimGranted = new Histogram({ name: "loom_claim_granted_tasks", help: "Tasks leased by one claim decision.", buckets: [0, 1, 2, 4, 8, 16, 64], registers });
     this.commitSeconds = new Histogram({ name: "loom_store_commit_duration_seconds", help: "Scheduler store transactions: time from submit to durable commit and informer catch-up.", labelNames: ["result"], buckets: LATENCY_BUCKETS, registers });
     this.commitOps = new Histogram({ name: "loom_store_commit_batch_ops", help: "Writes carried by one scheduler store transaction.", buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256], registers });
-    this.passSeconds = new Histogram({ name: "loom_reconcile_pass_duration_seconds", help: "Duration of one controller pass.", labelNames: ["controller"], buckets: [0.001, 0.005, 0.025, 0.1, 0.5, 1, 5, 15, 60], registers });
-    this.passWrites = new Counter({ name: "loom_reconcile_writes_total", help: "Objects written by controller passes.", labelNames: ["controller"], registers });
+    this.passSeconds = new Histogram({ name: "loom_reconcile_pass_duration_seconds", help: "Duration of one reconcile of one key, by controller (its count is the number of reconciles).", labelNames: ["controller"], buckets: [0.001, 0.005, 0.025, 0.1, 0.5, 1, 5, 15, 60], registers });
+    this.passWrites = new Counter({ name: "loom_reconcile_writes_total", help: "Objects written by reconciles, by controller.", labelNames: ["controller"], registers });
+    this.passErrors = new Counter({ name: "loom_reconcile_errors_total", help: "Reconciles that failed (and were retried with backoff), by controller.", labelNames: ["controller"], registers });
     this.fileRejections = new Counter({ name: "loom_gitops_file_rejections_total", help: "Times a watched file was rejected (it did not parse or validate; nothing changed).", registers });
 
     /** A gauge counting tasks by one label, recounted from the informer at each scrape. */
@@ -91,9 +93,11 @@ export class HubMetrics implements SchedulerObserver {
     this.claimGranted.observe(granted);
   }
 
-  pass(controller: string, seconds: number, writes: number): void {
+  /** One reconcile of one key by a controller; `error` is what it threw, when it failed. */
+  reconciled(controller: string, seconds: number, writes: number, error?: unknown): void {
     this.passSeconds.observe({ controller }, seconds);
     if (writes) this.passWrites.inc({ controller }, writes);
+    if (error !== undefined) this.passErrors.inc({ controller });
   }
 
   fileRejected(): void {

@@ -14,11 +14,11 @@ import type { ClaimQueue } from "../scheduler/queue.ts";
 import { without } from "../scheduler/why.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { StoredObject, TxnOp } from "../store/store.ts";
-import type { Logger } from "./controller.ts";
+import { ALL, type Reconciler, type Result } from "./controller.ts";
 import { TimeSlice } from "./slice.ts";
 
 export type AdmissionConditionsOptions = {
-  /** Least time between two passes. */
+  /** How long a change waits before it wakes a pass (a burst of changes becomes one pass), and the pause before writes left for later. */
   minIntervalMs: number;
   /** A message that only moved its numbers is rewritten at most this often. */
   refreshMs: number;
@@ -67,58 +67,51 @@ function pendingNews(t: Task, w: Wanted): LoomEvent | undefined {
   return changed ? { object, type: "Warning", reason: "NotAdmitted", message: `${w.admitted.reason}: ${w.admitted.message}` } : undefined;
 }
 
-export class AdmissionConditions {
-  private dirty = true;
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private stopped = false;
+/**
+ * The conditions controller has one key (ALL): its reconcile is the pass over every queued
+ * shape. Events do not name the tasks whose answer moved (a lease ending on one worker can
+ * change the answer of every shape), so the whole pass is the unit of work; the queue
+ * coalesces a burst of events into one pass, and `minIntervalMs` is the delay an event
+ * waits before it wakes the key (see ControllerManager).
+ */
+export class AdmissionConditions implements Reconciler {
+  readonly name = "admission-conditions";
   /** When each task's Admitted condition was last written (ms), and the standing it said. */
   private readonly lastWrite = new Map<string, { at: number; standing: Standing }>();
   /** Each shape's answer (standing, reason, message skeleton) and since when it has held. */
   private readonly answers = new Map<string, { answer: string; since: number }>();
   /** The earliest time a deferred message refresh falls due. */
   private nextDue = Infinity;
-  private dueTimer: NodeJS.Timeout | undefined;
-  passes = 0;
   writes = 0;
-  /** Told of each finished pass: its duration and writes (the Hub's metrics). */
-  onPass: (seconds: number, writes: number) => void = () => {};
 
-  private readonly opts: AdmissionConditionsOptions;
+  readonly opts: AdmissionConditionsOptions;
 
-  constructor(private readonly ctx: SchedulerContext, private readonly queue: ClaimQueue, private readonly log: Logger, opts: Partial<AdmissionConditionsOptions> = {}) {
+  constructor(private readonly ctx: SchedulerContext, private readonly queue: ClaimQueue, opts: Partial<AdmissionConditionsOptions> = {}) {
     this.opts = { ...DEFAULT_CONDITIONS, ...opts };
   }
 
-  markDirty(): void {
-    this.dirty = true;
-    if (this.stopped || this.timer || this.running) return;
-    this.timer = setTimeout(() => this.tick(), this.opts.minIntervalMs);
+  keys(): string[] {
+    return [ALL];
   }
 
-  private tick(): void {
-    this.timer = undefined;
-    if (!this.dirty || this.stopped) return;
-    this.dirty = false;
-    const started = performance.now();
+  /** The pass; it asks to run again when writes were left for later or a deferred write falls due. */
+  async reconcile(): Promise<Result> {
     const writesBefore = this.writes;
-    this.running = this.pass()
-      .then(() => this.onPass((performance.now() - started) / 1000, this.writes - writesBefore))
-      .catch((e) => { this.dirty = true; this.log("warn", "admission conditions pass failed", { err: (e as Error).message }); })
-      .finally(() => {
-        this.running = undefined;
-        if (this.dirty) this.markDirty();
-      });
+    const deferred = await this.pass();
+    const due = this.nextDue;
+    this.nextDue = Infinity;
+    const after = Math.min(deferred ? this.opts.minIntervalMs : Infinity, due === Infinity ? Infinity : Math.max(0, due - this.ctx.now()));
+    return { writes: this.writes - writesBefore, ...(after < Infinity ? { requeueAfterMs: after } : {}) };
   }
 
   /**
    * One pass over every queued task, in time slices (it yields to I/O between them, so a
    * pass over 200k tasks and thousands of workers never stalls a request); returns when its
    * writes are committed. Tasks and workers that change during the pass are seen as they
-   * are when reached; whatever changed behind it marks the next pass dirty.
+   * are when reached; whatever changed behind it queues the next pass. Returns whether
+   * writes were left for the next pass (more than maxWritesPerPass were owed).
    */
-  async pass(): Promise<void> {
-    this.passes++;
+  async pass(): Promise<boolean> {
     const now = this.ctx.now();
     const slice = new TimeSlice();
     const views: ReturnType<SchedulerContext["workerView"]>[] = [];
@@ -210,13 +203,7 @@ export class AdmissionConditions {
       const live = new Set([...this.queue.allShapes()].map((sh) => sh.key));
       for (const k of this.answers.keys()) if (!live.has(k)) this.answers.delete(k);
     }
-    if (deferred) this.dirty = true;
-    if (this.nextDue !== Infinity && !this.stopped) {
-      clearTimeout(this.dueTimer);
-      this.dueTimer = setTimeout(() => this.markDirty(), Math.max(0, this.nextDue - this.ctx.now()));
-      this.dueTimer.unref();
-      this.nextDue = Infinity;
-    }
+    return deferred;
   }
 
   /** The new status if the conditions must be written now, else undefined. */
@@ -257,12 +244,5 @@ export class AdmissionConditions {
       setCondition(next.conditions, { type: "Unsatisfiable", status: "True", ...w.unsatisfiable, observedGeneration: t.metadata.generation }, iso);
     } else if (curUnsat) setCondition(next.conditions, { type: "Unsatisfiable", status: "False", reason: "Satisfiable", message: "some worker could admit this task", observedGeneration: t.metadata.generation }, iso);
     return next;
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    clearTimeout(this.dueTimer);
-    await this.running;
   }
 }

@@ -34,6 +34,10 @@ export class CampaignReconciler implements Reconciler {
     return o.metadata.labels?.[CAMPAIGN_LABEL];
   }
 
+  keys(): string[] {
+    return this.cache.list<StoredObject>("Campaign").map((c) => c.metadata.name);
+  }
+
   async reconcile(name: string): Promise<Result> {
     const owned = this.cache.byIndex<Task & StoredObject>("Task", "campaign", name, { sorted: false }).filter((t) => ownedBy(t, name));
     const campaign = this.cache.get<Campaign & StoredObject>("Campaign", name);

@@ -1,43 +1,96 @@
-// Runs one reconciler off a work queue: reconcile(key) reads current state and converges;
-// an error retries with backoff; a result may ask to look again later. Nothing is carried
-// between calls but the key.
+// Every piece of background work in the Hub has this one shape: keys on a de-duplicating,
+// rate-limited work queue; reconcile(key) reads current state and converges, so running it
+// twice changes nothing; an error retries the key with backoff; a result may ask to look
+// again later (a delayed requeue); a periodic resync puts every key back on the queue as a
+// backstop for a missed event; and each reconcile is measured under the controller's name.
+// Nothing is carried between calls but the key.
 import { WorkQueue, type Key } from "./queue.ts";
 
-export type Result = { requeueAfterMs?: number } | void;
+export type Result = {
+  /** Look at this key again after this long (the sooner of two requests wins). */
+  requeueAfterMs?: number;
+  /** Objects this reconcile wrote, for the metrics. */
+  writes?: number;
+} | void;
 
 export interface Reconciler {
   readonly name: string;
   reconcile(key: Key, signal: AbortSignal): Promise<Result>;
+  /** Every key a resync looks at again. */
+  keys(): Iterable<Key>;
 }
 
 export type Logger = (level: "info" | "warn" | "error", msg: string, extra?: object) => void;
 
+/** Where each reconcile is reported (the Hub's metrics); `error` is what it threw, when it failed. */
+export type ReconcileObserver = (controller: string, seconds: number, writes: number, error?: unknown) => void;
+
+export type ControllerOptions = {
+  log: Logger;
+  observe?: ReconcileObserver;
+  /** How often every key is queued again (0: never). */
+  resyncMs?: number;
+  /** Keys reconciled at once (never the same key twice at once). */
+  workers?: number;
+};
+
+/** The key of a controller that has one piece of work (a pass over all of something). */
+export const ALL = "all";
+
+/** Timers longer than this overflow in Node and fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export class Controller {
-  readonly queue: WorkQueue;
+  readonly queue = new WorkQueue();
   private readonly abort = new AbortController();
   private loops: Promise<void>[] = [];
-  /** Keys reconciled so far; tests and metrics read it. */
+  private resyncTimer: NodeJS.Timeout | undefined;
+  /** Reconciles started, and finished, so far; tests read them. */
+  started = 0;
   passes = 0;
 
-  constructor(readonly reconciler: Reconciler, private readonly log: Logger, private readonly workers = 1) {
-    this.queue = new WorkQueue();
+  constructor(readonly reconciler: Reconciler, private readonly opts: ControllerOptions) {}
+
+  get name(): string {
+    return this.reconciler.name;
   }
 
   start(): void {
-    for (let i = 0; i < this.workers; i++) this.loops.push(this.loop());
+    for (let i = 0; i < (this.opts.workers ?? 1); i++) this.loops.push(this.loop());
+    this.resync();
+    const every = this.opts.resyncMs ?? 0;
+    if (every > 0) {
+      this.resyncTimer = setInterval(() => this.resync(), Math.min(every, MAX_TIMER_MS));
+      this.resyncTimer.unref();
+    }
+  }
+
+  /** Queue a key now, or after `delayMs`. */
+  enqueue(key: Key, delayMs = 0): void {
+    this.queue.addAfter(key, Math.min(delayMs, MAX_TIMER_MS));
+  }
+
+  /** Queue every key again: the backstop for anything an event did not say. */
+  resync(): void {
+    for (const k of this.reconciler.keys()) this.queue.add(k);
   }
 
   private async loop(): Promise<void> {
     for (;;) {
       const key = await this.queue.get();
       if (key === undefined) return;
+      this.started++;
+      const started = performance.now();
+      const seconds = () => (performance.now() - started) / 1000;
       try {
         const res = await this.reconciler.reconcile(key, this.abort.signal);
         this.queue.forget(key);
-        if (res && res.requeueAfterMs !== undefined) this.queue.addAfter(key, res.requeueAfterMs);
+        this.opts.observe?.(this.name, seconds(), res?.writes ?? 0);
+        if (res && res.requeueAfterMs !== undefined) this.enqueue(key, res.requeueAfterMs);
       } catch (e) {
         if (!this.abort.signal.aborted) {
-          this.log("warn", `${this.reconciler.name}: reconcile ${key} failed; retrying`, { err: (e as Error).message });
+          this.opts.observe?.(this.name, seconds(), 0, e);
+          this.opts.log("warn", `${this.name}: reconcile ${key} failed; retrying`, { err: (e as Error).message });
           this.queue.addRateLimited(key);
         }
       } finally {
@@ -48,6 +101,7 @@ export class Controller {
   }
 
   async stop(): Promise<void> {
+    clearInterval(this.resyncTimer);
     this.abort.abort();
     this.queue.shutDown();
     await Promise.all(this.loops);

@@ -1,6 +1,7 @@
 // Events: what happened to an object (lease granted, released, expired, requeued, push
 // refused, file rejected), stored as `Event` objects tied to it, kept for a bounded time
-// and count. Recording never blocks the caller: events are batched into one write.
+// and count (the Event GC controller, event-gc.ts, drops the rest). Recording never blocks
+// the caller: events are batched into one write.
 import { randomUUID } from "node:crypto";
 import type { Store, StoredObject, TxnOp } from "../store/store.ts";
 import type { LoomEvent } from "../resources/meta.ts";
@@ -18,12 +19,10 @@ export type EventObject = StoredObject & {
 };
 
 export type EventRecorderOptions = {
+  /** Aggregated Events remembered for counting repeats. */
   maxEvents: number;
-  ttlMs: number;
   flushMs: number;
   onError?: (e: unknown) => void;
-  /** Whether this Hub drops old Events (only the leader of several replicas does). Default: yes. */
-  prune?: () => boolean;
 };
 
 /** An Event's own name follows the object's, made safe: a file path is not a valid name. */
@@ -38,7 +37,7 @@ export class EventRecorder {
   private flushing: Promise<void> = Promise.resolve();
   private closed = false;
 
-  constructor(private readonly store: Store, private readonly opts: EventRecorderOptions = { maxEvents: 5000, ttlMs: 3_600_000, flushMs: 100 }) {}
+  constructor(private readonly store: Store, private readonly opts: EventRecorderOptions = { maxEvents: 5000, flushMs: 100 }) {}
 
   record = (e: LoomEvent): void => {
     if (this.closed) return;
@@ -108,23 +107,11 @@ export class EventRecorder {
       if (this.recent.size <= this.opts.maxEvents) break;
       this.recent.delete(key);
     }
-    await this.prune();
   }
 
-  private lastPrune = 0;
-  private async prune(): Promise<void> {
-    const nowMs = Date.now();
-    if (nowMs - this.lastPrune < 10_000 || this.opts.prune?.() === false) return;
-    this.lastPrune = nowMs;
-    const { items } = await this.store.list<EventObject>("Event");
-    const cutoff = new Date(nowMs - this.opts.ttlMs).toISOString();
-    items.sort((a, b) => (a.lastTimestamp < b.lastTimestamp ? -1 : a.lastTimestamp > b.lastTimestamp ? 1 : 0));
-    const excess = Math.max(0, items.length - this.opts.maxEvents);
-    const drop = items.filter((e, i) => i < excess || e.lastTimestamp < cutoff);
-    const dropped = new Set(drop.map((e) => e.metadata.name));
-    for (const [key, ev] of this.recent) if (dropped.has(ev.metadata.name)) this.recent.delete(key);
-    for (let i = 0; i < drop.length; i += 500)
-      await this.store.txn(drop.slice(i, i + 500).map((e) => ({ op: "delete" as const, kind: "Event", name: e.metadata.name })));
+  /** Events deleted by the Event GC: a repeat of one starts a new Event rather than updating a gone one. */
+  forget(names: ReadonlySet<string>): void {
+    for (const [key, ev] of this.recent) if (names.has(ev.metadata.name)) this.recent.delete(key);
   }
 
   async close(): Promise<void> {

@@ -1,81 +1,115 @@
-// Wires the controllers to the informer: which change wakes which key, plus a periodic
-// resync that backs up the watch. Every controller is level-triggered, so a missed or
-// duplicated wake-up costs a pass, never a wrong result.
+// The Hub's controllers, all of one shape (controller.ts), and which change wakes which key.
+// Every controller is level-triggered, so a missed or duplicated wake-up costs a pass, never
+// a wrong result; each has a periodic resync that backs up the watch.
 import type { Task } from "../resources/types.ts";
 import type { SchedulerContext } from "../scheduler/context.ts";
 import type { PushOptions } from "../scheduler/push.ts";
-import type { Scheduler } from "../scheduler/scheduler.ts";
-import type { StoredObject } from "../store/store.ts";
+import type { ClaimQueue } from "../scheduler/queue.ts";
+import type { InformerEvent } from "../store/cache.ts";
 import { AdmissionConditions, type AdmissionConditionsOptions } from "./admission-conditions.ts";
 import { CampaignReconciler } from "./campaign.ts";
-import { Controller, type Logger } from "./controller.ts";
+import { ALL, Controller, type Logger, type ReconcileObserver } from "./controller.ts";
+import { EventGc, type EventGcOptions } from "./event-gc.ts";
+import { LeaseExpiry } from "./lease-expiry.ts";
 import { PushDispatcher } from "./push.ts";
 import { WorkerReconciler } from "./worker.ts";
 
-export type ManagerOptions = { resyncMs: number; push: PushOptions; conditions?: Partial<AdmissionConditionsOptions> };
+export type ManagerOptions = {
+  /** How often every controller looks at everything again. */
+  resyncMs: number;
+  /** How often the lease controller looks at every active lease again (a backstop; each lease is expired at its lease_until). */
+  leaseResyncMs: number;
+  push: PushOptions;
+  conditions?: Partial<AdmissionConditionsOptions>;
+  events: Omit<EventGcOptions, "dropped">;
+};
+
+/** What the controllers are built from; the Hub (the composition root) passes it in. */
+export type ManagerDeps = {
+  ctx: SchedulerContext;
+  queue: ClaimQueue;
+  log: Logger;
+  observe?: ReconcileObserver;
+  /** Told which Events the GC dropped. */
+  eventsDropped?: (names: ReadonlySet<string>) => void;
+};
 
 export class ControllerManager {
   readonly campaigns: Controller;
   readonly workers: Controller;
-  readonly admission: AdmissionConditions;
-  readonly push: PushDispatcher;
-  private resync: NodeJS.Timeout | undefined;
+  readonly admission: Controller;
+  readonly push: Controller;
+  readonly leases: Controller;
+  readonly events: Controller;
+  private readonly all: Controller[];
+  private readonly minIntervalMs: number;
   private unsubscribe: () => void = () => {};
   private readonly ctx: SchedulerContext;
+  private readonly leaseExpiry: LeaseExpiry;
 
-  constructor(scheduler: Scheduler, log: Logger, private readonly opts: ManagerOptions) {
-    const ctx = (this.ctx = scheduler.ctx);
-    this.campaigns = new Controller(new CampaignReconciler(ctx.store, ctx.cache, (e) => ctx.recordEvent(e)), log);
-    this.workers = new Controller(new WorkerReconciler(ctx), log);
-    this.admission = new AdmissionConditions(ctx, scheduler.queue, log, opts.conditions);
-    this.push = new PushDispatcher(ctx, scheduler.queue, opts.push, log);
+  constructor(deps: ManagerDeps, opts: ManagerOptions) {
+    const { ctx, queue, log, observe } = deps;
+    this.ctx = ctx;
+    const every = (resyncMs: number) => ({ log, observe, resyncMs });
+    this.campaigns = new Controller(new CampaignReconciler(ctx.store, ctx.cache, ctx.recordEvent), every(opts.resyncMs));
+    this.workers = new Controller(new WorkerReconciler(ctx), every(opts.resyncMs));
+    const conditions = new AdmissionConditions(ctx, queue, opts.conditions);
+    this.minIntervalMs = conditions.opts.minIntervalMs;
+    this.admission = new Controller(conditions, every(opts.resyncMs));
+    this.push = new Controller(new PushDispatcher(ctx, queue, opts.push, log), every(opts.resyncMs));
+    this.leaseExpiry = new LeaseExpiry(ctx);
+    this.leases = new Controller(this.leaseExpiry, every(opts.leaseResyncMs));
+    // The GC requeues itself every `everyMs`; a resync would only add passes.
+    this.events = new Controller(new EventGc(ctx.store, { ...opts.events, dropped: deps.eventsDropped }), every(0));
+    this.all = [this.campaigns, this.workers, this.admission, this.push, this.leases, this.events];
+  }
+
+  /** A change that can move any queued task's answer: a pass of conditions (after a short coalescing delay) and of push. */
+  private wakeQueuePasses(): void {
+    this.admission.enqueue(ALL, this.minIntervalMs);
+    this.push.enqueue(ALL);
+  }
+
+  private onChange(ev: InformerEvent): void {
+    const o = ev.object;
+    if (o.kind === "Campaign") this.campaigns.enqueue(o.metadata.name);
+    else if (o.kind === "Worker") {
+      this.workers.enqueue(o.metadata.name);
+      this.wakeQueuePasses();
+    } else if (o.kind === "Task") {
+      const campaign = CampaignReconciler.keyOf(o) ?? (ev.old ? CampaignReconciler.keyOf(ev.old) : undefined);
+      // Counting is coalesced: a burst of task changes becomes one campaign pass.
+      if (campaign) this.campaigns.enqueue(campaign, ev.type === "DELETED" ? 0 : 300);
+      for (const t of [o, ev.old] as (Task | undefined)[]) {
+        const w = t?.status?.lease?.worker;
+        if (w) this.workers.enqueue(w, 100);
+      }
+      if (ev.type !== "DELETED") {
+        const due = this.leaseExpiry.delayOf(o as unknown as Task);
+        if (due !== undefined) this.leases.enqueue(o.metadata.name, due);
+      }
+      this.wakeQueuePasses();
+    }
   }
 
   start(): void {
-    const { ctx } = this;
-    this.unsubscribe = ctx.cache.on((ev) => {
-      const o = ev.object;
-      if (o.kind === "Campaign") this.campaigns.queue.add(o.metadata.name);
-      else if (o.kind === "Worker") {
-        this.workers.queue.add(o.metadata.name);
-        this.admission.markDirty();
-        this.push.markDirty();
-      } else if (o.kind === "Task") {
-        const campaign = CampaignReconciler.keyOf(o) ?? (ev.old ? CampaignReconciler.keyOf(ev.old) : undefined);
-        // Counting is coalesced: a burst of task changes becomes one campaign pass.
-        if (campaign) this.campaigns.queue.addAfter(campaign, ev.type === "DELETED" ? 0 : 300);
-        for (const t of [o, ev.old] as (Task | undefined)[]) {
-          const w = t?.status?.lease?.worker;
-          if (w) this.workers.queue.addAfter(w, 100);
-        }
-        this.admission.markDirty();
-        this.push.markDirty();
-      }
+    this.unsubscribe = this.ctx.cache.on((ev) => this.onChange(ev));
+    const stopLiveness = this.ctx.liveness.subscribe((w) => {
+      this.workers.enqueue(w);
+      this.wakeQueuePasses();
     });
-    ctx.liveness.onChange = (w) => {
-      this.workers.queue.add(w);
-      this.admission.markDirty();
-      this.push.markDirty();
-    };
-    this.campaigns.start();
-    this.workers.start();
-    this.resyncAll();
-    this.resync = setInterval(() => this.resyncAll(), this.opts.resyncMs);
-    this.resync.unref();
+    const unsubscribe = this.unsubscribe;
+    this.unsubscribe = () => { unsubscribe(); stopLiveness(); };
+    for (const c of this.all) c.start();
   }
 
   /** Look at everything again: the backstop for anything a watch event did not say. */
   resyncAll(): void {
-    for (const c of this.ctx.cache.list<StoredObject>("Campaign")) this.campaigns.queue.add(c.metadata.name);
-    for (const w of this.ctx.cache.list<StoredObject>("Worker")) this.workers.queue.add(w.metadata.name);
-    this.admission.markDirty();
-    this.push.markDirty();
+    for (const c of this.all) c.resync();
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.resync);
     this.unsubscribe();
-    this.ctx.liveness.onChange = () => {};
-    await Promise.all([this.campaigns.stop(), this.workers.stop(), this.admission.stop(), this.push.stop()]);
+    await Promise.all(this.all.map((c) => c.stop()));
   }
 }

@@ -8,37 +8,40 @@ import { HubError } from "../scheduler/errors.ts";
 import { directEndpoint, pushTask, type PushOptions } from "../scheduler/push.ts";
 import type { ClaimQueue } from "../scheduler/queue.ts";
 import type { StoredObject } from "../store/store.ts";
-import type { Logger } from "./controller.ts";
+import { ALL, type Logger, type Reconciler, type Result } from "./controller.ts";
 
 export const isPushWorker = (w: Worker) => !!directEndpoint(w) && w.spec.direct_api_dispatch_mode === "push";
 
-export class PushDispatcher {
-  private dirty = false;
-  private running: Promise<void> | undefined;
-  private stopped = false;
+/**
+ * The push controller has one key (ALL), not one per worker: push-mode workers draw from one
+ * claim queue in turn, and a new queued task can make any of them eligible, so per-worker
+ * keys would each scan the same queue for the same change. A pass visits only push-mode
+ * workers (an index), whatever the number of pull workers.
+ */
+export class PushDispatcher implements Reconciler {
+  readonly name = "push";
   /** Workers that refused or could not be reached, and until when they rest. */
   private readonly resting = new Map<string, number>();
   pushes = 0;
 
   constructor(private readonly ctx: SchedulerContext, private readonly queue: ClaimQueue, private readonly push: PushOptions, private readonly log: Logger, private readonly restMs = 5000) {
-    // A pass visits push-mode workers only, however many pull workers there are.
     ctx.cache.addIndex("Worker", "pushMode", (w) => (isPushWorker(w as unknown as Worker) ? ["push"] : []));
   }
 
-  markDirty(): void {
-    if (this.stopped) return;
-    this.dirty = true;
-    if (!this.running) this.running = this.loop().finally(() => (this.running = undefined));
+  keys(): string[] {
+    return [ALL];
   }
 
-  private async loop(): Promise<void> {
-    while (this.dirty && !this.stopped) {
-      this.dirty = false;
-      await this.pass().catch((e) => this.log("warn", "push pass failed", { err: (e as Error).message }));
-    }
+  /** One pass; a worker put to rest is looked at again when its rest ends. */
+  async reconcile(_key: string, signal: AbortSignal): Promise<Result> {
+    const before = this.pushes;
+    const rested = await this.pass(signal);
+    return { writes: this.pushes - before, ...(rested ? { requeueAfterMs: this.restMs } : {}) };
   }
 
-  async pass(): Promise<void> {
+  /** Push what fits to every ready push-mode worker; true if a worker was put to rest. */
+  async pass(signal?: AbortSignal): Promise<boolean> {
+    let rested = false;
     const now = this.ctx.now();
     for (const w of this.ctx.cache.byIndex<Worker & StoredObject>("Worker", "pushMode", "push")) {
       if (w.spec.unschedulable || !w.status?.registration) continue;
@@ -48,7 +51,7 @@ export class PushDispatcher {
       const c = concurrencyOf(view);
       const { picks } = pickForWorker(this.queue, this.ctx, w, Math.max(0, c.effective_limit - c.active_count));
       for (const p of picks) {
-        if (this.stopped) return;
+        if (signal?.aborted) return rested;
         try {
           await pushTask(this.ctx, { task_id: p.task.metadata.name, worker_id: w.metadata.name }, this.push);
           this.pushes++;
@@ -57,15 +60,11 @@ export class PushDispatcher {
           if (e instanceof HubError && e.status < 500 && e.code === "task_not_queueable") continue;
           this.resting.set(w.metadata.name, this.ctx.now() + this.restMs);
           this.log("warn", `push to ${w.metadata.name} failed`, { err: (e as Error).message });
-          setTimeout(() => this.markDirty(), this.restMs).unref();
+          rested = true;
           break;
         }
       }
     }
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true;
-    await this.running;
+    return rested;
   }
 }

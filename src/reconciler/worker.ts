@@ -26,6 +26,10 @@ export class WorkerReconciler implements Reconciler {
   readonly name = "worker";
   constructor(private readonly ctx: SchedulerContext) {}
 
+  keys(): string[] {
+    return this.ctx.cache.list<StoredObject>("Worker").map((w) => w.metadata.name);
+  }
+
   async reconcile(name: string): Promise<Result> {
     const ctx = this.ctx;
     const w = ctx.worker(name);

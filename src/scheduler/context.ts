@@ -23,11 +23,19 @@ export type SchedulerOptions = {
   nominateAfterSeconds?: number;
 };
 
-/** What the scheduler reports about its own work (the Hub wires metrics in); a no-op by default. */
+/** What the scheduler reports about its own work (the Hub passes its metrics in). */
 export type SchedulerObserver = {
   /** `error` is what the commit threw, when it failed. */
   commit(seconds: number, ops: number, error?: unknown): void;
   claim(seconds: number, granted: number): void;
+};
+
+/** What the scheduler is built with besides the store; each defaults to doing nothing (tests). */
+export type SchedulerDeps = {
+  recordEvent?: (e: LoomEvent) => void;
+  observer?: SchedulerObserver;
+  /** The clock (ms since epoch). */
+  now?: () => number;
 };
 
 export type { LoomEvent } from "../resources/meta.ts";
@@ -41,17 +49,22 @@ export class SchedulerContext {
   private readonly wakers = new Set<() => void>();
   /** Open claim batches of adaptive workers (tuning.ts). */
   readonly batches = new BatchTally();
-  /** Records an Event about an object; the Hub wires the event recorder in. */
-  recordEvent: (e: LoomEvent) => void = () => {};
-  observer: SchedulerObserver = { commit: () => {}, claim: () => {} };
+  /** Records an Event about an object. */
+  readonly recordEvent: (e: LoomEvent) => void;
+  readonly observer: SchedulerObserver;
+  readonly now: () => number;
 
   constructor(
     readonly store: Store,
     readonly cache: Informer,
     readonly opts: SchedulerOptions,
-    readonly now: () => number = Date.now,
+    deps: SchedulerDeps = {},
   ) {
-    this.liveness = new Liveness(opts.heartbeatGraceSeconds * 1000);
+    this.recordEvent = deps.recordEvent ?? (() => {});
+    this.observer = deps.observer ?? { commit: () => {}, claim: () => {} };
+    this.now = deps.now ?? Date.now;
+    // Liveness only for registered workers: a declared worker whose Runner has not registered (again) is not Ready.
+    this.liveness = new Liveness(opts.heartbeatGraceSeconds * 1000, (w) => this.worker(w)?.status?.registration !== undefined);
     cache.addIndex("Task", "leaseWorker", (o) => {
       const t = o as Task;
       return isActive(t.status?.state) && t.status?.lease ? [t.status.lease.worker] : [];

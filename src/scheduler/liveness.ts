@@ -14,14 +14,24 @@ export type LiveRecord = {
 
 export class Liveness {
   private readonly records = new Map<string, LiveRecord>();
-  /** Called when a fact the worker's status shows changes: it came back to life, or its reported run count moved. */
-  onChange: (worker: string) => void = () => {};
+  /** Told when a fact the worker's status shows changes: it came back to life, or its reported run count moved. */
+  private readonly listeners = new Set<(worker: string) => void>();
+
   /**
-   * Only workers the store holds get a record: a call naming an unknown id (a typo, a
-   * probe, a pruned worker's Runner) must not grow this table. The scheduler wires this in.
+   * `known`: only workers the store holds get a record, so a call naming an unknown id (a
+   * typo, a probe, a pruned worker's Runner) does not grow this table.
    */
-  known: (worker: string) => boolean = () => true;
-  constructor(readonly graceMs: number) {}
+  constructor(readonly graceMs: number, private readonly known: (worker: string) => boolean = () => true) {}
+
+  /** Listen for changes of a worker's liveness facts; returns the unsubscribe. */
+  subscribe(fn: (worker: string) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  private onChange(worker: string): void {
+    for (const fn of this.listeners) fn(worker);
+  }
 
   private rec(worker: string, now: number): LiveRecord {
     let r = this.records.get(worker);

@@ -5,7 +5,7 @@ import { isActive, type Task } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
 import type { Store, StoredObject } from "../store/store.ts";
 import { claimedTask, commitLeases, newBatchId, pickForWorker, requireWorker } from "./claim.ts";
-import { SchedulerContext, type SchedulerOptions } from "./context.ts";
+import { SchedulerContext, type SchedulerDeps, type SchedulerOptions } from "./context.ts";
 import { checkRequest, HubError } from "./errors.ts";
 import { ClaimQueue } from "./queue.ts";
 import { leaseSecondsOf } from "./transitions.ts";
@@ -16,10 +16,8 @@ export class Scheduler {
   readonly queue = new ClaimQueue();
   private unsubscribe: () => void;
 
-  constructor(store: Store, cache: Informer, opts: SchedulerOptions, now?: () => number) {
-    this.ctx = new SchedulerContext(store, cache, opts, now);
-    // Liveness only for registered workers: a declared worker whose Runner has not registered (again) is not Ready.
-    this.ctx.liveness.known = (w) => this.ctx.worker(w)?.status?.registration !== undefined;
+  constructor(store: Store, cache: Informer, opts: SchedulerOptions, deps?: SchedulerDeps) {
+    this.ctx = new SchedulerContext(store, cache, opts, deps);
     this.unsubscribe = cache.on((ev) => {
       if (ev.object.kind === "Task") {
         if (ev.type === "DELETED") this.queue.remove(ev.object.metadata.name);

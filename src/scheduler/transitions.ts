@@ -283,31 +283,51 @@ function maxAttemptsForExpiry(ctx: SchedulerContext, t: Task): number {
   return retryPolicyOf(t).max_attempts ?? ctx.opts.defaultMaxAttempts;
 }
 
-/** Every active lease past its lease_until: requeue with attempt+1, or end in lease_expired once attempts run out. */
+export type Expired = { task_id: string; old_state: string; new_state: string };
+
+/** When a task's active lease ends by the clock (ms), or undefined if it holds none. */
+export function leaseDue(t: Task): number | undefined {
+  const lease = t.status?.lease;
+  const due = lease && isActive(t.status?.state) ? Date.parse(lease.lease_until) : NaN;
+  return Number.isNaN(due) ? undefined : due; // a time that does not parse is never "past"
+}
+
+/**
+ * End one task's lease if its lease_until (as stored) has passed: requeue it with attempt+1,
+ * or end it lease_expired once attempts run out. Deciding from the stored lease_until means
+ * a new leader never expires a lease early, and a second call changes nothing.
+ */
+export async function expireLease(ctx: SchedulerContext, name: string): Promise<Expired | undefined> {
+  try {
+    const r = await ctx.updateTask(name, (t) => {
+      const lease = t.status?.lease;
+      const due = leaseDue(t);
+      if (!lease || due === undefined || due >= ctx.now()) return { result: undefined };
+      const old = t.status!.state!;
+      const attempt = t.status!.attempt ?? 1;
+      const status = attempt < maxAttemptsForExpiry(ctx, t)
+        ? requeue(t.status!, ctx.now(), "lease_expired", "LeaseExpired")
+        : markFinal(endLease(t.status!, "lease_expired", ctx.now(), "lease_expired", "LeaseExpired"), ctx.now(), "AttemptsExhausted", `lease on ${lease.worker} expired on attempt ${attempt} of ${maxAttemptsForExpiry(ctx, t)}`);
+      return { status, result: { task_id: t.metadata.name, old_state: old, new_state: status.state!, worker: lease.worker } };
+    });
+    if (!r) return undefined;
+    const t = ctx.task(r.task_id);
+    if (t) ctx.recordEvent({ object: t as unknown as StoredObject, type: "Warning", reason: "LeaseExpired", message: `lease on ${r.worker} expired; ${r.new_state === "retry_queued" ? `requeued as attempt ${t.status?.attempt}` : "no attempts left"}` });
+    return { task_id: r.task_id, old_state: r.old_state, new_state: r.new_state };
+  } catch (e) {
+    if (e instanceof HubError && e.status === 404) return undefined;
+    throw e;
+  }
+}
+
+/** Expire every lease past its lease_until now (POST /api/admin/expire-leases). */
 export async function expireLeases(ctx: SchedulerContext) {
-  const expired: { task_id: string; old_state: string; new_state: string }[] = [];
+  const expired: Expired[] = [];
   const now = ctx.now();
-  const due = [...ctx.tasksInState("leased"), ...ctx.tasksInState("running")].filter((t) => t.status?.lease && Date.parse(t.status.lease.lease_until) < now);
+  const due = [...ctx.tasksInState("leased"), ...ctx.tasksInState("running")].filter((t) => (leaseDue(t) ?? Infinity) < now);
   for (const d of due) {
-    try {
-      const r = await ctx.updateTask(d.metadata.name, (t) => {
-        const lease = t.status?.lease;
-        if (!lease || !isActive(t.status?.state) || Date.parse(lease.lease_until) >= ctx.now()) return { result: undefined };
-        const old = t.status!.state!;
-        const attempt = t.status!.attempt ?? 1;
-        const status = attempt < maxAttemptsForExpiry(ctx, t)
-          ? requeue(t.status!, ctx.now(), "lease_expired", "LeaseExpired")
-          : markFinal(endLease(t.status!, "lease_expired", ctx.now(), "lease_expired", "LeaseExpired"), ctx.now(), "AttemptsExhausted", `lease on ${lease.worker} expired on attempt ${attempt} of ${maxAttemptsForExpiry(ctx, t)}`);
-        return { status, result: { task_id: t.metadata.name, old_state: old, new_state: status.state!, worker: lease.worker } };
-      });
-      if (r) {
-        expired.push({ task_id: r.task_id, old_state: r.old_state, new_state: r.new_state });
-        const t = ctx.task(r.task_id);
-        if (t) ctx.recordEvent({ object: t as unknown as StoredObject, type: "Warning", reason: "LeaseExpired", message: `lease on ${r.worker} expired; ${r.new_state === "retry_queued" ? `requeued as attempt ${t.status?.attempt}` : "no attempts left"}` });
-      }
-    } catch (e) {
-      if (!(e instanceof HubError && e.status === 404)) throw e;
-    }
+    const r = await expireLease(ctx, d.metadata.name);
+    if (r) expired.push(r);
   }
   return { ok: true, expired, count: expired.length };
 }

@@ -19,7 +19,7 @@ describe("Event aggregation and order", () => {
   it("a repeat bumps count and lastTimestamp of one Event; a different message is its own", async () => {
     slot.dir = await mkdtemp(join(tmpdir(), "loom-events-"));
     const store = openSqliteStore(join(slot.dir, "loom.db"));
-    const rec = new EventRecorder(store, { maxEvents: 100, ttlMs: 3_600_000, flushMs: 5 });
+    const rec = new EventRecorder(store, { maxEvents: 100, flushMs: 5 });
     try {
       rec.record({ object: task("t1"), type: "Warning", reason: "PushRefused", message: "runner w1 answered 503" });
       rec.record({ object: task("t1"), type: "Warning", reason: "PushRefused", message: "runner w1 answered 503" });

@@ -14,7 +14,7 @@ const reasonsFor = async (name: string) => {
 
 describe("Events tied to their objects", () => {
   it("records lease granted, released, requeued and expired", async () => {
-    h = await startHub({ leaseSweepMs: 50 });
+    h = await startHub();
     await post(h.url, "/api/workers/register", registerBody("w1"));
     await post(h.url, "/api/tasks/dispatch", { schema_version: 1, tasks: [
       { task_id: "ok", payload: { runner: "noop" } },

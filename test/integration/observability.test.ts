@@ -57,8 +57,9 @@ describe("/metrics", () => {
 
     const m = await eventually(async () => {
       const fam = await scrape(u);
-      return sampleValue(fam, "loom_queued_tasks", { reason: "exceeds_worker_capacity" }) === 1 && fam;
-    }, "the Admitted condition of the oversized task");
+      // A pass's writes are counted when it ends, just after they land.
+      return sampleValue(fam, "loom_queued_tasks", { reason: "exceeds_worker_capacity" }) === 1 && (sampleValue(fam, "loom_reconcile_writes_total", { controller: "admission-conditions" }) ?? 0) >= 1 && fam;
+    }, "the Admitted condition of the oversized task, and the pass that wrote it");
     expect(sampleValue(m, "loom_leases_granted_total", { mode: "pull" })).toBe(2);
     expect(sampleValue(m, "loom_leases_released_total", { reason: "Cancelled" })).toBe(1);
     expect(sampleValue(m, "loom_claim_duration_seconds_count")).toBeGreaterThanOrEqual(1);

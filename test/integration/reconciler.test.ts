@@ -46,6 +46,7 @@ async function quiet(h: TestHub): Promise<number> {
     const rev = await h.hub.store.revision();
     const passes = h.hub.controllers!.admission.passes;
     await eventually(() => h.hub.controllers!.admission.passes > passes + 1, "a full conditions pass");
+    await h.hub.events.flush(); // the Events those passes announced are writes too
     if ((await h.hub.store.revision()) === rev) return rev;
   }
 }

@@ -1,0 +1,41 @@
+// Event GC controller: Events are kept for a bounded time and count. One key (ALL), since
+// the rule is about the whole set (the oldest beyond maxEvents go); its reconcile drops
+// what is past the TTL or over the count and asks to run again after `everyMs`. Only the
+// leader runs it, so replicas never race to delete the same Events.
+import type { Store } from "../store/store.ts";
+import { ALL, type Reconciler, type Result } from "./controller.ts";
+import type { EventObject } from "./events.ts";
+
+export type EventGcOptions = {
+  maxEvents: number;
+  ttlMs: number;
+  /** How often the GC looks again. */
+  everyMs: number;
+  /** Told which Events were dropped (the recorder stops counting repeats into them). */
+  dropped?: (names: ReadonlySet<string>) => void;
+  now?: () => number;
+};
+
+const BATCH = 500;
+
+export class EventGc implements Reconciler {
+  readonly name = "event-gc";
+  constructor(private readonly store: Store, private readonly opts: EventGcOptions) {}
+
+  keys(): string[] {
+    return [ALL];
+  }
+
+  async reconcile(): Promise<Result> {
+    const now = (this.opts.now ?? Date.now)();
+    const { items } = await this.store.list<EventObject>("Event");
+    const cutoff = new Date(now - this.opts.ttlMs).toISOString();
+    items.sort((a, b) => (a.lastTimestamp < b.lastTimestamp ? -1 : a.lastTimestamp > b.lastTimestamp ? 1 : 0));
+    const excess = Math.max(0, items.length - this.opts.maxEvents);
+    const drop = items.filter((e, i) => i < excess || e.lastTimestamp < cutoff);
+    if (drop.length) this.opts.dropped?.(new Set(drop.map((e) => e.metadata.name)));
+    for (let i = 0; i < drop.length; i += BATCH)
+      await this.store.txn(drop.slice(i, i + BATCH).map((e) => ({ op: "delete" as const, kind: "Event", name: e.metadata.name })));
+    return { writes: drop.length, requeueAfterMs: this.opts.everyMs };
+  }
+}

@@ -1,0 +1,43 @@
+// Task-lease controller: a lease that reaches its lease_until without a renewal ends, and the
+// task is requeued with attempt+1 (or ends lease_expired once attempts run out). The key is
+// a task name. A task change queues its key for the moment its lease falls due, so expiry
+// happens at lease_until, not at the next sweep over all tasks; a renewal moves lease_until
+// later and the early wake-up only queues the key again for the new time. The decision reads
+// lease_until from the store's object, so a new leader never expires a lease early.
+import { leaseDue, expireLease } from "../scheduler/transitions.ts";
+import type { SchedulerContext } from "../scheduler/context.ts";
+import type { Task } from "../resources/types.ts";
+import type { Reconciler, Result } from "./controller.ts";
+
+/** A wake-up this late after lease_until makes sure the clock has passed it. */
+const SLACK_MS = 5;
+
+export class LeaseExpiry implements Reconciler {
+  readonly name = "lease-expiry";
+  constructor(private readonly ctx: SchedulerContext) {}
+
+  /** Every task holding an active lease. */
+  keys(): string[] {
+    return [...this.ctx.tasksInState("leased"), ...this.ctx.tasksInState("running")].map((t) => t.metadata.name);
+  }
+
+  /** How long from now until this task's lease falls due, if it holds one. */
+  delayOf(t: Task): number | undefined {
+    const due = leaseDue(t);
+    return due === undefined ? undefined : Math.max(0, due - this.ctx.now() + SLACK_MS);
+  }
+
+  async reconcile(name: string): Promise<Result> {
+    const t = this.ctx.task(name);
+    if (!t) return;
+    const wait = this.delayOf(t);
+    if (wait === undefined) return; // no active lease: nothing to expire
+    if (wait > SLACK_MS) return { requeueAfterMs: wait };
+    const expired = await expireLease(this.ctx, name);
+    if (expired) return { writes: 1 };
+    // Not due after all (renewed meanwhile): look again when the lease as it stands falls due.
+    const fresh = this.ctx.task(name);
+    const again = fresh && this.delayOf(fresh);
+    return again === undefined ? undefined : { requeueAfterMs: again };
+  }
+}

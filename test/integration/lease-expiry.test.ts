@@ -1,0 +1,127 @@
+// The lease-expiry controller: a lease ends at its own lease_until, woken by a delayed
+// requeue of its task's key (no sweep over all tasks), decided from the stored lease_until
+// (never early by the clock of whoever runs it), and a second reconcile changes nothing.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { Controller } from "../../src/reconciler/controller.ts";
+import { LeaseExpiry } from "../../src/reconciler/lease-expiry.ts";
+import type { LoomEvent } from "../../src/resources/meta.ts";
+import type { Task } from "../../src/resources/types.ts";
+import { SchedulerContext } from "../../src/scheduler/context.ts";
+import { Informer } from "../../src/store/cache.ts";
+import { openSqliteStore } from "../../src/store/sqlite.ts";
+import type { Store, StoredObject } from "../../src/store/store.ts";
+import { eventually } from "../support/hub.ts";
+
+const A = "loom.dev/v1alpha1";
+let dir: string;
+let store: Store;
+let cache: Informer;
+let events: LoomEvent[];
+let clock: number;
+let stopAll: (() => Promise<void>)[] = [];
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), "loom-lease-"));
+  store = openSqliteStore(join(dir, "loom.db"));
+  cache = new Informer(store, ["Worker", "Task"]);
+  events = [];
+  clock = Date.parse("2030-01-01T00:00:00Z");
+  await store.create({ apiVersion: A, kind: "Worker", metadata: { name: "w" }, spec: { max_concurrency: 4, initial_concurrency: 4, capabilities: [], resource_capacity: { cpu_millis: 4000, memory_mb: 4096, disk_mb: 1000, gpu_count: 0 } } });
+});
+afterEach(async () => {
+  for (const s of stopAll) await s();
+  stopAll = [];
+  cache.stop();
+  await store.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** A task leased to w until `until` (ms), on its first attempt of `maxAttempts`. */
+async function leased(name: string, until: number, maxAttempts = 3): Promise<void> {
+  const at = new Date(until - 60_000).toISOString();
+  await store.create({
+    apiVersion: A, kind: "Task", metadata: { name },
+    spec: { required_capability: "", execution_profile: { placement: "shared", resources: { cpu_millis: 100 } }, payload: {}, retry_policy: { max_attempts: maxAttempts } },
+    status: { state: "leased", attempt: 1, lease: { worker: "w", epoch: 1, mode: "pull", leased_at: at, lease_until: new Date(until).toISOString() } },
+  } as StoredObject);
+}
+
+function context(now: () => number): SchedulerContext {
+  return new SchedulerContext(store, cache, { heartbeatGraceSeconds: 60, defaultMaxAttempts: 3, resultsDir: join(dir, "results") }, { now, recordEvent: (e) => events.push(e) });
+}
+const task = (name: string) => cache.get<Task & StoredObject>("Task", name)!;
+
+describe("lease expiry by the clock of the stored lease_until", () => {
+  it("before lease_until a reconcile writes nothing and asks to look again when it falls due", async () => {
+    const ctx = context(() => clock);
+    const r = new LeaseExpiry(ctx);
+    await leased("t", clock + 90_000);
+    await cache.start();
+    const rev = await store.revision();
+    expect(await r.reconcile("t")).toEqual({ requeueAfterMs: 90_005 });
+    expect(await store.revision()).toBe(rev);
+    expect(task("t").status?.state).toBe("leased");
+
+    clock += 90_001;
+    expect(await r.reconcile("t")).toEqual({ writes: 1 });
+    expect(task("t").status).toMatchObject({ state: "retry_queued", attempt: 2 });
+    expect(task("t").status?.lease).toBeUndefined();
+    expect(events.map((e) => e.reason)).toEqual(["LeaseExpired"]);
+
+    // Twice is harmless: nothing written, no second Event, no further look asked for.
+    const after = await store.revision();
+    expect(await r.reconcile("t")).toBeUndefined();
+    expect(await store.revision()).toBe(after);
+    expect(events).toHaveLength(1);
+    expect(task("t").status?.attempt).toBe(2);
+  });
+
+  it("the last attempt ends lease_expired; a missing task or one without a lease is left alone", async () => {
+    const ctx = context(() => clock);
+    const r = new LeaseExpiry(ctx);
+    await leased("last", clock - 1, 1);
+    await store.create({ apiVersion: A, kind: "Task", metadata: { name: "idle" }, spec: { required_capability: "", payload: {} }, status: { state: "queued", attempt: 1 } } as StoredObject);
+    await cache.start();
+    expect(r.keys()).toEqual(["last"]);
+    expect(await r.reconcile("last")).toEqual({ writes: 1 });
+    expect(task("last").status?.state).toBe("lease_expired");
+    expect(await r.reconcile("idle")).toBeUndefined();
+    expect(await r.reconcile("gone")).toBeUndefined();
+    expect(r.keys()).toEqual([]);
+  });
+
+  it("run as a controller, a short lease ends at its lease_until without any sweep, and a renewed one at its new time", async () => {
+    const ctx = context(Date.now);
+    const r = new LeaseExpiry(ctx);
+    const c = new Controller(r, { log: () => {}, resyncMs: 0 }); // no periodic resync: only the delayed requeue
+    await cache.start();
+    // The informer's Task events queue each key for its lease_until, as the Hub's manager does.
+    const off = cache.on((ev) => {
+      if (ev.object.kind !== "Task" || ev.type === "DELETED") return;
+      const due = r.delayOf(ev.object as unknown as Task);
+      if (due !== undefined) c.enqueue(ev.object.metadata.name, due);
+    });
+    stopAll.push(async () => { off(); await c.stop(); });
+    c.start();
+
+    const until = Date.now() + 400;
+    await leased("short", until);
+    await leased("renewed", until);
+    // Renew one lease before it falls due: its early wake-up finds it not due and looks again later.
+    const cur = (await store.get("Task", "renewed"))!;
+    const renewedUntil = until + 400;
+    await store.updateStatus({ ...cur, status: { ...(cur.status as object), lease: { ...(cur.status as Task["status"] & object).lease!, lease_until: new Date(renewedUntil).toISOString() } } });
+
+    const expiredAt = await eventually(() => task("short")?.status?.state === "retry_queued" && Date.now(), "the short lease to expire");
+    expect(expiredAt).toBeGreaterThanOrEqual(until);
+    expect(task("renewed").status?.state).toBe("leased");
+    const renewedAt = await eventually(() => task("renewed")?.status?.state === "retry_queued" && Date.now(), "the renewed lease to expire");
+    expect(renewedAt).toBeGreaterThanOrEqual(renewedUntil);
+    // Each key was looked at a handful of times (its events and its due times), not on every tick of a sweep.
+    expect(c.passes).toBeLessThanOrEqual(8);
+    expect(events.filter((e) => e.reason === "LeaseExpired").map((e) => e.object.metadata.name).sort()).toEqual(["renewed", "short"]);
+  });
+});
