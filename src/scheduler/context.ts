@@ -187,6 +187,11 @@ export class SchedulerContext {
     });
   }
 
+  /** How many callers are in waitForChange now (long-poll claims waiting for work). */
+  get waiting(): number {
+    return this.wakers.size;
+  }
+
   wake(): void {
     for (const w of [...this.wakers]) w();
   }
