@@ -52,9 +52,7 @@ export class SchedulerContext {
     readonly now: () => number = Date.now,
   ) {
     this.liveness = new Liveness(opts.heartbeatGraceSeconds * 1000);
-    cache.addIndex("Task", "leaseWorker", (t) => {
-      return isActive(t.status?.state) && t.status?.lease ? [t.status.lease.worker] : [];
-    });
+    cache.addIndex("Task", "leaseWorker", (t) => (isActive(t.status?.state) && t.status?.lease ? [t.status.lease.worker] : []));
     cache.addIndex("Task", "state", (t) => [t.status?.state ?? "queued"]);
     // Queued tasks by the worker they nominated (status.nominated_worker): what a claim asks.
     cache.addIndex("Task", NOMINATED_INDEX, nominatedIndexFn);

@@ -118,7 +118,7 @@ export class Informer {
     }
   }
 
-  /** A CRD kind reads as its generated type (ObjectOf); any other kind as a StoredObject. */
+  /** A CRD kind reads as its generated type (ObjectOf); the second form serves code that handles any kind (see Store.get). */
   get<K extends Kind>(kind: K, name: string): ObjectOf<K> | undefined;
   get<T extends StoredObject = StoredObject>(kind: string, name: string): T | undefined;
   get(kind: string, name: string): StoredObject | undefined {

@@ -61,7 +61,10 @@ export type Applied = { results: StoredObject[]; revision: number; durable: Prom
 
 export interface Store {
   readonly backend: "sqlite" | "etcd" | string;
-  /** A CRD kind reads as its generated type (ObjectOf); any other kind as a StoredObject. */
+  /**
+   * A CRD kind reads as its generated type (ObjectOf). The second form is for code that
+   * handles any kind alike (the resource API, Events): a StoredObject, or the T it names.
+   */
   get<K extends Kind>(kind: K, name: string): Promise<ObjectOf<K> | undefined>;
   get<T extends StoredObject = StoredObject>(kind: string, name: string): Promise<T | undefined>;
   list<K extends Kind>(kind: K, opts?: ListOptions): Promise<ListResult<ObjectOf<K>>>;
