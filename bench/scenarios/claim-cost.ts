@@ -21,7 +21,7 @@ const BUDGET_MS = 30_000;
 async function measure(label: string, tasks: number, shapes: number, claims: number): Promise<Point> {
   const h = await seeded({ tasks, workers: WORKERS, shapes });
   try {
-    const w = h.cache.get<Worker & StoredObject>("Worker", workerName(1))!;
+    const w = h.cache.get("Worker", workerName(1))!;
     const pickOnce = () => void pickForWorker(h.scheduler.queue, h.scheduler.ctx, w, LIMIT);
     for (let i = 0; i < 3; i++) pickOnce(); // warm-up: the first calls pay for compilation
     const pick: number[] = [];

@@ -7,7 +7,6 @@ import { HubError } from "../scheduler/errors.ts";
 import { pushTask } from "../scheduler/push.ts";
 import { cancel, expireLeases, retry } from "../scheduler/transitions.ts";
 import { setBlocked, setDesiredConcurrency } from "../scheduler/workers.ts";
-import type { StoredObject } from "../store/store.ts";
 import { applyWorkers } from "../scheduler/hosts.ts";
 
 type Body = Record<string, unknown>;
@@ -72,7 +71,7 @@ export async function adminRoutes(f: FastifyInstance): Promise<void> {
     const wanted = FILTERS.flatMap((k) => (q[k] ? [[k, new Set(q[k]!.split(",").map((s) => s.trim()).filter(Boolean))] as const] : []));
     // A task_id filter names its tasks: look them up rather than scanning every task.
     const named = wanted.find(([k]) => k === "task_id")?.[1];
-    const candidates = named ? [...named].flatMap((n) => ctx.task(n) ?? []) : ctx.cache.list<Task & StoredObject>("Task");
+    const candidates = named ? [...named].flatMap((n) => ctx.task(n) ?? []) : ctx.cache.list("Task");
     const rows = candidates.map(taskRow).filter((r) => wanted.every(([k, set]) => set.has(String(r[k] ?? ""))));
     const order = (a: ReturnType<typeof taskRow>, b: ReturnType<typeof taskRow>) => b.priority - a.priority || String(a.created_at).localeCompare(String(b.created_at)) || a.task_id.localeCompare(b.task_id);
     // Only the requested page is sorted out of the matches: a selection of offset + limit, not a sort of all.
@@ -111,7 +110,7 @@ export async function adminRoutes(f: FastifyInstance): Promise<void> {
   f.get("/api/data/task-counts", async () => {
     const by: Record<string, number> = {};
     let total = 0, final = 0, pending = 0;
-    for (const t of ctx.cache.list<Task & StoredObject>("Task")) {
+    for (const t of ctx.cache.list("Task")) {
       const s = t.status?.state ?? "queued";
       by[s] = (by[s] ?? 0) + 1;
       total++;

@@ -1,14 +1,12 @@
 // The contract's data API and the Hub's health and meta: worker-capacity, task-admission.
 import type { FastifyInstance } from "fastify";
 import { explainTask, explainWorker, summarize, taskView } from "../admission/index.ts";
-import type { Worker } from "../resources/types.ts";
 import { cacheAffinity } from "../scheduler/affinity.ts";
 import { decideAll } from "../scheduler/claim.ts";
 import { HubError } from "../scheduler/errors.ts";
 import { simulate } from "../scheduler/simulate.ts";
 import { type BlockingLeases, blockingLeases, queuePositions, queueStanding, suggestions } from "../scheduler/why.ts";
 import { capacityEntry } from "../scheduler/workers.ts";
-import type { StoredObject } from "../store/store.ts";
 
 export const CORE_PREVIEW_VERSION = "0.4.0";
 import { PRODUCT_VERSION } from "../version.ts";
@@ -49,7 +47,7 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
   }));
 
   f.get("/api/data/worker-capacity", async () => ({
-    workers: ctx.cache.list<Worker & StoredObject>("Worker").filter((w) => !w.spec.unschedulable).map((w) => capacityEntry(ctx, w)),
+    workers: ctx.cache.list("Worker").filter((w) => !w.spec.unschedulable).map((w) => capacityEntry(ctx, w)),
   }));
 
   f.get("/api/data/task-admission", async (req) => {
@@ -95,7 +93,7 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
   // worker -> the starving task it is held for, with what it waits on: the stored
   // nominations, as every claim on any replica sees them.
   f.get("/api/data/nominations", async () => ({
-    nominations: ctx.cache.list<Worker & StoredObject>("Worker").flatMap((w) => {
+    nominations: ctx.cache.list("Worker").flatMap((w) => {
       const n = ctx.workerView(w).nominee;
       return n ? [{ worker_id: w.metadata.name, task_id: n.task.name, blocking_leases: n.blockers, ...(n.starts_at < Infinity ? { starts_by: new Date(n.starts_at).toISOString() } : {}) }] : [];
     }),
@@ -103,6 +101,6 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
 
   // Every queued task's queue_position, for `loom get tasks -o wide`.
   f.get("/api/data/queue-positions", async () => ({
-    positions: Object.fromEntries(queuePositions(hub.scheduler.queue, ctx.cache.list<Worker & StoredObject>("Worker").map((w) => ctx.workerView(w)))),
+    positions: Object.fromEntries(queuePositions(hub.scheduler.queue, ctx.cache.list("Worker").map((w) => ctx.workerView(w)))),
   }));
 }

@@ -3,7 +3,7 @@
 // worker-hosts, active-workers, new-results, error-rate, control-log and oracle-outcomes.
 // Loom runs no Oracle children, so the Oracle paths answer that plainly.
 import type { FastifyInstance } from "fastify";
-import type { Task, Worker } from "../resources/types.ts";
+import type { Worker } from "../resources/types.ts";
 import { HubError } from "../scheduler/errors.ts";
 import { directEndpoint } from "../scheduler/push.ts";
 import { capacityEntry } from "../scheduler/workers.ts";
@@ -27,7 +27,7 @@ const GROUP_BY = ["state", "case_id", "run_id", "setting_id", "package_id", "lea
 export async function v1DataRoutes(f: FastifyInstance): Promise<void> {
   const hub = f.hub;
   const ctx = hub.scheduler.ctx;
-  const workers = () => ctx.cache.list<Worker & StoredObject>("Worker").sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+  const workers = () => ctx.cache.list("Worker").sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
   const status = (w: Worker) => capacityEntry(ctx, w).status;
 
   f.get("/api/data/worker-cache", async () => ({
@@ -78,7 +78,7 @@ export async function v1DataRoutes(f: FastifyInstance): Promise<void> {
     const windowSeconds = intParam(q, "window_seconds", 86400, 1, 10 ** 9);
     const since = Date.now() - windowSeconds * 1000;
     const buckets = new Map<string, { total: number; errors: number }>();
-    for (const t of ctx.cache.list<Task & StoredObject>("Task")) {
+    for (const t of ctx.cache.list("Task")) {
       if (Date.parse(t.metadata.creationTimestamp ?? "") < since && !t.status?.attempts?.length) continue;
       const state = t.status?.state ?? "queued";
       const key = by === "state" ? state : by === "lease_worker_id" ? (t.status?.lease?.worker ?? "") : String((t.spec as Record<string, unknown>)[by] ?? "");

@@ -176,7 +176,7 @@ export class Client {
     if (!res.body) return;
     const decoder = new TextDecoder();
     let buf = "";
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+    for await (const chunk of res.body) {
       buf += decoder.decode(chunk, { stream: true });
       let nl: number;
       while ((nl = buf.indexOf("\n")) >= 0) {

@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import { Hub } from "../hub.ts";
 import { loadPaths } from "../resources/load.ts";
-import type { Worker } from "../resources/types.ts";
+import { isKind } from "../resources/types.ts";
 import { intArg } from "./hub.ts";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -33,7 +33,7 @@ export function quickstartCommand(): Command {
       if (o.reset) for (const sub of ["hub", "runners"]) rmSync(join(dataDir, sub), { recursive: true, force: true });
       const loaded = loadPaths([o.inventory]);
       if (loaded.errors.length) throw new Error(`${o.inventory} does not validate; run loom validate -f ${o.inventory}`);
-      const workers = loaded.resources.filter((r) => r.kind === "Worker") as unknown as Worker[];
+      const workers = loaded.resources.filter((r) => isKind(r, "Worker"));
       const hub = await Hub.start({ dataDir: join(dataDir, "hub"), port: o.port, logLevel: "warn", gitopsPaths: [o.inventory, o.manifests] });
       const say = (s: string) => process.stderr.write(`${s}\n`);
       say(`loom hub listening on ${hub.url} (embedded store in ${join(dataDir, "hub")})`);

@@ -5,7 +5,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { InformerEvent } from "../store/cache.ts";
 import { StoreError } from "../store/errors.ts";
-import { isActive, isQueued, type Task } from "../resources/types.ts";
+import { isActive, isKind, isQueued, type Task } from "../resources/types.ts";
 import type { SchedulerObserver } from "../scheduler/context.ts";
 
 export const DIMENSIONS = ["cpu_millis", "memory_mb", "disk_mb", "gpu_count"] as const;
@@ -109,9 +109,9 @@ export class HubMetrics implements SchedulerObserver {
    * expiry, cancel, admin, a deleted task) is counted the same way.
    */
   onTaskChange(ev: InformerEvent): void {
-    if (ev.object.kind !== "Task" || ev.synthetic) return;
-    const old = ev.old as unknown as Task | undefined;
-    const cur = ev.type === "DELETED" ? undefined : (ev.object as unknown as Task);
+    if (!isKind(ev.object, "Task") || ev.synthetic) return;
+    const old = isKind(ev.old, "Task") ? ev.old : undefined;
+    const cur = ev.type === "DELETED" ? undefined : ev.object;
     const oldLease = old && isActive(old.status?.state) ? old.status?.lease : undefined;
     const curLease = cur && isActive(cur.status?.state) ? cur.status?.lease : undefined;
     if (oldLease && (!curLease || curLease.epoch !== oldLease.epoch || curLease.worker !== oldLease.worker)) {

@@ -61,7 +61,7 @@ function dominantUnresolvable(decisions: Decision[]): string {
  */
 function pendingNews(t: Task, w: Wanted): LoomEvent | undefined {
   const cur = getCondition(t.status?.conditions, "Admitted");
-  const object = t as unknown as StoredObject;
+  const object = t;
   if (w.admitted.status === "True") return cur?.status === "False" ? { object, type: "Normal", reason: "Admissible", message: w.admitted.message } : undefined;
   const changed = !cur || cur.status !== "False" || cur.reason !== w.admitted.reason || skeleton(cur.message) !== skeleton(w.admitted.message);
   return changed ? { object, type: "Warning", reason: "NotAdmitted", message: `${w.admitted.reason}: ${w.admitted.message}` } : undefined;
@@ -177,7 +177,7 @@ export class AdmissionConditions implements Reconciler {
           events.push(setNomination(t, next, n, new Date(now).toISOString(), ended));
         }
         if (next) {
-          ops.push({ op: "updateStatus", object: { ...(t as unknown as StoredObject), status: next } });
+          ops.push({ op: "updateStatus", object: { ...t, status: next } });
           news.push(events.filter((e) => e !== undefined));
           standings.push(wanted.standing);
         }
@@ -240,7 +240,7 @@ export class AdmissionConditions implements Reconciler {
     const iso = new Date(now).toISOString();
     setCondition(next.conditions, { type: "Admitted", ...w.admitted, observedGeneration: t.metadata.generation }, iso);
     if (w.unsatisfiable) {
-      if (curUnsat?.status !== "True") this.ctx.recordEvent({ object: t as unknown as StoredObject, type: "Warning", reason: "Unsatisfiable", message: w.unsatisfiable.message });
+      if (curUnsat?.status !== "True") this.ctx.recordEvent({ object: t, type: "Warning", reason: "Unsatisfiable", message: w.unsatisfiable.message });
       setCondition(next.conditions, { type: "Unsatisfiable", status: "True", ...w.unsatisfiable, observedGeneration: t.metadata.generation }, iso);
     } else if (curUnsat) setCondition(next.conditions, { type: "Unsatisfiable", status: "False", reason: "Satisfiable", message: "some worker could admit this task", observedGeneration: t.metadata.generation }, iso);
     return next;

@@ -79,12 +79,12 @@ export class CampaignReconciler implements Reconciler {
       const cur = this.cache.get<Task & StoredObject>("Task", d.metadata.name);
       d.metadata.ownerReferences = d.metadata.ownerReferences?.map((r) => ({ ...r, uid: campaign.metadata.uid! }));
       if (!cur) {
-        ops.push({ op: "create", object: { ...(d as unknown as StoredObject), status: initialStatus() } });
+        ops.push({ op: "create", object: { ...d, status: initialStatus() } });
         created++;
       } else if (!ownedBy(cur, name)) {
         conflicts.push(d.metadata.name);
       } else if (isQueued(cur.status?.state ?? "queued") && JSON.stringify(cur.spec) !== JSON.stringify(d.spec)) {
-        ops.push({ op: "update", object: { ...(cur as unknown as StoredObject), spec: d.spec, metadata: { ...cur.metadata, labels: { ...cur.metadata.labels, ...d.metadata.labels } } } });
+        ops.push({ op: "update", object: { ...cur, spec: d.spec, metadata: { ...cur.metadata, labels: { ...cur.metadata.labels, ...d.metadata.labels } } } });
         updated++;
       }
     }

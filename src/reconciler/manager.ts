@@ -1,7 +1,7 @@
 // The Hub's controllers, all of one shape (controller.ts), and which change wakes which key.
 // Every controller is level-triggered, so a missed or duplicated wake-up costs a pass, never
 // a wrong result; each has a periodic resync that backs up the watch.
-import type { Task } from "../resources/types.ts";
+import { isKind, type Task } from "../resources/types.ts";
 import type { SchedulerContext } from "../scheduler/context.ts";
 import type { PushOptions } from "../scheduler/push.ts";
 import type { ClaimQueue } from "../scheduler/queue.ts";
@@ -76,7 +76,7 @@ export class ControllerManager {
     else if (o.kind === "Worker") {
       this.workers.enqueue(o.metadata.name);
       this.wakeQueuePasses();
-    } else if (o.kind === "Task") {
+    } else if (isKind(o, "Task")) {
       const campaign = CampaignReconciler.keyOf(o) ?? (ev.old ? CampaignReconciler.keyOf(ev.old) : undefined);
       // Counting is coalesced: a burst of task changes becomes one campaign pass.
       if (campaign) this.campaigns.enqueue(campaign, ev.type === "DELETED" ? 0 : 300);
@@ -85,7 +85,7 @@ export class ControllerManager {
         if (w) this.workers.enqueue(w, 100);
       }
       if (ev.type !== "DELETED") {
-        const due = this.leaseExpiry.delayOf(o as unknown as Task);
+        const due = this.leaseExpiry.delayOf(o);
         if (due !== undefined) this.leases.enqueue(o.metadata.name, due);
       }
       this.wakeQueuePasses();

@@ -25,7 +25,7 @@ export class PushDispatcher implements Reconciler {
   pushes = 0;
 
   constructor(private readonly ctx: SchedulerContext, private readonly queue: ClaimQueue, private readonly push: PushOptions, private readonly log: Logger, private readonly restMs = 5000) {
-    ctx.cache.addIndex("Worker", "pushMode", (w) => (isPushWorker(w as unknown as Worker) ? ["push"] : []));
+    ctx.cache.addIndex("Worker", "pushMode", (w) => (isPushWorker(w) ? ["push"] : []));
   }
 
   keys(): string[] {

@@ -39,7 +39,7 @@ export class WorkerReconciler implements Reconciler {
     if (w.metadata.annotations?.[PRUNED_ANNOTATION] === "true" && view.leases.length === 0) {
       try {
         await ctx.store.delete("Worker", name, { resourceVersion: w.metadata.resourceVersion });
-        ctx.recordEvent({ object: w as unknown as StoredObject, type: "Normal", reason: "Deleted", message: "no longer declared and no active lease: deleted" });
+        ctx.recordEvent({ object: w, type: "Normal", reason: "Deleted", message: "no longer declared and no active lease: deleted" });
       } catch (e) {
         if (!isStoreError(e, "Conflict") && !isStoreError(e, "NotFound")) throw e;
       }
@@ -77,7 +77,7 @@ export class WorkerReconciler implements Reconciler {
 
     if (comparable(st) !== comparable(w.status)) {
       try {
-        await ctx.store.updateStatus({ ...(w as unknown as StoredObject), status: st });
+        await ctx.store.updateStatus({ ...w, status: st });
       } catch (err) {
         if (!isStoreError(err, "Conflict")) throw err;
         return { requeueAfterMs: 50 }; // someone else wrote: look again with fresh data

@@ -229,8 +229,8 @@ function addResource(acc: Acc, obj: unknown, at: string, source: string, locate:
 
   const resource = obj as LoadedResource;
   addObject(acc, resource, { source, field: prefixField(at, "metadata.name"), subject, locate });
-  if (obj.kind === "Campaign" && isPlainObject(obj.spec)) {
-    const r = expandCampaign(obj as unknown as Campaign);
+  if (resource.kind === "Campaign" && isPlainObject(obj.spec)) {
+    const r = expandCampaign(resource);
     push(prefixErrors(r.errors, prefixField(at, "spec")));
     for (const t of r.tasks)
       addTask(acc, t, { source, field: prefixField(at, `spec.cases[${sourceIndex(t)}]`), subject: t.metadata.name, locate });

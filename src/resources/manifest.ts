@@ -344,6 +344,8 @@ function caseTask(campaign: Campaign, owner: string, cid: string, l: Layers, who
       // uid is filled in once the Campaign is stored; until then the name identifies it.
       ownerReferences: [ownerRef as OwnerReference],
     },
+    // Case and default values are unchecked manifest input; expandCampaign checks every task
+    // against the Task schema before anyone sees it.
     spec: taskSpec as unknown as TaskSpec,
   });
 }
@@ -442,6 +444,7 @@ export function manifestToCampaign(input: unknown): { campaign?: Campaign; error
     apiVersion: API_VERSION as Campaign["apiVersion"],
     kind: "Campaign" as const,
     metadata: { name, labels: { [CAMPAIGN_LABEL]: name }, ...(Object.keys(annotations).length ? { annotations } : {}) },
+    // Manifest fields are unchecked input; finishManifest checks the Campaign against its schema.
     spec: spec as unknown as Campaign["spec"],
   };
   return { campaign, errors, notes };

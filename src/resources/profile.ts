@@ -29,6 +29,7 @@ export function mergeProfiles(...layers: unknown[]): ExecutionProfile {
     }
   }
   out.resources = normaliseGpuTypes(resources);
+  // The layers are unchecked input; every caller checks the profile within its Task's schema.
   return out as unknown as ExecutionProfile;
 }
 

@@ -1,7 +1,18 @@
 // Names for the generated types that the rest of Loom uses, and the v1 state vocabulary.
 export * from "./types.gen.ts";
 export * from "./meta.ts";
-import type { TaskSpecExecutionProfileResources, TaskStatus } from "./types.gen.ts";
+import type { AnyResource, Kind, TaskSpecExecutionProfileResources, TaskStatus } from "./types.gen.ts";
+
+/** The generated type of one CRD kind: ObjectOf<"Task"> is Task. */
+export type ObjectOf<K extends Kind> = Extract<AnyResource, { kind: K }>;
+
+/**
+ * Narrow an object to its kind's generated type. The store validates every write of a CRD
+ * kind against that kind's schema, so an object of that kind has that shape.
+ */
+export function isKind<K extends Kind>(obj: { kind: string } | undefined, kind: K): obj is ObjectOf<K> {
+  return obj?.kind === kind;
+}
 
 /** A resource request, capacity, reservation or headroom, in the contract's whole units. */
 export type ResourceSpec = TaskSpecExecutionProfileResources;

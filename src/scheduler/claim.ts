@@ -3,7 +3,6 @@
 import { randomUUID } from "node:crypto";
 import { acceptsAny, admit, admits, taskView, type Decision, type WorkerView, type Vector, type LeaseView } from "../admission/index.ts";
 import { isQueued, type Task, type Worker } from "../resources/types.ts";
-import type { StoredObject } from "../store/store.ts";
 import { cacheAffinity, type CacheAffinity } from "./affinity.ts";
 import type { SchedulerContext } from "./context.ts";
 import { HubError } from "./errors.ts";
@@ -82,14 +81,14 @@ export async function commitLeases(
       reservation: tv.requests as Vector,
       admission: decision.admission,
     }, now);
-    return { op: "updateStatus" as const, object: { ...(task as StoredObject), status } };
+    return { op: "updateStatus" as const, object: { ...task, status } };
   });
-  const written = (await ctx.commit(ops)) as unknown as Task[];
+  const written = await ctx.commit(ops);
   return written.map((task, i) => {
     const decision = picks[i].decision;
     const held = picks[i].task.status?.nominated_worker;
     if (held) ctx.recordEvent(nominationEnded(task, held, `leased to ${worker.metadata.name}`));
-    ctx.recordEvent({ object: task as unknown as StoredObject, type: "Normal", reason: "LeaseGranted", message: `leased to ${worker.metadata.name} (${opts.mode}, epoch ${task.status?.attempt}); reserved ${fmtReservation(decision.admission.requested)}` });
+    ctx.recordEvent({ object: task, type: "Normal", reason: "LeaseGranted", message: `leased to ${worker.metadata.name} (${opts.mode}, epoch ${task.status?.attempt}); reserved ${fmtReservation(decision.admission.requested)}` });
     return { task, decision, affinity: cacheAffinity(task, worker.metadata.name, live) };
   });
 }
@@ -139,7 +138,7 @@ export const newBatchId = () => `claim-${randomUUID()}`;
 /** Every worker's decision for one task: the task-admission API, conditions and the CLI use this. */
 export function decideAll(ctx: SchedulerContext, task: Task): { worker: Worker; view: WorkerView; decision: Decision }[] {
   const tv = taskView(task);
-  return ctx.cache.list<Worker & StoredObject>("Worker").map((worker) => {
+  return ctx.cache.list("Worker").map((worker) => {
     const view = ctx.workerView(worker);
     return { worker, view, decision: admit(tv, view) };
   });

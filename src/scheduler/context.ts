@@ -65,26 +65,23 @@ export class SchedulerContext {
     this.now = deps.now ?? Date.now;
     // Liveness only for registered workers: a declared worker whose Runner has not registered (again) is not Ready.
     this.liveness = new Liveness(opts.heartbeatGraceSeconds * 1000, (w) => this.worker(w)?.status?.registration !== undefined);
-    cache.addIndex("Task", "leaseWorker", (o) => {
-      const t = o as Task;
-      return isActive(t.status?.state) && t.status?.lease ? [t.status.lease.worker] : [];
-    });
-    cache.addIndex("Task", "state", (o) => [(o as Task).status?.state ?? "queued"]);
+    cache.addIndex("Task", "leaseWorker", (t) => (isActive(t.status?.state) && t.status?.lease ? [t.status.lease.worker] : []));
+    cache.addIndex("Task", "state", (t) => [t.status?.state ?? "queued"]);
     // Queued tasks by the worker they nominated (status.nominated_worker): what a claim asks.
     cache.addIndex("Task", NOMINATED_INDEX, nominatedIndexFn);
   }
 
   task(name: string): Task | undefined {
-    return this.cache.get<Task & StoredObject>("Task", name);
+    return this.cache.get("Task", name);
   }
   worker(name: string): Worker | undefined {
-    return this.cache.get<Worker & StoredObject>("Worker", name);
+    return this.cache.get("Worker", name);
   }
   activeTasksOn(worker: string): Task[] {
-    return this.cache.byIndex<Task & StoredObject>("Task", "leaseWorker", worker);
+    return this.cache.byIndex("Task", "leaseWorker", worker);
   }
   tasksInState(state: string): Task[] {
-    return this.cache.byIndex<Task & StoredObject>("Task", "state", state);
+    return this.cache.byIndex("Task", "state", state);
   }
 
   /**
@@ -122,7 +119,7 @@ export class SchedulerContext {
    * Apply, then wait until the informer has seen it, so the next decision reads its own
    * write. Inside locked() durability is awaited when the lock is released; elsewhere here.
    */
-  async commit(ops: TxnOp[]): Promise<StoredObject[]> {
+  async commit<T extends StoredObject = StoredObject>(ops: TxnOp<T>[]): Promise<T[]> {
     const started = performance.now();
     const observed = (e?: unknown) => this.observer.commit((performance.now() - started) / 1000, ops.length, e);
     let applied: Applied;
@@ -139,7 +136,8 @@ export class SchedulerContext {
     const writes = this.unflushed.getStore();
     if (writes) writes.push(durable);
     else await durable;
-    return applied.results;
+    // The results are the ops' objects as written, in op order, so each is of its op's type.
+    return applied.results as T[];
   }
 
   /** Resolves once the informer reflects every write the store has applied. */
@@ -174,7 +172,7 @@ export class SchedulerContext {
         const { status, result } = fn(t);
         if (!status) return result;
         try {
-          await this.commit([{ op: "updateStatus", object: { ...(t as StoredObject), status } }]);
+          await this.commit([{ op: "updateStatus", object: { ...t, status } }]);
           return result;
         } catch (e) {
           if (!isStoreError(e, "Conflict") || i >= 3) throw e;
@@ -198,6 +196,11 @@ export class SchedulerContext {
       this.wakers.add(done);
       signal?.addEventListener("abort", done, { once: true });
     });
+  }
+
+  /** How many callers are in waitForChange now (long-poll claims waiting for work). */
+  get waiting(): number {
+    return this.wakers.size;
   }
 
   wake(): void {

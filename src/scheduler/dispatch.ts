@@ -8,7 +8,7 @@ import { CAMPAIGN_LABEL } from "../resources/manifest.ts";
 import { mergeProfiles, profileShapeErrors } from "../resources/profile.ts";
 import { initialStatus, type Task } from "../resources/types.ts";
 import { validateObject, type FieldError } from "../resources/validate.ts";
-import type { StoredObject, TxnOp } from "../store/store.ts";
+import type { TxnOp } from "../store/store.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { SchedulerContext } from "./context.ts";
 import { checkRequest, HubError } from "./errors.ts";
@@ -55,6 +55,8 @@ function toTask(raw: unknown, defaults: Record<string, unknown>, at: string): { 
     payload: { ...payload, execution_profile: profile },
     ...(raw.expected !== undefined ? { expected: raw.expected } : {}),
   };
+  // Request fields are unchecked input until the Task schema checks the whole object just
+  // below; a task with any error is never returned.
   const task = {
     apiVersion: API_VERSION,
     kind: "Task",
@@ -101,14 +103,14 @@ export async function dispatch(ctx: SchedulerContext, body: unknown): Promise<Di
 
   return ctx.locked(async () => {
     for (let attempt = 0; ; attempt++) {
-      const ops: TxnOp[] = [];
+      const ops: TxnOp<Task>[] = [];
       const created: Task[] = [];
       const existing: Task[] = [];
       const conflicts: string[] = [];
       for (const t of tasks) {
-        const cur = await ctx.store.get<Task & StoredObject>("Task", t.metadata.name);
+        const cur = await ctx.store.get("Task", t.metadata.name);
         if (!cur) {
-          ops.push({ op: "create", object: t as unknown as StoredObject });
+          ops.push({ op: "create", object: t });
           created.push(t);
         } else if (sameRequest(cur, t)) {
           ops.push({ op: "check", kind: "Task", name: t.metadata.name, resourceVersion: cur.metadata.resourceVersion! });
@@ -118,9 +120,9 @@ export async function dispatch(ctx: SchedulerContext, body: unknown): Promise<Di
       if (conflicts.length) throw new HubError(409, "task_id_conflict", { ids: conflicts, detail: "a task with this id exists with a different request" });
       try {
         const written = created.length ? await ctx.commit(ops) : [];
-        const byName = new Map(written.map((o) => [o.metadata.name, o as unknown as Task]));
+        const byName = new Map(written.map((o) => [o.metadata.name, o]));
         const row = (t: Task) => ({ task_id: t.metadata.name, task_kind: t.spec.task_kind, case_id: t.spec.case_id ?? null, run_id: t.spec.run_id ?? null, setting_id: t.spec.setting_id ?? null, state: t.status?.state ?? "queued" });
-        for (const t of created) ctx.recordEvent({ object: (byName.get(t.metadata.name) ?? t) as unknown as StoredObject, type: "Normal", reason: "Dispatched", message: `dispatched${str(body.operator) ? ` by ${body.operator}` : ""}` });
+        for (const t of created) ctx.recordEvent({ object: byName.get(t.metadata.name) ?? t, type: "Normal", reason: "Dispatched", message: `dispatched${str(body.operator) ? ` by ${body.operator}` : ""}` });
         return { status: created.length ? 201 : 200, body: { created: created.map((t) => row(byName.get(t.metadata.name) ?? t)), existing: existing.map(row) } };
       } catch (e) {
         // Someone created or changed one of these ids in between: look again, once or twice.

@@ -33,7 +33,7 @@ export function grantLease(task: Task, g: LeaseGrant, now: number): TaskStatus {
     lease_until: iso(now + g.leaseSeconds * 1000),
     placement: g.placement,
     reservation: { cpu_millis: g.reservation.cpu_millis, memory_mb: g.reservation.memory_mb, disk_mb: g.reservation.disk_mb, gpu_count: g.reservation.gpu_count, ...(g.reservation.gpu_types.length ? { gpu_types: g.reservation.gpu_types } : {}) },
-    admission: g.admission as unknown as Record<string, unknown>,
+    admission: g.admission,
   };
   st.conditions ??= [];
   setCondition(st.conditions, { type: "Leased", status: "True", reason: "LeaseGranted", message: `leased to ${g.worker} (epoch ${attempt}) until ${st.lease.lease_until}` }, iso(now));

@@ -7,7 +7,6 @@
 // index, so a claim pays one index lookup per worker for them.
 import { admit, taskView, type Nominee, type WorkerView } from "../admission/index.ts";
 import { getCondition, isQueued, setCondition, type Task, type TaskStatus } from "../resources/types.ts";
-import type { StoredObject } from "../store/store.ts";
 import { clearNomination } from "./lifecycle.ts";
 import type { LoomEvent, SchedulerContext } from "./context.ts";
 import { claimOrder, type ClaimQueue, type QueueEntry } from "./queue.ts";
@@ -21,8 +20,8 @@ export type Nomination = Omit<Nominee, "now"> & { worker: string; cause: Nominat
 /** The informer index of queued tasks by the worker they have nominated. */
 export const NOMINATED_INDEX = "nominatedWorker";
 
-export const nominatedIndexFn = (o: StoredObject): string[] => {
-  const st = (o as unknown as Task).status;
+export const nominatedIndexFn = (t: Task): string[] => {
+  const st = t.status;
   return st?.nominated_worker && isQueued(st.state ?? "queued") ? [st.nominated_worker] : [];
 };
 
@@ -92,7 +91,7 @@ export function nominate(ctx: SchedulerContext, queue: ClaimQueue, views: readon
  * waits on, those still active here, end. One index lookup; no scan of the queue.
  */
 export function storedNominee(ctx: SchedulerContext, view: WorkerView, now: number): Nominee | undefined {
-  const held = ctx.cache.byIndex<Task & StoredObject>("Task", NOMINATED_INDEX, view.name, { sorted: false });
+  const held = ctx.cache.byIndex("Task", NOMINATED_INDEX, view.name, { sorted: false });
   if (!held.length) return undefined;
   const entry = (t: Task): QueueEntry => ({ name: t.metadata.name, priority: t.spec.priority ?? 0, created: t.metadata.creationTimestamp ?? "", shape: "" });
   const t = held.length === 1 ? held[0] : [...held].sort((a, b) => claimOrder(entry(a), entry(b)))[0];
@@ -134,7 +133,7 @@ export function nominationChanged(st: TaskStatus | undefined, n: Nomination | un
  */
 export function setNomination(task: Task, st: TaskStatus, n: Nomination | undefined, nowIso: string, ended: { reason: string; message: string }): LoomEvent | undefined {
   const before = st.nominated_worker;
-  const object = task as unknown as StoredObject;
+  const object = task;
   st.conditions ??= [];
   if (n) {
     st.nominated_worker = n.worker;
@@ -148,4 +147,4 @@ export function setNomination(task: Task, st: TaskStatus, n: Nomination | undefi
 }
 
 /** The Event of a task letting go of the worker it held (`held`): leased, finished, or no longer starving. */
-export const nominationEnded = (task: Task, held: string, why: string): LoomEvent => ({ object: task as unknown as StoredObject, type: "Normal", reason: "NominationEnded", message: `no longer holds ${held}: ${why}` });
+export const nominationEnded = (task: Task, held: string, why: string): LoomEvent => ({ object: task, type: "Normal", reason: "NominationEnded", message: `no longer holds ${held}: ${why}` });

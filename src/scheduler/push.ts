@@ -5,7 +5,6 @@
 import { randomUUID } from "node:crypto";
 import { admit, concurrencyOf, taskView, type Decision } from "../admission/index.ts";
 import { isQueued, type Worker } from "../resources/types.ts";
-import type { StoredObject } from "../store/store.ts";
 import { claimedTask, commitLeases, requireWorker } from "./claim.ts";
 import type { SchedulerContext } from "./context.ts";
 import { checkRequest, HubError } from "./errors.ts";
@@ -83,7 +82,7 @@ export async function pushTask(ctx: SchedulerContext, body: Record<string, unkno
       if (!decision.ok) throw refusal(decision);
       mode = "explicit";
     } else {
-      const ranked = ctx.cache.list<Worker & StoredObject>("Worker")
+      const ranked = ctx.cache.list("Worker")
         .filter((w) => directEndpoint(w) && w.status?.registration && !w.spec.unschedulable)
         .map((w) => ({ w, view: ctx.workerView(w) }))
         .map((x) => ({ ...x, d: admit(tv, x.view), hit: ctx.liveness.get(x.w.metadata.name)?.cacheKeys.size ? 1 : 0 }))
@@ -115,7 +114,7 @@ export async function pushTask(ctx: SchedulerContext, body: Record<string, unkno
     });
     text = await res.text();
   } catch (e) {
-    ctx.recordEvent({ object: leased.task as unknown as StoredObject, type: "Warning", reason: "PushDeliveryUnknown", message: `push to ${worker.metadata.name} had no answer (${(e as Error).name}); the lease stands until it is renewed or expires` });
+    ctx.recordEvent({ object: leased.task, type: "Warning", reason: "PushDeliveryUnknown", message: `push to ${worker.metadata.name} had no answer (${(e as Error).name}); the lease stands until it is renewed or expires` });
     throw new HubError(502, "push_delivery_unknown", { task_id: taskId, worker_id: worker.metadata.name, state: "leased", lease_until: leased.task.status?.lease?.lease_until, detail: (e as Error).message });
   }
   let reply: unknown = text;
@@ -128,11 +127,11 @@ export async function pushTask(ctx: SchedulerContext, body: Record<string, unkno
       const status = endLease(t.status, "queued", ctx.now(), "push_refused", "PushRefused");
       return { status, result: undefined };
     });
-    ctx.recordEvent({ object: leased.task as unknown as StoredObject, type: "Warning", reason: "PushRefused", message: `runner ${worker.metadata.name} answered ${res.status}; lease released, task requeued` });
+    ctx.recordEvent({ object: leased.task, type: "Warning", reason: "PushRefused", message: `runner ${worker.metadata.name} answered ${res.status}; lease released, task requeued` });
     const code = res.status === 429 ? "worker_capacity_reached" : "push_refused";
     throw new HubError(res.status === 429 ? 429 : 409, code, { task_id: taskId, worker_id: worker.metadata.name, state: "queued", runner_status: res.status, runner: reply });
   }
-  ctx.recordEvent({ object: leased.task as unknown as StoredObject, type: "Warning", reason: "PushDeliveryUnknown", message: `runner ${worker.metadata.name} answered ${res.status}` });
+  ctx.recordEvent({ object: leased.task, type: "Warning", reason: "PushDeliveryUnknown", message: `runner ${worker.metadata.name} answered ${res.status}` });
   throw new HubError(502, "push_delivery_unknown", { task_id: taskId, worker_id: worker.metadata.name, state: "leased", lease_until: leased.task.status?.lease?.lease_until, runner_status: res.status, runner: reply });
 }
 

@@ -1,9 +1,9 @@
 // The scheduler: keeps the claim queue in step with the informer and grants leases for
 // pull claims and Direct Runner pushes through the same admission function and the same
 // atomic lease write.
-import { isActive, type Task } from "../resources/types.ts";
+import { isActive, isKind } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
-import type { Store, StoredObject } from "../store/store.ts";
+import type { Store } from "../store/store.ts";
 import { claimedTask, commitLeases, newBatchId, pickForWorker, requireWorker } from "./claim.ts";
 import { SchedulerContext, type SchedulerDeps, type SchedulerOptions } from "./context.ts";
 import { checkRequest, HubError } from "./errors.ts";
@@ -19,11 +19,11 @@ export class Scheduler {
   constructor(store: Store, cache: Informer, opts: SchedulerOptions, deps?: SchedulerDeps) {
     this.ctx = new SchedulerContext(store, cache, opts, deps);
     this.unsubscribe = cache.on((ev) => {
-      if (ev.object.kind === "Task") {
-        if (ev.type === "DELETED") this.queue.remove(ev.object.metadata.name);
-        else this.queue.upsert(ev.object as unknown as Task);
-        const old = ev.old as unknown as Task | undefined;
-        const cur = ev.object as unknown as Task;
+      if (isKind(ev.object, "Task")) {
+        const cur = ev.object;
+        if (ev.type === "DELETED") this.queue.remove(cur.metadata.name);
+        else this.queue.upsert(cur);
+        const old = isKind(ev.old, "Task") ? ev.old : undefined;
         const holder = old?.status?.lease?.worker;
         if (holder && isActive(old?.status?.state) && (ev.type === "DELETED" || !isActive(cur.status?.state))) this.ctx.liveness.finished(holder, cur.metadata.name);
         this.ctx.wake();
@@ -37,7 +37,7 @@ export class Scheduler {
 
   /** Rebuild the queue from the cache (after the informer's first sync). */
   resync(): void {
-    for (const t of this.ctx.cache.list<Task & StoredObject>("Task")) this.queue.upsert(t);
+    for (const t of this.ctx.cache.list("Task")) this.queue.upsert(t);
   }
 
   stop(): void {

@@ -3,7 +3,6 @@
 import { admits, normalise, taskView, workerView, type LeaseView, type TaskView, type WorkerView } from "../admission/index.ts";
 import { inventoryToWorkers } from "../resources/inventory.ts";
 import { isActive, RESOURCE_FIELDS, type Worker } from "../resources/types.ts";
-import type { StoredObject } from "../store/store.ts";
 import type { SchedulerContext } from "./context.ts";
 import { HubError } from "./errors.ts";
 import { claimOrder, shapeKey, type ClaimQueue, type QueueEntry } from "./queue.ts";
@@ -63,7 +62,7 @@ export function simulate(ctx: SchedulerContext, queue: ClaimQueue, body: unknown
   for (const k of Object.keys(body)) if (!CHANGE_KEYS.includes(k)) throw bad(k, `unknown change; one of: ${CHANGE_KEYS.join(", ")}`);
   const c = body as Changes;
   const baseViews = new Map<string, WorkerView>();
-  for (const w of ctx.cache.list<Worker & StoredObject>("Worker")) baseViews.set(w.metadata.name, ctx.workerView(w));
+  for (const w of ctx.cache.list("Worker")) baseViews.set(w.metadata.name, ctx.workerView(w));
   const entries: QueueEntry[] = [];
   for (const s of queue.allShapes()) for (const n of queue.namesOf(s)) entries.push(queue.locate(n)!.entry);
   entries.sort(claimOrder);

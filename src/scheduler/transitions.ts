@@ -90,7 +90,7 @@ function autoRetry(ctx: SchedulerContext, t: Task, issues: string[]): { queued: 
     // Needs another capable, unblocked worker seen recently, or the retry could never land.
     const cap = (t.spec.required_capability ?? "").trim();
     const excluded = new Set([...(t.status?.excluded_workers ?? []), holder]);
-    const other = ctx.cache.list<StoredObject & { spec: any; status?: any }>("Worker").some((w) => {
+    const other = ctx.cache.list("Worker").some((w) => {
       const name = w.metadata.name;
       if (excluded.has(name) || w.spec.unschedulable) return false;
       const caps: string[] = w.spec.capabilities ?? w.status?.registration?.capabilities ?? [];
@@ -178,7 +178,7 @@ async function commitUpload(ctx: SchedulerContext, taskId: string, workerId: str
       spec: { task_id: taskId, attempt_no: attempt, worker_id: workerId, verdict, bytes, sha256, path, issues: inspection.issues, files: inspection.files, uploaded_at: new Date(now).toISOString() },
     };
     const [written] = await ctx.commit([
-      { op: "updateStatus", object: { ...(t as unknown as StoredObject), status } },
+      { op: "updateStatus", object: { ...t, status } },
       { op: "create", object: resultObj },
     ]);
     ctx.recordEvent({ object: written, type: verdict === "clean" ? "Normal" : "Warning", reason: retry.queued ? "Requeued" : "LeaseReleased", message: retry.queued ? `verdict ${verdict} (${retry.categories!.join(", ")}): retrying as attempt ${attempt + 1}` : `result ${resultId}: ${verdict}; reservation released` });
@@ -209,7 +209,7 @@ export async function complete(ctx: SchedulerContext, body: Record<string, unkno
     fence(t, workerId, body.attempt_no);
     // Complete without an upload: v1 parks the task in `returned`, which holds no reservation.
     const status = endLease(t.status!, "returned", ctx.now(), "returned", "CompletedWithoutResult");
-    ctx.recordEvent({ object: t as unknown as StoredObject, type: "Warning", reason: "LeaseReleased", message: `${workerId} completed without uploading a result; reservation released` });
+    ctx.recordEvent({ object: t, type: "Warning", reason: "LeaseReleased", message: `${workerId} completed without uploading a result; reservation released` });
     return { status, result: { ok: true, task_id: taskId, old_state: state, new_state: "returned" } };
   });
 }
@@ -246,7 +246,7 @@ export async function fail(ctx: SchedulerContext, body: Record<string, unknown>)
   });
   if (!out.ignored_stale_failure) {
     const t = ctx.task(taskId);
-    if (t) ctx.recordEvent({ object: t as unknown as StoredObject, type: "Warning", reason: out.new_state === "retry_queued" ? "Requeued" : "LeaseReleased", message: `${workerId} reported a failure; ${out.new_state === "retry_queued" ? `retrying as attempt ${t.status?.attempt}` : "reservation released"}` });
+    if (t) ctx.recordEvent({ object: t, type: "Warning", reason: out.new_state === "retry_queued" ? "Requeued" : "LeaseReleased", message: `${workerId} reported a failure; ${out.new_state === "retry_queued" ? `retrying as attempt ${t.status?.attempt}` : "reservation released"}` });
     await adjustConcurrency(ctx, workerId, { verdict: "run_error", issues: out.issues as string[], entries: null });
   }
   return out;
@@ -263,7 +263,7 @@ export async function cancel(ctx: SchedulerContext, taskId: string) {
     return { status, result: { ok: true, task_id: taskId, old_state: old, new_state: "cancelled" } };
   });
   const t = ctx.task(taskId);
-  if (t) ctx.recordEvent({ object: t as unknown as StoredObject, type: "Normal", reason: "Cancelled", message: "cancelled; any lease released" });
+  if (t) ctx.recordEvent({ object: t, type: "Normal", reason: "Cancelled", message: "cancelled; any lease released" });
   if (t && held && out.new_state === "cancelled" && out.old_state !== "cancelled") ctx.recordEvent(nominationEnded(t, held, "cancelled"));
   return out;
 }
@@ -275,7 +275,7 @@ export async function retry(ctx: SchedulerContext, taskId: string, preserveExclu
     return { status, result: { ok: true, task_id: taskId, old_state: old, new_state: "retry_queued", attempt_no: status.attempt } };
   });
   const t = ctx.task(taskId);
-  if (t) ctx.recordEvent({ object: t as unknown as StoredObject, type: "Normal", reason: "Requeued", message: `retried by an operator as attempt ${out.attempt_no}` });
+  if (t) ctx.recordEvent({ object: t, type: "Normal", reason: "Requeued", message: `retried by an operator as attempt ${out.attempt_no}` });
   return out;
 }
 
@@ -312,7 +312,7 @@ export async function expireLease(ctx: SchedulerContext, name: string): Promise<
     });
     if (!r) return undefined;
     const t = ctx.task(r.task_id);
-    if (t) ctx.recordEvent({ object: t as unknown as StoredObject, type: "Warning", reason: "LeaseExpired", message: `lease on ${r.worker} expired; ${r.new_state === "retry_queued" ? `requeued as attempt ${t.status?.attempt}` : "no attempts left"}` });
+    if (t) ctx.recordEvent({ object: t, type: "Warning", reason: "LeaseExpired", message: `lease on ${r.worker} expired; ${r.new_state === "retry_queued" ? `requeued as attempt ${t.status?.attempt}` : "no attempts left"}` });
     return { task_id: r.task_id, old_state: r.old_state, new_state: r.new_state };
   } catch (e) {
     if (e instanceof HubError && e.status === 404) return undefined;

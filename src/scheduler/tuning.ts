@@ -4,7 +4,6 @@
 // batches and back off on unhealthy results.
 import type { Worker, WorkerStatus } from "../resources/types.ts";
 import { isStoreError } from "../store/errors.ts";
-import type { StoredObject } from "../store/store.ts";
 import type { SchedulerContext } from "./context.ts";
 import { effectiveSettings } from "./workers.ts";
 
@@ -103,7 +102,7 @@ export async function adjustConcurrency(ctx: SchedulerContext, workerId: string,
   if (same) return;
   const status = { ...(w.status ?? {}), desired_concurrency: next.desired, ...(next.tuning ? { tuning: next.tuning } : {}) };
   try {
-    const [written] = await ctx.commit([{ op: "updateStatus", object: { ...(w as unknown as StoredObject), status } }]);
+    const [written] = await ctx.commit([{ op: "updateStatus", object: { ...w, status } }]);
     if (next.desired !== w.status?.desired_concurrency)
       ctx.recordEvent({ object: written, type: "Normal", reason: "ConcurrencyTuned", message: `desired concurrency ${w.status?.desired_concurrency ?? "?"} -> ${next.desired} (${effectiveSettings(w).concurrency_policy})` });
   } catch (e) {

@@ -5,7 +5,6 @@ import { CapacityError, concurrencySettings, defaultCapacityFromHost, effectiveC
 import { API_VERSION } from "../resources/crds.ts";
 import { isActive, setCondition, type Worker, type WorkerStatus } from "../resources/types.ts";
 import { validateMetadata } from "../resources/validate.ts";
-import type { StoredObject } from "../store/store.ts";
 import type { SchedulerContext } from "./context.ts";
 import { checkRequest, HubError } from "./errors.ts";
 
@@ -73,11 +72,11 @@ export async function register(ctx: SchedulerContext, body: Record<string, unkno
     const draft = { ...(existing ?? { apiVersion: API_VERSION, kind: "Worker", metadata: { name: id, labels: { [ORIGIN_LABEL]: "registration" } }, spec: {} }), status } as Worker;
     status.desired_concurrency = effectiveSettings({ ...draft, status: { ...status, desired_concurrency: undefined } }).initial_concurrency;
     const op = existing
-      ? { op: "updateStatus" as const, object: draft as unknown as StoredObject }
-      : { op: "create" as const, object: draft as unknown as StoredObject };
+      ? { op: "updateStatus" as const, object: draft }
+      : { op: "create" as const, object: draft };
     const [written] = await ctx.commit([op]);
     ctx.liveness.registered(id, now, health);
-    const s = effectiveSettings(written as unknown as Worker);
+    const s = effectiveSettings(written);
     ctx.recordEvent({ object: written, type: "Normal", reason: "Registered", message: `runner registered (max ${max}, initial ${initial}, ${policy})` });
     return { ok: true, worker_id: id, initial_concurrency: s.initial_concurrency, desired_concurrency: s.desired_concurrency, max_concurrency: s.max_concurrency, concurrency_policy: s.concurrency_policy, resource_capacity: s.resource_capacity };
   });
@@ -113,7 +112,7 @@ export async function setDesiredConcurrency(ctx: SchedulerContext, workerId: str
     const max = effectiveSettings(w).max_concurrency;
     const value = Math.min(Math.max(desired, 1), max);
     if (w.status?.desired_concurrency !== value) {
-      const [written] = await ctx.commit([{ op: "updateStatus", object: { ...(w as unknown as StoredObject), status: { ...w.status, desired_concurrency: value } } }]);
+      const [written] = await ctx.commit([{ op: "updateStatus", object: { ...w, status: { ...w.status, desired_concurrency: value } } }]);
       ctx.recordEvent({ object: written, type: "Normal", reason: "ConcurrencySet", message: `desired concurrency ${value}${reason ? `: ${reason}` : ""}` });
     }
     return { ok: true, worker_id: workerId, desired_concurrency: value, max_concurrency: max };
@@ -129,7 +128,7 @@ export async function setBlocked(ctx: SchedulerContext, workerId: string, blocke
       const spec = { ...w.spec };
       if (blocked) spec.unschedulable = true;
       else delete spec.unschedulable;
-      const [written] = await ctx.commit([{ op: "update", object: { ...(w as unknown as StoredObject), spec } }]);
+      const [written] = await ctx.commit([{ op: "update", object: { ...w, spec } }]);
       ctx.recordEvent({ object: written, type: "Normal", reason: blocked ? "Cordoned" : "Uncordoned", message: blocked ? "worker blocked: no new leases" : "worker unblocked" });
     }
     return { ok: true, worker_id: workerId, blocked };

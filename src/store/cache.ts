@@ -6,6 +6,7 @@
 // shared by every reader to keep reads cheap. Callers must not mutate them; copy first
 // (structuredClone) before building an update.
 import { isStoreError } from "./errors.ts";
+import type { Kind, ObjectOf } from "../resources/types.ts";
 import type { Store, StoredObject, WatchEvent, WatchEventType, WatchHandle } from "./store.ts";
 
 export type InformerEvent<T extends StoredObject = StoredObject> = {
@@ -117,12 +118,17 @@ export class Informer {
     }
   }
 
-  get<T extends StoredObject = StoredObject>(kind: string, name: string): T | undefined {
-    return this.kindMap(kind).get(name) as T | undefined;
+  /** A CRD kind reads as its generated type (ObjectOf); the second form serves code that handles any kind (see Store.get). */
+  get<K extends Kind>(kind: K, name: string): ObjectOf<K> | undefined;
+  get<T extends StoredObject = StoredObject>(kind: string, name: string): T | undefined;
+  get(kind: string, name: string): StoredObject | undefined {
+    return this.kindMap(kind).get(name);
   }
 
   /** The cached objects of a kind, sorted by name (the store's list order). */
-  list<T extends StoredObject = StoredObject>(kind: string): T[] {
+  list<K extends Kind>(kind: K): ObjectOf<K>[];
+  list<T extends StoredObject = StoredObject>(kind: string): T[];
+  list<T extends StoredObject>(kind: string): T[] {
     const m = this.kindMap(kind);
     let names = this.sortedNames.get(kind);
     if (!names) this.sortedNames.set(kind, (names = [...m.keys()].sort(compareNames)));
@@ -155,16 +161,21 @@ export class Informer {
   }
 
   /** Maintain a secondary index: fn returns the index values of an object (e.g. the worker a task is leased on). */
-  addIndex(kind: string, indexName: string, fn: IndexFn): void {
+  addIndex<K extends Kind>(kind: K, indexName: string, fn: (obj: ObjectOf<K>) => string[]): void;
+  addIndex(kind: string, indexName: string, fn: IndexFn): void;
+  addIndex(kind: string, indexName: string, fn: (obj: never) => string[]): void {
     const idx = this.kindIndexes(kind);
     if (idx.has(indexName)) throw new Error(`index ${kind}/${indexName} already exists`);
-    const index: Index = { fn, byValue: new Map(), byName: new Map() };
+    // fn only ever sees objects of `kind`, which is the type its overload promised it.
+    const index: Index = { fn: fn as IndexFn, byValue: new Map(), byName: new Map() };
     idx.set(indexName, index);
     for (const obj of this.kindMap(kind).values()) indexAdd(index, obj);
   }
 
   /** The objects with this index value, sorted by name unless `sorted` is false (a count needs no order). */
-  byIndex<T extends StoredObject = StoredObject>(kind: string, indexName: string, value: string, opts: { sorted?: boolean } = {}): T[] {
+  byIndex<K extends Kind>(kind: K, indexName: string, value: string, opts?: { sorted?: boolean }): ObjectOf<K>[];
+  byIndex<T extends StoredObject = StoredObject>(kind: string, indexName: string, value: string, opts?: { sorted?: boolean }): T[];
+  byIndex<T extends StoredObject>(kind: string, indexName: string, value: string, opts: { sorted?: boolean } = {}): T[] {
     const index = this.kindIndexes(kind).get(indexName);
     if (!index) throw new Error(`no index ${kind}/${indexName}`);
     const names = index.byValue.get(value);

@@ -22,7 +22,6 @@
 // A committed Txn is durable on a quorum, so `durable` is resolved when apply() resolves.
 import { Etcd3, type IKeyValue, type IOptions, type IRequestOp, type Watcher } from "etcd3";
 import type { LeaseView } from "../admission/view.ts";
-import type { Worker } from "../resources/types.ts";
 import { conflict, gone, StoreError } from "./errors.ts";
 import { labelSelectorMatcher } from "./labels.ts";
 import { allocationChange, badRequest, decideOp, guardLease, objectValidator, TxnWrites, type OpView } from "./ops.ts";
@@ -216,7 +215,7 @@ export class EtcdStore extends TxnWrites implements Store {
         // Every key is in hand before anything changes, so a NeedKeys retry starts clean.
         const from = was && leasesOf(was.worker);
         const to = next && leasesOf(next.worker);
-        if (next) guardLease(current(this.objectKey("Worker", next.worker)) as unknown as Worker | undefined, next, [...to!.values()]);
+        if (next) guardLease(current(this.objectKey("Worker", next.worker)), next, [...to!.values()]);
         if (was) from!.delete(was.task);
         if (next) to!.set(next.task, next.lease);
       },

@@ -4,7 +4,7 @@
 import { randomUUID } from "node:crypto";
 import { allocationOf, leaseViolations, sameAllocation, type Allocation } from "../admission/guard.ts";
 import type { LeaseView } from "../admission/view.ts";
-import type { Task, Worker } from "../resources/types.ts";
+import { isKind } from "../resources/types.ts";
 import { loadCrds } from "../resources/crds.ts";
 import { jsonEqual } from "../resources/json.ts";
 import { validateMetadata, validateObject, validateStatus } from "../resources/validate.ts";
@@ -113,14 +113,14 @@ export function objectValidator(): Validator {
 /** How a Task write changes its worker's lease set: nothing, a release, or a (possibly moved) lease. */
 export function allocationChange(kind: string, before: StoredObject | undefined, after: StoredObject | undefined): { was?: Allocation; now?: Allocation } | undefined {
   if (kind !== "Task") return undefined;
-  const was = before && allocationOf(before as unknown as Task);
-  const now = after && allocationOf(after as unknown as Task);
+  const was = isKind(before, "Task") ? allocationOf(before) : undefined;
+  const now = isKind(after, "Task") ? allocationOf(after) : undefined;
   return sameAllocation(was, now) ? undefined : { was, now };
 }
 
-/** Refuse a lease the worker cannot hold beside `held` (admission/guard.ts), naming every broken dimension. */
-export function guardLease(worker: Worker | undefined, now: Allocation, held: readonly LeaseView[]): void {
-  const causes = leaseViolations(worker, now, held.filter((l) => l.task !== now.task));
+/** Refuse a lease the worker (the object stored under its name) cannot hold beside `held` (admission/guard.ts), naming every broken dimension. */
+export function guardLease(worker: StoredObject | undefined, now: Allocation, held: readonly LeaseView[]): void {
+  const causes = leaseViolations(isKind(worker, "Worker") ? worker : undefined, now, held.filter((l) => l.task !== now.task));
   if (causes.length > 0)
     throw new StoreError(
       "Conflict",
@@ -134,11 +134,11 @@ export function guardLease(worker: Worker | undefined, now: Allocation, held: re
 export abstract class TxnWrites {
   abstract apply(ops: TxnOp[]): Promise<Applied>;
 
-  /** Resolves once the commit is durable, with the written objects in op order. */
-  async txn(ops: TxnOp[]): Promise<StoredObject[]> {
+  /** Resolves once the commit is durable, with the written objects in op order (each of its op's kind, so of type T). */
+  async txn<T extends StoredObject = StoredObject>(ops: TxnOp<T>[]): Promise<T[]> {
     const a = await this.apply(ops);
     await a.durable;
-    return a.results;
+    return a.results as T[];
   }
 
   async create<T extends StoredObject>(obj: T): Promise<T> {

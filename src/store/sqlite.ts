@@ -16,7 +16,7 @@
 import Database from "better-sqlite3";
 import { allocationOf, type Allocation } from "../admission/guard.ts";
 import type { LeaseView } from "../admission/view.ts";
-import type { Task, Worker } from "../resources/types.ts";
+import type { Task } from "../resources/types.ts";
 import { gone } from "./errors.ts";
 import { allocationChange, badRequest, decideOp, guardLease, objectValidator, TxnWrites, type OpView } from "./ops.ts";
 import { labelSelectorMatcher } from "./labels.ts";
@@ -378,7 +378,7 @@ export class SqliteStore extends TxnWrites implements Store {
     const { was, now } = change;
     if (now) {
       const json = this.st.get.get("Worker", now.worker);
-      guardLease(json === undefined ? undefined : (JSON.parse(json) as unknown as Worker), now, this.leasesOn(now.worker));
+      guardLease(json === undefined ? undefined : JSON.parse(json), now, this.leasesOn(now.worker));
       this.st.putAlloc.run(now.task, now.worker, JSON.stringify(now.lease));
     } else this.st.dropAlloc.run(was!.task);
   }

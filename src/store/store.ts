@@ -1,6 +1,7 @@
 // The store interface: the only state Loom has. Every backend (SQLite embedded, etcd for
 // several Hub replicas) implements it and passes the same contract suite (test/store-contract.ts).
 import type { ObjectMeta } from "../resources/meta.ts";
+import type { Kind, ObjectOf } from "../resources/types.ts";
 
 /** Any stored object. CRD kinds are validated on every write; internal kinds (Event, ...) are not. */
 export type StoredObject = {
@@ -32,12 +33,12 @@ export type ListResult<T> = { items: T[]; revision: number };
  * transaction with Conflict. `check` writes nothing and only asserts a resourceVersion
  * (or, with resourceVersion "0", that the object does not exist).
  */
-export type TxnOp =
-  | { op: "create"; object: StoredObject }
-  | { op: "update"; object: StoredObject }
-  | { op: "updateStatus"; object: StoredObject }
-  | { op: "delete"; kind: string; name: string; resourceVersion?: string }
-  | { op: "check"; kind: string; name: string; resourceVersion: string };
+export type TxnOp<T extends StoredObject = StoredObject> =
+  | { op: "create"; object: T }
+  | { op: "update"; object: T }
+  | { op: "updateStatus"; object: T }
+  | { op: "delete"; kind: T["kind"]; name: string; resourceVersion?: string }
+  | { op: "check"; kind: T["kind"]; name: string; resourceVersion: string };
 
 export type WatchHandle = { stop(): void };
 
@@ -60,7 +61,13 @@ export type Applied = { results: StoredObject[]; revision: number; durable: Prom
 
 export interface Store {
   readonly backend: "sqlite" | "etcd" | string;
+  /**
+   * A CRD kind reads as its generated type (ObjectOf). The second form is for code that
+   * handles any kind alike (the resource API, Events): a StoredObject, or the T it names.
+   */
+  get<K extends Kind>(kind: K, name: string): Promise<ObjectOf<K> | undefined>;
   get<T extends StoredObject = StoredObject>(kind: string, name: string): Promise<T | undefined>;
+  list<K extends Kind>(kind: K, opts?: ListOptions): Promise<ListResult<ObjectOf<K>>>;
   list<T extends StoredObject = StoredObject>(kind: string, opts?: ListOptions): Promise<ListResult<T>>;
   /** Sets uid, creationTimestamp, generation 1 and resourceVersion. AlreadyExists if the name is taken. */
   create<T extends StoredObject>(obj: T): Promise<T>;
@@ -68,6 +75,7 @@ export interface Store {
   update<T extends StoredObject>(obj: T): Promise<T>;
   /** Replaces status only; spec and metadata are kept as stored. */
   updateStatus<T extends StoredObject>(obj: T): Promise<T>;
+  delete<K extends Kind>(kind: K, name: string, opts?: { resourceVersion?: string }): Promise<ObjectOf<K>>;
   delete<T extends StoredObject = StoredObject>(kind: string, name: string, opts?: { resourceVersion?: string }): Promise<T>;
   /**
    * All ops commit together at one new revision, or none does. Resolves once the commit is
@@ -79,7 +87,7 @@ export interface Store {
    * re-checked against that worker's current leases (admission/guard.ts) in the same
    * transaction, and refused with Conflict naming the dimension when it would break it.
    */
-  txn(ops: TxnOp[]): Promise<StoredObject[]>;
+  txn<T extends StoredObject = StoredObject>(ops: TxnOp<T>[]): Promise<T[]>;
   /**
    * txn() in two steps: resolves once the write is applied and visible to `pending`
    * watchers, with a promise for its durability. Writes that arrive while an earlier one is

@@ -32,20 +32,20 @@ async function start(settleMs: number): Promise<TestHub> {
   return hub;
 }
 
-const admitted = (h: TestHub, name: string) => h.hub.cache.get<Task & StoredObject>("Task", name)?.status?.conditions?.find((c) => c.type === "Admitted");
+const admitted = (h: TestHub, name: string) => h.hub.cache.get("Task", name)?.status?.conditions?.find((c) => c.type === "Admitted");
 
 describe("Admitted condition while leases come and go", () => {
   it("does not rewrite a queued task for a swing that has not held for settleMs", async () => {
     const h = await start(60_000);
     await eventually(() => admitted(h, "b")?.status === "True", "b admissible");
-    const rv = h.hub.cache.get<Task & StoredObject>("Task", "b")!.metadata.resourceVersion;
+    const rv = h.hub.cache.get("Task", "b")!.metadata.resourceVersion;
     // The worker's only slot is taken: b now waits on a lease, a swing from admissible.
     const claim = await post(h.url, "/api/tasks/claim", { worker_id: "w1", limit: 1 });
     expect(claim.body.tasks.map((t: { task_id: string }) => t.task_id)).toEqual(["a"]);
     const passes = h.hub.controllers!.admission.passes;
     await eventually(() => h.hub.controllers!.admission.passes >= passes + 5, "five more passes");
     expect(admitted(h, "b")).toMatchObject({ status: "True", reason: "WorkerAvailable" });
-    expect(h.hub.cache.get<Task & StoredObject>("Task", "b")!.metadata.resourceVersion).toBe(rv);
+    expect(h.hub.cache.get("Task", "b")!.metadata.resourceVersion).toBe(rv);
   });
 
   it("writes the swing once it has held for settleMs", async () => {

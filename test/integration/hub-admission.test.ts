@@ -761,7 +761,7 @@ describe("the v1 pull cycle (RUNNER_PROTOCOL §8), bearer token set", () => {
     // a long-poll with nothing to claim is woken by a dispatch and returns the task
     let settled = false;
     const waiting = post(u, "/api/tasks/claim", { worker_id: "curl-w1", limit: 4, lease_seconds: 60, wait_seconds: 60 }, A).finally(() => (settled = true));
-    await new Promise((r) => setTimeout(r, 300));
+    await eventually(() => h.hub.scheduler.ctx.waiting === 1, "the claim to wait for work");
     expect(settled).toBe(false);
     const T2 = "demo__case-a__base__run-002";
     await post(u, "/api/tasks/dispatch", { schema_version: 1, tasks: [{ task_id: T2, case_id: "case-a", setting_id: "base", run_id: "002", payload: { runner: "shell", command: "exit 1" } }] }, A);

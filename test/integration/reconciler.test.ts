@@ -38,7 +38,7 @@ const campaign = (cases: object[]): StoredObject => ({
   apiVersion: A, kind: "Campaign", metadata: { name: "demo", labels: { "loom.dev/campaign": "demo" } },
   spec: { schema_version: 1, campaign_id: "demo", defaults: { setting_id: "base", runner: "shell", command: "true", execution_profile: { resources: { cpu_millis: 500, memory_mb: 256 } } }, cases },
 });
-const tasks = (h: TestHub) => h.hub.cache.list<Task & StoredObject>("Task");
+const tasks = (h: TestHub) => h.hub.cache.list("Task");
 
 /** The store revision once a full conditions pass has run without writing anything. */
 async function quiet(h: TestHub): Promise<number> {
@@ -56,7 +56,7 @@ describe("campaign controller", () => {
     const dir = await seed([campaign([{ case_id: "a", run_id: "1" }, { case_id: "b", run_id: "1" }, { case_id: "c", run_id: "1" }])]);
     const h = await start(dir);
     await eventually(() => tasks(h).length === 3, "three tasks");
-    const c = await eventually(() => { const c = h.hub.cache.get<Campaign & StoredObject>("Campaign", "demo"); return c?.status?.task_count === 3 && c; }, "campaign counts");
+    const c = await eventually(() => { const c = h.hub.cache.get("Campaign", "demo"); return c?.status?.task_count === 3 && c; }, "campaign counts");
     expect(c.status).toMatchObject({ task_count: 3, pending: 3, active: 0, final: 0, by_state: { queued: 3 } });
     expect(tasks(h).map((t) => t.metadata.name).sort()).toEqual(["demo__a__base__run-1", "demo__b__base__run-1", "demo__c__base__run-1"]);
     expect(tasks(h).every((t) => t.metadata.ownerReferences?.[0]?.uid === c.metadata.uid)).toBe(true);
@@ -77,7 +77,7 @@ describe("campaign controller", () => {
     await post(h.url, "/api/workers/register", registerBody("w1"));
     const claim = await post(h.url, "/api/tasks/claim", { worker_id: "w1", limit: 1 });
     const leased = claim.body.tasks[0].task_id as string;
-    const c = h.hub.cache.get<Campaign & StoredObject>("Campaign", "demo")!;
+    const c = h.hub.cache.get("Campaign", "demo")!;
     await h.hub.store.update({ ...c, spec: { ...c.spec, cases: [] } });
     await eventually(() => tasks(h).length === 1, "queued tasks removed");
     expect(tasks(h)[0].metadata.name).toBe(leased);
@@ -94,13 +94,13 @@ describe("task controller", () => {
         status: { state: "running", attempt: 1, lease: { worker: "w1", epoch: 1, leased_at: past, lease_until: past, placement: "shared", reservation: { cpu_millis: 800, memory_mb: 0, disk_mb: 0, gpu_count: 0 } } } },
     ]);
     const h = await start(dir);
-    const t = await eventually(() => { const t = h.hub.cache.get<Task & StoredObject>("Task", "t1"); return t?.status?.state === "retry_queued" && t; }, "requeue");
+    const t = await eventually(() => { const t = h.hub.cache.get("Task", "t1"); return t?.status?.state === "retry_queued" && t; }, "requeue");
     expect(t.status?.attempt).toBe(2);
     expect(t.status?.lease).toBeUndefined();
     expect(t.status?.attempts?.[0]).toMatchObject({ attempt: 1, worker: "w1", outcome: "lease_expired" });
     const cap = await get(h.url, "/api/data/worker-capacity");
     expect(cap.body.workers[0].reserved.cpu_millis).toBe(0);
-    const w = await eventually(() => { const w = h.hub.cache.get<Worker & StoredObject>("Worker", "w1"); return w?.status?.reserved?.cpu_millis === 0 && w; }, "worker status shows the release");
+    const w = await eventually(() => { const w = h.hub.cache.get("Worker", "w1"); return w?.status?.reserved?.cpu_millis === 0 && w; }, "worker status shows the release");
     expect(w.status?.available?.cpu_millis).toBe(1000);
     expect(w.status?.active_task_ids).toEqual([]);
   });
@@ -113,7 +113,7 @@ describe("task controller", () => {
         status: { state: "leased", attempt: 2, lease: { worker: "gone", epoch: 2, leased_at: past, lease_until: past } } },
     ]);
     const h = await start(dir);
-    const t = await eventually(() => { const t = h.hub.cache.get<Task & StoredObject>("Task", "t1"); return t?.status?.state === "lease_expired" && t; }, "final state");
+    const t = await eventually(() => { const t = h.hub.cache.get("Task", "t1"); return t?.status?.state === "lease_expired" && t; }, "final state");
     expect(t.status?.conditions?.find((c) => c.type === "Failed")).toMatchObject({ status: "True", reason: "AttemptsExhausted" });
   });
 
@@ -125,7 +125,7 @@ describe("task controller", () => {
         status: { state: "queued", attempt: 1, conditions: [{ type: "Admitted", status: "True", reason: "WorkerAvailable", message: "stale", lastTransitionTime: "2020-01-01T00:00:00Z" }] } },
     ]);
     const h = await start(dir);
-    const t = await eventually(() => { const t = h.hub.cache.get<Task & StoredObject>("Task", "big"); const c = t?.status?.conditions?.find((c) => c.type === "Admitted"); return c?.status === "False" && t; }, "Admitted=False");
+    const t = await eventually(() => { const t = h.hub.cache.get("Task", "big"); const c = t?.status?.conditions?.find((c) => c.type === "Admitted"); return c?.status === "False" && t; }, "Admitted=False");
     const admitted = t.status!.conditions!.find((c) => c.type === "Admitted")!;
     expect(admitted.message).toContain("0/2 workers admit");
     expect(admitted.message).toContain("short 1024 on small");
@@ -141,7 +141,7 @@ describe("task controller", () => {
     ]);
     const h = await start(dir);
     await eventually(() => tasks(h).every((t) => t.status?.conditions?.some((c) => c.type === "Admitted")), "conditions on every task");
-    await eventually(() => h.hub.cache.get<Worker & StoredObject>("Worker", "w1")?.status?.conditions?.length, "worker status");
+    await eventually(() => h.hub.cache.get("Worker", "w1")?.status?.conditions?.length, "worker status");
     const before = await quiet(h);
     const passes = h.hub.controllers!.admission.passes;
     await eventually(() => h.hub.controllers!.admission.passes >= passes + 6, "six more passes");

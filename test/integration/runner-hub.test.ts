@@ -105,12 +105,9 @@ describe("Direct Runner pushed by the Hub", () => {
         { task_id: "push-1", case_id: "c", run_id: "1", setting_id: "p", payload: { runner: "shell", command: `while [ ! -e '${gate}' ]; do sleep 0.05; done` } },
         { task_id: "push-2", case_id: "c", run_id: "2", setting_id: "p", payload: { runner: "noop" } },
       ]);
-      // registration runs in the background; push once the Hub knows the worker
-      let first: [number, any] = [0, null];
-      for (let i = 0; i < 50 && first[0] !== 202; i++) {
-        first = await api("/api/admin/push-task", { task_id: "push-1", worker_id: "hub-direct-w", operator: "test" });
-        if (first[0] !== 202) await new Promise((r) => setTimeout(r, 100));
-      }
+      // registration runs in the background; push once the Hub has it
+      await eventually(() => hub.scheduler.ctx.worker("hub-direct-w")?.status?.registration, "the Direct Runner to register");
+      const first = await api("/api/admin/push-task", { task_id: "push-1", worker_id: "hub-direct-w", operator: "test" });
       expect(first).toMatchObject([202, { ok: true, task_id: "push-1", runner: { state: "accepted" } }]);
       const [busy, busyBody] = await api("/api/admin/push-task", { task_id: "push-2", worker_id: "hub-direct-w", operator: "test" });
       expect([busy, busyBody.error]).toEqual([429, "worker_capacity_reached"]);

@@ -105,7 +105,7 @@ describe("the lease invariant holds at every revision, on every path", () => {
                   case "retry":
                     return (await post(h.url, "/api/admin/retry-task", { task_id: `t${o.t}` })).status;
                   case "complete": {
-                    const t = h.hub.cache.get<any>("Task", `t${o.t}`);
+                    const t = h.hub.cache.get("Task", `t${o.t}`);
                     return (await post(h.url, "/api/tasks/complete", { worker_id: t?.status?.lease?.worker ?? "w0", task_id: `t${o.t}` })).status;
                   }
                   case "capacity": {

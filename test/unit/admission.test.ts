@@ -10,15 +10,11 @@ import {
   normalise,
   overlayCapacity,
   Reason,
-  REASON_ORDER,
   reservedOf,
   summarize,
   taskView,
-  V1_ORDER,
-  V1_REASON_OF,
   workerView,
   type LeaseView,
-  type ReasonCode,
   type TaskView,
   type WorkerView,
 } from "../../src/admission/index.ts";
@@ -79,56 +75,30 @@ const leased = (name: string, workerName: string, state: "leased" | "running" | 
     lease: { worker: workerName, epoch: 1, leased_at: "2025-01-01T00:00:00Z", lease_until: "2025-01-01T00:10:00Z", ...extra },
   });
 
-describe("reason codes: one enum, v1 reason by v1 order", () => {
-  it("maps every fine code to the v1 code v1 clients receive", () => {
-    expect(V1_REASON_OF).toEqual({
-      exclusive_worker_busy: "exclusive_worker_busy",
-      worker_has_exclusive_task: "worker_has_exclusive_task",
-      resource_reservation_unavailable: "resource_reservation_unavailable",
-      worker_concurrency_reached: "worker_concurrency_reached",
-      worker_blocked: "worker_blocked",
-      worker_not_eligible: "worker_not_eligible",
-      capability_missing: "worker_not_eligible",
-      worker_excluded: "worker_not_eligible",
-      worker_not_ready: "worker_not_ready",
-      worker_cordoned: "worker_blocked",
-      exceeds_worker_capacity: "resource_reservation_unavailable",
-      worker_nominated: "resource_reservation_unavailable",
-    });
+describe("reason codes: v1 clients get the first failing reason in v1 order, reasons[] lists them all", () => {
+  // Each check alone yields its v1 reason (see the rules below); these fail several at once.
+  const full = { desired_concurrency: 1, leases: [lease("a", { memory_mb: 6000 })] };
+  it.each([
+    ["cordoned, without the capability, not ready and full", task({ required_capability: "gpu" }), worker({ cordoned: true, ready: false, capabilities: [], ...full }),
+      "worker_blocked", ["worker_cordoned", "capability_missing", "worker_not_ready", "worker_concurrency_reached"]],
+    ["excluded and not ready", task({ excluded_workers: ["evaluation-01"] }), worker({ ready: false }), "worker_not_eligible", ["worker_excluded", "worker_not_ready"]],
+    ["not ready, and busy for an exclusive task", task({ placement: "exclusive" }), worker({ ready: false, leases: [lease("a")] }), "worker_not_ready", ["worker_not_ready", "exclusive_worker_busy"]],
+    ["busy for an exclusive task, short of memory and full", task({ placement: "exclusive", requests: vec({ memory_mb: 1024 }) }), worker(full),
+      "exclusive_worker_busy", ["exclusive_worker_busy", "resource_reservation_unavailable", "worker_concurrency_reached"]],
+    ["holding an exclusive task, and full", task(), worker({ desired_concurrency: 1, leases: [lease("x", {}, "exclusive")] }), "worker_has_exclusive_task", ["worker_has_exclusive_task", "worker_concurrency_reached"]],
+    ["short of memory and full", task({ requests: vec({ memory_mb: 1024 }) }), worker(full), "resource_reservation_unavailable", ["resource_reservation_unavailable", "worker_concurrency_reached"]],
+  ] as const)("%s: v1 reason %s", (_what, t, w, reason, reasons) => {
+    const d = admit(t, w);
+    expect([d.ok, d.reason, d.reasons]).toEqual([false, reason, reasons]);
   });
 
-  it("orders v1 codes as v1 chooses its single reason", () => {
-    expect(V1_ORDER).toEqual([
-      "worker_blocked",
-      "worker_not_eligible",
-      "worker_not_ready",
-      "exclusive_worker_busy",
-      "worker_has_exclusive_task",
-      "resource_reservation_unavailable",
-      "worker_concurrency_reached",
-    ]);
-  });
-
-  it("lists every code exactly once in REASON_ORDER, grouped by its v1 code in v1 order", () => {
-    const all = Object.values(Reason) as ReasonCode[];
-    expect([...REASON_ORDER].sort()).toEqual([...all].sort());
-    const ranks = REASON_ORDER.map((c) => V1_ORDER.indexOf(V1_REASON_OF[c]));
-    expect(ranks).toEqual([...ranks].sort((a, b) => a - b));
-  });
-
-  it("has one named check per admission rule", () => {
-    expect(CHECKS.map((c) => c.name)).toEqual([
-      "capability",
-      "excluded_worker",
-      "cordoned",
-      "ready",
-      "gpu_types",
-      "exclusive_holder",
-      "exclusive_needs_empty",
-      "concurrency",
-      "resource_fit",
-      "nomination",
-    ]);
+  it("reports every code it uses from the one enum, and each failure names the check that found it", () => {
+    const d = admit(task({ required_capability: "gpu", placement: "exclusive", requests: vec({ memory_mb: 1024 }) }), worker({ cordoned: true, ready: false, capabilities: [], ...full }));
+    const codes = new Set<string>(Object.values(Reason));
+    expect(d.reasons.length).toBeGreaterThan(3);
+    for (const c of d.reasons) expect(codes.has(c), c).toBe(true);
+    const checks = new Set(CHECKS.map((c) => c.name));
+    for (const f of d.failures) expect(checks.has(f.check), `${f.code} from ${f.check}`).toBe(true);
   });
 });
 
