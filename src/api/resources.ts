@@ -321,6 +321,12 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
       api.setErrorHandler(statusErrorHandler(targetOf));
       api.setNotFoundHandler((req, reply) => sendStatus(reply, status("NotFound", 404, `the server could not find the requested resource (${req.method} ${req.url.split("?")[0]})`)));
       api.addHook("onSend", authRefusalAsStatus);
+      // A server-side dry run (kubectl --dry-run=server) must write nothing; Loom has none, so
+      // it refuses the request rather than carry out a write the client believes is a rehearsal.
+      api.addHook("preHandler", async (req) => {
+        if (req.method !== "GET" && param(req.query as Query, "dryRun") !== undefined)
+          throw badRequest("dryRun: server-side dry run is not supported; nothing was written (use kubectl --dry-run=client, or `loom validate`)", "dryRun");
+      });
       // End open watches first, or closing the server would wait for them for ever.
       api.addHook("preClose", (done) => {
         for (const w of [...watches]) w.shutdown();

@@ -415,6 +415,13 @@ suite(title, () => {
       const third = (await get(h.url, `${API}/workers/w-ssa`)).body as Json;
       expect(third.spec).toEqual({ host: "ssa-2.example", max_concurrency: 4 });
       expect(managers(third)).toEqual({ kubectl: { "f:spec": { "f:host": {} } }, scaler: { "f:spec": { "f:max_concurrency": {} } } });
+
+      // A server-side dry run is refused, never carried out: the object stays as it was.
+      await writeFile(scale, stringifyYaml({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name: "w-ssa" }, spec: { max_concurrency: 1 } }));
+      const dry = await kubectl("apply", "--server-side", "--field-manager=scaler", "--dry-run=server", "-f", scale);
+      expect(dry.code).not.toBe(0);
+      expect(dry.stderr).toContain("server-side dry run is not supported");
+      expect(((await get(h.url, `${API}/workers/w-ssa`)).body as Json).spec).toEqual(third.spec);
     });
 
     it("a bad apply is rejected with the field named, and nothing is stored", async () => {
