@@ -61,7 +61,7 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
     // Why it is pending: only a queued task has a place in the queue or leases in its way.
     const standing = queueStanding(hub.scheduler.queue, task, all);
     const tv = taskView(task);
-    const blocking = new Map(standing ? all.map(({ view }) => [view.name, blockingLeases(ctx, tv, view)] as const) : []);
+    const blocking = new Map(standing ? all.map(({ view, decision }) => [view.name, blockingLeases(ctx, tv, view, decision)] as const) : []);
     return {
       task_id: taskId,
       state: task.status?.state ?? "queued",
@@ -74,7 +74,7 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
       nominated_worker: task.status?.nominated_worker ?? null,
       higher_priority_ahead: standing?.higher_priority_ahead ?? [],
       higher_priority_ahead_count: standing?.higher_priority_ahead_count ?? 0,
-      suggestions: standing ? suggestions(ctx, task, all) : [],
+      suggestions: standing ? suggestions(ctx, task, all, blocking) : [],
       workers: all.map(({ worker, decision }) => ({
         worker_id: worker.metadata.name,
         ...decision.admission,

@@ -126,8 +126,10 @@ export function without(v: WorkerView, released: ReadonlySet<string>): WorkerVie
  * admit() once more; no lease in it can be dropped (minimal), though a different set of
  * the same or smaller size may exist (smallest in the greedy sense, not a global optimum).
  */
-export function blockingLeases(ctx: SchedulerContext, task: TaskView, view: WorkerView): BlockingLeases | undefined {
-  if (admit(task, view).ok || !admit(task, without(view, new Set(view.leases.map((l) => l.task)))).ok) return undefined;
+export function blockingLeases(ctx: SchedulerContext, task: TaskView, view: WorkerView, now: Decision = admit(task, view)): BlockingLeases | undefined {
+  // `now` is admit(task, view), when the caller has it already. A task that fits, or that
+  // would not fit even on the empty worker, has no blocking leases.
+  if (now.ok || now.unresolvable || !admit(task, without(view, new Set(view.leases.map((l) => l.task)))).ok) return undefined;
   const timings = view.leases.map((l) => leaseTiming(ctx, l));
   const soonest = [...timings].sort((a, b) => endMs(a) - endMs(b) || (a.task < b.task ? -1 : 1));
   const released = new Set<string>();
@@ -158,7 +160,7 @@ export type Suggestion =
  * once empty (soonest by blocking leases). Each one was admitted by admit() before it is
  * returned; a change admit() rejects is not suggested.
  */
-export function suggestions(ctx: SchedulerContext, task: Task, rows: readonly { view: WorkerView; decision: Decision }[]): Suggestion[] {
+export function suggestions(ctx: SchedulerContext, task: Task, rows: readonly { view: WorkerView; decision: Decision }[], blocking?: ReadonlyMap<string, BlockingLeases | undefined>): Suggestion[] {
   if (rows.some((r) => r.decision.ok)) return [];
   const tv = taskView(task);
   const out: Suggestion[] = [];
@@ -181,8 +183,8 @@ export function suggestions(ctx: SchedulerContext, task: Task, rows: readonly { 
   }
   if (best) out.push({ kind: "request", worker: best.worker, resources: best.resources, change: `lower ${best.change} to fit ${best.worker} now` });
   let soonest: BlockingLeases | undefined;
-  for (const { view } of rows) {
-    const b = blockingLeases(ctx, tv, view);
+  for (const { view, decision } of rows) {
+    const b = blocking ? blocking.get(view.name) : blockingLeases(ctx, tv, view, decision);
     if (b && (!soonest || (b.until ? Date.parse(b.until) : Infinity) < (soonest.until ? Date.parse(soonest.until) : Infinity))) soonest = b;
   }
   if (soonest) out.push({ kind: "empty_worker", worker: soonest.worker, change: `fits ${soonest.worker} once its blocking leases end`, ...(soonest.until ? { until: soonest.until } : {}) });
