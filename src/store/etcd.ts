@@ -51,6 +51,14 @@ class NeedKeys extends Error {
 const PENDING_RV = "9999999999999999999";
 /** Keys read per range Txn: well under etcd's default --max-txn-ops of 128. */
 const READ_BATCH = 100;
+/**
+ * Objects per range response of a list, at first. One kind can hold far more than a gRPC
+ * reply may carry (200,000 Tasks are hundreds of MB), so a list reads it in pages from one
+ * snapshot; a page refused as too large is read again at half the size.
+ */
+const LIST_PAGE = 500;
+const MAX_REPLY_BYTES = 64 * 1024 * 1024;
+const tooLarge = (e: unknown) => /RESOURCE_EXHAUSTED|larger than max/.test(String((e as Error)?.message ?? e));
 
 type Entry = { value?: string; mod: number };
 type Plan = { results: StoredObject[]; reads: Map<string, Entry>; writes: IRequestOp[] };
@@ -71,7 +79,7 @@ export class EtcdStore extends TxnWrites implements Store {
     if (!opts.endpoints?.length) throw new Error("etcd store: at least one endpoint is needed");
     this.prefix = normalizePrefix(opts.prefix ?? "/loom");
     this.maxAttempts = opts.maxAttempts ?? 64;
-    const options: IOptions = { hosts: opts.endpoints, dialTimeout: 5000 };
+    const options: IOptions = { hosts: opts.endpoints, dialTimeout: 5000, grpcOptions: { "grpc.max_receive_message_length": MAX_REPLY_BYTES } };
     if (opts.tls) options.credentials = { rootCertificate: opts.tls.ca, privateKey: opts.tls.key, certChain: opts.tls.cert };
     if (opts.auth) options.auth = opts.auth;
     this.client = new Etcd3(options);
@@ -128,17 +136,39 @@ export class EtcdStore extends TxnWrites implements Store {
     this.open();
     const match = labelSelectorMatcher(opts.labelSelector);
     const from = this.kindPrefix(kind);
-    // One read-only Txn: the objects and the store revision come from one snapshot.
-    const res = await this.client.kv.txn({
-      success: [{ request_range: { key: Buffer.from(from), range_end: prefixEnd(from) } }, { request_range: { key: Buffer.from(this.revisionKey) } }],
+    const end = prefixEnd(from);
+    // The first page and the store revision in one read-only Txn; the later pages read at the
+    // etcd revision of that Txn, so the whole list is one snapshot.
+    const first = await this.client.kv.txn({
+      success: [{ request_range: { key: Buffer.from(from), range_end: end, limit: LIST_PAGE } }, { request_range: { key: Buffer.from(this.revisionKey) } }],
     });
-    const [objects, rev] = res.responses.map((r) => r.response_range!.kvs);
+    const snapshot = first.header.revision;
+    const [page, rev] = first.responses.map((r) => r.response_range!);
     const items: T[] = [];
-    for (const kv of objects) {
-      const obj = fromKv(kv) as T;
-      if (match(obj.metadata?.labels)) items.push(obj);
+    const take = (kvs: typeof page.kvs) => {
+      for (const kv of kvs) {
+        const obj = fromKv(kv) as T;
+        if (match(obj.metadata?.labels)) items.push(obj);
+      }
+    };
+    take(page.kvs);
+    let more = page.more;
+    let last = page.kvs[page.kvs.length - 1]?.key;
+    let limit = LIST_PAGE;
+    while (more && last) {
+      let next;
+      try {
+        next = await this.client.kv.range({ key: Buffer.concat([last, Buffer.from([0])]), range_end: end, limit, revision: snapshot });
+      } catch (e) {
+        if (!tooLarge(e) || limit === 1) throw e;
+        limit = Math.max(1, limit >> 1);
+        continue;
+      }
+      take(next.kvs);
+      more = next.more;
+      last = next.kvs[next.kvs.length - 1]?.key;
     }
-    return { items, revision: rev[0] ? Number(rev[0].mod_revision) : 0 };
+    return { items, revision: rev.kvs[0] ? Number(rev.kvs[0].mod_revision) : 0 };
   }
 
   async revision(): Promise<number> {

@@ -8,7 +8,7 @@ import { openEtcdStore, type EtcdStore } from "../../src/store/etcd.ts";
 import { migrateStore } from "../../src/store/migrate.ts";
 import { openSqliteStore } from "../../src/store/sqlite.ts";
 import { isStoreError } from "../../src/store/errors.ts";
-import type { StoredObject, WatchEvent } from "../../src/store/store.ts";
+import type { StoredObject, TxnOp, WatchEvent } from "../../src/store/store.ts";
 import { eventually, storeContract, storeError, task, worker } from "../store-contract.ts";
 import { etcdMissing, startEtcd, type EtcdCluster } from "../support/etcd.ts";
 
@@ -31,6 +31,26 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       cleanup: async () => undefined,
     };
   });
+
+  it("lists a kind larger than one gRPC reply, in pages from one snapshot, in name order", async () => {
+    const store = await openEtcdStore({ endpoints: etcd.endpoints, prefix: `/loom-test-${process.pid}-${++n}` });
+    try {
+      // 12 MB of Workers: one range reply would pass gRPC's 4 MB limit three times over.
+      const pad = "x".repeat(10_000);
+      for (let i = 0; i < 1200; i += 100) {
+        const ops: TxnOp[] = [];
+        for (let j = i; j < i + 100; j++) ops.push({ op: "create", object: { ...worker(`w${String(j).padStart(5, "0")}`, { shard: String(j % 3) }), metadata: { name: `w${String(j).padStart(5, "0")}`, labels: { shard: String(j % 3) }, annotations: { pad } } } });
+        await store.txn(ops);
+      }
+      const rev = await store.revision();
+      const all = await store.list("Worker");
+      expect(all.items.map((w) => w.metadata.name)).toEqual(Array.from({ length: 1200 }, (_, j) => `w${String(j).padStart(5, "0")}`));
+      expect(all.revision).toBe(rev);
+      expect((await store.list("Worker", { labelSelector: "shard=1" })).items).toHaveLength(400);
+    } finally {
+      await store.close();
+    }
+  }, 60_000);
 
   describe("several replicas on one etcd", () => {
     const opened: EtcdStore[] = [];
