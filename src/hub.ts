@@ -60,6 +60,8 @@ export type HubOptions = {
   conditions?: Partial<AdmissionConditionsOptions>;
   logLevel: LogLevel;
   env?: NodeJS.ProcessEnv;
+  /** The scheduler's clock (ms since the epoch): leases, their expiry, heartbeats, nominations. Default Date.now. */
+  now?: () => number;
   /** Inventory and campaign files or folders to keep in sync with the store (GitOps). */
   gitopsPaths?: string[];
   gitopsDebounceMs?: number;
@@ -141,7 +143,7 @@ export class Hub {
       commit: (...a) => { this.commitHealth.commit(...a); this.metrics.commit(...a); },
       claim: (...a) => this.metrics.claim(...a),
     };
-    this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, nominateAfterSeconds: opts.nominateAfterSeconds, resultsDir: join(opts.dataDir, "results") }, { recordEvent: this.record, observer });
+    this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, nominateAfterSeconds: opts.nominateAfterSeconds, resultsDir: join(opts.dataDir, "results") }, { recordEvent: this.record, observer, now: opts.now });
     cache.on((ev) => this.metrics.onTaskChange(ev));
     const env = opts.env ?? process.env;
     this.authRequired = Boolean(env[opts.authTokenEnv]);

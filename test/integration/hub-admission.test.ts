@@ -11,7 +11,6 @@ import { readZip, writeZip } from "../../src/results/zip.ts";
 import { HubClient } from "../../src/runner/client.ts";
 import { resolveConfig } from "../../src/runner/command.ts";
 import { registrationBody } from "../../src/runner/pull.ts";
-import type { StoredObject } from "../../src/store/store.ts";
 import { eventually, get, post, registerBody, startHub, type TestHub } from "../support/hub.ts";
 
 type Json = Record<string, any>;
@@ -19,9 +18,12 @@ type Json = Record<string, any>;
 let h: TestHub;
 let u: string;
 
+/** The Hub's clock runs this far ahead of the real one: how a test lets leases expire. */
+let clockOffsetMs = 0;
 async function useHub(opts: Parameters<typeof startHub>[0] = {}): Promise<void> {
   await h?.close();
-  h = await startHub(opts);
+  clockOffsetMs = 0;
+  h = await startHub({ now: () => Date.now() + clockOffsetMs, ...opts });
   u = h.url;
 }
 beforeEach(() => useHub());
@@ -115,15 +117,10 @@ async function finish(taskId: string, worker: string, zip: Parameters<typeof res
   return up.body;
 }
 
-/** What an expired lease looks like in the store: the same lease with lease_until in the past. */
-async function backdateLease(hub: Hub, taskId: string): Promise<void> {
-  await eventually(async () => {
-    const cur = (await hub.store.get("Task", taskId)) as StoredObject & { status: Json };
-    const status = structuredClone(cur.status);
-    status.lease.lease_until = new Date(Date.now() - 60_000).toISOString();
-    await hub.store.updateStatus({ ...cur, status });
-    return true;
-  }, `backdating the lease of ${taskId}`);
+/** Move the Hub's clock past every lease taken so far (claims here lease for 60 s), and tell the lease controller. */
+function passLeases(hub: Hub): void {
+  clockOffsetMs += 61_000;
+  hub.controllers?.leases.resync();
 }
 
 // ---------------------------------------------------------------------------
@@ -514,7 +511,7 @@ describe("lease expiry releases the reservation", () => {
     expect((await post(u, "/api/tasks/start", { worker_id: "w", task_id: "exp" })).status).toBe(200);
     expect((await capacityOf("w")).reserved).toEqual(vec(1500, 1024));
 
-    await backdateLease(h.hub, "exp");
+    passLeases(h.hub);
     const r = await eventually(async () => {
       const t = await row("exp");
       return t.state === "retry_queued" && t;
@@ -534,7 +531,7 @@ describe("lease expiry releases the reservation", () => {
     for (const [attempt, next] of [[1, "retry_queued"], [2, "lease_expired"]] as const) {
       const c = await claim("w");
       expect(c.tasks[0]).toMatchObject({ task_id: "twice", attempt_no: attempt });
-      await backdateLease(h.hub, "twice");
+      passLeases(h.hub);
       await eventually(async () => (await row("twice")).state === next, `attempt ${attempt} to end in ${next}`);
       expect((await capacityOf("w")).reserved).toEqual(vec());
     }
@@ -547,7 +544,7 @@ describe("lease expiry releases the reservation", () => {
     await register("w");
     await dispatch([task("once")]);
     expect(claimedIds(await claim("w"))).toEqual(["once"]);
-    await backdateLease(h.hub, "once");
+    passLeases(h.hub);
     await eventually(async () => (await row("once")).state === "lease_expired", "lease_expired");
     expect((await row("once")).attempt_no).toBe(1);
   });
@@ -557,9 +554,11 @@ describe("lease expiry releases the reservation", () => {
     // The lease controller would expire the backdated lease itself: only the endpoint may here.
     await h.hub.controllers!.leases.stop();
     await register("w");
-    await dispatch([task("old", res({ cpu_millis: 700 })), task("young", res({ cpu_millis: 300 }))]);
-    expect(claimedIds(await claim("w"))).toEqual(["old", "young"]);
-    await backdateLease(h.hub, "old");
+    await dispatch([task("old", res({ cpu_millis: 700 }))]);
+    expect(claimedIds(await claim("w"))).toEqual(["old"]);
+    passLeases(h.hub);
+    await dispatch([task("young", res({ cpu_millis: 300 }))]);
+    expect(claimedIds(await claim("w"))).toEqual(["young"]);
     const r = await post(u, "/api/admin/expire-leases", {});
     expect(r).toMatchObject({ status: 200, body: { ok: true, count: 1, expired: [{ task_id: "old", old_state: "leased", new_state: "retry_queued" }] } });
     expect(await capacityOf("w")).toMatchObject({ reserved: vec(300), active_task_ids: ["young"] });
