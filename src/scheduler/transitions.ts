@@ -39,11 +39,17 @@ const need = (v: unknown, code: string): string => {
   return v;
 };
 
-export async function start(ctx: SchedulerContext, body: Record<string, unknown>) {
+/** What every lease holder's request is checked for first: who asks, about which task, in a well-formed body. The asking Runner is alive. */
+function leaseRequest(ctx: SchedulerContext, verb: "start" | "renew" | "complete" | "fail", body: Record<string, unknown>): { workerId: string; taskId: string } {
   const workerId = need(body.worker_id, "worker_id_required");
   const taskId = need(body.task_id, "task_id_required");
-  checkRequest("start", body);
+  checkRequest(verb, body);
   ctx.liveness.touch(workerId, ctx.now());
+  return { workerId, taskId };
+}
+
+export async function start(ctx: SchedulerContext, body: Record<string, unknown>) {
+  const { workerId, taskId } = leaseRequest(ctx, "start", body);
   return ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
     fence(t, workerId, body.attempt_no);
     const old = t.status!.state!;
@@ -56,11 +62,8 @@ export async function start(ctx: SchedulerContext, body: Record<string, unknown>
 }
 
 export async function renew(ctx: SchedulerContext, body: Record<string, unknown>) {
-  const workerId = need(body.worker_id, "worker_id_required");
-  const taskId = need(body.task_id, "task_id_required");
-  checkRequest("renew", body);
+  const { workerId, taskId } = leaseRequest(ctx, "renew", body);
   const seconds = leaseSecondsOf(body.lease_seconds);
-  ctx.liveness.touch(workerId, ctx.now());
   return ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
     fence(t, workerId, body.attempt_no);
     const status = structuredClone(t.status!);
@@ -198,10 +201,7 @@ async function commitUpload(ctx: SchedulerContext, taskId: string, workerId: str
 }
 
 export async function complete(ctx: SchedulerContext, body: Record<string, unknown>) {
-  const workerId = need(body.worker_id, "worker_id_required");
-  const taskId = need(body.task_id, "task_id_required");
-  checkRequest("complete", body);
-  ctx.liveness.touch(workerId, ctx.now());
+  const { workerId, taskId } = leaseRequest(ctx, "complete", body);
   return ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
     const state = t.status?.state;
     // A task already final answers as v1 does; anything else must come from the lease holder.
@@ -215,10 +215,7 @@ export async function complete(ctx: SchedulerContext, body: Record<string, unkno
 }
 
 export async function fail(ctx: SchedulerContext, body: Record<string, unknown>) {
-  const workerId = need(body.worker_id, "worker_id_required");
-  const taskId = need(body.task_id, "task_id_required");
-  checkRequest("fail", body);
-  ctx.liveness.touch(workerId, ctx.now());
+  const { workerId, taskId } = leaseRequest(ctx, "fail", body);
   const error = body.error ?? { type: "run_error" };
   if (typeof error !== "object" || error === null || Array.isArray(error)) throw new HubError(400, "invalid_request", { field: "error", detail: "error: must be an object" });
   const out = await ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
