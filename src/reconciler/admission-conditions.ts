@@ -61,10 +61,9 @@ function dominantUnresolvable(decisions: Decision[]): string {
  */
 function pendingNews(t: Task, w: Wanted): LoomEvent | undefined {
   const cur = getCondition(t.status?.conditions, "Admitted");
-  const object = t;
-  if (w.admitted.status === "True") return cur?.status === "False" ? { object, type: "Normal", reason: "Admissible", message: w.admitted.message } : undefined;
+  if (w.admitted.status === "True") return cur?.status === "False" ? { object: t, type: "Normal", reason: "Admissible", message: w.admitted.message } : undefined;
   const changed = !cur || cur.status !== "False" || cur.reason !== w.admitted.reason || skeleton(cur.message) !== skeleton(w.admitted.message);
-  return changed ? { object, type: "Warning", reason: "NotAdmitted", message: `${w.admitted.reason}: ${w.admitted.message}` } : undefined;
+  return changed ? { object: t, type: "Warning", reason: "NotAdmitted", message: `${w.admitted.reason}: ${w.admitted.message}` } : undefined;
 }
 
 /**
