@@ -68,3 +68,15 @@ export const listFlag = (flag: string) => (v: string): string[] => {
 
 export const out = (s: string): void => void process.stdout.write(s);
 export const err = (s: string): void => void process.stderr.write(s);
+
+/**
+ * Resolves on the first SIGINT or SIGTERM. Call it before anything is printed: a signal sent
+ * as soon as a parent reads the first line must reach this handler, not the default action
+ * that kills the process.
+ */
+export function stopSignal(): Promise<void> {
+  return new Promise<void>((resolve) => {
+    process.once("SIGINT", () => resolve());
+    process.once("SIGTERM", () => resolve());
+  });
+}

@@ -4,6 +4,7 @@ import { Command, InvalidArgumentError } from "commander";
 import { DEFAULT_HUB_OPTIONS, Hub } from "../hub.ts";
 import { migrateStore } from "../store/migrate.ts";
 import { openHubStore, openStoreUrl, storeOption, withEtcdFlags, type EtcdFlags } from "./store-flags.ts";
+import { stopSignal } from "./common.ts";
 
 export const intArg = (name: string, min = 0, max = Number.MAX_SAFE_INTEGER) => (v: string) => {
   const n = Number(v);
@@ -47,6 +48,7 @@ export function hubCommand(): Command {
     .option("--leader-ttl-seconds <n>", "on etcd: a leader silent this long is replaced", intArg("--leader-ttl-seconds", 1), 3)
     .addCommand(migrateCommand())
     .action(async (o) => {
+      const stopRequested = stopSignal(); // before start-up prints anything
       const roles = await openHubStore(o, (m) => process.stderr.write(`${m}\n`));
       const hub = await Hub.start({
         ...roles,
@@ -66,17 +68,13 @@ export function hubCommand(): Command {
         tlsKeyFile: o.tlsKeyFile,
         tlsSelfSigned: o.tlsSelfSigned,
       });
-      process.stderr.write(`loom hub ${hub.leadership.identity} listening on ${hub.url} (store: ${hub.store.backend}, data: ${hub.opts.dataDir}${hub.authRequired ? ", token required" : ", no token: loopback only"})\n`);
-      process.stderr.write(`web view: ${hub.url}/ui/\n`);
-      if (o.tlsSelfSigned) process.stderr.write(`self-signed certificate: ${hub.opts.tlsCertFile}; clients trust it with --certificate-authority ${hub.opts.tlsCertFile} (or LOOM_CA_FILE)\n`);
       // SIGHUP re-reads every watched file, e.g. after a path that did not exist appears.
       const hup = () => void hub.gitops?.syncNow().catch((e) => process.stderr.write(`gitops sync failed: ${(e as Error).message}\n`));
       process.on("SIGHUP", hup);
-      await new Promise<void>((resolve) => {
-        const stop = () => resolve();
-        process.once("SIGINT", stop);
-        process.once("SIGTERM", stop);
-      });
+      process.stderr.write(`loom hub ${hub.leadership.identity} listening on ${hub.url} (store: ${hub.store.backend}, data: ${hub.opts.dataDir}${hub.authRequired ? ", token required" : ", no token: loopback only"})\n`);
+      process.stderr.write(`web view: ${hub.url}/ui/\n`);
+      if (o.tlsSelfSigned) process.stderr.write(`self-signed certificate: ${hub.opts.tlsCertFile}; clients trust it with --certificate-authority ${hub.opts.tlsCertFile} (or LOOM_CA_FILE)\n`);
+      await stopRequested;
       process.off("SIGHUP", hup);
       await hub.close();
       // Everything is closed; a follower's etcd3 election campaign still watches its

@@ -13,6 +13,7 @@ import { Hub } from "../hub.ts";
 import { loadPaths } from "../resources/load.ts";
 import { isKind } from "../resources/types.ts";
 import { intArg } from "./hub.ts";
+import { stopSignal } from "./common.ts";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const BIN = join(ROOT, "bin", "loom.mjs");
@@ -28,6 +29,7 @@ export function quickstartCommand(): Command {
     .option("--step-ms <ms>", "how long each step of an example task takes (LOOM_EXAMPLE_STEP_SECONDS for the Runners)", intArg("--step-ms", 0, 60_000), 1000)
     .option("--reset", "start clean: remove the data dir's store, results and Runner state first")
     .action(async (o) => {
+      const stopRequested = stopSignal(); // before start-up prints anything
       const dataDir = resolve(o.dataDir);
       // Only the quick start's own folders go, so a --data-dir pointed somewhere odd loses nothing else.
       if (o.reset) for (const sub of ["hub", "runners"]) rmSync(join(dataDir, sub), { recursive: true, force: true });
@@ -62,10 +64,7 @@ export function quickstartCommand(): Command {
       const cli = `node ${relative(process.cwd(), BIN) || BIN}`;
       say(`\nthe CLI: ${cli} (or \`npm link\` once, then \`loom\`); outside this folder \`npx loom\` is another package`);
       say(`try:  ${cli} get workers\n      ${cli} get tasks -w\n      ${cli} describe task loom-resource-admission__oversized__baseline__run-001\n      ${cli} logs -f loom-resource-admission__full-host__baseline__run-001\n      ${cli} worker-capacity\nstart clean next time with: npm start -- --reset\nCtrl-C stops everything.\n`);
-      await new Promise<void>((res) => {
-        process.once("SIGINT", () => res());
-        process.once("SIGTERM", () => res());
-      });
+      await stopRequested;
       say("stopping runners and the hub");
       await Promise.all(children.map((c) => new Promise<void>((res) => {
         if (c.exitCode !== null || c.signalCode !== null) return res();
