@@ -74,7 +74,7 @@ export class WatchStream {
   /** Kept apart from res: once the response has finished it is detached, and res.destroy() no longer reaches it. */
   private socket: Socket | null = null;
   /** Lines produced before the response is open. */
-  private pending: string[] = [];
+  private pending: (string | Buffer)[] = [];
   private handle: WatchHandle | undefined;
   /** Every event at or below this revision (of any kind) has been handled. */
   private lastRev = 0;
@@ -87,9 +87,8 @@ export class WatchStream {
   private known: Set<string> | undefined;
   /** Snapshot objects newer than the snapshot revision (a relisting informer): their older events are skipped. */
   private ahead = new Map<string, number>();
-  /** Lines of the revision being delivered, written together once it is complete. */
-  private batch = "";
-  private batchRev = -1;
+  /** Lines delivered in this turn (whole revisions: the store never splits one), written together at its end. */
+  private batch: (string | Buffer)[] = [];
   private flushQueued = false;
   /** Snapshot objects not yet written; while set, new lines wait in `pending` behind them. */
   private snapshotLeft: StoredObject[] | undefined;
@@ -197,10 +196,12 @@ export class WatchStream {
     }
     // Snapshot done: what arrived meanwhile, then the first BOOKMARK, then live.
     this.snapshotLeft = undefined;
-    const backlog = this.pending.join("");
+    const backlog = this.pending;
     this.pending = [];
     this.pendingBytes = 0;
-    if (backlog) this.write(backlog);
+    res.cork();
+    for (const l of backlog) this.write(l);
+    res.uncork();
     this.bookmark();
     if (this.spec.bookmarks !== false && !this.stopped) this.bookmarkTimer = setInterval(() => this.bookmark(), this.cfg.bookmarkMs);
   }
@@ -213,10 +214,6 @@ export class WatchStream {
 
   private readonly onEvent = (ev: WatchEvent): void => {
     if (this.stopped) return;
-    if (ev.revision !== this.batchRev) {
-      this.flush();
-      this.batchRev = ev.revision;
-    }
     if (ev.revision > this.lastRev) this.lastRev = ev.revision;
     if (ev.kind !== this.spec.kind) return;
     const name = ev.name;
@@ -227,8 +224,10 @@ export class WatchStream {
     }
     const type = this.translate(ev.type, name, ev);
     if (!type) return;
-    // The stored JSON is the object as the client would get it: no decode and encode per watcher.
-    this.batch += ev.json !== undefined && !this.spec.render ? `{"type":"${type}","object":${ev.json}}\n` : line(type, this.render(ev.object));
+    // The stored JSON is the object as the client would get it: no decode and encode per
+    // watcher, and the store's line for it is encoded once for every watcher.
+    if (ev.json !== undefined && !this.spec.render) this.batch.push(ev.line ? ev.line(type) : `{"type":"${type}","object":${ev.json}}\n`);
+    else this.batch.push(line(type, this.render(ev.object)));
     // The store delivers a revision's events in one synchronous run: it is complete by the next microtask.
     if (!this.flushQueued) {
       this.flushQueued = true;
@@ -238,10 +237,17 @@ export class WatchStream {
 
   private flush(): void {
     this.flushQueued = false;
-    if (!this.batch) return;
-    const b = this.batch;
-    this.batch = "";
-    this.write(b);
+    if (!this.batch.length) return;
+    const parts = this.batch;
+    this.batch = [];
+    if (parts.length === 1 || !this.res) {
+      for (const p of parts) this.write(p);
+      return;
+    }
+    // One write to the socket for the whole turn, without copying the shared lines.
+    this.res.cork();
+    for (const p of parts) this.write(p);
+    this.res.uncork();
   }
 
   /** The event the client should see, given what it holds; undefined sends nothing. */
@@ -271,7 +277,7 @@ export class WatchStream {
     this.write(line("BOOKMARK", this.spec.renderBookmark ? this.spec.renderBookmark(rv) : { kind: this.spec.kind, apiVersion: this.spec.apiVersion, metadata: { resourceVersion: rv } }));
   }
 
-  private write(l: string): void {
+  private write(l: string | Buffer): void {
     if (this.stopped) return;
     const res = this.res;
     if (!res || this.snapshotLeft) {
@@ -327,7 +333,7 @@ export class WatchStream {
     this.pending = [];
     this.pendingBytes = 0;
     this.snapshotLeft = undefined;
-    this.batch = "";
+    this.batch = [];
   }
 
   private closed(): void {

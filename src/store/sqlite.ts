@@ -72,7 +72,15 @@ CREATE INDEX IF NOT EXISTS allocations_by_worker ON allocations (worker);
 const SCHEMA_VERSION = 1;
 
 type Meta = { revision: number; compacted: number; event_count: number };
-type PendingEvent = { revision: number; kind: string; name: string; type: WatchEventType; json: string };
+type PendingEvent = {
+  revision: number;
+  kind: string;
+  name: string;
+  type: WatchEventType;
+  json: string;
+  /** Its watch lines by type, encoded on first use and shared by every watcher. */
+  lines?: Partial<Record<WatchEventType, Buffer>>;
+};
 
 /** A watch event whose object is decoded on first read: a watcher that skips it never pays for it. */
 class StoredEvent implements WatchEvent {
@@ -82,12 +90,16 @@ class StoredEvent implements WatchEvent {
   readonly type: WatchEventType;
   readonly revision: number;
   readonly json: string;
-  constructor(e: PendingEvent) {
+  constructor(private readonly e: PendingEvent) {
     this.kind = e.kind;
     this.name = e.name;
     this.type = e.type;
     this.revision = e.revision;
     this.json = e.json;
+  }
+  line(type: WatchEventType): Buffer {
+    const lines = (this.e.lines ??= {});
+    return (lines[type] ??= Buffer.from(`{"type":"${type}","object":${this.json}}\n`));
   }
   get object(): StoredObject {
     // Decoded per watcher: no two consumers ever share (and could mutate) one object.

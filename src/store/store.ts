@@ -19,7 +19,20 @@ export type WatchEventType = "ADDED" | "MODIFIED" | "DELETED";
  * decoding it; `json`, when a backend has it, is the object exactly as stored, for writing
  * it onward without encoding it again. Backends may decode `object` lazily, on first read.
  */
-export type WatchEvent<T extends StoredObject = StoredObject> = { type: WatchEventType; object: T; revision: number; kind: string; name: string; json?: string };
+export type WatchEvent<T extends StoredObject = StoredObject> = {
+  type: WatchEventType;
+  object: T;
+  revision: number;
+  kind: string;
+  name: string;
+  /** The object as stored (JSON), when the backend has it: a consumer that only forwards it need not decode it. */
+  json?: string;
+  /**
+   * The event as one NDJSON watch line, `{"type":TYPE,"object":JSON}` and a newline, encoded
+   * once and shared by every watcher that forwards it (backends that keep `json` offer it).
+   */
+  line?: (type: WatchEventType) => Buffer;
+};
 
 export type ListOptions = {
   /** Kubernetes label selector: `a=b`, `a!=b`, `a`, `!a`, `a in (x,y)`, `a notin (x)`, comma-separated. */

@@ -76,6 +76,19 @@ describe("sqlite store specifics", () => {
     expect((await store.get("Task", `big${n}`))?.metadata.annotations?.blob).toBe(big);
   });
 
+  it("encodes an event's watch line once and hands every watcher the same bytes", async () => {
+    const { store } = await fresh();
+    const seen: WatchEvent[][] = [[], []];
+    const handles = await Promise.all(seen.map((into) => store.watch("Task", 0, (ev) => into.push(ev))));
+    const created = await store.create(task("shared"));
+    await eventually(() => seen.every((s) => s.length === 1), "both watchers got the event");
+    const [a, b] = seen.map((s) => s[0]);
+    expect(a.line!("ADDED")).toBe(b.line!("ADDED"));
+    expect(JSON.parse(a.line!("ADDED").toString("utf8"))).toEqual({ type: "ADDED", object: created });
+    expect(a.line!("ADDED").toString("utf8").endsWith("}\n")).toBe(true);
+    for (const h of handles) h.stop();
+  });
+
   it("keeps at most eventLogLimit events, compacting automatically", async () => {
     const { store } = await fresh({ eventLogLimit: 20 });
     for (let i = 0; i < 100; i++) {
