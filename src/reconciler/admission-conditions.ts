@@ -132,7 +132,8 @@ export class AdmissionConditions implements Reconciler {
     const ops: TxnOp[] = [];
     /** news[i]: the Events ops[i] announces once it is written (a changed reason or shortfall, a nomination taken or ended). */
     const news: LoomEvent[][] = [];
-    const standings: Standing[] = [];
+    /** standings[i]: what ops[i]'s Admitted condition says, or undefined when it only rewrites the nomination. */
+    const standings: (Standing | undefined)[] = [];
     let deferred = false;
     // A snapshot of the shapes: the queue may change while the pass yields.
     for (const shape of [...this.queue.allShapes()]) {
@@ -167,6 +168,7 @@ export class AdmissionConditions implements Reconciler {
         const t = this.ctx.task(name);
         if (!t || !isQueued(t.status?.state ?? "queued")) continue;
         let next = this.apply(t, wanted, now);
+        const admittedWritten = next !== undefined;
         const events = next ? [pendingNews(t, wanted)] : [];
         // A nomination taken, moved or ended is written at once: other replicas' claims read it.
         const n = nominees.get(name);
@@ -178,7 +180,7 @@ export class AdmissionConditions implements Reconciler {
         if (next) {
           ops.push({ op: "updateStatus", object: { ...t, status: next } });
           news.push(events.filter((e) => e !== undefined));
-          standings.push(wanted.standing);
+          standings.push(admittedWritten ? wanted.standing : undefined);
         }
       }
     }
@@ -196,7 +198,10 @@ export class AdmissionConditions implements Reconciler {
       }
       this.writes += chunk.length;
     }
-    for (const [i, op] of ops.entries()) if (op.op === "updateStatus") this.lastWrite.set(op.object.metadata.name, { at: now, standing: standings[i] });
+    for (const [i, op] of ops.entries()) {
+      const standing = standings[i];
+      if (standing && op.op === "updateStatus") this.lastWrite.set(op.object.metadata.name, { at: now, standing });
+    }
     if (this.lastWrite.size > this.queue.size * 2 + 1000) for (const k of this.lastWrite.keys()) if (!this.queue.has(k)) this.lastWrite.delete(k);
     if (this.answers.size > 2 * this.queue.shapeCount + 1000) {
       const live = new Set([...this.queue.allShapes()].map((sh) => sh.key));

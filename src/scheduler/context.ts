@@ -4,13 +4,13 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { leaseView, workerView, type WorkerView } from "../admission/index.ts";
 import { isActive, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
-import { BatchTally } from "./tuning.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { Applied, Store, StoredObject, TxnOp } from "../store/store.ts";
 import { HubError } from "./errors.ts";
 import { Liveness } from "./liveness.ts";
 import { Mutex } from "./mutex.ts";
 import { NOMINATED_INDEX, nominatedIndexFn, storedNominee } from "./nomination.ts";
+import { BatchTally } from "./tuning.ts";
 
 export type SchedulerOptions = {
   /** A worker whose last call is older than this is not Ready. */
