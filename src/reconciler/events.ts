@@ -31,6 +31,9 @@ export function eventNameBase(name: string): string {
   return safe.replace(/^[^A-Za-z0-9]+/, "") || "object";
 }
 
+/** Events per store transaction. */
+const WRITE_CHUNK = 250;
+
 export class EventRecorder {
   private pending: LoomEvent[] = [];
   private timer: NodeJS.Timeout | undefined;
@@ -87,18 +90,9 @@ export class EventRecorder {
       touched.set(key, { ev, existed: false });
     }
     const entries = [...touched];
-    const ops = (asNew: boolean): TxnOp[] =>
-      entries.map(([, { ev, existed }]) => (existed && !asNew ? { op: "update", object: { ...ev, metadata: { ...ev.metadata, resourceVersion: undefined } } } : { op: "create", object: ev }));
-    if (entries.length) {
-      try {
-        await this.store.txn(ops(false));
-      } catch (err) {
-        // An aggregated Event was pruned meanwhile: start those again as new Events.
-        if (!isStoreError(err, "NotFound")) throw err;
-        for (const [, t] of entries) if (t.existed) Object.assign(t.ev, { count: 1, firstTimestamp: now, metadata: { ...t.ev.metadata, name: `${eventNameBase(t.ev.involvedObject.name)}.${randomUUID().slice(0, 8)}` } });
-        await this.store.txn(ops(true));
-      }
-    }
+    // A burst (a conditions pass announcing thousands of tasks) is written in chunks, so no
+    // single commit holds the event loop for long; each chunk waits for the one before.
+    for (let i = 0; i < entries.length; i += WRITE_CHUNK) await this.writeChunk(entries.slice(i, i + WRITE_CHUNK), now);
     for (const [key, { ev }] of entries) {
       this.recent.delete(key); // re-insert: the map stays in last-used order
       this.recent.set(key, ev);
@@ -106,6 +100,19 @@ export class EventRecorder {
     for (const key of this.recent.keys()) {
       if (this.recent.size <= this.opts.maxEvents) break;
       this.recent.delete(key);
+    }
+  }
+
+  private async writeChunk(entries: [string, { ev: EventObject; existed: boolean }][], now: string): Promise<void> {
+    const ops = (asNew: boolean): TxnOp[] =>
+      entries.map(([, { ev, existed }]) => (existed && !asNew ? { op: "update", object: { ...ev, metadata: { ...ev.metadata, resourceVersion: undefined } } } : { op: "create", object: ev }));
+    try {
+      await this.store.txn(ops(false));
+    } catch (err) {
+      // An aggregated Event was pruned meanwhile: start those again as new Events.
+      if (!isStoreError(err, "NotFound")) throw err;
+      for (const [, t] of entries) if (t.existed) Object.assign(t.ev, { count: 1, firstTimestamp: now, metadata: { ...t.ev.metadata, name: `${eventNameBase(t.ev.involvedObject.name)}.${randomUUID().slice(0, 8)}` } });
+      await this.store.txn(ops(true));
     }
   }
 

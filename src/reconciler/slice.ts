@@ -13,6 +13,11 @@ export class TimeSlice {
 
   async pause(): Promise<void> {
     await yieldToIo();
+    this.restart();
+  }
+
+  /** Start a fresh budget (after the caller waited for work, which used none of it). */
+  restart(): void {
     this.start = performance.now();
   }
 }

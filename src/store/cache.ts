@@ -283,11 +283,9 @@ export class Informer {
   }
 
   private put(kind: string, obj: StoredObject, ev: InformerEvent): void {
-    const idx = this.indexes.get(kind)!;
-    if (ev.old) for (const index of idx.values()) indexRemove(index, ev.old.metadata.name);
     if (!ev.old) this.sortedNames.set(kind, undefined);
     this.objects.get(kind)!.set(obj.metadata.name, obj);
-    for (const index of idx.values()) indexAdd(index, obj);
+    for (const index of this.indexes.get(kind)!.values()) indexPut(index, obj);
     this.emit(ev);
   }
 
@@ -336,14 +334,31 @@ export class Informer {
 const compareNames = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 function indexAdd(index: Index, obj: StoredObject): void {
-  const values = [...new Set(index.fn(obj))];
+  addValues(index, obj.metadata.name, [...new Set(index.fn(obj))]);
+}
+
+function addValues(index: Index, name: string, values: string[]): void {
   if (values.length === 0) return;
-  index.byName.set(obj.metadata.name, values);
+  index.byName.set(name, values);
   for (const v of values) {
     let s = index.byValue.get(v);
     if (!s) index.byValue.set(v, (s = new Set()));
-    s.add(obj.metadata.name);
+    s.add(name);
   }
+}
+
+/**
+ * Index a new version of an object. Most writes leave its index values as they were (a
+ * queued task stays queued); those touch nothing, which spares a large set (every queued
+ * task's name under "queued") a delete and an insert per write, and the rehash they cause.
+ */
+function indexPut(index: Index, obj: StoredObject): void {
+  const name = obj.metadata.name;
+  const values = [...new Set(index.fn(obj))];
+  const had = index.byName.get(name);
+  if (had && had.length === values.length && had.every((v, i) => v === values[i])) return;
+  indexRemove(index, name);
+  addValues(index, name, values);
 }
 
 function indexRemove(index: Index, name: string): void {

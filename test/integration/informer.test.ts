@@ -207,6 +207,12 @@ describe("indexes", () => {
     expect(inf.byIndex("Task", "worker", "w1").map((o) => o.metadata.name)).toEqual(["t2"]);
     expect(inf.byIndex("Task", "worker", "w2").map((o) => o.metadata.name)).toEqual(["t1"]);
     expect(inf.byIndex("Task", "worker", "w2")[0]).toBe(inf.get("Task", "t1"));
+    // A write that leaves the index value as it was: the index hands out the new version.
+    const cur = (await store.get<StoredObject>("Task", "t2"))!;
+    const touched = await store.updateStatus({ ...cur, status: { ...(cur.status as object), attempt: 7 } });
+    await inf.waitForRevision(rv(touched));
+    expect(inf.byIndex("Task", "worker", "w1").map((o) => o.metadata.resourceVersion)).toEqual([touched.metadata.resourceVersion]);
+    expect(inf.byIndex("Task", "worker", "w1")[0]).toBe(inf.get("Task", "t2"));
 
     await store.delete("Task", "t2");
     const done = await store.updateStatus({ ...(await store.get<StoredObject>("Task", "t1"))!, status: { state: "clean" } });
