@@ -7,6 +7,7 @@ import { isActive, isQueued } from "../resources/types.ts";
 import { isStoreError } from "../store/errors.ts";
 import { jsonEqual } from "../resources/json.ts";
 import type { Store, StoredObject, TxnOp } from "../store/store.ts";
+import { jsonClone } from "../resources/json.ts";
 
 /** The file that declares an object; the only mark that lets a file prune it. */
 export const SOURCE_ANNOTATION = "loom.dev/source-file";
@@ -74,7 +75,7 @@ const SERVER_META = ["uid", "resourceVersion", "generation", "creationTimestamp"
 
 /** The object as declared, reduced to what a file may set, with its source annotation. */
 function declared(o: StoredObject, source: string): StoredObject {
-  const copy = JSON.parse(JSON.stringify(o)) as StoredObject;
+  const copy = jsonClone(o);
   for (const f of SERVER_META) delete copy.metadata[f];
   delete copy.status;
   copy.metadata.annotations = { ...(copy.metadata.annotations ?? {}), [SOURCE_ANNOTATION]: source };

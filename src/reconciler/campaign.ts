@@ -10,6 +10,7 @@ import type { Informer } from "../store/cache.ts";
 import type { Store, StoredObject, TxnOp } from "../store/store.ts";
 import type { LoomEvent } from "../resources/meta.ts";
 import type { Reconciler, Result } from "./controller.ts";
+import { jsonClone } from "../resources/json.ts";
 
 /** Tasks are written in chunks so a 100k-case campaign does not make one giant transaction. */
 const CHUNK = 1000;
@@ -57,7 +58,7 @@ export class CampaignReconciler implements Reconciler {
     }
     const { desired, errors } = memo;
     const now = new Date().toISOString();
-    const status: CampaignStatus = structuredClone(campaign.status ?? {});
+    const status: CampaignStatus = jsonClone(campaign.status ?? {});
     status.conditions ??= [];
     if (errors.length) {
       // All or nothing: an invalid case stops the campaign's changes until it is fixed.

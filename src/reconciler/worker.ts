@@ -10,6 +10,7 @@ import { capacityEntry, effectiveSettings } from "../scheduler/workers.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { StoredObject } from "../store/store.ts";
 import type { Reconciler, Result } from "./controller.ts";
+import { jsonClone } from "../resources/json.ts";
 
 export const PRUNED_ANNOTATION = "loom.dev/pruned";
 
@@ -49,7 +50,7 @@ export class WorkerReconciler implements Reconciler {
     const s = effectiveSettings(w);
     const live = ctx.liveness.get(name);
     const iso = new Date(now).toISOString();
-    const st: WorkerStatus = structuredClone(w.status ?? {});
+    const st: WorkerStatus = jsonClone(w.status ?? {});
     st.observedGeneration = w.metadata.generation;
     st.capacity = e.capacity;
     st.reserved = e.reserved;

@@ -10,6 +10,7 @@ import { caseTaskId, packageId, slug } from "./ids.ts";
 import { mergeProfiles, profileShapeErrors } from "./profile.ts";
 import { type ItemFieldError, dedupeErrors, fieldError, isPlainObject, rebaseField } from "./input-errors.ts";
 import { readV1Manifest } from "./v1-manifest.ts";
+import { jsonClone } from "./json.ts";
 
 /** `nominate_after_seconds` is the campaign's starvation threshold, copied into each task (see the Campaign CRD). */
 export const MANIFEST_KEYS = ["schema_version", "campaign_id", "nominate_after_seconds", "defaults", "cases"] as const;
@@ -188,7 +189,6 @@ function expander(vars: Record<string, string>): <T>(v: T) => T {
   return walk as <T>(v: T) => T;
 }
 
-const jsonCopy = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
 const first = (...vs: unknown[]) => vs.find((v) => v !== undefined);
 const objOr = (v: unknown): Obj => (isPlainObject(v) ? v : {});
 const idString = (v: unknown): string | undefined => (isId(v) ? String(v) : undefined);
@@ -335,7 +335,7 @@ function caseTask(campaign: Campaign, owner: string, cid: string, l: Layers, who
   const ownerRef = { apiVersion: API_VERSION, kind: "Campaign", name: owner, controller: true, ...(campaign.metadata?.uid ? { uid: campaign.metadata.uid } : {}) };
   // A JSON copy: no object is shared between tasks, the payload and the Campaign (shared
   // objects would also print as YAML anchors, and structuredClone keeps sharing).
-  return jsonCopy({
+  return jsonClone({
     apiVersion: API_VERSION as Task["apiVersion"],
     kind: "Task" as const,
     metadata: {

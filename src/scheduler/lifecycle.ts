@@ -4,6 +4,7 @@
 import type { AdmissionObject } from "../admission/index.ts";
 import { initialStatus, setCondition, type Condition, type TaskStatus, type TaskState, type Task } from "../resources/types.ts";
 import type { Vector } from "../admission/index.ts";
+import { jsonClone } from "../resources/json.ts";
 
 export type LeaseGrant = {
   worker: string;
@@ -20,7 +21,7 @@ const iso = (ms: number) => new Date(ms).toISOString();
 
 /** queued -> leased, recording the lease with its reservation and the admission snapshot. */
 export function grantLease(task: Task, g: LeaseGrant, now: number): TaskStatus {
-  const st: TaskStatus = structuredClone(task.status ?? initialStatus());
+  const st: TaskStatus = jsonClone(task.status ?? initialStatus());
   const attempt = st.attempt ?? 1;
   st.state = "leased";
   st.attempt = attempt;
@@ -48,7 +49,7 @@ export function grantLease(task: Task, g: LeaseGrant, now: number): TaskStatus {
  * releases the reservation; there is nothing else to free.
  */
 export function endLease(status: TaskStatus, next: TaskState, now: number, outcome: string, reason: string, extra: { resultId?: string } = {}): TaskStatus {
-  const st: TaskStatus = structuredClone(status);
+  const st: TaskStatus = jsonClone(status);
   const lease = st.lease;
   if (lease) {
     st.attempts ??= [];

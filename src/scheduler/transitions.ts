@@ -13,6 +13,7 @@ import { LIMITS } from "../resources/limits.ts";
 import { endLease, markFinal, requeue } from "./lifecycle.ts";
 import { nominationEnded } from "./nomination.ts";
 import { adjustConcurrency } from "./tuning.ts";
+import { jsonClone } from "../resources/json.ts";
 
 const MIN_LEASE_SECONDS = 30;
 export const leaseSecondsOf = (v: unknown, dflt = 600) => {
@@ -54,7 +55,7 @@ export async function start(ctx: SchedulerContext, body: Record<string, unknown>
     fence(t, workerId, body.attempt_no);
     const old = t.status!.state!;
     if (old === "running") return { result: { ok: true, task_id: taskId, old_state: old, new_state: "running" } };
-    const status = structuredClone(t.status!);
+    const status = jsonClone(t.status!);
     status.state = "running";
     status.lease!.started_at = new Date(ctx.now()).toISOString();
     return { status, result: { ok: true, task_id: taskId, old_state: old, new_state: "running" } };
@@ -66,7 +67,7 @@ export async function renew(ctx: SchedulerContext, body: Record<string, unknown>
   const seconds = leaseSecondsOf(body.lease_seconds);
   return ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
     fence(t, workerId, body.attempt_no);
-    const status = structuredClone(t.status!);
+    const status = jsonClone(t.status!);
     status.lease!.lease_until = new Date(ctx.now() + seconds * 1000).toISOString();
     return { status, result: { ok: true, task_id: taskId, lease_until: status.lease!.lease_until } };
   });

@@ -7,6 +7,7 @@ import { isActive, setCondition, type Worker, type WorkerStatus } from "../resou
 import { validateMetadata } from "../resources/validate.ts";
 import type { SchedulerContext } from "./context.ts";
 import { checkRequest, HubError } from "./errors.ts";
+import { jsonClone } from "../resources/json.ts";
 
 export const ORIGIN_LABEL = "loom.dev/origin";
 
@@ -51,7 +52,7 @@ export async function register(ctx: SchedulerContext, body: Record<string, unkno
   return ctx.locked(async () => {
     const now = ctx.now();
     const existing = ctx.worker(id);
-    const status: WorkerStatus = structuredClone(existing?.status ?? {});
+    const status: WorkerStatus = jsonClone(existing?.status ?? {});
     status.registration = {
       registered_at: new Date(now).toISOString(),
       runner_api_version: 1,

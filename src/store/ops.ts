@@ -6,7 +6,7 @@ import { allocationOf, leaseViolations, sameAllocation, type Allocation } from "
 import type { LeaseView } from "../admission/view.ts";
 import { isKind } from "../resources/types.ts";
 import { loadCrds } from "../resources/crds.ts";
-import { jsonEqual } from "../resources/json.ts";
+import { jsonClone, jsonEqual } from "../resources/json.ts";
 import { validateMetadata, validateObject, validateStatus } from "../resources/validate.ts";
 import { alreadyExists, conflict, invalid, notFound, StoreError } from "./errors.ts";
 import type { Applied, StoredObject, TxnOp, WatchEventType } from "./store.ts";
@@ -25,9 +25,9 @@ function copyInput(obj: StoredObject, statusOnly = false): StoredObject {
     throw new StoreError("Invalid", 422, `${String(obj.kind)}: metadata is required`, [
       { field: "metadata", message: "required", reason: "FieldValueRequired" },
     ]);
-  if (!statusOnly) return JSON.parse(JSON.stringify(obj)) as StoredObject;
+  if (!statusOnly) return jsonClone(obj);
   const part = { kind: obj.kind, metadata: { name: m.name, resourceVersion: m.resourceVersion }, status: obj.status };
-  return JSON.parse(JSON.stringify(part)) as StoredObject;
+  return jsonClone(part) as StoredObject;
 }
 
 function identity(obj: StoredObject): { kind: string; name: string } {
