@@ -16,6 +16,7 @@ import { isStoreError } from "../store/errors.ts";
 import type { StoredObject, TxnOp } from "../store/store.ts";
 import { ALL, type Reconciler, type Result } from "./controller.ts";
 import { TimeSlice } from "./slice.ts";
+import { jsonClone } from "../resources/json.ts";
 
 export type AdmissionConditionsOptions = {
   /** How long a change waits before it wakes a pass (a burst of changes becomes one pass), and the pause before writes left for later. */
@@ -43,6 +44,8 @@ type Wanted = {
   /** Since when (ms) this shape's answer has been what it is now. */
   since: number;
 };
+
+const range = (from: number, to: number) => Array.from({ length: to - from }, (_, k) => from + k);
 
 /** A message with its numbers blanked out: what it says, not how much. */
 const skeleton = (m: string | undefined) => (m ?? "").replace(/\d+/g, "#");
@@ -173,7 +176,7 @@ export class AdmissionConditions implements Reconciler {
         // A nomination taken, moved or ended is written at once: other replicas' claims read it.
         const n = nominees.get(name);
         if (nominationChanged(t.status, n)) {
-          next ??= structuredClone(t.status ?? {});
+          next ??= jsonClone(t.status ?? {});
           const ended = wanted.admitted.status === "True" ? { reason: "WorkerAvailable", message: "a worker admits it now" } : { reason: "NotNominated", message: "no worker is held for it now" };
           events.push(setNomination(t, next, n, new Date(now).toISOString(), ended));
         }
@@ -186,28 +189,43 @@ export class AdmissionConditions implements Reconciler {
     }
     // An Event is recorded only for a write that landed, so a lost write never repeats one.
     const announce = (j: number) => { for (const e of news[j]) this.ctx.recordEvent(e); };
+    const written: number[] = [];
     for (let i = 0; i < ops.length; i += 200) {
-      const chunk = ops.slice(i, i + 200);
+      // The pass yielded since it read these tasks: a task claimed, cancelled or rewritten
+      // meanwhile is left to the next pass, which sees it as it is now. Checked against the
+      // informer right before the commit (nothing in between yields), so this process's own
+      // writes never make the chunk conflict.
+      const chunk = range(i, Math.min(i + 200, ops.length)).filter((j) => this.unchanged(ops[j]));
+      if (chunk.length === 0) continue;
       try {
-        await this.ctx.store.txn(chunk);
-        chunk.forEach((_, k) => announce(i + k));
+        await this.ctx.store.txn(chunk.map((j) => ops[j]));
+        written.push(...chunk);
       } catch (e) {
-        // A task changed under us (claimed, cancelled): write the rest one by one; the next pass redoes the loser.
+        // Another replica changed a task under us: write the rest one by one; the next pass redoes the loser.
         if (!isStoreError(e, "Conflict")) throw e;
-        for (const [k, op] of chunk.entries()) await this.ctx.store.txn([op]).then(() => announce(i + k), (err) => { if (!isStoreError(err, "Conflict")) throw err; });
+        for (const j of chunk) await this.ctx.store.txn([ops[j]]).then(() => written.push(j), (err) => { if (!isStoreError(err, "Conflict")) throw err; });
       }
-      this.writes += chunk.length;
     }
-    for (const [i, op] of ops.entries()) {
-      const standing = standings[i];
+    for (const j of written) {
+      announce(j);
+      const standing = standings[j];
+      const op = ops[j];
       if (standing && op.op === "updateStatus") this.lastWrite.set(op.object.metadata.name, { at: now, standing });
     }
+    this.writes += written.length;
     if (this.lastWrite.size > this.queue.size * 2 + 1000) for (const k of this.lastWrite.keys()) if (!this.queue.has(k)) this.lastWrite.delete(k);
     if (this.answers.size > 2 * this.queue.shapeCount + 1000) {
       const live = new Set([...this.queue.allShapes()].map((sh) => sh.key));
       for (const k of this.answers.keys()) if (!live.has(k)) this.answers.delete(k);
     }
     return deferred;
+  }
+
+  /** Whether the task an op writes is still queued and as the pass read it. */
+  private unchanged(op: TxnOp): boolean {
+    if (op.op !== "updateStatus") return true;
+    const t = this.ctx.task(op.object.metadata.name);
+    return t !== undefined && t.metadata.resourceVersion === op.object.metadata.resourceVersion && isQueued(t.status?.state ?? "queued");
   }
 
   /** The new status if the conditions must be written now, else undefined. */
@@ -239,7 +257,7 @@ export class AdmissionConditions implements Reconciler {
       this.nextDue = Math.min(this.nextDue, (last?.at ?? 0) + this.opts.refreshMs); // owed, but not yet
       return undefined;
     }
-    const next: TaskStatus = structuredClone(st);
+    const next: TaskStatus = jsonClone(st);
     next.conditions ??= [];
     const iso = new Date(now).toISOString();
     setCondition(next.conditions, { type: "Admitted", ...w.admitted, observedGeneration: t.metadata.generation }, iso);
