@@ -4,9 +4,8 @@ import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
-import { EtcdLeadership } from "../roles/etcd-leader.ts";
 import type { Leadership } from "../roles/leader.ts";
-import { openEtcdStore, type EtcdStoreOptions } from "../store/etcd.ts";
+import type { EtcdStoreOptions, openEtcdStore } from "../store/etcd.ts";
 import { openSqliteStore } from "../store/sqlite.ts";
 import type { Store } from "../store/store.ts";
 import { UsageError } from "./client.ts";
@@ -48,13 +47,17 @@ export function etcdOptions(o: EtcdFlags, endpoints: string[] | undefined = o.et
   return { endpoints, prefix: o.etcdPrefix, tls, auth };
 }
 
+/** The etcd client and everything under it (gRPC, protobuf) load only when a Hub uses etcd. */
+const openEtcd: typeof openEtcdStore = async (o) => (await import("../store/etcd.ts")).openEtcdStore(o);
+
 /** The store and leadership of a Hub started with these flags; undefined store: SQLite under the data dir. */
 export async function openHubStore(o: EtcdFlags & { store: string; replicaId?: string; leaderTtlSeconds: number }, log: (m: string) => void): Promise<{ store?: Store; leadership?: Leadership }> {
   if (o.store !== "etcd") {
     if (o.etcdEndpoints) throw new UsageError("--etcd-endpoints needs --store etcd");
     return {};
   }
-  const store = await openEtcdStore(etcdOptions(o));
+  const store = await openEtcd(etcdOptions(o));
+  const { EtcdLeadership } = await import("../roles/etcd-leader.ts");
   const id = o.replicaId ?? `${hostname()}-${process.pid}`;
   return { store, leadership: new EtcdLeadership(store.etcd, store.prefix, id, { ttlSeconds: o.leaderTtlSeconds, log }) };
 }
@@ -71,7 +74,7 @@ export async function openStoreUrl(spec: string, o: EtcdFlags, flag: string): Pr
     } catch (e) {
       throw new UsageError(`${flag}: ${(e as Error).message.replace("--etcd-endpoints", "etcd:")}`);
     }
-    return openEtcdStore(etcdOptions(o, endpoints));
+    return openEtcd(etcdOptions(o, endpoints));
   }
   throw new UsageError(`${flag}: expected sqlite:DIR or etcd:URL[,URL...], got "${spec}"`);
 }

@@ -122,6 +122,7 @@ export class ClaimQueue {
     if (old) this.remove(name);
     let shape = this.shapes.get(entry.shape);
     if (!shape) this.shapes.set(entry.shape, (shape = { key: entry.shape, capability: capabilityOf(task), sample: task, entries: new IndexedHeap<Entry>((a, b) => claimOrder(a, b) < 0), heapIndex: -1 }));
+    entry.shape = shape.key; // one string per shape, not one per queued task
     shape.sample = task;
     const head = shape.entries.peek();
     shape.entries.push(entry);

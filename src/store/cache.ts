@@ -250,8 +250,13 @@ export class Informer {
   /** Swap in a fresh list of one kind, emitting the differences from what was cached. */
   private replaceKind(kind: string, items: StoredObject[], revision: number): void {
     const cur = this.kindMap(kind);
-    const fresh = new Map(items.map((o) => [o.metadata.name, o]));
     this.listRevision.set(kind, revision);
+    if (cur.size === 0) {
+      // The first list (a Hub starting on 200k tasks): everything is an addition.
+      for (const obj of items) this.put(kind, obj, { type: "ADDED", object: obj, revision, synthetic: true });
+      return;
+    }
+    const fresh = new Map(items.map((o) => [o.metadata.name, o]));
     for (const [name, old] of cur) {
       if (!fresh.has(name)) this.remove(kind, old, { type: "DELETED", object: old, old, revision, synthetic: true });
     }
@@ -334,8 +339,11 @@ export class Informer {
 const compareNames = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 function indexAdd(index: Index, obj: StoredObject): void {
-  addValues(index, obj.metadata.name, [...new Set(index.fn(obj))]);
+  addValues(index, obj.metadata.name, distinct(index.fn(obj)));
 }
+
+/** Most index functions return none or one value: those need no Set. */
+const distinct = (values: string[]): string[] => (values.length < 2 ? values : [...new Set(values)]);
 
 function addValues(index: Index, name: string, values: string[]): void {
   if (values.length === 0) return;
@@ -354,7 +362,7 @@ function addValues(index: Index, name: string, values: string[]): void {
  */
 function indexPut(index: Index, obj: StoredObject): void {
   const name = obj.metadata.name;
-  const values = [...new Set(index.fn(obj))];
+  const values = distinct(index.fn(obj));
   const had = index.byName.get(name);
   if (had && had.length === values.length && had.every((v, i) => v === values[i])) return;
   indexRemove(index, name);
