@@ -1,5 +1,6 @@
 // `loom hub`: serve the Hub on the embedded store (or another store).
 import { existsSync, statSync } from "node:fs";
+import { setFlagsFromString } from "node:v8";
 import { Command, InvalidArgumentError } from "commander";
 import { DEFAULT_HUB_OPTIONS, Hub } from "../hub.ts";
 import { migrateStore } from "../store/migrate.ts";
@@ -24,6 +25,9 @@ const existingPath = (flag: string) => (v: string, acc: string[]) => {
   return [...acc, v];
 };
 
+/** The default of --heap-growth-percent. */
+const HEAP_GROWTH_PERCENT = 30;
+
 export function hubCommand(): Command {
   return withEtcdFlags(new Command("hub"))
     .description("serve the Loom Hub: the Runner API, the data API and the resource API")
@@ -46,9 +50,14 @@ export function hubCommand(): Command {
     .addOption(storeOption())
     .option("--replica-id <id>", "this replica's name among several Hubs on etcd (default: host-pid)")
     .option("--leader-ttl-seconds <n>", "on etcd: a leader silent this long is replaced", intArg("--leader-ttl-seconds", 1), 3)
+    .option("--heap-growth-percent <n>", "how far the JS heap may grow past what the last full GC kept before the next one runs (0: V8's own choice, which lets a busy Hub hold about twice the memory)", intArg("--heap-growth-percent", 0, 1000), HEAP_GROWTH_PERCENT)
     .addCommand(migrateCommand())
     .action(async (o) => {
       const stopRequested = stopSignal(); // before start-up prints anything
+      // A Hub keeps every object in memory and rewrites them all the time: each rewrite
+      // leaves the old version as garbage in the old generation. Left to itself, V8 lets the
+      // heap grow to several times what is live before collecting it.
+      if (o.heapGrowthPercent > 0) setFlagsFromString(`--heap-growing-percent=${o.heapGrowthPercent}`);
       const roles = await openHubStore(o, (m) => process.stderr.write(`${m}\n`));
       const hub = await Hub.start({
         ...roles,
