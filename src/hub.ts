@@ -23,7 +23,7 @@ import type { Store, StoredObject } from "./store/store.ts";
 import type { LoomEvent } from "./resources/meta.ts";
 import { parse as parseYaml } from "yaml";
 import { type Check, CommitHealth, within } from "./observability/health.ts";
-import { HubMetrics } from "./observability/metrics.ts";
+import { HubMetrics, QUEUED_REASON_INDEX, queuedReasonIndex } from "./observability/metrics.ts";
 import { ensureSelfSigned } from "./tls/certs.ts";
 import { type LogLevel, logRequests, serverLogOptions } from "./observability/logging.ts";
 import { capacityEntry } from "./scheduler/workers.ts";
@@ -134,7 +134,7 @@ export class Hub {
     setMaxListeners(0, this.stopping); // every waiting long-poll claim listens
     this.events = new EventRecorder(store, { maxEvents: EVENTS.maxEvents, flushMs: 100, onError: (e) => this.http?.log.warn({ err: e }, "event write failed") });
     this.metrics = new HubMetrics({
-      tasks: () => cache.list<Task & StoredObject>("Task"),
+      taskCounts: (index) => cache.indexCounts("Task", index),
       workers: () => cache.list<Worker & StoredObject>("Worker").map((w) => ({ worker: w.metadata.name, ...capacityEntry(this.scheduler.ctx, w) })),
       watchers: () => this.watchStreams.size,
       rejectedFiles: () => this.gitops?.rejectedFiles().length ?? 0,
@@ -144,6 +144,7 @@ export class Hub {
       claim: (...a) => this.metrics.claim(...a),
     };
     this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, nominateAfterSeconds: opts.nominateAfterSeconds, resultsDir: join(opts.dataDir, "results") }, { recordEvent: this.record, observer, now: opts.now });
+    cache.addIndex("Task", QUEUED_REASON_INDEX, queuedReasonIndex);
     cache.on((ev) => this.metrics.onTaskChange(ev));
     const env = opts.env ?? process.env;
     this.authRequired = Boolean(env[opts.authTokenEnv]);

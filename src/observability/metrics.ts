@@ -16,11 +16,17 @@ export type WorkerUsage = { worker: string; capacity: Dimensions; reserved: Dime
 
 /** What the Hub exposes for scrape-time gauges; the metrics never reach into its parts. */
 export type MetricSources = {
-  tasks(): Iterable<Task>;
+  /** How many tasks have each value of an informer index over Task ("state", QUEUED_REASON_INDEX). */
+  taskCounts(index: string): ReadonlyMap<string, number>;
   workers(): Iterable<WorkerUsage>;
   watchers(): number;
   rejectedFiles(): number;
 };
+
+/** The informer index over Task that loom_queued_tasks counts: a queued task's Admitted reason. */
+export const QUEUED_REASON_INDEX = "queuedReason";
+export const queuedReasonIndex = (t: Task): string[] =>
+  isQueued(t.status?.state ?? "queued") ? [t.status?.conditions?.find((c) => c.type === "Admitted")?.reason ?? "Unknown"] : [];
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 
@@ -51,23 +57,17 @@ export class HubMetrics implements SchedulerObserver {
     this.passErrors = new Counter({ name: "loom_reconcile_errors_total", help: "Reconciles that failed (and were retried with backoff), by controller.", labelNames: ["controller"], registers });
     this.fileRejections = new Counter({ name: "loom_gitops_file_rejections_total", help: "Times a watched file was rejected (it did not parse or validate; nothing changed).", registers });
 
-    /** A gauge counting tasks by one label, recounted from the informer at each scrape. */
-    const taskCount = (name: string, help: string, label: string, keyOf: (t: Task) => string | undefined) =>
+    /** A gauge counting tasks by one label, read from an informer index at each scrape (no walk over the tasks). */
+    const taskCount = (name: string, help: string, label: string, index: string) =>
       new Gauge({
         name, help, labelNames: [label], registers,
         collect() {
           this.reset();
-          const by = new Map<string, number>();
-          for (const t of sources.tasks()) {
-            const k = keyOf(t);
-            if (k !== undefined) by.set(k, (by.get(k) ?? 0) + 1);
-          }
-          for (const [k, n] of by) this.set({ [label]: k }, n);
+          for (const [k, n] of sources.taskCounts(index)) this.set({ [label]: k }, n);
         },
       });
-    taskCount("loom_tasks", "Tasks by state.", "state", (t) => t.status?.state ?? "queued");
-    taskCount("loom_queued_tasks", "Queued tasks by the reason of their Admitted condition (WorkerAvailable when some worker could take them now).", "reason", (t) =>
-      isQueued(t.status?.state ?? "queued") ? t.status?.conditions?.find((c) => c.type === "Admitted")?.reason ?? "Unknown" : undefined);
+    taskCount("loom_tasks", "Tasks by state.", "state", "state");
+    taskCount("loom_queued_tasks", "Queued tasks by the reason of their Admitted condition (WorkerAvailable when some worker could take them now).", "reason", QUEUED_REASON_INDEX);
     const usage = (name: string, help: string, pick: (u: WorkerUsage) => Dimensions) =>
       new Gauge({
         name, help, labelNames: ["worker", "dimension"], registers,

@@ -186,6 +186,13 @@ export class Informer {
     return list.map((n) => m.get(n) as T);
   }
 
+  /** How many cached objects of a kind have each value of an index: a count without a walk. */
+  indexCounts(kind: string, indexName: string): Map<string, number> {
+    const index = this.kindIndexes(kind).get(indexName);
+    if (!index) throw new Error(`no index ${kind}/${indexName}`);
+    return new Map([...index.byValue].map(([v, names]) => [v, names.size]));
+  }
+
   // ---- internals ---------------------------------------------------------------------
 
   private kindMap(kind: string): Map<string, StoredObject> {

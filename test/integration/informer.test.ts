@@ -207,6 +207,8 @@ describe("indexes", () => {
     expect(inf.byIndex("Task", "worker", "w1").map((o) => o.metadata.name)).toEqual(["t2"]);
     expect(inf.byIndex("Task", "worker", "w2").map((o) => o.metadata.name)).toEqual(["t1"]);
     expect(inf.byIndex("Task", "worker", "w2")[0]).toBe(inf.get("Task", "t1"));
+    expect(inf.indexCounts("Task", "worker")).toEqual(new Map([["w1", 1], ["w2", 1]]));
+    expect(inf.indexCounts("Task", "campaign")).toEqual(new Map([["c", 2]]));
     // A write that leaves the index value as it was: the index hands out the new version.
     const cur = (await store.get<StoredObject>("Task", "t2"))!;
     const touched = await store.updateStatus({ ...cur, status: { ...(cur.status as object), attempt: 7 } });
