@@ -278,10 +278,12 @@ export class Informer {
   private onWatchEvent(epoch: number, ev: WatchEvent): void {
     if (epoch !== this.epoch) return;
     this._lastEventAt = Date.now();
-    const kind = ev.object.kind;
+    // Kind and name come without decoding the object: the Events this informer does not
+    // cache (two or more per lease) are never parsed.
+    const kind = ev.kind;
     const map = this.objects.get(kind);
     if (map && ev.revision > (this.listRevision.get(kind) ?? 0)) {
-      const old = map.get(ev.object.metadata.name);
+      const old = map.get(ev.name);
       if (ev.type === "DELETED") {
         if (old) this.remove(kind, old, { type: "DELETED", object: ev.object, old, revision: ev.revision });
       } else if (!old || Number(old.metadata.resourceVersion) < ev.revision) {
