@@ -5,6 +5,7 @@ import { isFinal, isQueued, type Task } from "../resources/types.ts";
 import { dispatch, repoRunRequest } from "../scheduler/dispatch.ts";
 import { HubError } from "../scheduler/errors.ts";
 import { pushTask } from "../scheduler/push.ts";
+import { topK } from "../scheduler/queue.ts";
 import { cancel, expireLeases, retry } from "../scheduler/transitions.ts";
 import { setBlocked, setDesiredConcurrency } from "../scheduler/workers.ts";
 import { applyWorkers } from "../scheduler/hosts.ts";
@@ -119,22 +120,4 @@ export async function adminRoutes(f: FastifyInstance): Promise<void> {
     }
     return { total, final, pending, by_state: by };
   });
-}
-
-/** The first k items of xs in `order`, without sorting all of xs (k is at most a few hundred). */
-function topK<T>(xs: T[], k: number, order: (a: T, b: T) => number): T[] {
-  if (xs.length <= k * 4) return xs.sort(order).slice(0, k);
-  const best: T[] = [];
-  for (const x of xs) {
-    if (best.length === k && order(x, best[k - 1]) >= 0) continue;
-    let lo = 0, hi = best.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (order(best[mid], x) <= 0) lo = mid + 1;
-      else hi = mid;
-    }
-    best.splice(lo, 0, x);
-    if (best.length > k) best.pop();
-  }
-  return best;
 }

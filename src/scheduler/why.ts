@@ -4,7 +4,7 @@
 import { admit, declaredSeconds, taskView, type Decision, type LeaseView, type TaskView, type Vector, type WorkerView } from "../admission/index.ts";
 import { RESOURCE_FIELDS, type ResourceSpec, type Task } from "../resources/types.ts";
 import type { SchedulerContext } from "./context.ts";
-import { claimOrder, type ClaimQueue, type QueueEntry } from "./queue.ts";
+import { claimOrder, topK, type ClaimQueue, type QueueEntry } from "./queue.ts";
 
 /** At most this many higher-priority tasks ahead are named; the rest are counted. */
 export const NAMED_AHEAD = 10;
@@ -38,13 +38,9 @@ export function queueStanding(queue: ClaimQueue, task: Task, decisions: readonly
     const sv = taskView(shape.sample);
     const competes = shape === me.shape || candidates.some((v) => !admit(sv, v).unresolvable);
     if (!competes) continue;
-    queue.forEachAhead(shape, me.entry, (e) => {
-      ahead++;
-      if (e.priority > me.entry.priority) higher.push(e);
-    });
+    ahead += queue.countAhead(shape, me.entry, (e) => higher.push(e));
   }
-  higher.sort(claimOrder);
-  return { queue_position: ahead + 1, higher_priority_ahead: higher.slice(0, NAMED_AHEAD).map((e) => e.name), higher_priority_ahead_count: higher.length };
+  return { queue_position: ahead + 1, higher_priority_ahead: topK(higher, NAMED_AHEAD, claimOrder).map((e) => e.name), higher_priority_ahead_count: higher.length };
 }
 
 /**

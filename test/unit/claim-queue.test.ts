@@ -75,3 +75,29 @@ describe("ClaimQueue.walk", () => {
     expect(q.shapeCount).toBe(2);
   });
 });
+
+describe("ClaimQueue.countAhead", () => {
+  it("counts a shape's entries before any pivot in claim order, and reports the strictly higher priorities", () => {
+    fc.assert(
+      fc.property(arbTasks, fc.array(fc.nat(), { maxLength: 10 }), (specs, removals) => {
+        const q = new ClaimQueue();
+        const ts = specs.map((s, i) => task(`t${String(i).padStart(3, "0")}`, s));
+        for (const t of ts) q.upsert(t);
+        // Some leave the queue (claimed, cancelled), so the heaps are not freshly built.
+        for (const r of removals) if (ts.length) q.remove(ts[r % ts.length].metadata.name);
+        for (const shape of q.allShapes()) {
+          const names = q.namesOf(shape);
+          const all = names.map((n) => q.locate(n)!.entry);
+          for (const pivot of all) {
+            const higher: string[] = [];
+            const n = q.countAhead(shape, pivot, (e) => higher.push(e.name));
+            const before = all.filter((e) => claimOrder(e, pivot) < 0);
+            expect(n).toBe(before.length);
+            expect(higher.sort()).toEqual(before.filter((e) => e.priority > pivot.priority).map((e) => e.name).sort());
+          }
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
