@@ -120,6 +120,9 @@ type Watcher = {
   stopped: boolean;
 };
 
+/** How long a list decodes rows before it yields to I/O. */
+const LIST_SLICE_MS = 8;
+
 /** Events delivered per turn before yielding to I/O; a turn never ends inside one revision. */
 const DELIVERY_CHUNK = 1000;
 
@@ -224,9 +227,17 @@ export class SqliteStore extends TxnWrites implements Store {
     const match = labelSelectorMatcher(opts.labelSelector);
     const [rows, revision] = this.readTxn(() => [this.st.list.all(kind), this.st.meta.get()!.revision] as const);
     const items: T[] = [];
-    for (const json of rows) {
-      const obj = JSON.parse(json) as T;
+    // The rows are one snapshot; decoding them (15,000 Events for the Event GC, 200,000 Tasks
+    // for a relist) yields to I/O every few milliseconds instead of holding the loop throughout.
+    let sliceStart = performance.now();
+    for (let i = 0; i < rows.length; i++) {
+      const obj = JSON.parse(rows[i]) as T;
       if (match(obj.metadata?.labels)) items.push(obj);
+      if ((i & 255) === 255 && performance.now() - sliceStart >= LIST_SLICE_MS) {
+        await new Promise((resolve) => setImmediate(resolve));
+        this.open();
+        sliceStart = performance.now();
+      }
     }
     return { items, revision };
   }
