@@ -27,7 +27,7 @@ import { HubMetrics, QUEUED_REASON_INDEX, queuedReasonIndex } from "./observabil
 import { ensureSelfSigned } from "./tls/certs.ts";
 import { type LogLevel, logRequests, serverLogOptions } from "./observability/logging.ts";
 import { capacityEntry } from "./scheduler/workers.ts";
-import type { Task, Worker } from "./resources/types.ts";
+import type { Worker } from "./resources/types.ts";
 
 export type HubOptions = {
   dataDir: string;
