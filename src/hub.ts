@@ -132,7 +132,7 @@ export class Hub {
   private constructor(readonly store: Store, readonly cache: Informer, readonly opts: HubOptions) {
     this.leadership = opts.leadership ?? new SoleLeader(`${hostname()}-${process.pid}`);
     setMaxListeners(0, this.stopping); // every waiting long-poll claim listens
-    this.events = new EventRecorder(store, { maxEvents: EVENTS.maxEvents, flushMs: 100, onError: (e) => this.http?.log.warn({ err: e }, "event write failed") });
+    this.events = new EventRecorder(store, { maxEvents: EVENTS.maxEvents, flushMs: 100, onError: (e) => this.http?.log.warn({ err: e }, "event write failed"), onDrop: (reason) => this.metrics.eventDropped(reason), now: opts.now });
     this.metrics = new HubMetrics({
       taskCounts: (index) => cache.indexCounts("Task", index),
       workers: () => cache.list<Worker & StoredObject>("Worker").map((w) => ({ worker: w.metadata.name, ...capacityEntry(this.scheduler.ctx, w) })),

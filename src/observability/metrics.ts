@@ -42,6 +42,7 @@ export class HubMetrics implements SchedulerObserver {
   private readonly passWrites: Counter<"controller">;
   private readonly passErrors: Counter<"controller">;
   private readonly fileRejections: Counter;
+  private readonly eventsDropped: Counter<"reason">;
 
   constructor(sources: MetricSources) {
     const registers = [this.registry];
@@ -55,6 +56,7 @@ export class HubMetrics implements SchedulerObserver {
     this.passSeconds = new Histogram({ name: "loom_reconcile_pass_duration_seconds", help: "Duration of one reconcile of one key, by controller (its count is the number of reconciles).", labelNames: ["controller"], buckets: [0.001, 0.005, 0.025, 0.1, 0.5, 1, 5, 15, 60], registers });
     this.passWrites = new Counter({ name: "loom_reconcile_writes_total", help: "Objects written by reconciles, by controller.", labelNames: ["controller"], registers });
     this.passErrors = new Counter({ name: "loom_reconcile_errors_total", help: "Reconciles that failed (and were retried with backoff), by controller.", labelNames: ["controller"], registers });
+    this.eventsDropped = new Counter({ name: "loom_events_dropped_total", help: "Events not recorded because their reason was over its budget (status and attempts still record what happened), by reason.", labelNames: ["reason"], registers });
     this.fileRejections = new Counter({ name: "loom_gitops_file_rejections_total", help: "Times a watched file was rejected (it did not parse or validate; nothing changed).", registers });
 
     /** A gauge counting tasks by one label, read from an informer index at each scrape (no walk over the tasks). */
@@ -102,6 +104,10 @@ export class HubMetrics implements SchedulerObserver {
 
   fileRejected(): void {
     this.fileRejections.inc();
+  }
+
+  eventDropped(reason: string): void {
+    this.eventsDropped.inc({ reason });
   }
 
   /**

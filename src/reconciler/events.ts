@@ -1,7 +1,9 @@
 // Events: what happened to an object (lease granted, released, expired, requeued, push
 // refused, file rejected), stored as `Event` objects tied to it, kept for a bounded time
 // and count (the Event GC controller, event-gc.ts, drops the rest). Recording never blocks
-// the caller: events are batched into one write.
+// the caller: events are batched into one write. Events explain; they are not the record
+// (a task's status and attempts are), so under pressure each reason gets a budget and what
+// goes past it is counted and dropped rather than slowing the leases it describes.
 import { randomUUID } from "node:crypto";
 import type { Store, StoredObject, TxnOp } from "../store/store.ts";
 import type { LoomEvent } from "../resources/meta.ts";
@@ -18,12 +20,42 @@ export type EventObject = StoredObject & {
   source: { component: string };
 };
 
+/** Events of one reason recorded at most: `burst` at once, refilled at `perSecond`. */
+export type EventBudget = { perSecond: number; burst: number };
+
+/** 50 a second of each reason, after a burst of 500: a 500-task dispatch is told in full. */
+export const DEFAULT_EVENT_BUDGET: EventBudget = { perSecond: 50, burst: 500 };
+
 export type EventRecorderOptions = {
   /** Aggregated Events remembered for counting repeats. */
   maxEvents: number;
   flushMs: number;
   onError?: (e: unknown) => void;
+  /** Per-reason budget (default DEFAULT_EVENT_BUDGET); Infinity in both fields records everything. */
+  budget?: EventBudget;
+  /** Told of each Event dropped for being over its reason's budget. */
+  onDrop?: (reason: string) => void;
+  now?: () => number;
 };
+
+/** A token bucket per reason: the same idea as kube's event spam filter, keyed by reason. */
+class ReasonBudget {
+  private readonly buckets = new Map<string, { tokens: number; at: number }>();
+  constructor(private readonly b: EventBudget, private readonly now: () => number) {}
+
+  take(reason: string): boolean {
+    const t = this.now();
+    let bucket = this.buckets.get(reason);
+    if (!bucket) this.buckets.set(reason, (bucket = { tokens: this.b.burst, at: t }));
+    else {
+      bucket.tokens = Math.min(this.b.burst, bucket.tokens + ((t - bucket.at) / 1000) * this.b.perSecond);
+      bucket.at = t;
+    }
+    if (bucket.tokens < 1) return false;
+    bucket.tokens -= 1;
+    return true;
+  }
+}
 
 /** An Event's own name follows the object's, made safe: a file path is not a valid name. */
 export function eventNameBase(name: string): string {
@@ -39,11 +71,18 @@ export class EventRecorder {
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
   private closed = false;
+  private readonly budget: ReasonBudget;
 
-  constructor(private readonly store: Store, private readonly opts: EventRecorderOptions = { maxEvents: 5000, flushMs: 100 }) {}
+  constructor(private readonly store: Store, private readonly opts: EventRecorderOptions = { maxEvents: 5000, flushMs: 100 }) {
+    this.budget = new ReasonBudget(opts.budget ?? DEFAULT_EVENT_BUDGET, opts.now ?? Date.now);
+  }
 
   record = (e: LoomEvent): void => {
     if (this.closed) return;
+    if (!this.budget.take(e.reason)) {
+      this.opts.onDrop?.(e.reason);
+      return;
+    }
     this.pending.push(e);
     this.timer ??= setTimeout(() => void this.flush(), this.opts.flushMs);
   };

@@ -17,6 +17,7 @@ import Database from "better-sqlite3";
 import { allocationOf, type Allocation } from "../admission/guard.ts";
 import type { LeaseView } from "../admission/view.ts";
 import type { Task } from "../resources/types.ts";
+import { jsonClone } from "../resources/json.ts";
 import { gone } from "./errors.ts";
 import { allocationChange, badRequest, decideOp, guardLease, objectValidator, TxnWrites, type OpView } from "./ops.ts";
 import { labelSelectorMatcher } from "./labels.ts";
@@ -80,6 +81,12 @@ type PendingEvent = {
   json: string;
   /** Its watch lines by type, encoded on first use and shared by every watcher. */
   lines?: Partial<Record<WatchEventType, Buffer>>;
+  /**
+   * The object as this process wrote it, handed to the first pending watcher (the Hub's own
+   * informer) instead of decoding `json` again. Never mutated after the write: callers and
+   * the informer treat stored objects as read-only.
+   */
+  written?: StoredObject;
 };
 
 /** A watch event whose object is decoded on first read: a watcher that skips it never pays for it. */
@@ -90,7 +97,8 @@ class StoredEvent implements WatchEvent {
   readonly type: WatchEventType;
   readonly revision: number;
   readonly json: string;
-  constructor(private readonly e: PendingEvent) {
+  constructor(private readonly e: PendingEvent, decoded?: StoredObject) {
+    this.decoded = decoded;
     this.kind = e.kind;
     this.name = e.name;
     this.type = e.type;
@@ -126,12 +134,16 @@ const LIST_SLICE_MS = 8;
 /** Events delivered per turn before yielding to I/O; a turn never ends inside one revision. */
 const DELIVERY_CHUNK = 1000;
 
+/** Objects kept decoded after their write, for the next write of the same object (see current()). */
+const RECENT_OBJECTS = 4096;
+
 export class SqliteStore extends TxnWrites implements Store {
   readonly backend = "sqlite";
   readonly path: string;
   private readonly db: Database.Database;
   private readonly eventLogLimit: number;
   private readonly watchers = new Set<Watcher>();
+  private readonly recent = new Map<string, { revision: number; object: StoredObject }>();
   private closed = false;
   private readonly validate = objectValidator();
 
@@ -139,6 +151,9 @@ export class SqliteStore extends TxnWrites implements Store {
     meta: Database.Statement<[], Meta>;
     setMeta: Database.Statement<[number, number, number]>;
     get: Database.Statement<[string, string], string>;
+    getRevision: Database.Statement<[string, string], number>;
+    begin: Database.Statement<[]>;
+    commit: Database.Statement<[]>;
     list: Database.Statement<[string], string>;
     insert: Database.Statement<[string, string, string, number]>;
     replace: Database.Statement<[string, number, string, string]>;
@@ -183,6 +198,9 @@ export class SqliteStore extends TxnWrites implements Store {
       meta: db.prepare<[], Meta>("SELECT revision, compacted, event_count FROM meta WHERE id = 1"),
       setMeta: db.prepare("UPDATE meta SET revision = ?, compacted = ?, event_count = ? WHERE id = 1"),
       get: db.prepare<[string, string], string>("SELECT json FROM objects WHERE kind = ? AND name = ?").pluck(),
+      getRevision: db.prepare<[string, string], number>("SELECT revision FROM objects WHERE kind = ? AND name = ?").pluck(),
+      begin: db.prepare("BEGIN IMMEDIATE"),
+      commit: db.prepare("COMMIT"),
       list: db.prepare<[string], string>("SELECT json FROM objects WHERE kind = ? ORDER BY name").pluck(),
       insert: db.prepare("INSERT INTO objects (kind, name, json, revision) VALUES (?, ?, ?, ?)"),
       replace: db.prepare("UPDATE objects SET json = ?, revision = ? WHERE kind = ? AND name = ?"),
@@ -320,7 +338,7 @@ export class SqliteStore extends TxnWrites implements Store {
     if (!Array.isArray(ops)) throw badRequest("txn: ops must be an array");
     if (ops.length === 0) return { results: [], revision: this.st.meta.get()!.revision, durable: Promise.resolve() };
     const opened = !this.db.inTransaction;
-    if (opened) this.db.exec("BEGIN IMMEDIATE");
+    if (opened) this.st.begin.run();
     let out: { results: StoredObject[]; events: PendingEvent[] };
     try {
       // Inside the group's transaction better-sqlite3 runs this as a SAVEPOINT.
@@ -335,6 +353,7 @@ export class SqliteStore extends TxnWrites implements Store {
       return { results, revision: this.st.meta.get()!.revision, durable: Promise.resolve() };
     }
     const revision = events[0].revision;
+    this.remember(events);
     this.publish(events);
     this.checkpointer.written();
     return { results, revision, durable: this.sync.after(revision) };
@@ -350,16 +369,14 @@ export class SqliteStore extends TxnWrites implements Store {
     const now = new Date().toISOString();
 
     const view: OpView = {
-      current: (kind, name) => {
-        const json = this.st.get.get(kind, name);
-        return json === undefined ? undefined : (JSON.parse(json) as StoredObject);
-      },
+      current: (kind, name) => this.current(kind, name),
       allocate: (kind, before, after) => this.allocate(kind, before, after),
     };
     for (const op of ops) {
       const e = decideOp(op, view, now, rv, this.validate);
       if (!e) continue;
-      results.push(e.result);
+      // The stored object stays this process's (current(), the informer); the caller gets its own copy.
+      results.push(jsonClone(e.result));
       const { kind, name } = e;
       if (e.type === "DELETED") {
         this.st.del.run(kind, name);
@@ -372,7 +389,7 @@ export class SqliteStore extends TxnWrites implements Store {
       const json = JSON.stringify(e.stored);
       if (e.type === "ADDED") this.st.insert.run(kind, name, json, rev);
       else this.st.replace.run(json, rev, kind, name);
-      events.push({ revision: rev, kind, name, type: e.type, json });
+      events.push({ revision: rev, kind, name, type: e.type, json, written: e.stored ?? undefined });
     }
 
     if (events.length === 0) return { results, events };
@@ -388,6 +405,33 @@ export class SqliteStore extends TxnWrites implements Store {
     }
     this.st.setMeta.run(rev, compacted, count);
     return { results, events };
+  }
+
+  /**
+   * The stored object, as a transaction reads it. The last objects this process wrote are
+   * kept decoded (a lease's claim, start and complete write one Task three times), and used
+   * only while their row still holds the revision they were written at: a write by another
+   * process, or a rolled-back savepoint, leaves the row at another revision and the row wins.
+   */
+  private current(kind: string, name: string): StoredObject | undefined {
+    const key = `${kind}/${name}`;
+    const hit = this.recent.get(key);
+    if (hit !== undefined && this.st.getRevision.get(kind, name) === hit.revision) return hit.object;
+    const json = this.st.get.get(kind, name);
+    return json === undefined ? undefined : (JSON.parse(json) as StoredObject);
+  }
+
+  /** Remember what a committed write stored (see current()); a bounded map in last-written order. */
+  private remember(events: PendingEvent[]): void {
+    for (const e of events) {
+      const key = `${e.kind}/${e.name}`;
+      this.recent.delete(key);
+      if (e.type !== "DELETED" && e.written) this.recent.set(key, { revision: e.revision, object: e.written });
+    }
+    for (const key of this.recent.keys()) {
+      if (this.recent.size <= RECENT_OBJECTS) break;
+      this.recent.delete(key);
+    }
   }
 
   /**
@@ -463,7 +507,7 @@ export class SqliteStore extends TxnWrites implements Store {
   /** Applied events go to pending watchers now, and to the others once durable. */
   /** Commit the open group (its writes reach the WAL file; the flush that follows makes them durable). */
   private commitGroup(): void {
-    if (this.db.inTransaction) this.db.exec("COMMIT");
+    if (this.db.inTransaction) this.st.commit.run();
   }
 
   private publish(events: PendingEvent[]): void {
@@ -508,8 +552,11 @@ export class SqliteStore extends TxnWrites implements Store {
       delivered++;
       lastRev = e.revision;
       try {
-        // Parsed per watcher: no two consumers ever share (and could mutate) one object.
-        w.cb(new StoredEvent(e));
+        // Decoded per watcher, so no two consumers share (and could mutate) one object; only
+        // the Hub's own informer (the pending watcher) takes the object as written.
+        const written = w.pending ? e.written : undefined;
+        if (written) e.written = undefined;
+        w.cb(new StoredEvent(e, written));
       } catch (err) {
         console.error(`store watch callback failed at revision ${e.revision}:`, err);
       }
