@@ -30,9 +30,11 @@ export const MAX_SKIPPED_SHAPES = 2048;
  * a shape that does not fit is not asked again in this claim, since each pick only adds a
  * lease and so can only make the next fit harder.
  */
-export function pickForWorker(queue: ClaimQueue, ctx: SchedulerContext, worker: Worker, limit: number): { picks: { task: Task; decision: Decision }[]; view: WorkerView } {
+export type Pick = { task: Task; decision: Decision; lease: LeaseView };
+
+export function pickForWorker(queue: ClaimQueue, ctx: SchedulerContext, worker: Worker, limit: number): { picks: Pick[]; view: WorkerView } {
   let view = ctx.workerView(worker);
-  const picks: { task: Task; decision: Decision }[] = [];
+  const picks: Pick[] = [];
   const walk = queue.walk(view.capabilities);
   try {
     let skipped = 0;
@@ -40,7 +42,8 @@ export function pickForWorker(queue: ClaimQueue, ctx: SchedulerContext, worker: 
       const next = walk.next();
       if (!next) break;
       const task = ctx.task(next.entry.name);
-      if (!task || !isQueued(task.status?.state ?? "queued")) {
+      // Gone, no longer queued, or held by a decision whose commit is in flight.
+      if (!task || !isQueued(task.status?.state ?? "queued") || ctx.isAssumed(task.metadata.name)) {
         walk.take();
         continue;
       }
@@ -51,8 +54,9 @@ export function pickForWorker(queue: ClaimQueue, ctx: SchedulerContext, worker: 
         continue;
       }
       walk.take();
-      picks.push({ task, decision: admit(tv, view) });
-      view = withLease(view, { task: tv.name, placement: tv.placement, reservation: tv.requests });
+      const lease: LeaseView = { task: tv.name, placement: tv.placement, reservation: tv.requests };
+      picks.push({ task, decision: admit(tv, view), lease });
+      view = withLease(view, lease);
     }
   } finally {
     walk.close();

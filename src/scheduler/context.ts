@@ -1,11 +1,11 @@
 // What every scheduler operation shares: the store (truth), the informer (reads), the
 // liveness table, the clock, one mutex for state changes, and a wake-up for long-polls.
 import { AsyncLocalStorage } from "node:async_hooks";
-import { leaseView, workerView, type WorkerView } from "../admission/index.ts";
+import { leaseView, workerView, type LeaseView, type WorkerView } from "../admission/index.ts";
 import { isActive, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
 import { isStoreError } from "../store/errors.ts";
-import type { Applied, Store, StoredObject, TxnOp } from "../store/store.ts";
+import type { Applied, Known, Store, StoredObject, TxnOp } from "../store/store.ts";
 import { HubError } from "./errors.ts";
 import { Liveness } from "./liveness.ts";
 import { Mutex } from "./mutex.ts";
@@ -53,6 +53,13 @@ export class SchedulerContext {
   readonly recordEvent: (e: LoomEvent) => void;
   readonly observer: SchedulerObserver;
   readonly now: () => number;
+  /**
+   * Leases decided and not yet in the informer, by task (kube-scheduler's assume): a claim
+   * commits outside the lock, so the decisions made meanwhile must count what it holds.
+   */
+  private readonly assumed = new Map<string, { worker: string; lease: LeaseView }>();
+  /** The informer's copy of an object: what the store may decide on instead of reading it. */
+  private readonly known: Known = (kind, name) => (this.cache.caches(kind) ? (this.cache.get(kind, name) ?? null) : undefined);
 
   constructor(
     readonly store: Store,
@@ -89,14 +96,40 @@ export class SchedulerContext {
    * the stored nomination holding it, if any (one index lookup).
    */
   workerView(w: Worker): WorkerView {
-    const leases = this.activeTasksOn(w.metadata.name).map(leaseView).filter((l) => l !== undefined);
     const name = w.metadata.name;
+    const leases = this.activeTasksOn(name).map(leaseView).filter((l) => l !== undefined);
+    if (this.assumed.size > 0)
+      for (const [task, a] of this.assumed) if (a.worker === name && !leases.some((l) => l.task === task)) leases.push(a.lease);
     const v = workerView(w, leases, {
       ready: this.liveness.ready(name, this.now()),
       reported_active: this.liveness.get(name)?.reportedActive ?? 0,
     });
     const n = storedNominee(this, v, this.now());
     return n ? { ...v, nominee: n } : v;
+  }
+
+  /** A decision in flight holds this task (see assume()). */
+  isAssumed(task: string): boolean {
+    return this.assumed.has(task);
+  }
+
+  /**
+   * Count these leases in every decision until `release()`: called under the lock by a
+   * decision whose commit runs after the lock is released, and released once the commit has
+   * reached the informer (or failed).
+   */
+  assume(worker: string, leases: readonly LeaseView[]): { release(): void } {
+    for (const l of leases) this.assumed.set(l.task, { worker, lease: l });
+    return {
+      release: () => {
+        for (const l of leases) if (this.assumed.get(l.task)?.worker === worker) this.assumed.delete(l.task);
+      },
+    };
+  }
+
+  /** Run a decision alone (no other decision or locked() step in between); it must not touch the store. */
+  decide<R>(fn: () => R): Promise<R> {
+    return this.mutex.run(async () => fn());
   }
 
   /**
@@ -124,7 +157,7 @@ export class SchedulerContext {
     const observed = (e?: unknown) => this.observer.commit((performance.now() - started) / 1000, ops.length, e);
     let applied: Applied;
     try {
-      applied = await this.store.apply(ops);
+      applied = await this.store.apply(ops, { known: this.known });
       await this.cache.waitForRevision(applied.revision);
     } catch (e) {
       observed(e);
@@ -161,26 +194,26 @@ export class SchedulerContext {
   }
 
   /**
-   * Read-modify-write of one task's status under the lock. `fn` returns the new status,
-   * or undefined to write nothing. A conflict (someone wrote in between) retries on fresh data.
+   * Read-modify-write of one task's status. `fn` returns the new status, or undefined to
+   * write nothing. It takes no lock: the store's precondition on the task's resourceVersion
+   * keeps it exact, and a Conflict (someone wrote in between) retries on fresh data. A
+   * decision made meanwhile sees the task as it was, which only ever holds more back.
    */
   async updateTask<R>(name: string, fn: (t: Task) => { status?: TaskStatus; result: R }): Promise<R> {
-    return this.locked(async () => {
-      for (let i = 0; ; i++) {
-        const t = this.task(name);
-        if (!t) throw new HubError(404, "task_not_found", { task_id: name });
-        const { status, result } = fn(t);
-        if (!status) return result;
-        try {
-          await this.commit([{ op: "updateStatus", object: { ...t, status } }]);
-          return result;
-        } catch (e) {
-          if (!isStoreError(e, "Conflict") || i >= 3) throw e;
-          const fresh = await this.store.get("Task", name);
-          if (fresh) await this.cache.waitForRevision(Number(fresh.metadata.resourceVersion));
-        }
+    for (let i = 0; ; i++) {
+      const t = this.task(name);
+      if (!t) throw new HubError(404, "task_not_found", { task_id: name });
+      const { status, result } = fn(t);
+      if (!status) return result;
+      try {
+        await this.commit([{ op: "updateStatus", object: { ...t, status } }]);
+        return result;
+      } catch (e) {
+        if (!isStoreError(e, "Conflict") || i >= 7) throw e;
+        const fresh = await this.store.get("Task", name);
+        if (fresh) await this.cache.waitForRevision(Number(fresh.metadata.resourceVersion));
       }
-    });
+    }
   }
 
   /** Resolves on the next change that could make work admissible, or after ms. */

@@ -4,7 +4,8 @@
 import { isActive, isKind } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
 import type { Store } from "../store/store.ts";
-import { claimedTask, commitLeases, newBatchId, pickForWorker, requireWorker } from "./claim.ts";
+import { isStoreError } from "../store/errors.ts";
+import { claimedTask, commitLeases, newBatchId, pickForWorker, requireWorker, type Leased } from "./claim.ts";
 import { SchedulerContext, type SchedulerDeps, type SchedulerOptions } from "./context.ts";
 import { checkRequest, HubError } from "./errors.ts";
 import { ClaimQueue } from "./queue.ts";
@@ -45,6 +46,33 @@ export class Scheduler {
     this.ctx.wake();
   }
 
+  /**
+   * Decide under the lock, commit outside it (assume, then bind): the picks are counted by
+   * every other decision until their write reaches the informer, so other claims decide
+   * while this commit is in flight. A commit that loses a race (another replica's write, or
+   * one the informer had not shown yet) decides again on caught-up state; a claim that loses
+   * every race leases nothing and answers with no tasks, never with a Conflict.
+   */
+  private async grant(workerId: string, limit: number, leaseSeconds: number): Promise<Leased[]> {
+    for (let attempt = 1; ; attempt++) {
+      const { worker, picks, hold } = await this.ctx.decide(() => {
+        const worker = requireWorker(this.ctx, workerId);
+        // Admission's concurrency check stops the batch at the worker's limit; `limit` caps it for the Runner.
+        const { picks } = pickForWorker(this.queue, this.ctx, worker, limit);
+        return { worker, picks, hold: this.ctx.assume(worker.metadata.name, picks.map((p) => p.lease)) };
+      });
+      try {
+        return await commitLeases(this.ctx, worker, picks, { mode: "pull", leaseSeconds });
+      } catch (e) {
+        if (!isStoreError(e, "Conflict")) throw e;
+        if (attempt >= CLAIM_ATTEMPTS) return [];
+        await this.ctx.caughtUp();
+      } finally {
+        hold.release();
+      }
+    }
+  }
+
   /** POST /api/tasks/claim: lease up to `limit` tasks, long-polling up to wait_seconds for work. */
   async claim(body: Record<string, unknown>, signal?: AbortSignal) {
     const workerId = body.worker_id;
@@ -57,32 +85,22 @@ export class Scheduler {
     for (;;) {
       this.ctx.liveness.touch(workerId, this.ctx.now());
       const started = performance.now();
-      const reply = await this.ctx.locked(async () => {
-        // Decide on the latest state; a task that changed under the decision anyway (another
-        // replica, a write that raced the informer) is a Conflict, and the claim decides again.
-        const leased = await this.ctx.retryOnConflict(() => {
-          const worker = requireWorker(this.ctx, workerId);
-          // Admission's concurrency check stops the batch at the worker's limit; `limit` caps it for the Runner.
-          const { picks } = pickForWorker(this.queue, this.ctx, worker, limit);
-          return commitLeases(this.ctx, worker, picks, { mode: "pull", leaseSeconds });
-        });
-        const worker = requireWorker(this.ctx, workerId);
-        const batch = leased.length ? { id: newBatchId(), size: leased.length } : undefined;
-        const fresh = this.ctx.worker(workerId) ?? worker;
-        const s = effectiveSettings(fresh);
-        const e = capacityEntry(this.ctx, fresh);
-        return {
-          tasks: leased.map((l) => claimedTask(l, s, batch)),
-          desired_concurrency: s.desired_concurrency,
-          max_concurrency: s.max_concurrency,
-          initial_concurrency: s.initial_concurrency,
-          concurrency_policy: s.concurrency_policy,
-          active_count: e.active_count,
-          resource_capacity: e.capacity,
-          reserved_resources: e.reserved,
-          available_resources: e.available,
-        };
-      });
+      const leased = await this.grant(workerId, limit, leaseSeconds);
+      const worker = requireWorker(this.ctx, workerId);
+      const batch = leased.length ? { id: newBatchId(), size: leased.length } : undefined;
+      const s = effectiveSettings(worker);
+      const e = capacityEntry(this.ctx, worker);
+      const reply = {
+        tasks: leased.map((l) => claimedTask(l, s, batch)),
+        desired_concurrency: s.desired_concurrency,
+        max_concurrency: s.max_concurrency,
+        initial_concurrency: s.initial_concurrency,
+        concurrency_policy: s.concurrency_policy,
+        active_count: e.active_count,
+        resource_capacity: e.capacity,
+        reserved_resources: e.reserved,
+        available_resources: e.available,
+      };
       this.ctx.observer.claim((performance.now() - started) / 1000, reply.tasks.length);
       const remaining = deadline - this.ctx.now();
       if (reply.tasks.length || remaining <= 0 || signal?.aborted) return reply;
@@ -91,6 +109,9 @@ export class Scheduler {
     }
   }
 }
+
+/** Decisions one claim makes before it answers with nothing, when every commit lost a race. */
+const CLAIM_ATTEMPTS = 5;
 
 export function intIn(v: unknown, min: number, max: number, dflt: number, field: string): number {
   if (v === undefined || v === null) return dflt;

@@ -125,6 +125,11 @@ export class Informer {
     return this.kindMap(kind).get(name);
   }
 
+  /** Whether this informer caches `kind` at all. */
+  caches(kind: string): boolean {
+    return this.objects.has(kind);
+  }
+
   /** The cached objects of a kind, sorted by name (the store's list order). */
   list<K extends Kind>(kind: K): ObjectOf<K>[];
   list<T extends StoredObject = StoredObject>(kind: string): T[];

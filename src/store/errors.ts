@@ -2,7 +2,7 @@
 // every field cause, so the API and the CLI can report them without parsing strings.
 import type { FieldError } from "../resources/validate.ts";
 
-export type StatusReason = "NotFound" | "AlreadyExists" | "Conflict" | "Invalid" | "Gone" | "BadRequest";
+export type StatusReason = "NotFound" | "AlreadyExists" | "Conflict" | "Invalid" | "Gone" | "BadRequest" | "RequestEntityTooLarge";
 
 export class StoreError extends Error {
   constructor(readonly reason: StatusReason, readonly code: number, message: string, readonly causes: FieldError[] = []) {
@@ -19,6 +19,8 @@ export const invalid = (kind: string, name: string, causes: FieldError[]) =>
   new StoreError("Invalid", 422, `${kind} "${name}" is invalid: ${causes.map((c) => `${c.field}: ${c.message}`).join("; ")}`, causes);
 export const gone = (from: number, oldest?: number) =>
   new StoreError("Gone", 410, `too old resource version: ${from}${oldest === undefined ? " (compacted)" : ` (oldest available is ${oldest})`}; list again and watch from the new revision`);
+
+export const tooLarge = (message: string) => new StoreError("RequestEntityTooLarge", 413, message);
 
 export const isStoreError = (e: unknown, reason?: StatusReason): e is StoreError =>
   e instanceof StoreError && (reason === undefined || e.reason === reason);

@@ -22,10 +22,11 @@
 // A committed Txn is durable on a quorum, so `durable` is resolved when apply() resolves.
 import { Etcd3, type IKeyValue, type IOptions, type IRequestOp, type Watcher } from "etcd3";
 import type { LeaseView } from "../admission/view.ts";
-import { conflict, gone, StoreError } from "./errors.ts";
+import { jsonClone } from "../resources/json.ts";
+import { conflict, gone, StoreError, tooLarge } from "./errors.ts";
 import { labelSelectorMatcher } from "./labels.ts";
 import { allocationChange, badRequest, decideOp, guardLease, objectValidator, TxnWrites, type OpView } from "./ops.ts";
-import type { Applied, ListOptions, ListResult, Store, StoredObject, TxnOp, WatchEvent, WatchEventType, WatchHandle, WatchOptions } from "./store.ts";
+import type { Applied, ApplyOptions, Known, ListOptions, ListResult, Store, StoredObject, TxnOp, WatchEvent, WatchEventType, WatchHandle, WatchOptions } from "./store.ts";
 
 export type EtcdStoreOptions = {
   endpoints: string[];
@@ -36,12 +37,23 @@ export type EtcdStoreOptions = {
   auth?: { username: string; password: string };
   /** Attempts of one write that keeps losing races before it is reported as Conflict. Default 64. */
   maxAttempts?: number;
+  /** The etcd server's --max-txn-ops (default 128, etcd's own default). */
+  maxTxnOps?: number;
+  /** The etcd server's --max-request-bytes (default 1.5 MiB, etcd's own default). */
+  maxRequestBytes?: number;
 };
 
 /** Thrown by a decision that needs keys not read yet: read them and decide that op again. */
 class NeedKeys extends Error {
   constructor(readonly keys: string[]) {
     super("keys not read yet");
+  }
+}
+
+/** Thrown when a decision made on copies failed: decide again on what etcd holds. */
+class Stale extends Error {
+  constructor() {
+    super("decided on stale copies");
   }
 }
 
@@ -58,10 +70,23 @@ const READ_BATCH = 100;
  */
 const LIST_PAGE = 500;
 const MAX_REPLY_BYTES = 64 * 1024 * 1024;
-const tooLarge = (e: unknown) => /RESOURCE_EXHAUSTED|larger than max/.test(String((e as Error)?.message ?? e));
+const replyTooLarge = (e: unknown) => /RESOURCE_EXHAUSTED|larger than max/.test(String((e as Error)?.message ?? e));
 
-type Entry = { value?: string; mod: number };
-type Plan = { results: StoredObject[]; reads: Map<string, Entry>; writes: IRequestOp[] };
+/**
+ * One key a transaction depends on: its value (raw, or already decoded) at mod_revision
+ * `mod` (0: absent). `assumed`: taken from the caller's copy or this store's memory, not
+ * read from etcd in this attempt, so the compare at commit is what vouches for it.
+ */
+type Entry = { value?: string; obj?: StoredObject; mod: number; assumed?: boolean };
+type Plan = { results: StoredObject[]; reads: Map<string, Entry>; writes: IRequestOp[]; allocationsWritten: [string, string | undefined][] };
+
+/** etcd's defaults: --max-txn-ops 128 and --max-request-bytes 1.5 MiB. */
+export const ETCD_DEFAULT_MAX_TXN_OPS = 128;
+export const ETCD_DEFAULT_MAX_REQUEST_BYTES = 1.5 * 1024 * 1024;
+/** Room left in a request for what is not a key or a value (compares, framing). */
+const REQUEST_OVERHEAD = 64 * 1024;
+/** Keys a write may add to a Txn besides its object's: the revision key, a worker and its allocation key, and a moved lease's old ones. */
+const KEYS_BESIDE_OBJECTS = 8;
 
 export class EtcdStore extends TxnWrites implements Store {
   readonly backend = "etcd";
@@ -69,6 +94,15 @@ export class EtcdStore extends TxnWrites implements Store {
   private readonly client: Etcd3;
   private readonly validate = objectValidator();
   private readonly maxAttempts: number;
+  private readonly maxTxnOps: number;
+  private readonly maxRequestBytes: number;
+  readonly maxWritesPerTxn: number;
+  /**
+   * The allocation keys as this store last wrote or read them (value and mod_revision): a
+   * lease write compares against them instead of reading first. Another replica's write
+   * makes the compare fail, and the key is read again.
+   */
+  private readonly allocations = new Map<string, Entry>();
   private readonly watchers = new Set<Watcher>();
   private closed = false;
   /** The revision this store's first key was written at; nothing of it is older. */
@@ -79,6 +113,10 @@ export class EtcdStore extends TxnWrites implements Store {
     if (!opts.endpoints?.length) throw new Error("etcd store: at least one endpoint is needed");
     this.prefix = normalizePrefix(opts.prefix ?? "/loom");
     this.maxAttempts = opts.maxAttempts ?? 64;
+    this.maxTxnOps = opts.maxTxnOps ?? ETCD_DEFAULT_MAX_TXN_OPS;
+    this.maxRequestBytes = opts.maxRequestBytes ?? ETCD_DEFAULT_MAX_REQUEST_BYTES;
+    if (!Number.isInteger(this.maxTxnOps) || this.maxTxnOps < 16) throw new Error(`etcd store: maxTxnOps must be an integer of at least 16, got ${opts.maxTxnOps}`);
+    this.maxWritesPerTxn = this.maxTxnOps - KEYS_BESIDE_OBJECTS;
     const options: IOptions = { hosts: opts.endpoints, dialTimeout: 5000, grpcOptions: { "grpc.max_receive_message_length": MAX_REPLY_BYTES } };
     if (opts.tls) options.credentials = { rootCertificate: opts.tls.ca, privateKey: opts.tls.key, certChain: opts.tls.cert };
     if (opts.auth) options.auth = opts.auth;
@@ -160,7 +198,7 @@ export class EtcdStore extends TxnWrites implements Store {
       try {
         next = await this.client.kv.range({ key: Buffer.concat([last, Buffer.from([0])]), range_end: end, limit, revision: snapshot });
       } catch (e) {
-        if (!tooLarge(e) || limit === 1) throw e;
+        if (!replyTooLarge(e) || limit === 1) throw e;
         limit = Math.max(1, limit >> 1);
         continue;
       }
@@ -179,14 +217,28 @@ export class EtcdStore extends TxnWrites implements Store {
 
   // ---- writes ------------------------------------------------------------------------
 
-  async apply(ops: TxnOp[]): Promise<Applied> {
+  /**
+   * Decide and commit in one Txn. The first attempt decides on what the caller knows (its
+   * informer) and on the allocation keys this store last wrote or read, so an uncontended
+   * write is a single round trip; the Txn compares every one of those, and when one has
+   * moved the next attempt reads everything it depends on from etcd.
+   */
+  async apply(ops: TxnOp[], opts: ApplyOptions = {}): Promise<Applied> {
     this.open();
     if (!Array.isArray(ops)) throw badRequest("txn: ops must be an array");
     for (let attempt = 1; ; attempt++) {
-      const plan = await this.plan(ops);
+      const optimistic = attempt === 1;
+      let plan: Plan;
+      try {
+        plan = await this.plan(ops, optimistic ? opts.known : undefined, optimistic);
+      } catch (e) {
+        if (e instanceof Stale) continue;
+        throw e;
+      }
       if (plan.writes.length === 0) return { results: plan.results, revision: await this.revision(), durable: Promise.resolve() };
       const compare = [...plan.reads].map(([key, e]) => ({ key: Buffer.from(key), target: "Mod" as const, result: "Equal" as const, mod_revision: e.mod }));
       const writes = [...plan.writes, { request_put: { key: Buffer.from(this.revisionKey), value: Buffer.from("") } }];
+      this.checkSize(ops.length, compare.length, writes);
       let res;
       try {
         res = await this.client.kv.txn({ compare, success: writes });
@@ -196,43 +248,77 @@ export class EtcdStore extends TxnWrites implements Store {
       if (res.succeeded) {
         const rv = res.header.revision;
         for (const o of plan.results) if (o.metadata.resourceVersion === PENDING_RV) o.metadata.resourceVersion = rv;
+        for (const [key, value] of plan.allocationsWritten) this.allocations.set(key, { value, mod: Number(rv) });
         return { results: plan.results, revision: Number(rv), durable: Promise.resolve() };
       }
-      // Something read changed before the commit: decide again on fresh data.
+      // Something read changed before the commit: forget what this store remembered of it
+      // and decide again on fresh data.
+      for (const key of plan.reads.keys()) this.allocations.delete(key);
       if (attempt >= this.maxAttempts) {
         const first = ops.find((o) => o && typeof o === "object");
         const [kind, name] = first ? opKindName(first) : ["object", "?"];
         throw conflict(kind, name, `lost ${attempt} races with concurrent writers; try again`);
       }
-      await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, attempt * 2)));
+      if (attempt > 1) await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, attempt * 2)));
     }
+  }
+
+  /** Refuse, before sending, a Txn that etcd's limits would refuse. */
+  private checkSize(ops: number, compares: number, writes: IRequestOp[]): void {
+    const count = Math.max(compares, writes.length);
+    if (count > this.maxTxnOps)
+      throw tooLarge(`a transaction of ${ops} writes needs ${count} etcd operations, more than etcd's --max-txn-ops (${this.maxTxnOps}); write at most ${this.maxWritesPerTxn} objects per transaction`);
+    let bytes = 0;
+    for (const w of writes) bytes += (w.request_put?.key?.length ?? 0) + (w.request_put?.value?.length ?? 0) + 16;
+    if (bytes > this.maxRequestBytes - REQUEST_OVERHEAD)
+      throw tooLarge(`a transaction of ${ops} writes is ${bytes} bytes, more than etcd's --max-request-bytes (${this.maxRequestBytes}) allows`);
   }
 
   /**
    * Decide every op on a consistent view: what was read (with its mod_revision, to compare
    * at commit) plus what earlier ops of this transaction wrote. Throws for a real failure.
+   * `known` (the caller's copies) and the remembered allocation keys stand in for reads when
+   * `optimistic`; an op whose outcome rests on them fails only after a real read agrees.
    */
-  private async plan(ops: TxnOp[]): Promise<Plan> {
+  private async plan(ops: TxnOp[], known: Known | undefined, optimistic: boolean): Promise<Plan> {
     const reads = new Map<string, Entry>();
     const objects = new Map<string, StoredObject | null>();
     const allocations = new Map<string, Map<string, LeaseView>>();
     const results: StoredObject[] = [];
     const now = new Date().toISOString();
 
-    await this.read(reads, ops.map((op) => (op && typeof op === "object" ? this.objectKey(...opKindName(op)) : "")));
+    const keyOf = (op: TxnOp) => (op && typeof op === "object" ? this.objectKey(...opKindName(op)) : "");
+    if (known) {
+      for (const op of ops) {
+        if (!op || typeof op !== "object") continue;
+        const [kind, name] = opKindName(op);
+        const obj = known(kind, name);
+        if (obj === undefined) continue;
+        const mod = obj ? Number(obj.metadata.resourceVersion) : 0;
+        if (!obj || Number.isSafeInteger(mod)) reads.set(this.objectKey(kind, name), { obj: obj ?? undefined, mod, assumed: true });
+      }
+    }
+    await this.read(reads, ops.map(keyOf));
     const current = (key: string): StoredObject | undefined => {
       if (objects.has(key)) return objects.get(key) ?? undefined;
       const e = reads.get(key);
       if (!e) throw new NeedKeys([key]);
-      return e.value === undefined ? undefined : parseStored(e.value, e.mod);
+      if (e.obj !== undefined || e.value === undefined) return e.obj;
+      return (e.obj = parseStored(e.value, e.mod));
     };
     /** A worker's lease set as this transaction sees it; its keys must have been read. */
     const leasesOf = (worker: string): Map<string, LeaseView> => {
       let m = allocations.get(worker);
       if (m) return m;
       const key = this.allocationKey(worker);
+      const workerKey = this.objectKey("Worker", worker);
+      if (optimistic && !reads.has(key) && this.allocations.has(key)) reads.set(key, { ...this.allocations.get(key)!, assumed: true });
+      if (optimistic && known && !reads.has(workerKey)) {
+        const w = known("Worker", worker);
+        if (w) reads.set(workerKey, { obj: w, mod: Number(w.metadata.resourceVersion), assumed: true });
+      }
       const e = reads.get(key);
-      if (!e || !reads.has(this.objectKey("Worker", worker))) throw new NeedKeys([key, this.objectKey("Worker", worker)]);
+      if (!e || !reads.has(workerKey)) throw new NeedKeys([key, workerKey]);
       allocations.set(worker, (m = new Map(e.value ? (Object.entries(JSON.parse(e.value)) as [string, LeaseView][]) : [])));
       return m;
     };
@@ -256,27 +342,44 @@ export class EtcdStore extends TxnWrites implements Store {
           const e = decideOp(op, view, now, PENDING_RV, this.validate);
           if (e) {
             objects.set(this.objectKey(e.kind, e.name), e.stored);
-            results.push(e.result);
+            // A deleted object is returned as it was: the caller's own copy, never a shared one.
+            results.push(e.type === "DELETED" ? jsonClone(e.result) : e.result);
           }
           break;
         } catch (err) {
-          if (!(err instanceof NeedKeys)) throw err;
-          await this.read(reads, err.keys);
+          if (err instanceof NeedKeys) {
+            await this.read(reads, err.keys);
+            continue;
+          }
+          // A refusal decided on copies may be a stale copy's: only etcd's own answer counts.
+          if (optimistic && [...reads.values()].some((r) => r.assumed)) throw new Stale();
+          throw err;
         }
       }
     }
 
     const writes: IRequestOp[] = [];
     for (const [key, obj] of objects) {
+      const was = reads.get(key);
       if (obj) writes.push({ request_put: { key: Buffer.from(key), value: Buffer.from(toStored(obj)) } });
-      else if (reads.get(key)?.value !== undefined) writes.push({ request_delete_range: { key: Buffer.from(key) } });
+      else if (was && (was.obj !== undefined || was.value !== undefined)) writes.push({ request_delete_range: { key: Buffer.from(key) } });
     }
+    // A check-only transaction decided on copies proves nothing: read for real.
+    if (writes.length === 0 && optimistic && [...reads.values()].some((r) => r.assumed)) throw new Stale();
+    const allocationsWritten: [string, string | undefined][] = [];
     for (const [worker, held] of allocations) {
-      const key = Buffer.from(this.allocationKey(worker));
-      if (held.size > 0) writes.push({ request_put: { key, value: Buffer.from(JSON.stringify(Object.fromEntries(held))) } });
-      else if (reads.get(this.allocationKey(worker))?.value !== undefined) writes.push({ request_delete_range: { key } });
+      const name = this.allocationKey(worker);
+      const key = Buffer.from(name);
+      if (held.size > 0) {
+        const value = JSON.stringify(Object.fromEntries(held));
+        writes.push({ request_put: { key, value: Buffer.from(value) } });
+        allocationsWritten.push([name, value]);
+      } else if (reads.get(name)?.value !== undefined) {
+        writes.push({ request_delete_range: { key } });
+        allocationsWritten.push([name, undefined]);
+      }
     }
-    return { results, reads, writes };
+    return { results, reads, writes, allocationsWritten };
   }
 
   /** Read the keys not read yet, each batch in one snapshot. */

@@ -9,7 +9,7 @@ import { loadCrds } from "../resources/crds.ts";
 import { jsonClone, jsonEqual } from "../resources/json.ts";
 import { validateMetadata, validateObject, validateStatus } from "../resources/validate.ts";
 import { alreadyExists, conflict, invalid, notFound, StoreError } from "./errors.ts";
-import type { Applied, StoredObject, TxnOp, WatchEventType } from "./store.ts";
+import type { Applied, ApplyOptions, StoredObject, TxnOp, WatchEventType } from "./store.ts";
 
 export const badRequest = (message: string) => new StoreError("BadRequest", 400, message);
 
@@ -132,7 +132,8 @@ export function guardLease(worker: StoredObject | undefined, now: Allocation, he
 
 /** The single-object writes, each one txn: what every backend offers on top of apply(). */
 export abstract class TxnWrites {
-  abstract apply(ops: TxnOp[]): Promise<Applied>;
+  abstract apply(ops: TxnOp[], opts?: ApplyOptions): Promise<Applied>;
+  abstract readonly maxWritesPerTxn: number;
 
   /** Resolves once the commit is durable, with the written objects in op order (each of its op's kind, so of type T). */
   async txn<T extends StoredObject = StoredObject>(ops: TxnOp<T>[]): Promise<T[]> {
@@ -156,6 +157,14 @@ export abstract class TxnWrites {
   async delete<T extends StoredObject = StoredObject>(kind: string, name: string, opts: { resourceVersion?: string } = {}): Promise<T> {
     return (await this.txn([{ op: "delete", kind, name, resourceVersion: opts.resourceVersion }]))[0] as T;
   }
+}
+
+/** Split `items` into chunks of at most `size` (a store's maxWritesPerTxn, capped by what the caller wants per commit). */
+export function chunks<T>(items: readonly T[], size: number): T[][] {
+  const n = Math.max(1, Math.floor(size));
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += n) out.push(items.slice(i, i + n));
+  return out;
 }
 
 /** What a backend shows decideOp(): the objects as this transaction sees them, and its lease guard. */

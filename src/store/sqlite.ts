@@ -139,6 +139,8 @@ const RECENT_OBJECTS = 4096;
 
 export class SqliteStore extends TxnWrites implements Store {
   readonly backend = "sqlite";
+  /** One SQLite transaction holds any number of writes. */
+  readonly maxWritesPerTxn = Number.POSITIVE_INFINITY;
   readonly path: string;
   private readonly db: Database.Database;
   private readonly eventLogLimit: number;

@@ -69,6 +69,17 @@ export type WatchOptions = {
   onError?: (e: Error) => void;
 };
 
+/**
+ * What a caller believes is stored, for a backend that would otherwise read before writing
+ * (etcd): the object as the caller last saw it (its informer's copy, with its
+ * resourceVersion), null when it believes there is none, or undefined when it does not
+ * know (a kind it does not follow). A backend may decide on it
+ * instead of reading, and then commits only if every such object is still current, reading
+ * for real and deciding again otherwise; the outcome is the same as without it.
+ */
+export type Known = (kind: string, name: string) => StoredObject | null | undefined;
+export type ApplyOptions = { known?: Known };
+
 /** A write that has been applied: visible to this process, durable once `durable` resolves. */
 export type Applied = { results: StoredObject[]; revision: number; durable: Promise<void> };
 
@@ -106,7 +117,13 @@ export interface Store {
    * watchers, with a promise for its durability. Writes that arrive while an earlier one is
    * being made durable share its successor's flush (group commit).
    */
-  apply(ops: TxnOp[]): Promise<Applied>;
+  apply(ops: TxnOp[], opts?: ApplyOptions): Promise<Applied>;
+  /**
+   * The most objects one transaction may write on this backend (etcd refuses a Txn of more
+   * than its --max-txn-ops). Callers split larger batches where atomicity allows; a larger
+   * transaction fails with RequestEntityTooLarge (413) and changes nothing.
+   */
+  readonly maxWritesPerTxn: number;
   /** The revision of the last commit. */
   revision(): Promise<number>;
   /**
