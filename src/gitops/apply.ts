@@ -5,6 +5,7 @@
 import type { InputError } from "../resources/input-errors.ts";
 import { isActive, isQueued } from "../resources/types.ts";
 import { isStoreError } from "../store/errors.ts";
+import { chunks } from "../store/ops.ts";
 import { jsonEqual } from "../resources/json.ts";
 import type { Store, StoredObject, TxnOp } from "../store/store.ts";
 import { jsonClone } from "../resources/json.ts";
@@ -237,7 +238,11 @@ export async function applyPlan(store: Store, plan: Plan, readOpts: { includeTas
     const ops = planOps(plan);
     if (ops.length === 0) return { plan, written: [], attempts: attempt - 1 };
     try {
-      return { plan, written: await store.txn(ops), attempts: attempt };
+      // A plan larger than one transaction of the store (etcd) goes in chunks; a chunk that
+      // meets a race re-plans from what is stored, so the chunks already written count as done.
+      const written: StoredObject[] = [];
+      for (const chunk of chunks(ops, store.maxWritesPerTxn)) written.push(...(await store.txn(chunk)));
+      return { plan, written, attempts: attempt };
     } catch (e) {
       if (attempt >= MAX_APPLY_ATTEMPTS || !RETRYABLE.some((r) => isStoreError(e, r))) throw e;
       const current = await readCurrent(store, plan.desired, { ...plan.opts, ...readOpts });

@@ -195,7 +195,7 @@ export class AdmissionConditions implements Reconciler {
       // meanwhile is left to the next pass, which sees it as it is now. Checked against the
       // informer right before the commit (nothing in between yields), so this process's own
       // writes never make the chunk conflict.
-      const chunk = range(i, Math.min(i + 200, ops.length)).filter((j) => this.unchanged(ops[j]));
+      const chunk = range(i, Math.min(i + Math.min(200, this.ctx.store.maxWritesPerTxn), ops.length)).filter((j) => this.unchanged(ops[j]));
       if (chunk.length === 0) continue;
       try {
         await this.ctx.store.txn(chunk.map((j) => ops[j]));

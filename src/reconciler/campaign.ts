@@ -129,8 +129,9 @@ export class CampaignReconciler implements Reconciler {
   }
 
   private async write(ops: TxnOp[]): Promise<void> {
-    for (let i = 0; i < ops.length; i += CHUNK) {
-      await this.store.txn(ops.slice(i, i + CHUNK));
+    const size = Math.min(CHUNK, this.store.maxWritesPerTxn);
+    for (let i = 0; i < ops.length; i += size) {
+      await this.store.txn(ops.slice(i, i + size));
       await this.cache.waitForRevision(await this.store.revision());
     }
   }

@@ -34,8 +34,9 @@ export class EventGc implements Reconciler {
     const excess = Math.max(0, items.length - this.opts.maxEvents);
     const drop = items.filter((e, i) => i < excess || e.lastTimestamp < cutoff);
     if (drop.length) this.opts.dropped?.(new Set(drop.map((e) => e.metadata.name)));
-    for (let i = 0; i < drop.length; i += BATCH)
-      await this.store.txn(drop.slice(i, i + BATCH).map((e) => ({ op: "delete" as const, kind: "Event", name: e.metadata.name })));
+    const size = Math.min(BATCH, this.store.maxWritesPerTxn);
+    for (let i = 0; i < drop.length; i += size)
+      await this.store.txn(drop.slice(i, i + size).map((e) => ({ op: "delete" as const, kind: "Event", name: e.metadata.name })));
     return { writes: drop.length, requeueAfterMs: this.opts.everyMs };
   }
 }

@@ -131,7 +131,8 @@ export class EventRecorder {
     const entries = [...touched];
     // A burst (a conditions pass announcing thousands of tasks) is written in chunks, so no
     // single commit holds the event loop for long; each chunk waits for the one before.
-    for (let i = 0; i < entries.length; i += WRITE_CHUNK) await this.writeChunk(entries.slice(i, i + WRITE_CHUNK), now);
+    const size = Math.min(WRITE_CHUNK, this.store.maxWritesPerTxn);
+    for (let i = 0; i < entries.length; i += size) await this.writeChunk(entries.slice(i, i + size), now);
     for (const [key, { ev }] of entries) {
       this.recent.delete(key); // re-insert: the map stays in last-used order
       this.recent.set(key, ev);

@@ -9,6 +9,7 @@ import { mergeProfiles, profileShapeErrors } from "../resources/profile.ts";
 import { initialStatus, type Task } from "../resources/types.ts";
 import { validateObject, type FieldError } from "../resources/validate.ts";
 import type { TxnOp } from "../store/store.ts";
+import { createAllOrNothing } from "../store/chunked.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { SchedulerContext } from "./context.ts";
 import { checkRequest, HubError } from "./errors.ts";
@@ -101,36 +102,39 @@ export async function dispatch(ctx: SchedulerContext, body: unknown): Promise<Di
   const dupes = tasks.filter((t) => { const n = (seen.get(t.metadata.name) ?? 0) + 1; seen.set(t.metadata.name, n); return n === 2; }).map((t) => t.metadata.name);
   if (dupes.length) throw new HubError(409, "task_id_conflict", { ids: dupes, detail: "the same task_id appears twice in one dispatch" });
 
-  return ctx.locked(async () => {
-    for (let attempt = 0; ; attempt++) {
-      const ops: TxnOp<Task>[] = [];
-      const created: Task[] = [];
-      const existing: Task[] = [];
-      const conflicts: string[] = [];
-      for (const t of tasks) {
-        const cur = await ctx.store.get("Task", t.metadata.name);
-        if (!cur) {
-          ops.push({ op: "create", object: t });
-          created.push(t);
-        } else if (sameRequest(cur, t)) {
-          ops.push({ op: "check", kind: "Task", name: t.metadata.name, resourceVersion: cur.metadata.resourceVersion! });
-          existing.push(cur);
-        } else conflicts.push(t.metadata.name);
-      }
-      if (conflicts.length) throw new HubError(409, "task_id_conflict", { ids: conflicts, detail: "a task with this id exists with a different request" });
-      try {
-        const written = created.length ? await ctx.commit(ops) : [];
-        const byName = new Map(written.map((o) => [o.metadata.name, o]));
-        const row = (t: Task) => ({ task_id: t.metadata.name, task_kind: t.spec.task_kind, case_id: t.spec.case_id ?? null, run_id: t.spec.run_id ?? null, setting_id: t.spec.setting_id ?? null, state: t.status?.state ?? "queued" });
-        for (const t of created) ctx.recordEvent({ object: byName.get(t.metadata.name) ?? t, type: "Normal", reason: "Dispatched", message: `dispatched${str(body.operator) ? ` by ${body.operator}` : ""}` });
-        return { status: created.length ? 201 : 200, body: { created: created.map((t) => row(byName.get(t.metadata.name) ?? t)), existing: existing.map(row) } };
-      } catch (e) {
-        // Someone created or changed one of these ids in between: look again, once or twice.
-        if (attempt < 2 && (isStoreError(e, "Conflict") || isStoreError(e, "AlreadyExists"))) continue;
-        throw e;
-      }
+  // No lock: creating tasks changes no lease, and the store refuses a name taken meanwhile.
+  for (let attempt = 0; ; attempt++) {
+    const ops: TxnOp<Task>[] = [];
+    const created: Task[] = [];
+    const existing: Task[] = [];
+    const conflicts: string[] = [];
+    for (const t of tasks) {
+      const cur = ctx.task(t.metadata.name);
+      if (!cur) {
+        ops.push({ op: "create", object: t });
+        created.push(t);
+      } else if (sameRequest(cur, t)) {
+        ops.push({ op: "check", kind: "Task", name: t.metadata.name, resourceVersion: cur.metadata.resourceVersion! });
+        existing.push(cur);
+      } else conflicts.push(t.metadata.name);
     }
-  });
+    if (conflicts.length) throw new HubError(409, "task_id_conflict", { ids: conflicts, detail: "a task with this id exists with a different request" });
+    try {
+      // All or none, also past one transaction of the store (etcd): see createAllOrNothing.
+      const written = created.length ? await createAllOrNothing(ctx.store, ops, (chunk) => ctx.commit(chunk)) : [];
+      const byName = new Map(written.map((o) => [o.metadata.name, o]));
+      const row = (t: Task) => ({ task_id: t.metadata.name, task_kind: t.spec.task_kind, case_id: t.spec.case_id ?? null, run_id: t.spec.run_id ?? null, setting_id: t.spec.setting_id ?? null, state: t.status?.state ?? "queued" });
+      for (const t of created) ctx.recordEvent({ object: byName.get(t.metadata.name) ?? t, type: "Normal", reason: "Dispatched", message: `dispatched${str(body.operator) ? ` by ${body.operator}` : ""}` });
+      return { status: created.length ? 201 : 200, body: { created: created.map((t) => row(byName.get(t.metadata.name) ?? t)), existing: existing.map(row) } };
+    } catch (e) {
+      // Someone created or changed one of these ids in between: catch up, look again, once or twice.
+      if (attempt < 2 && (isStoreError(e, "Conflict") || isStoreError(e, "AlreadyExists"))) {
+        await ctx.caughtUp();
+        continue;
+      }
+      throw e;
+    }
+  }
 }
 
 const REPO_RUN_KEYS = ["repo_url", "command", "commands", "commit", "ref", "depth", "source_token_env", "placement", "cpu_millis", "memory_mb", "disk_mb", "gpu_count", "gpu_types", "task_id", "package_id", "campaign_id", "case_id", "setting_id", "run_id", "required_capability", "priority", "timeout_seconds", "materialize_timeout_seconds", "continue_on_error", "env", "operator", "artifact_paths"];

@@ -18,9 +18,10 @@ export async function migrateStore(from: Store, to: Store, onProgress: (kind: st
   const report: MigrateReport = { kinds: {}, total: 0 };
   for (const kind of kinds) {
     const { items } = await from.list(kind);
-    for (let i = 0; i < items.length; i += CHUNK) {
-      await to.txn(items.slice(i, i + CHUNK).map((o) => ({ op: "create" as const, object: portable(o) })));
-      onProgress(kind, Math.min(i + CHUNK, items.length));
+    const size = Math.min(CHUNK, to.maxWritesPerTxn);
+    for (let i = 0; i < items.length; i += size) {
+      await to.txn(items.slice(i, i + size).map((o) => ({ op: "create" as const, object: portable(o) })));
+      onProgress(kind, Math.min(i + size, items.length));
     }
     report.kinds[kind] = items.length;
     report.total += items.length;

@@ -149,6 +149,19 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       expect(stale.message).toContain(`resourceVersion ${w.metadata.resourceVersion} is stale`);
     });
 
+    it("refuses a transaction past etcd's default --max-txn-ops with 413 before sending it, naming the limit, and writes nothing", async () => {
+      const [a] = await replicas(1);
+      expect(a.maxWritesPerTxn).toBeLessThan(128);
+      const fits = Array.from({ length: a.maxWritesPerTxn }, (_, i) => ({ op: "create" as const, object: worker(`fit-${i}`) }));
+      expect(await a.txn(fits)).toHaveLength(a.maxWritesPerTxn);
+      const over = Array.from({ length: 200 }, (_, i) => ({ op: "create" as const, object: worker(`over-${i}`) }));
+      const e = await storeError(a.txn(over));
+      expect(e.reason).toBe("RequestEntityTooLarge");
+      expect(e.code).toBe(413);
+      expect(e.message).toContain("--max-txn-ops (128)");
+      expect((await a.list("Worker")).items.filter((w) => w.metadata.name.startsWith("over-"))).toEqual([]);
+    });
+
     it("keeps keys under its prefix: another prefix on the same etcd sees nothing of it", async () => {
       const [a] = await replicas(1);
       const [other] = await replicas(1);
