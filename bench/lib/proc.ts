@@ -16,6 +16,12 @@ export function cpuSeconds(pid: number): number {
   return (Number(f[11]) + Number(f[12])) / CLK_TCK;
 }
 
+/** Bytes a process has caused to be written to storage (write_bytes of /proc/PID/io): what it made durable. */
+export function writeBytes(pid: number): number {
+  const m = /^write_bytes: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, "utf8"));
+  return m ? Number(m[1]) : 0;
+}
+
 /** Resident set size in MB (VmRSS). */
 export function rssMb(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));

@@ -11,6 +11,8 @@ import { registerBody, taskIndex } from "../lib/workload.ts";
 
 export type LoadConfig = {
   url: string;
+  /** Several Hub replicas: Runner i talks to urls[i % urls.length] (default: [url]). */
+  urls?: string[];
   runners: number;
   claimLimit: number;
   /** Tasks in the run: the load stops when this many are complete. */
@@ -24,7 +26,8 @@ export type LoadConfig = {
 export type LoadResult = { wallMs: number; leases: number; claims: number; emptyClaims: number; claimP50: number; claimP99: number; claimMax: number };
 
 const cfg = JSON.parse(process.env.LOOM_BENCH_LOAD!) as LoadConfig;
-const clients = Array.from({ length: cfg.runners }, () => new JsonClient(cfg.url));
+const urls = cfg.urls?.length ? cfg.urls : [cfg.url];
+const clients = Array.from({ length: cfg.runners }, (_, i) => new JsonClient(urls[i % urls.length]));
 const ids = clients.map((_, i) => `bench-runner-${String(i).padStart(3, "0")}`);
 await Promise.all(clients.map((c, i) => c.post("/api/workers/register", registerBody(ids[i], cfg.claimLimit))));
 

@@ -5,7 +5,7 @@
 // the server's cost alone, not the load generator's.
 import { JsonClient } from "../lib/http.ts";
 import { startHub, stopHub, tempDir, waitQuiet } from "../lib/hub.ts";
-import { cpuSeconds, resultOf, spawnScript, stop, waitForLine, type Child } from "../lib/proc.ts";
+import { cpuSeconds, resultOf, spawnScript, stop, waitForLine, writeBytes, type Child } from "../lib/proc.ts";
 import { cell, ratio, type Table } from "../lib/report.ts";
 import type { RunOptions, Scenario } from "../lib/scenario.ts";
 import { dispatchRange } from "../lib/workload.ts";
@@ -15,31 +15,38 @@ import type { LoadConfig, LoadResult } from "../procs/runner-load.ts";
 export type LeaseSizes = { runners: number; tasks: number; claimLimit: number };
 export const leaseSizes = (quick: boolean): LeaseSizes => (quick ? { runners: 4, tasks: 200, claimLimit: 4 } : { runners: 32, tasks: 8000, claimLimit: 4 });
 
-export type ServerKind = "floor" | "loom" | "loom-etcd";
-type Server = { child: Child; url: string; close: () => Promise<void> };
+export type ServerKind = "floor" | "loom" | "loom-etcd" | "loom-etcd-3";
+/** `children`: every server process whose CPU counts (three replicas: all three); `disk`: the processes that make writes durable. */
+type Server = { children: Child[]; disk: number[]; urls: string[]; close: () => Promise<void> };
 
 async function startServer(kind: ServerKind, o: RunOptions): Promise<Server> {
   if (kind === "loom") {
     const h = await startHub(tempDir("lease"), o.hubArgs);
-    return { child: h, url: h.url, close: () => stopHub(h) };
+    return { children: [h], disk: [h.pid], urls: [h.url], close: () => stopHub(h) };
   }
-  if (kind === "loom-etcd") {
-    // One Hub replica on a one-member etcd on loopback (Debian's etcd-server).
+  if (kind === "loom-etcd" || kind === "loom-etcd-3") {
+    // Hub replicas on a one-member etcd on loopback (Debian's etcd-server), on etcd's default limits.
     const etcd = await startEtcd(1);
-    try {
-      const h = await startHub(tempDir("lease-etcd"), [...o.hubArgs, "--store", "etcd", "--etcd-endpoints", etcd.endpoints.join(","), "--etcd-prefix", "/bench"]);
-      return { child: h, url: h.url, close: async () => { await stopHub(h); await etcd.stop(); } };
-    } catch (e) {
+    const hubs: Awaited<ReturnType<typeof startHub>>[] = [];
+    const close = async () => {
+      for (const h of hubs) await stopHub(h);
       await etcd.stop();
+    };
+    try {
+      for (const id of kind === "loom-etcd" ? ["a"] : ["a", "b", "c"])
+        hubs.push(await startHub(tempDir(`lease-etcd-${id}`), [...o.hubArgs, "--store", "etcd", "--etcd-endpoints", etcd.endpoints.join(","), "--etcd-prefix", "/bench", "--replica-id", id]));
+      return { children: hubs, disk: [...hubs.map((h) => h.pid), ...etcd.members.map((m) => m.proc.pid!)], urls: hubs.map((h) => h.url), close };
+    } catch (e) {
+      await close();
       throw e;
     }
   }
   const child = spawnScript("procs/floor-server.ts");
   const m = await waitForLine(child, "stderr", /listening on (http:\/\/[^\s]+)/, 60_000);
-  return { child, url: m[1], close: () => stop(child) };
+  return { children: [child], disk: [child.pid], urls: [m[1]], close: () => stop(child) };
 }
 
-export type LeaseRun = LoadResult & { kind: ServerKind; serverCpuS: number; leasesPerS: number; leasesPerCpuS: number };
+export type LeaseRun = LoadResult & { kind: ServerKind; serverCpuS: number; leasesPerS: number; leasesPerCpuS: number; bytesPerLease: number };
 
 /**
  * One measured run against one server. `during` starts before the load and is stopped
@@ -47,26 +54,31 @@ export type LeaseRun = LoadResult & { kind: ServerKind; serverCpuS: number; leas
  */
 export async function leaseRun(kind: ServerKind, sizes: LeaseSizes, o: RunOptions, extra: { acksFile?: string; ackSample?: number; during?: (url: string) => Promise<() => Promise<void>> } = {}): Promise<LeaseRun> {
   const server = await startServer(kind, o);
+  const url = server.urls[0];
+  const cpu = () => server.children.reduce((sum, c) => sum + cpuSeconds(c.pid), 0);
+  const written = () => server.disk.reduce((sum, pid) => sum + writeBytes(pid), 0);
   try {
-    const c = new JsonClient(server.url);
+    const c = new JsonClient(url);
     const created = await dispatchRange(c, "lease", 0, sizes.tasks);
     if (created !== sizes.tasks) throw new Error(`${kind}: dispatched ${created} of ${sizes.tasks} tasks`);
     // Let the Hub finish reacting to the dispatch, so the run measures leasing alone.
     if (kind !== "floor") await waitQuiet(c, o.quick ? 300 : 1000, 120_000);
     c.close();
-    const cfg: LoadConfig = { url: server.url, runners: sizes.runners, claimLimit: sizes.claimLimit, tasks: sizes.tasks, acksFile: extra.acksFile, ackSample: extra.ackSample };
+    const cfg: LoadConfig = { url, urls: server.urls, runners: sizes.runners, claimLimit: sizes.claimLimit, tasks: sizes.tasks, acksFile: extra.acksFile, ackSample: extra.ackSample };
     const load = spawnScript("procs/runner-load.ts", { LOOM_BENCH_LOAD: JSON.stringify(cfg) });
     try {
       await waitForLine(load, "stdout", /^READY$/m, 120_000);
-      const stopDuring = extra.during ? await extra.during(server.url) : undefined;
-      const cpu0 = cpuSeconds(server.child.pid);
+      const stopDuring = extra.during ? await extra.during(url) : undefined;
+      const cpu0 = cpu();
+      const bytes0 = written();
       load.proc.stdin!.write("GO\n");
       // Generous: on a contended machine the current Hub can take many minutes for 8,000 leases.
       const r = await resultOf<LoadResult>(load, 1_800_000);
-      const serverCpuS = cpuSeconds(server.child.pid) - cpu0;
+      const serverCpuS = cpu() - cpu0;
+      const bytesPerLease = (written() - bytes0) / r.leases;
       await stopDuring?.();
       if (r.leases !== sizes.tasks) throw new Error(`${kind}: ${r.leases} leases for ${sizes.tasks} tasks`);
-      return { ...r, kind, serverCpuS, leasesPerS: r.leases / (r.wallMs / 1000), leasesPerCpuS: r.leases / serverCpuS };
+      return { ...r, kind, serverCpuS, bytesPerLease, leasesPerS: r.leases / (r.wallMs / 1000), leasesPerCpuS: r.leases / serverCpuS };
     } finally {
       await stop(load);
     }
@@ -75,8 +87,9 @@ export async function leaseRun(kind: ServerKind, sizes: LeaseSizes, o: RunOption
   }
 }
 
-export const leaseRow = (label: string, r: LeaseRun) => [label, cell(r.leasesPerS), cell(r.leasesPerCpuS), cell((r.serverCpuS * 1000) / r.leases, "ms"), cell(r.claimP50, "ms"), cell(r.claimP99, "ms"), cell(r.wallMs / 1000, "s")];
-export const LEASE_COLUMNS = ["server", "leases/s", "leases per server CPU-s", "CPU per lease", "claim p50", "claim p99", "wall"];
+export const leaseRow = (label: string, r: LeaseRun) => [label, cell(r.leasesPerS), cell(r.leasesPerCpuS), cell((r.serverCpuS * 1000) / r.leases, "ms"), cell(r.bytesPerLease / 1024, "KiB"), cell(r.claimP50, "ms"), cell(r.claimP99, "ms"), cell(r.wallMs / 1000, "s")];
+export const LEASE_COLUMNS = ["server", "leases/s", "leases per server CPU-s", "CPU per lease", "written per lease", "claim p50", "claim p99", "wall"];
+const ratioRow = (label: string, a: LeaseRun, b: LeaseRun) => [label, ratio(a.leasesPerS, b.leasesPerS), ratio(a.leasesPerCpuS, b.leasesPerCpuS), ratio(a.serverCpuS / a.leases, b.serverCpuS / b.leases), b.bytesPerLease > 0 ? ratio(a.bytesPerLease, b.bytesPerLease) : "—", ratio(a.claimP50, b.claimP50), ratio(a.claimP99, b.claimP99), ratio(a.wallMs, b.wallMs)];
 
 export const lease: Scenario = {
   name: "lease",
@@ -85,8 +98,10 @@ export const lease: Scenario = {
     const sizes = leaseSizes(o.quick);
     const floor = await leaseRun("floor", sizes, o);
     const loom = await leaseRun("loom", sizes, o);
-    // The etcd variant: the same load on one Hub replica backed by etcd, as a ratio to SQLite.
+    // The etcd variants: the same load on one Hub replica backed by a stock etcd, and on three
+    // replicas with the Runners spread evenly over them, each as a ratio.
     const onEtcd = etcdMissing ? undefined : await leaseRun("loom-etcd", sizes, o);
+    const onThree = etcdMissing ? undefined : await leaseRun("loom-etcd-3", sizes, o);
     const t: Table = {
       scenario: "lease",
       title: `lease throughput, W=${sizes.runners} Runners, ${sizes.tasks.toLocaleString("en")} noop tasks, claim limit ${sizes.claimLimit}`,
@@ -94,18 +109,22 @@ export const lease: Scenario = {
       rows: [
         leaseRow("floor (fastify, in-memory FIFO)", floor),
         leaseRow("Loom (`loom hub`, SQLite)", loom),
-        ["ratio Loom/floor", ratio(loom.leasesPerS, floor.leasesPerS), ratio(loom.leasesPerCpuS, floor.leasesPerCpuS), ratio(loom.serverCpuS / loom.leases, floor.serverCpuS / floor.leases), ratio(loom.claimP50, floor.claimP50), ratio(loom.claimP99, floor.claimP99), ratio(loom.wallMs, floor.wallMs)],
-        ...(onEtcd
+        ratioRow("ratio Loom/floor", loom, floor),
+        ...(onEtcd && onThree
           ? [
-              leaseRow("Loom, one replica on etcd", onEtcd),
-              ["ratio etcd/SQLite", ratio(onEtcd.leasesPerS, loom.leasesPerS), ratio(onEtcd.leasesPerCpuS, loom.leasesPerCpuS), ratio(onEtcd.serverCpuS / onEtcd.leases, loom.serverCpuS / loom.leases), ratio(onEtcd.claimP50, loom.claimP50), ratio(onEtcd.claimP99, loom.claimP99), ratio(onEtcd.wallMs, loom.wallMs)],
+              leaseRow("Loom, one replica on etcd (default limits)", onEtcd),
+              ratioRow("ratio etcd/SQLite", onEtcd, loom),
+              ["claim p99 etcd/floor", "", "", "", "", "", ratio(onEtcd.claimP99, floor.claimP99), ""],
+              leaseRow("Loom, three replicas on one etcd, Runners spread", onThree),
+              ratioRow("ratio three replicas/one", onThree, onEtcd),
             ]
           : []),
       ],
       notes: [
-        "targets: leases/s ≥ 0.80 of the floor, leases per CPU-second ≥ 0.50 of the floor, claim p99 ≤ 20 ms",
-        "server CPU is utime+stime of the server process from /proc over the load; wall is first claim to last complete",
-        etcdMissing ? `etcd variant skipped: ${etcdMissing}` : "the etcd row's CPU is the Hub's alone; etcd's own CPU is not counted",
+        "targets: SQLite leases/s ≥ 0.80 of the floor, leases per CPU-second ≥ 0.30 of the floor, claim p99 ≤ 1.5× the floor's; etcd ≥ 0.35× SQLite's leases/s, claim p99 ≤ 3× the floor's; three replicas ≥ 0.9× one",
+        "server CPU is utime+stime of the server processes from /proc over the load (three replicas: all three); wall is first claim to last complete",
+        "written per lease: write_bytes from /proc/PID/io over the load, of the Hub (SQLite: its WAL and checkpoints) or of the Hubs and etcd (what etcd made durable)",
+        etcdMissing ? `etcd variants skipped: ${etcdMissing}` : "the etcd rows' CPU is the Hubs' alone; etcd's own CPU is not counted; etcd runs with its default --max-txn-ops 128 and --max-request-bytes 1.5 MiB",
         "the Hub's timer-driven work (conditions passes, resyncs) is counted too, so a Hub starved of CPU by other load also shows more CPU per lease",
       ],
     };
