@@ -17,7 +17,7 @@ export const leaseSizes = (quick: boolean): LeaseSizes => (quick ? { runners: 4,
 
 export type ServerKind = "floor" | "loom" | "loom-etcd" | "loom-etcd-3";
 /** `children`: every server process whose CPU counts (three replicas: all three); `disk`: the processes that make writes durable. */
-type Server = { children: Child[]; disk: number[]; urls: string[]; close: () => Promise<void> };
+type Server = { children: Child[]; disk: number[]; urls: string[]; close: () => Promise<void>; etcd?: number[] };
 
 async function startServer(kind: ServerKind, o: RunOptions): Promise<Server> {
   if (kind === "loom") {
@@ -35,7 +35,8 @@ async function startServer(kind: ServerKind, o: RunOptions): Promise<Server> {
     try {
       for (const id of kind === "loom-etcd" ? ["a"] : ["a", "b", "c"])
         hubs.push(await startHub(tempDir(`lease-etcd-${id}`), [...o.hubArgs, "--store", "etcd", "--etcd-endpoints", etcd.endpoints.join(","), "--etcd-prefix", "/bench", "--replica-id", id]));
-      return { children: hubs, disk: [...hubs.map((h) => h.pid), ...etcd.members.map((m) => m.proc.pid!)], urls: hubs.map((h) => h.url), close };
+      const etcdPids = etcd.members.map((m) => m.proc.pid!);
+      return { children: hubs, disk: [...hubs.map((h) => h.pid), ...etcdPids], urls: hubs.map((h) => h.url), close, etcd: etcdPids };
     } catch (e) {
       await close();
       throw e;
@@ -46,7 +47,7 @@ async function startServer(kind: ServerKind, o: RunOptions): Promise<Server> {
   return { children: [child], disk: [child.pid], urls: [m[1]], close: () => stop(child) };
 }
 
-export type LeaseRun = LoadResult & { kind: ServerKind; serverCpuS: number; leasesPerS: number; leasesPerCpuS: number; bytesPerLease: number };
+export type LeaseRun = LoadResult & { kind: ServerKind; serverCpuS: number; leasesPerS: number; leasesPerCpuS: number; bytesPerLease: number; etcdCpuS?: number };
 
 /**
  * One measured run against one server. `during` starts before the load and is stopped
@@ -57,6 +58,7 @@ export async function leaseRun(kind: ServerKind, sizes: LeaseSizes, o: RunOption
   const url = server.urls[0];
   const cpu = () => server.children.reduce((sum, c) => sum + cpuSeconds(c.pid), 0);
   const written = () => server.disk.reduce((sum, pid) => sum + writeBytes(pid), 0);
+  const etcdCpu = () => (server.etcd ?? []).reduce((sum, pid) => sum + cpuSeconds(pid), 0);
   try {
     const c = new JsonClient(url);
     const created = await dispatchRange(c, "lease", 0, sizes.tasks);
@@ -70,15 +72,17 @@ export async function leaseRun(kind: ServerKind, sizes: LeaseSizes, o: RunOption
       await waitForLine(load, "stdout", /^READY$/m, 120_000);
       const stopDuring = extra.during ? await extra.during(url) : undefined;
       const cpu0 = cpu();
+      const etcd0 = etcdCpu();
       const bytes0 = written();
       load.proc.stdin!.write("GO\n");
       // Generous: on a contended machine the current Hub can take many minutes for 8,000 leases.
       const r = await resultOf<LoadResult>(load, 1_800_000);
       const serverCpuS = cpu() - cpu0;
       const bytesPerLease = (written() - bytes0) / r.leases;
+      const etcdCpuS = server.etcd ? etcdCpu() - etcd0 : undefined;
       await stopDuring?.();
       if (r.leases !== sizes.tasks) throw new Error(`${kind}: ${r.leases} leases for ${sizes.tasks} tasks`);
-      return { ...r, kind, serverCpuS, bytesPerLease, leasesPerS: r.leases / (r.wallMs / 1000), leasesPerCpuS: r.leases / serverCpuS };
+      return { ...r, kind, serverCpuS, bytesPerLease, etcdCpuS, leasesPerS: r.leases / (r.wallMs / 1000), leasesPerCpuS: r.leases / serverCpuS };
     } finally {
       await stop(load);
     }
@@ -124,6 +128,7 @@ export const lease: Scenario = {
         "targets: SQLite leases/s ≥ 0.80 of the floor, leases per CPU-second ≥ 0.30 of the floor, claim p99 ≤ 1.5× the floor's; etcd ≥ 0.35× SQLite's leases/s, claim p99 ≤ 3× the floor's; three replicas ≥ 0.9× one",
         "server CPU is utime+stime of the server processes from /proc over the load (three replicas: all three); wall is first claim to last complete",
         "written per lease: write_bytes from /proc/PID/io over the load, of the Hub (SQLite: its WAL and checkpoints) or of the Hubs and etcd (what etcd made durable)",
+        ...(onEtcd && onThree ? [`etcd's own CPU per lease: ${((onEtcd.etcdCpuS! * 1000) / onEtcd.leases).toFixed(2)} ms with one replica, ${((onThree.etcdCpuS! * 1000) / onThree.leases).toFixed(2)} ms with three (docs/ha.md models throughput from these)`] : []),
         etcdMissing ? `etcd variants skipped: ${etcdMissing}` : "the etcd rows' CPU is the Hubs' alone; etcd's own CPU is not counted; etcd runs with its default --max-txn-ops 128 and --max-request-bytes 1.5 MiB",
         "the Hub's timer-driven work (conditions passes, resyncs) is counted too, so a Hub starved of CPU by other load also shows more CPU per lease",
       ],
