@@ -1,4 +1,5 @@
 // The composition root: store + informer + scheduler + API, started by `loom hub`.
+import { RENEWAL_KIND } from "./scheduler/renewal.ts";
 import { setMaxListeners } from "node:events";
 import { mkdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -199,7 +200,7 @@ export class Hub {
       unlock();
       throw e;
     }
-    const cache = new Informer(store, ["Worker", "Task", "Campaign"], { pending: true });
+    const cache = new Informer(store, ["Worker", "Task", "Campaign", RENEWAL_KIND], { pending: true });
     const hub = new Hub(store, cache, opts);
     hub.unlock = unlock;
     await cache.start();

@@ -1,4 +1,5 @@
 // Operator endpoints (RUNNER_PROTOCOL 1b): dispatch, the task list, and /api/admin/*.
+import { effectiveLeaseUntil, type TaskLease } from "../scheduler/renewal.ts";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { inventoryToWorkers } from "../resources/inventory.ts";
 import { isFinal, isQueued, type Task } from "../resources/types.ts";
@@ -19,7 +20,7 @@ const need = (b: Body, k: string): string => {
 };
 
 /** A v1 task row, with JSON as JSON (section 7.5), never JSON in strings. */
-export function taskRow(t: Task) {
+export function taskRow(t: Task, renewal?: TaskLease) {
   const st = t.status ?? {};
   return {
     task_id: t.metadata.name,
@@ -37,7 +38,7 @@ export function taskRow(t: Task) {
     attempt_no: st.attempt ?? 1,
     // v1 keeps the worker that produced a result; a requeued task has none until its next lease.
     lease_worker_id: st.lease?.worker ?? (isQueued(st.state ?? "queued") ? null : st.attempts?.at(-1)?.worker ?? null),
-    lease_until: st.lease?.lease_until ?? null,
+    lease_until: effectiveLeaseUntil(t, renewal) ?? null,
     result_id: st.result?.result_id ?? null,
     verdict: st.result?.verdict ?? null,
     execution_profile: t.spec.execution_profile ?? { placement: "shared", resources: {} },
@@ -73,7 +74,7 @@ export async function adminRoutes(f: FastifyInstance): Promise<void> {
     // A task_id filter names its tasks: look them up rather than scanning every task.
     const named = wanted.find(([k]) => k === "task_id")?.[1];
     const candidates = named ? [...named].flatMap((n) => ctx.task(n) ?? []) : ctx.cache.list("Task");
-    const rows = candidates.map(taskRow).filter((r) => wanted.every(([k, set]) => set.has(String(r[k] ?? ""))));
+    const rows = candidates.map((t) => taskRow(t, ctx.renewal(t.metadata.name))).filter((r) => wanted.every(([k, set]) => set.has(String(r[k] ?? ""))));
     const order = (a: ReturnType<typeof taskRow>, b: ReturnType<typeof taskRow>) => b.priority - a.priority || String(a.created_at).localeCompare(String(b.created_at)) || a.task_id.localeCompare(b.task_id);
     // Only the requested page is sorted out of the matches: a selection of offset + limit, not a sort of all.
     const page = topK(rows, offset + limit, order).slice(offset);

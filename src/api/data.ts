@@ -1,4 +1,5 @@
 // The contract's data API and the Hub's health and meta: worker-capacity, task-admission.
+import { effectiveLeaseUntil } from "../scheduler/renewal.ts";
 import type { FastifyInstance } from "fastify";
 import { explainTask, explainWorker, summarize, taskView } from "../admission/index.ts";
 import { cacheAffinity } from "../scheduler/affinity.ts";
@@ -65,6 +66,8 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
     return {
       task_id: taskId,
       state: task.status?.state ?? "queued",
+      // The lease's end with renewals counted (they live in a TaskLease record, not the Task).
+      lease_until: effectiveLeaseUntil(task, ctx.renewal(taskId)) ?? null,
       execution_profile: task.spec.execution_profile ?? { placement: "shared", resources: {} },
       required_capability: task.spec.required_capability ?? "",
       eligible_worker_count: s.admittable.length,

@@ -29,6 +29,8 @@ export type Suggestion = { kind: "request" | "empty_worker"; worker: string; cha
 export type TaskAdmission = {
   task_id: string;
   state?: string;
+  /** The active lease's end, renewals counted. */
+  lease_until?: string | null;
   summary?: string;
   eligible_worker_count?: number;
   unsatisfiable?: boolean;

@@ -10,7 +10,13 @@ import { openSqliteStore } from "../store/sqlite.ts";
 import type { Store } from "../store/store.ts";
 import { UsageError } from "./client.ts";
 
-export type EtcdFlags = { etcdEndpoints?: string[]; etcdPrefix: string; etcdCaFile?: string; etcdCertFile?: string; etcdKeyFile?: string; etcdUsername?: string; etcdPasswordEnv: string };
+export type EtcdFlags = { etcdEndpoints?: string[]; etcdPrefix: string; etcdCaFile?: string; etcdCertFile?: string; etcdKeyFile?: string; etcdUsername?: string; etcdPasswordEnv: string; etcdMaxTxnOps?: number; etcdMaxRequestBytes?: number };
+
+const atLeast = (flag: string, min: number) => (v: string): number => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${flag} must be a whole number of at least ${min}`);
+  return n;
+};
 
 const endpointList = (v: string): string[] => {
   const urls = v.split(",").map((s) => s.trim()).filter(Boolean);
@@ -28,7 +34,9 @@ export function withEtcdFlags(cmd: Command): Command {
     .option("--etcd-cert-file <path>", "PEM client certificate for etcd (mutual TLS)")
     .option("--etcd-key-file <path>", "PEM private key of --etcd-cert-file")
     .option("--etcd-username <name>", "etcd user (etcd auth); the password comes from --etcd-password-env")
-    .option("--etcd-password-env <name>", "env var holding the etcd user's password", "LOOM_ETCD_PASSWORD");
+    .option("--etcd-password-env <name>", "env var holding the etcd user's password", "LOOM_ETCD_PASSWORD")
+    .option("--etcd-max-txn-ops <n>", "the etcd servers' --max-txn-ops: the Hub splits its writes to fit (default: etcd's own default, 128)", atLeast("--etcd-max-txn-ops", 16))
+    .option("--etcd-max-request-bytes <n>", "the etcd servers' --max-request-bytes (default: etcd's own default, 1.5 MiB)", atLeast("--etcd-max-request-bytes", 262_144));
 }
 
 export const storeOption = () => new Option("--store <backend>", "sqlite (one Hub, embedded) or etcd (several Hub replicas)").choices(["sqlite", "etcd"]).default("sqlite");
@@ -44,7 +52,7 @@ export function etcdOptions(o: EtcdFlags, endpoints: string[] | undefined = o.et
     auth = { username: o.etcdUsername, password };
   }
   const tls = o.etcdCaFile ? { ca: readFileSync(o.etcdCaFile), cert: o.etcdCertFile ? readFileSync(o.etcdCertFile) : undefined, key: o.etcdKeyFile ? readFileSync(o.etcdKeyFile) : undefined } : undefined;
-  return { endpoints, prefix: o.etcdPrefix, tls, auth };
+  return { endpoints, prefix: o.etcdPrefix, tls, auth, maxTxnOps: o.etcdMaxTxnOps, maxRequestBytes: o.etcdMaxRequestBytes };
 }
 
 /** The etcd client and everything under it (gRPC, protobuf) load only when a Hub uses etcd. */

@@ -4,10 +4,12 @@
 // happens at lease_until, not at the next sweep over all tasks; a renewal moves lease_until
 // later and the early wake-up only queues the key again for the new time. The decision reads
 // lease_until from the store's object, so a new leader never expires a lease early.
-import { leaseDue, expireLease } from "../scheduler/transitions.ts";
+import { expireLease } from "../scheduler/transitions.ts";
+import { currentRenewal, leaseDue, RENEWAL_KIND } from "../scheduler/renewal.ts";
 import type { SchedulerContext } from "../scheduler/context.ts";
 import type { Task } from "../resources/types.ts";
 import type { Reconciler, Result } from "./controller.ts";
+import { isStoreError } from "../store/errors.ts";
 
 /** A wake-up this late after lease_until makes sure the clock has passed it. */
 const SLACK_MS = 5;
@@ -23,15 +25,27 @@ export class LeaseExpiry implements Reconciler {
 
   /** How long from now until this task's lease falls due, if it holds one. */
   delayOf(t: Task): number | undefined {
-    const due = leaseDue(t);
+    const due = leaseDue(t, this.ctx.renewal(t.metadata.name));
     return due === undefined ? undefined : Math.max(0, due - this.ctx.now() + SLACK_MS);
+  }
+
+  /** A renewal left from a lease that has ended is deleted (as it was read: a new renewal stays). */
+  private async dropRenewal(t: Task): Promise<Result> {
+    const r = this.ctx.renewal(t.metadata.name);
+    if (!r || currentRenewal(t, r)) return;
+    try {
+      await this.ctx.store.delete(RENEWAL_KIND, r.metadata.name, { resourceVersion: r.metadata.resourceVersion });
+    } catch (e) {
+      if (!isStoreError(e, "NotFound") && !isStoreError(e, "Conflict")) throw e;
+    }
+    return { writes: 1 };
   }
 
   async reconcile(name: string): Promise<Result> {
     const t = this.ctx.task(name);
     if (!t) return;
     const wait = this.delayOf(t);
-    if (wait === undefined) return; // no active lease: nothing to expire
+    if (wait === undefined) return this.dropRenewal(t); // no active lease: nothing to expire
     if (wait > SLACK_MS) return { requeueAfterMs: wait };
     const expired = await expireLease(this.ctx, name);
     if (expired) return { writes: 1 };

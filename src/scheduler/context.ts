@@ -7,6 +7,7 @@ import type { Informer } from "../store/cache.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { Applied, Known, Store, StoredObject, TxnOp } from "../store/store.ts";
 import { HubError } from "./errors.ts";
+import { RENEWAL_KIND, type TaskLease } from "./renewal.ts";
 import { Liveness } from "./liveness.ts";
 import { Mutex } from "./mutex.ts";
 import { NOMINATED_INDEX, nominatedIndexFn, storedNominee } from "./nomination.ts";
@@ -80,6 +81,10 @@ export class SchedulerContext {
 
   task(name: string): Task | undefined {
     return this.cache.get("Task", name);
+  }
+  /** A task's lease renewal record, if the informer follows them (renewal.ts). */
+  renewal(name: string): TaskLease | undefined {
+    return this.cache.caches(RENEWAL_KIND) ? this.cache.get<TaskLease>(RENEWAL_KIND, name) : undefined;
   }
   worker(name: string): Worker | undefined {
     return this.cache.get("Worker", name);
@@ -199,14 +204,14 @@ export class SchedulerContext {
    * keeps it exact, and a Conflict (someone wrote in between) retries on fresh data. A
    * decision made meanwhile sees the task as it was, which only ever holds more back.
    */
-  async updateTask<R>(name: string, fn: (t: Task) => { status?: TaskStatus; result: R }): Promise<R> {
+  async updateTask<R>(name: string, fn: (t: Task) => { status?: TaskStatus; result: R }, also: () => TxnOp[] = () => []): Promise<R> {
     for (let i = 0; ; i++) {
       const t = this.task(name);
       if (!t) throw new HubError(404, "task_not_found", { task_id: name });
       const { status, result } = fn(t);
       if (!status) return result;
       try {
-        await this.commit([{ op: "updateStatus", object: { ...t, status } }]);
+        await this.commit([{ op: "updateStatus", object: { ...t, status } }, ...also()]);
         return result;
       } catch (e) {
         if (!isStoreError(e, "Conflict") || i >= 7) throw e;

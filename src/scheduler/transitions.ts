@@ -6,7 +6,9 @@ import { mkdir, open, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { isActive, isFinal, type Task, type TaskStatus } from "../resources/types.ts";
 import { inspectResultFile, issuesFromError, type ResultInspection } from "../results/zip.ts";
-import type { StoredObject } from "../store/store.ts";
+import { isStoreError } from "../store/errors.ts";
+import type { StoredObject, TxnOp } from "../store/store.ts";
+import { leaseDue, renewalCheck, renewalObject } from "./renewal.ts";
 import type { SchedulerContext } from "./context.ts";
 import { checkRequest, HubError } from "./errors.ts";
 import { LIMITS } from "../resources/limits.ts";
@@ -62,15 +64,26 @@ export async function start(ctx: SchedulerContext, body: Record<string, unknown>
   });
 }
 
+/** A renew writes the task's small TaskLease record (renewal.ts), never the Task itself. */
 export async function renew(ctx: SchedulerContext, body: Record<string, unknown>) {
   const { workerId, taskId } = leaseRequest(ctx, "renew", body);
   const seconds = leaseSecondsOf(body.lease_seconds);
-  return ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
+  for (let i = 0; ; i++) {
+    const t = ctx.task(taskId);
+    if (!t) throw new HubError(404, "task_not_found", { task_id: taskId });
     fence(t, workerId, body.attempt_no);
-    const status = jsonClone(t.status!);
-    status.lease!.lease_until = new Date(ctx.now() + seconds * 1000).toISOString();
-    return { status, result: { ok: true, task_id: taskId, lease_until: status.lease!.lease_until } };
-  });
+    const cur = ctx.renewal(taskId);
+    const until = new Date(ctx.now() + seconds * 1000).toISOString();
+    const op: TxnOp = cur ? { op: "update", object: renewalObject(t, until, cur) } : { op: "create", object: renewalObject(t, until) };
+    try {
+      // The task must still hold this lease when the renewal commits.
+      await ctx.commit([{ op: "check", kind: "Task", name: taskId, resourceVersion: t.metadata.resourceVersion! }, op]);
+      return { ok: true, task_id: taskId, lease_until: until };
+    } catch (e) {
+      if (!(isStoreError(e, "Conflict") || isStoreError(e, "AlreadyExists") || isStoreError(e, "NotFound")) || i >= 7) throw e;
+      await ctx.caughtUp();
+    }
+  }
 }
 
 type RetryPolicy = { max_attempts?: number; retry_categories?: string[]; categories?: string[]; different_worker?: boolean };
@@ -283,13 +296,6 @@ function maxAttemptsForExpiry(ctx: SchedulerContext, t: Task): number {
 
 export type Expired = { task_id: string; old_state: string; new_state: string };
 
-/** When a task's active lease ends by the clock (ms), or undefined if it holds none. */
-export function leaseDue(t: Task): number | undefined {
-  const lease = t.status?.lease;
-  const due = lease && isActive(t.status?.state) ? Date.parse(lease.lease_until) : NaN;
-  return Number.isNaN(due) ? undefined : due; // a time that does not parse is never "past"
-}
-
 /**
  * End one task's lease if its lease_until (as stored) has passed: requeue it with attempt+1,
  * or end it lease_expired once attempts run out. Deciding from the stored lease_until means
@@ -299,7 +305,7 @@ export async function expireLease(ctx: SchedulerContext, name: string): Promise<
   try {
     const r = await ctx.updateTask(name, (t) => {
       const lease = t.status?.lease;
-      const due = leaseDue(t);
+      const due = leaseDue(t, ctx.renewal(name));
       if (!lease || due === undefined || due >= ctx.now()) return { result: undefined };
       const old = t.status!.state!;
       const attempt = t.status!.attempt ?? 1;
@@ -307,7 +313,7 @@ export async function expireLease(ctx: SchedulerContext, name: string): Promise<
         ? requeue(t.status!, ctx.now(), "lease_expired", "LeaseExpired")
         : markFinal(endLease(t.status!, "lease_expired", ctx.now(), "lease_expired", "LeaseExpired"), ctx.now(), "AttemptsExhausted", `lease on ${lease.worker} expired on attempt ${attempt} of ${maxAttemptsForExpiry(ctx, t)}`);
       return { status, result: { task_id: t.metadata.name, old_state: old, new_state: status.state!, worker: lease.worker } };
-    });
+    }, () => [renewalCheck(name, ctx.renewal(name))]);
     if (!r) return undefined;
     const t = ctx.task(r.task_id);
     if (t) ctx.recordEvent({ object: t, type: "Warning", reason: "LeaseExpired", message: `lease on ${r.worker} expired; ${r.new_state === "retry_queued" ? `requeued as attempt ${t.status?.attempt}` : "no attempts left"}` });
@@ -322,7 +328,7 @@ export async function expireLease(ctx: SchedulerContext, name: string): Promise<
 export async function expireLeases(ctx: SchedulerContext) {
   const expired: Expired[] = [];
   const now = ctx.now();
-  const due = [...ctx.tasksInState("leased"), ...ctx.tasksInState("running")].filter((t) => (leaseDue(t) ?? Infinity) < now);
+  const due = [...ctx.tasksInState("leased"), ...ctx.tasksInState("running")].filter((t) => (leaseDue(t, ctx.renewal(t.metadata.name)) ?? Infinity) < now);
   for (const d of due) {
     const r = await expireLease(ctx, d.metadata.name);
     if (r) expired.push(r);

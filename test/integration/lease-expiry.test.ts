@@ -10,6 +10,8 @@ import { LeaseExpiry } from "../../src/reconciler/lease-expiry.ts";
 import type { LoomEvent } from "../../src/resources/meta.ts";
 import type { Task } from "../../src/resources/types.ts";
 import { SchedulerContext } from "../../src/scheduler/context.ts";
+import { RENEWAL_KIND, renewalCheck, type TaskLease } from "../../src/scheduler/renewal.ts";
+import { renew } from "../../src/scheduler/transitions.ts";
 import { Informer } from "../../src/store/cache.ts";
 import { openSqliteStore } from "../../src/store/sqlite.ts";
 import type { Store, StoredObject } from "../../src/store/store.ts";
@@ -123,5 +125,54 @@ describe("lease expiry by the clock of the stored lease_until", () => {
     // Each key was looked at a handful of times (its events and its due times), not on every tick of a sweep.
     expect(c.passes).toBeLessThanOrEqual(8);
     expect(events.filter((e) => e.reason === "LeaseExpired").map((e) => e.object.metadata.name).sort()).toEqual(["renewed", "short"]);
+  });
+});
+
+describe("a renew moves a small TaskLease record, never the Task", () => {
+  it("renews without rewriting the Task, expires at the renewed time, and a renewal landing during an expiry makes the expiry decide again", async () => {
+    cache = new Informer(store, ["Worker", "Task", RENEWAL_KIND]);
+    const ctx = context(() => clock);
+    const r = new LeaseExpiry(ctx);
+    await leased("r", clock + 10_000);
+    await cache.start();
+    const before = task("r").metadata.resourceVersion;
+
+    const reply = await renew(ctx, { worker_id: "w", task_id: "r", lease_seconds: 60 });
+    expect(reply.lease_until).toBe(new Date(clock + 60_000).toISOString());
+    await ctx.caughtUp();
+    // The Task is untouched: same resourceVersion; the renewal is its own small object.
+    expect(task("r").metadata.resourceVersion).toBe(before);
+    const rec = cache.get<TaskLease>(RENEWAL_KIND, "r")!;
+    expect(rec.spec).toEqual({ worker: "w", epoch: 1, lease_until: reply.lease_until });
+    expect(JSON.stringify(rec).length).toBeLessThan(400);
+
+    // Past the granted lease_until but before the renewed one: nothing expires.
+    clock += 30_000;
+    expect(await r.reconcile("r")).toEqual({ requeueAfterMs: 30_005 });
+    expect(task("r").status?.state).toBe("leased");
+    // A renew sets the end to now + lease_seconds, as in v1, also when that is sooner.
+    const again = await renew(ctx, { worker_id: "w", task_id: "r", lease_seconds: 40 });
+    await ctx.caughtUp();
+    expect(cache.get<TaskLease>(RENEWAL_KIND, "r")!.spec.lease_until).toBe(again.lease_until);
+    expect(again.lease_until).toBe(new Date(clock + 40_000).toISOString());
+
+    // The expiry pins the renewal it read: one written meanwhile (another replica) fails it.
+    clock += 40_001;
+    const stale = cache.get<TaskLease>(RENEWAL_KIND, "r")!;
+    await store.update({ ...stale, spec: { ...stale.spec, lease_until: new Date(clock + 60_000).toISOString() } });
+    const t = task("r");
+    const refused = await store.txn([{ op: "updateStatus", object: { ...t, status: { ...t.status, state: "retry_queued" } } }, renewalCheck("r", stale)]).then(() => "committed", (e: Error) => e.message);
+    expect(refused).toMatch(/expected resourceVersion/);
+    await ctx.caughtUp();
+    expect(await r.reconcile("r")).toEqual({ requeueAfterMs: 60_005 });
+
+    // Once the lease ends the stale record goes.
+    clock += 60_001;
+    expect(await r.reconcile("r")).toEqual({ writes: 1 });
+    await ctx.caughtUp();
+    expect(task("r").status?.state).toBe("retry_queued");
+    expect(await r.reconcile("r")).toEqual({ writes: 1 });
+    await ctx.caughtUp();
+    expect(cache.get(RENEWAL_KIND, "r")).toBeUndefined();
   });
 });
