@@ -5,6 +5,7 @@ import { leaseView, workerView, type WorkerView } from "../admission/index.ts";
 import { isActive, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
 import { isStoreError } from "../store/errors.ts";
+import { retryOnConflict, type RetryOptions } from "../store/retry.ts";
 import type { Applied, Store, StoredObject, TxnOp } from "../store/store.ts";
 import { HubError } from "./errors.ts";
 import { Liveness } from "./liveness.ts";
@@ -161,25 +162,23 @@ export class SchedulerContext {
   }
 
   /**
-   * Read-modify-write of one task's status under the lock. `fn` returns the new status,
-   * or undefined to write nothing. A conflict (someone wrote in between) retries on fresh data.
+   * A read-modify-write the Hub makes on its own behalf (an operator verb, a Runner's state
+   * change, a push): `step` reads from the informer and commits, under the lock. A Conflict
+   * means the informer trailed the store (another replica or a controller wrote), so the lock
+   * is let go, the informer catches up, and `step` runs again after a short jittered wait.
    */
+  readModifyWrite<R>(step: () => Promise<R>, o: Pick<RetryOptions, "retryable"> = {}): Promise<R> {
+    return retryOnConflict(() => this.locked(step), { ...o, refresh: () => this.caughtUp() });
+  }
+
+  /** Read-modify-write of one task's status (readModifyWrite). `fn` returns the new status, or undefined to write nothing. */
   async updateTask<R>(name: string, fn: (t: Task) => { status?: TaskStatus; result: R }): Promise<R> {
-    return this.locked(async () => {
-      for (let i = 0; ; i++) {
-        const t = this.task(name);
-        if (!t) throw new HubError(404, "task_not_found", { task_id: name });
-        const { status, result } = fn(t);
-        if (!status) return result;
-        try {
-          await this.commit([{ op: "updateStatus", object: { ...t, status } }]);
-          return result;
-        } catch (e) {
-          if (!isStoreError(e, "Conflict") || i >= 3) throw e;
-          const fresh = await this.store.get("Task", name);
-          if (fresh) await this.cache.waitForRevision(Number(fresh.metadata.resourceVersion));
-        }
-      }
+    return this.readModifyWrite(async () => {
+      const t = this.task(name);
+      if (!t) throw new HubError(404, "task_not_found", { task_id: name });
+      const { status, result } = fn(t);
+      if (status) await this.commit([{ op: "updateStatus", object: { ...t, status } }]);
+      return result;
     });
   }
 

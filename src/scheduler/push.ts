@@ -67,7 +67,7 @@ export async function pushTask(ctx: SchedulerContext, body: Record<string, unkno
   const timeoutMs = numIn(body.push_timeout_seconds, 10, 120, 30, "push_timeout_seconds") * 1000;
   const explicit = typeof body.worker_id === "string" && body.worker_id ? body.worker_id : undefined;
 
-  const granted = await ctx.locked(async () => {
+  const granted = await ctx.readModifyWrite(async () => {
     const task = ctx.task(taskId);
     if (!task) throw new HubError(404, "task_not_found", { task_id: taskId });
     if (!isQueued(task.status?.state)) throw new HubError(409, "task_not_queueable", { task_id: taskId, state: task.status?.state });
