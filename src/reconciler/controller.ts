@@ -4,6 +4,7 @@
 // again later (a delayed requeue); a periodic resync puts every key back on the queue as a
 // backstop for a missed event; and each reconcile is measured under the controller's name.
 // Nothing is carried between calls but the key.
+import { MAX_TIMER_MS } from "../resources/limits.ts";
 import { isConflict, retryDelayMs } from "../store/retry.ts";
 import { WorkQueue, type Key } from "./queue.ts";
 import { TimeSlice } from "./slice.ts";
@@ -39,8 +40,6 @@ export type ControllerOptions = {
 /** The key of a controller that has one piece of work (a pass over all of something). */
 export const ALL = "all";
 
-/** Timers longer than this overflow in Node and fire at once. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export class Controller {
   readonly queue = new WorkQueue();

@@ -20,6 +20,9 @@ export const LIMITS = {
   leaseSeconds: 7 * 24 * 3600,
 } as const;
 
+/** Timers longer than this overflow in Node and fire at once (about 24.8 days). */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** Integers must survive a round trip through JSON and every number type on the way. */
 export const MAX_INT = Number.MAX_SAFE_INTEGER;
 

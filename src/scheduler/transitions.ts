@@ -193,7 +193,8 @@ async function commitUpload(ctx: SchedulerContext, taskId: string, workerId: str
       result_id: resultId,
       attempt_no: attempt,
       verdict,
-      path,
+      // Where to fetch it, not where it lies on the Hub's disk.
+      download_url: `/api/results/${resultId}`,
       auto_retry: retry.queued ? { queued: true, attempt_no: attempt + 1, categories: retry.categories } : null,
       oracle_outcome: null,
       oracle_dispatch: null,
