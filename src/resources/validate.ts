@@ -204,8 +204,13 @@ function labelErrors(k: string, val: string): FieldError[] {
 
 const NAME_RE = /^[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?$/;
 
-/** Metadata rules Loom applies to every kind (the CRDs leave metadata to the server). */
-export function validateMetadata(obj: any): FieldError[] {
+/**
+ * Metadata rules Loom applies to every kind (the CRDs leave metadata to the server). The
+ * objects people write (the CRD kinds) follow Kubernetes' label syntax; Loom's internal
+ * records (Events, Results) label themselves with object names and file paths, which are
+ * only kept bounded and free of control characters.
+ */
+export function validateMetadata(obj: any, opts: { labelSyntax?: boolean } = {}): FieldError[] {
   const errs: FieldError[] = [];
   const m = obj?.metadata;
   if (!m || typeof m !== "object" || Array.isArray(m)) return [{ field: "metadata", message: "required", reason: "FieldValueRequired" }];
@@ -220,8 +225,9 @@ export function validateMetadata(obj: any): FieldError[] {
     else
       for (const [k, val] of Object.entries(v)) {
         if (typeof val !== "string") errs.push({ field: `metadata.${key}.${k}`, message: "must be a string", reason: "FieldValueTypeInvalid" });
-        else if (key === "labels") errs.push(...labelErrors(k, val));
+        else if (key === "labels" && opts.labelSyntax) errs.push(...labelErrors(k, val));
         else if (k.length > 253 || HAS_CONTROL.test(k)) errs.push({ field: `metadata.${key}`, message: "keys must be at most 253 characters without control characters", reason: "FieldValueInvalid" });
+        else if (key === "labels" && (val.length > 1024 || HAS_CONTROL.test(val))) errs.push({ field: `metadata.${key}.${k}`, message: "must be at most 1024 characters without control characters", reason: "FieldValueInvalid" });
       }
   }
   return errs;
@@ -239,7 +245,7 @@ export function validateObject(obj: any, opts: { kind?: string } = {}): FieldErr
   if (bounds.length) return bounds;
   const v = typeof kind === "string" ? validatorFor(kind) : undefined;
   if (!v) return [...errs, { field: "kind", message: `must be one of: ${[...loadCrds().keys()].join(", ")}`, reason: "FieldValueNotSupported" }];
-  errs.push(...validateMetadata(obj));
+  errs.push(...validateMetadata(obj, { labelSyntax: true }));
   if (!v(obj)) for (const e of v.errors ?? []) { const fe = toFieldError(e); if (fe) errs.push(fe); }
   return dedupe(errs);
 }
