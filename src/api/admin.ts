@@ -5,7 +5,7 @@ import { inventoryToWorkers } from "../resources/inventory.ts";
 import { isFinal, isQueued, type Task } from "../resources/types.ts";
 import { dispatch, repoRunRequest } from "../scheduler/dispatch.ts";
 import { HubError } from "../scheduler/errors.ts";
-import { pushTask } from "../scheduler/push.ts";
+import { DEFAULT_ALLOWED_TOKEN_ENV, pushTask, tokenEnvAllowed } from "../scheduler/push.ts";
 import { topK } from "../scheduler/queue.ts";
 import { cancel, expireLeases, retry } from "../scheduler/transitions.ts";
 import { setBlocked, setDesiredConcurrency } from "../scheduler/workers.ts";
@@ -100,7 +100,16 @@ export async function adminRoutes(f: FastifyInstance): Promise<void> {
     }
     if (!Array.isArray(workers) || !workers.length) throw new HubError(400, "hosts_required");
     const conv = inventoryToWorkers({ ...(inv ?? {}), inventory_version: 1, workers });
-    if (conv.errors.length) throw new HubError(400, "invalid_inventory", { errors: conv.errors.map(({ field, message }) => ({ field, message })), detail: conv.errors.map((e) => `${e.field}: ${e.message}`).join("; ") });
+    // A token variable the Hub would refuse to push with is refused now, not at the first push.
+    const allowed = hub.opts.directTokenEnv ?? DEFAULT_ALLOWED_TOKEN_ENV;
+    const tokenErrors = conv.workers.flatMap((w, i) => {
+      const name = w.spec.direct_api_token_env;
+      return name && !tokenEnvAllowed(name, { defaultTokenEnv: hub.opts.runnerTokenEnv, allowedTokenEnv: allowed })
+        ? [{ field: `workers[${i}].direct_api_token_env`, message: `${JSON.stringify(name)} is not a variable this Hub pushes with; allowed: ${[...allowed, hub.opts.runnerTokenEnv].join(", ")} (loom hub --direct-token-env)` }]
+        : [];
+    });
+    const errors = [...conv.errors.map(({ field, message }) => ({ field, message })), ...tokenErrors];
+    if (errors.length) throw new HubError(400, "invalid_inventory", { errors, detail: errors.map((e) => `${e.field}: ${e.message}`).join("; ") });
     const registered = await applyWorkers(ctx, conv.workers, typeof b.operator === "string" ? b.operator : undefined);
     return { ok: true, registered };
   });

@@ -21,6 +21,7 @@
 import type { ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyReply } from "fastify";
+import { MAX_TIMER_MS } from "../resources/limits.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { Store, StoredObject, WatchEvent, WatchEventType, WatchHandle } from "../store/store.ts";
 import { status } from "./status.ts";
@@ -168,7 +169,8 @@ export class WatchStream {
     }
     if (res.destroyed || this.stopped) return this.closed();
     res.writeHead(200, { "content-type": "application/json", "cache-control": "no-store", "x-content-type-options": "nosniff" });
-    if (this.spec.timeoutSeconds > 0) this.timeoutTimer = setTimeout(() => this.end(false), this.spec.timeoutSeconds * 1000);
+    // Clamped to the longest timer Node keeps (about 24.8 days): a longer one would fire at once.
+    if (this.spec.timeoutSeconds > 0) this.timeoutTimer = setTimeout(() => this.end(false), Math.min(this.spec.timeoutSeconds * 1000, MAX_TIMER_MS));
     if (!this.snapshotLeft) this.snapshotLeft = [];
     this.pumpSnapshot();
   }

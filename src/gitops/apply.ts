@@ -6,6 +6,7 @@ import type { InputError } from "../resources/input-errors.ts";
 import { isActive, isQueued } from "../resources/types.ts";
 import { isStoreError } from "../store/errors.ts";
 import { chunks } from "../store/ops.ts";
+import { DEFAULT_RETRY, retryOnConflict } from "../store/retry.ts";
 import { jsonEqual } from "../resources/json.ts";
 import type { Store, StoredObject, TxnOp } from "../store/store.ts";
 import { jsonClone } from "../resources/json.ts";
@@ -225,30 +226,24 @@ export async function readCurrent(store: Store, desired: StoredObject[], opts: A
 }
 
 const RETRYABLE = ["Conflict", "AlreadyExists", "NotFound"] as const;
-export const MAX_APPLY_ATTEMPTS = 5;
+export const MAX_APPLY_ATTEMPTS = DEFAULT_RETRY.attempts;
 
 /**
  * Write a plan in one transaction. When someone wrote in between (a stale resourceVersion,
- * a name taken or gone), read again, plan again and retry, a few times. A plan with errors
- * (or one that gains errors on a re-plan) writes nothing.
+ * a name taken or gone), read again, plan again and retry (retryOnConflict). A plan with
+ * errors (or one that gains errors on a re-plan) writes nothing.
  */
 export async function applyPlan(store: Store, plan: Plan, readOpts: { includeTasks?: boolean } = {}): Promise<ApplyResult> {
-  for (let attempt = 1; ; attempt++) {
-    if (plan.errors.length) return { plan, written: [], attempts: attempt - 1 };
-    const ops = planOps(plan);
+  return retryOnConflict(async (attempt) => {
+    if (attempt > 1) plan = planApply(await readCurrent(store, plan.desired, { ...plan.opts, ...readOpts }), plan.desired, plan.opts);
+    const ops = plan.errors.length ? [] : planOps(plan);
     if (ops.length === 0) return { plan, written: [], attempts: attempt - 1 };
-    try {
-      // A plan larger than one transaction of the store (etcd) goes in chunks; a chunk that
-      // meets a race re-plans from what is stored, so the chunks already written count as done.
-      const written: StoredObject[] = [];
-      for (const chunk of chunks(ops, store.maxWritesPerTxn)) written.push(...(await store.txn(chunk)));
-      return { plan, written, attempts: attempt };
-    } catch (e) {
-      if (attempt >= MAX_APPLY_ATTEMPTS || !RETRYABLE.some((r) => isStoreError(e, r))) throw e;
-      const current = await readCurrent(store, plan.desired, { ...plan.opts, ...readOpts });
-      plan = planApply(current, plan.desired, plan.opts);
-    }
-  }
+    // A plan larger than one transaction of the store (etcd) goes in chunks; a chunk that
+    // meets a race re-plans from what is stored, so the chunks already written count as done.
+    const written: StoredObject[] = [];
+    for (const chunk of chunks(ops, store.maxWritesPerTxn)) written.push(...(await store.txn(chunk)));
+    return { plan, written, attempts: attempt };
+  }, { attempts: MAX_APPLY_ATTEMPTS, retryable: (e) => RETRYABLE.some((r) => isStoreError(e, r)) });
 }
 
 export type PlanCounts = { created: number; updated: number; cordoned: number; deleted: number; kept: number; unchanged: number };

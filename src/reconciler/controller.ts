@@ -4,6 +4,8 @@
 // again later (a delayed requeue); a periodic resync puts every key back on the queue as a
 // backstop for a missed event; and each reconcile is measured under the controller's name.
 // Nothing is carried between calls but the key.
+import { MAX_TIMER_MS } from "../resources/limits.ts";
+import { isConflict, retryDelayMs } from "../store/retry.ts";
 import { WorkQueue, type Key } from "./queue.ts";
 import { TimeSlice } from "./slice.ts";
 
@@ -38,8 +40,6 @@ export type ControllerOptions = {
 /** The key of a controller that has one piece of work (a pass over all of something). */
 export const ALL = "all";
 
-/** Timers longer than this overflow in Node and fire at once. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export class Controller {
   readonly queue = new WorkQueue();
@@ -95,7 +95,11 @@ export class Controller {
         this.opts.observe?.(this.name, seconds(), res?.writes ?? 0);
         if (res && res.requeueAfterMs !== undefined) this.enqueue(key, res.requeueAfterMs);
       } catch (e) {
-        if (!this.abort.signal.aborted) {
+        if (isConflict(e) && !this.abort.signal.aborted) {
+          // Someone wrote the object since this pass read it: not a failure, look again soon on fresh data.
+          this.opts.observe?.(this.name, seconds(), 0);
+          this.enqueue(key, retryDelayMs(1));
+        } else if (!this.abort.signal.aborted) {
           this.opts.observe?.(this.name, seconds(), 0, e);
           this.opts.log("warn", `${this.name}: reconcile ${key} failed; retrying`, { err: (e as Error).message });
           this.queue.addRateLimited(key);

@@ -25,6 +25,9 @@ export type JSONSchema = {
   maximum?: number;
   minLength?: number;
   "x-kubernetes-preserve-unknown-fields"?: boolean;
+  /** With `anyOf: [{type: integer, ...}, {type: string, ...}]`: either (Kubernetes' IntOrString). */
+  "x-kubernetes-int-or-string"?: boolean;
+  anyOf?: JSONSchema[];
   "x-kubernetes-validations"?: { rule: string; message: string; fieldPath?: string }[];
   [k: string]: unknown;
 };

@@ -13,6 +13,7 @@ export function generateTypes(): string {
 
   const typeOf = (s: JSONSchema, name: string): string => {
     if (s.enum) return s.enum.map((v) => JSON.stringify(v)).join(" | ");
+    if (s["x-kubernetes-int-or-string"]) return "number | string";
     switch (s.type) {
       case "string": return "string";
       case "integer": case "number": return "number";

@@ -20,6 +20,9 @@ export const LIMITS = {
   leaseSeconds: 7 * 24 * 3600,
 } as const;
 
+/** Timers longer than this overflow in Node and fire at once (about 24.8 days). */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** Integers must survive a round trip through JSON and every number type on the way. */
 export const MAX_INT = Number.MAX_SAFE_INTEGER;
 
@@ -92,10 +95,22 @@ export function boundErrors(value: unknown, at = "", opts: { depth?: number; str
 type Schema = Record<string, any>;
 
 /**
+ * An IntOrString field as one schema with two types: each branch's rules apply only to its
+ * own type (minimum to the integer, pattern to the string), and a value of neither type gets
+ * one error, "must be an integer or a string", rather than one per branch.
+ */
+function intOrString(s: Schema): Schema {
+  const { anyOf, ...rest } = s;
+  const branches = (anyOf as Schema[]).map(withDefaultLimits);
+  return Object.assign({}, ...branches, rest, { type: branches.map((b) => b.type) });
+}
+
+/**
  * A schema with the default limits filled in where it states none: safe integers, bounded
  * strings without control characters, bounded arrays. Explicit rules in the CRD win.
  */
 export function withDefaultLimits(s: Schema): Schema {
+  if (s["x-kubernetes-int-or-string"] && Array.isArray(s.anyOf)) return intOrString(s);
   const out: Schema = { ...s };
   if (s.type === "integer") {
     out.minimum ??= -MAX_INT;

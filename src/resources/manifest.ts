@@ -11,6 +11,7 @@ import { mergeProfiles, profileShapeErrors } from "./profile.ts";
 import { type ItemFieldError, dedupeErrors, fieldError, isPlainObject, rebaseField } from "./input-errors.ts";
 import { readV1Manifest } from "./v1-manifest.ts";
 import { jsonClone } from "./json.ts";
+import { HAS_CONTROL } from "./limits.ts";
 
 /** `nominate_after_seconds` is the campaign's starvation threshold, copied into each task (see the Campaign CRD). */
 export const MANIFEST_KEYS = ["schema_version", "campaign_id", "nominate_after_seconds", "defaults", "cases"] as const;
@@ -59,8 +60,7 @@ type Check = (v: unknown, field: string) => ItemFieldError[];
 const ok: ItemFieldError[] = [];
 const bad = (field: string, message: string, reason: ItemFieldError["reason"] = "FieldValueInvalid") => [fieldError(field, message, reason)];
 
-const isId = (v: unknown) => (typeof v === "string" && v !== "") || (typeof v === "number" && Number.isInteger(v));
-const checkId: Check = (v, f) => (isId(v) ? ok : bad(f, "must be a non-empty string", "FieldValueTypeInvalid"));
+const isId = (v: unknown) => (typeof v === "string" && v !== "" && !HAS_CONTROL.test(v)) || Number.isSafeInteger(v);
 const checkString: Check = (v, f) => (typeof v === "string" ? ok : bad(f, "must be a string", "FieldValueTypeInvalid"));
 const checkBool: Check = (v, f) => (typeof v === "boolean" ? ok : bad(f, "must be a boolean", "FieldValueTypeInvalid"));
 const checkPositive: Check = (v, f) => (typeof v === "number" && Number.isFinite(v) && v > 0 ? ok : bad(f, "must be a positive number"));
@@ -97,17 +97,12 @@ const PAYLOAD_CHECKS: Record<string, Check> = {
 };
 
 /**
- * Checks for case and defaults keys. Keys the Task CRD checks (priority, scenario_id,
- * package_id, required_capability, expected, the insides of execution_profile and
- * retry_policy) are left to it, so one rule has one message.
+ * Checks for case and defaults keys. Keys the Campaign CRD checks (the ids) and the Task CRD
+ * checks (priority, required_capability, expected, the insides of execution_profile and
+ * retry_policy) are left to them, so one rule has one message.
  */
 const LAYER_CHECKS: Record<string, Check> = {
   ...PAYLOAD_CHECKS,
-  task_id: checkId,
-  case_id: checkId,
-  setting_id: checkId,
-  run_id: checkId,
-  case_version: checkId,
   vars: (v, f) => (isPlainObject(v) ? ok : bad(f, "must be a map of template values", "FieldValueTypeInvalid")),
   extensions: (v, f) => (isPlainObject(v) ? ok : bad(f, "must be an object", "FieldValueTypeInvalid")),
   oracle: (v, f) => (isPlainObject(v) ? ok : bad(f, "must be an object", "FieldValueTypeInvalid")),

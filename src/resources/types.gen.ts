@@ -1,18 +1,53 @@
 // Generated from crds/*.yaml by src/resources/gen-types.ts. Do not edit: run `npm run gen:types`.
 import type { Resource } from "./meta.ts";
 
+/** Values every case inherits; case values override them. */
+export interface CampaignSpecDefaults {
+  /** An identifier of the case: a non-empty string of at most 253 characters without control characters, or an integer of at most 2^53-1. */
+  case_id?: number | string;
+  /** An identifier of the case: a non-empty string of at most 253 characters without control characters, or an integer of at most 2^53-1. */
+  setting_id?: number | string;
+  /** An identifier of the case: a non-empty string of at most 253 characters without control characters, or an integer of at most 2^53-1. */
+  run_id?: number | string;
+  /** An identifier of the case: a non-empty string of at most 253 characters without control characters, or an integer of at most 2^53-1. */
+  case_version?: number | string;
+  /** A case's scenario or package identifier: a non-empty string of at most 253 characters without control characters. */
+  scenario_id?: string;
+  /** A case's scenario or package identifier: a non-empty string of at most 253 characters without control characters. */
+  package_id?: string;
+  [key: string]: unknown;
+}
+
+export interface CampaignSpecCasesItem {
+  /** An identifier of the case: a non-empty string of at most 253 characters without control characters, or an integer of at most 2^53-1. */
+  task_id?: number | string;
+  /** An identifier of the case: a non-empty string of at most 253 characters without control characters, or an integer of at most 2^53-1. */
+  case_id?: number | string;
+  /** An identifier of the case: a non-empty string of at most 253 characters without control characters, or an integer of at most 2^53-1. */
+  setting_id?: number | string;
+  /** An identifier of the case: a non-empty string of at most 253 characters without control characters, or an integer of at most 2^53-1. */
+  run_id?: number | string;
+  /** An identifier of the case: a non-empty string of at most 253 characters without control characters, or an integer of at most 2^53-1. */
+  case_version?: number | string;
+  /** A case's scenario or package identifier: a non-empty string of at most 253 characters without control characters. */
+  scenario_id?: string;
+  /** A case's scenario or package identifier: a non-empty string of at most 253 characters without control characters. */
+  package_id?: string;
+  [key: string]: unknown;
+}
+
 /** A campaign manifest: defaults and cases, one task per case. */
 export interface CampaignSpec {
   /** Manifest schema version; only 1. */
   schema_version?: number;
-  /** Campaign identifier; task names start with it. */
+  /** Campaign identifier; task names start with it. At most 63 characters, since its tasks carry it in the loom.dev/campaign label. */
   campaign_id: string;
   /** Seconds a task of this campaign may wait queued, fitting nowhere, before it nominates (holds) the worker where it could start soonest. Copied into each task's spec. Default: the Hub's --nominate-after-seconds (60). */
   nominate_after_seconds?: number;
   /** Values every case inherits; case values override them. */
-  defaults?: Record<string, unknown>;
+  defaults?: CampaignSpecDefaults;
   /** The cases; each becomes one Task (case values override defaults, resources merge by name). */
-  cases: Record<string, unknown>[];
+  cases: CampaignSpecCasesItem[];
 }
 
 export interface CampaignStatusConditionsItem {

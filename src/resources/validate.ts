@@ -161,7 +161,7 @@ function toFieldError(e: ErrorObject): FieldError | undefined {
     case "enum":
       return { field: at, message: `must be one of: ${p.allowedValues.join(", ")}`, reason: "FieldValueNotSupported" };
     case "type":
-      return { field: at, message: `must be ${/^[aeiou]/.test(p.type) ? "an" : "a"} ${p.type}`, reason: "FieldValueTypeInvalid" };
+      return { field: at, message: `must be ${String(p.type).split(",").map((t) => `${/^[aeiou]/.test(t) ? "an" : "a"} ${t}`).join(" or ")}`, reason: "FieldValueTypeInvalid" };
     case "minimum":
       return { field: at, message: p.limit === 0 ? "must be non-negative" : `must be >= ${p.limit}`, reason: "FieldValueInvalid" };
     case "maximum":
@@ -183,10 +183,34 @@ function toFieldError(e: ErrorObject): FieldError | undefined {
   }
 }
 
+/** Kubernetes' label syntax: a name part of 1-63 characters, alphanumeric at both ends, with `-`, `_`, `.` inside. */
+const LABEL_NAME_RE = /^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$/;
+const DNS_SUBDOMAIN_RE = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/;
+
+/** A label key is `[prefix/]name`, the prefix a DNS subdomain of at most 253 characters; a value is empty or a name part. */
+function labelErrors(k: string, val: string): FieldError[] {
+  const field = `metadata.labels.${k}`;
+  const slash = k.indexOf("/");
+  const [prefix, name] = slash < 0 ? [undefined, k] : [k.slice(0, slash), k.slice(slash + 1)];
+  const errs: FieldError[] = [];
+  if (prefix !== undefined && (prefix.length > 253 || !DNS_SUBDOMAIN_RE.test(prefix)))
+    errs.push({ field, message: "the key's prefix must be a DNS subdomain: at most 253 characters of a-z 0-9 - and ., each part starting and ending with a letter or digit", reason: "FieldValueInvalid" });
+  if (!LABEL_NAME_RE.test(name))
+    errs.push({ field, message: "the key's name (after any prefix/) must be 1-63 characters of A-Z a-z 0-9 - _ . beginning and ending with a letter or digit", reason: "FieldValueInvalid" });
+  if (val !== "" && !LABEL_NAME_RE.test(val))
+    errs.push({ field, message: "must be empty or 1-63 characters of A-Z a-z 0-9 - _ . beginning and ending with a letter or digit", reason: "FieldValueInvalid" });
+  return errs;
+}
+
 const NAME_RE = /^[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?$/;
 
-/** Metadata rules Loom applies to every kind (the CRDs leave metadata to the server). */
-export function validateMetadata(obj: any): FieldError[] {
+/**
+ * Metadata rules Loom applies to every kind (the CRDs leave metadata to the server). The
+ * objects people write (the CRD kinds) follow Kubernetes' label syntax; Loom's internal
+ * records (Events, Results) label themselves with object names and file paths, which are
+ * only kept bounded and free of control characters.
+ */
+export function validateMetadata(obj: any, opts: { labelSyntax?: boolean } = {}): FieldError[] {
   const errs: FieldError[] = [];
   const m = obj?.metadata;
   if (!m || typeof m !== "object" || Array.isArray(m)) return [{ field: "metadata", message: "required", reason: "FieldValueRequired" }];
@@ -201,6 +225,7 @@ export function validateMetadata(obj: any): FieldError[] {
     else
       for (const [k, val] of Object.entries(v)) {
         if (typeof val !== "string") errs.push({ field: `metadata.${key}.${k}`, message: "must be a string", reason: "FieldValueTypeInvalid" });
+        else if (key === "labels" && opts.labelSyntax) errs.push(...labelErrors(k, val));
         else if (k.length > 253 || HAS_CONTROL.test(k)) errs.push({ field: `metadata.${key}`, message: "keys must be at most 253 characters without control characters", reason: "FieldValueInvalid" });
         else if (key === "labels" && (val.length > 1024 || HAS_CONTROL.test(val))) errs.push({ field: `metadata.${key}.${k}`, message: "must be at most 1024 characters without control characters", reason: "FieldValueInvalid" });
       }
@@ -220,7 +245,7 @@ export function validateObject(obj: any, opts: { kind?: string } = {}): FieldErr
   if (bounds.length) return bounds;
   const v = typeof kind === "string" ? validatorFor(kind) : undefined;
   if (!v) return [...errs, { field: "kind", message: `must be one of: ${[...loadCrds().keys()].join(", ")}`, reason: "FieldValueNotSupported" }];
-  errs.push(...validateMetadata(obj));
+  errs.push(...validateMetadata(obj, { labelSyntax: true }));
   if (!v(obj)) for (const e of v.errors ?? []) { const fe = toFieldError(e); if (fe) errs.push(fe); }
   return dedupe(errs);
 }

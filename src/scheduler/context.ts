@@ -5,6 +5,7 @@ import { leaseView, workerView, type LeaseView, type WorkerView } from "../admis
 import { isActive, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
 import { isStoreError } from "../store/errors.ts";
+import { retryOnConflict, type RetryOptions } from "../store/retry.ts";
 import type { Applied, Known, Store, StoredObject, TxnOp } from "../store/store.ts";
 import { HubError } from "./errors.ts";
 import { RENEWAL_KIND, type TaskLease } from "./renewal.ts";
@@ -184,41 +185,30 @@ export class SchedulerContext {
   }
 
   /**
-   * Run a decide-and-write step on caught-up state; when its write meets a Conflict (the
-   * state moved under it), catch up and decide again, a few times.
+   * A read-modify-write the Hub makes on its own behalf (an operator verb, a push): `step`
+   * reads from the informer and commits, under the lock. A Conflict means the informer
+   * trailed the store (another replica or a controller wrote), so the lock is let go, the
+   * informer catches up, and `step` runs again after a short jittered wait.
    */
-  async retryOnConflict<R>(step: () => Promise<R>, attempts = 4): Promise<R> {
-    for (let i = 1; ; i++) {
-      await this.caughtUp();
-      try {
-        return await step();
-      } catch (e) {
-        if (!isStoreError(e, "Conflict") || i >= attempts) throw e;
-      }
-    }
+  readModifyWrite<R>(step: () => Promise<R>, o: Pick<RetryOptions, "retryable"> = {}): Promise<R> {
+    return retryOnConflict(() => this.locked(step), { ...o, refresh: () => this.caughtUp() });
   }
 
   /**
-   * Read-modify-write of one task's status. `fn` returns the new status, or undefined to
-   * write nothing. It takes no lock: the store's precondition on the task's resourceVersion
-   * keeps it exact, and a Conflict (someone wrote in between) retries on fresh data. A
-   * decision made meanwhile sees the task as it was, which only ever holds more back.
+   * Read-modify-write of one task's status (a Runner's state change, an expiry). `fn`
+   * returns the new status, or undefined to write nothing; `also` adds ops to the same
+   * transaction. It takes no lock: the store's precondition on the task's resourceVersion
+   * keeps it exact, and a Conflict retries on caught-up data (retryOnConflict). A decision
+   * made meanwhile sees the task as it was, which only ever holds more back.
    */
   async updateTask<R>(name: string, fn: (t: Task) => { status?: TaskStatus; result: R }, also: () => TxnOp[] = () => []): Promise<R> {
-    for (let i = 0; ; i++) {
+    return retryOnConflict(async () => {
       const t = this.task(name);
       if (!t) throw new HubError(404, "task_not_found", { task_id: name });
       const { status, result } = fn(t);
-      if (!status) return result;
-      try {
-        await this.commit([{ op: "updateStatus", object: { ...t, status } }, ...also()]);
-        return result;
-      } catch (e) {
-        if (!isStoreError(e, "Conflict") || i >= 7) throw e;
-        const fresh = await this.store.get("Task", name);
-        if (fresh) await this.cache.waitForRevision(Number(fresh.metadata.resourceVersion));
-      }
-    }
+      if (status) await this.commit([{ op: "updateStatus", object: { ...t, status } }, ...also()]);
+      return result;
+    }, { refresh: () => this.caughtUp() });
   }
 
   /** Resolves on the next change that could make work admissible, or after ms. */

@@ -137,6 +137,9 @@ export async function dispatch(ctx: SchedulerContext, body: unknown): Promise<Di
   }
 }
 
+/** A command may span lines and hold tabs; any other control character is a mistake or an attack on the terminal. */
+const COMMAND_CONTROL = /[\u0000-\u0008\u000B-\u001F\u007F]/;
+
 const REPO_RUN_KEYS = ["repo_url", "command", "commands", "commit", "ref", "depth", "source_token_env", "placement", "cpu_millis", "memory_mb", "disk_mb", "gpu_count", "gpu_types", "task_id", "package_id", "campaign_id", "case_id", "setting_id", "run_id", "required_capability", "priority", "timeout_seconds", "materialize_timeout_seconds", "continue_on_error", "env", "operator", "artifact_paths"];
 
 /**
@@ -152,6 +155,7 @@ export function repoRunRequest(body: unknown): Record<string, unknown> {
   const commands = body.commands !== undefined ? body.commands : body.command !== undefined ? [body.command] : undefined;
   if (commands === undefined) errors.push({ field: "command", message: "required" });
   else if (!Array.isArray(commands) || !commands.length || commands.some((c) => !str(c))) errors.push({ field: body.commands !== undefined ? "commands" : "command", message: "must be one or more non-empty commands" });
+  else if (commands.some((c) => COMMAND_CONTROL.test(c as string))) errors.push({ field: body.commands !== undefined ? "commands" : "command", message: "must not contain control characters other than tab and newline" });
   if (errors.length) throw new HubError(400, "invalid_dispatch", { detail: errors.map((e) => `${e.field}: ${e.message}`).join("; "), errors });
   checkRequest("repo-run", body);
   const resources: Record<string, unknown> = {};

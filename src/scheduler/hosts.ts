@@ -4,9 +4,10 @@ import type { Worker } from "../resources/types.ts";
 import type { TxnOp } from "../store/store.ts";
 import type { SchedulerContext } from "./context.ts";
 import { directEndpoint } from "./push.ts";
+import { conflictOrTaken } from "../store/retry.ts";
 
 export async function applyWorkers(ctx: SchedulerContext, workers: Worker[], operator?: string) {
-  return ctx.locked(async () => {
+  return ctx.readModifyWrite(async () => {
     const ops: TxnOp<Worker>[] = [];
     for (const w of workers) {
       const cur = await ctx.store.get("Worker", w.metadata.name);
@@ -20,5 +21,5 @@ export async function applyWorkers(ctx: SchedulerContext, workers: Worker[], ope
     const written = await ctx.commit(ops);
     for (const o of written) ctx.recordEvent({ object: o, type: "Normal", reason: "HostRegistered", message: `worker host registered${operator ? ` by ${operator}` : ""}` });
     return written.map((o) => ({ worker_id: o.metadata.name, endpoint: directEndpoint(o) ?? null, connection_mode: o.spec.connection_mode ?? null }));
-  });
+  }, { retryable: conflictOrTaken });
 }

@@ -1,7 +1,8 @@
 // Direct Runner push (admin push-task, and the push dispatcher): the same admission and
 // the same atomic lease as a pull, then POST {worker_url}/api/tasks/execute. A definite
-// refusal from the Runner (4xx) releases the lease at once; only an unknown outcome
-// (timeout, cut connection) keeps it until it is renewed or expires.
+// refusal from the Runner (4xx), or a connection that failed before anything was sent
+// (refused, no such host), releases the lease at once; only an unknown outcome (timeout,
+// cut connection) keeps it until it is renewed or expires.
 import { randomUUID } from "node:crypto";
 import { admit, concurrencyOf, taskView, type Decision } from "../admission/index.ts";
 import { isQueued, type Worker } from "../resources/types.ts";
@@ -59,6 +60,33 @@ function refusal(d: Decision): HubError {
   return new HubError(409, "worker_resource_unavailable", { worker_id: d.worker, reasons: d.reasons, admission: d.admission });
 }
 
+/**
+ * Socket errors raised before a request can have left this host: the Runner cannot have
+ * received it, so the lease may be released at once. A timeout or a cut connection stays
+ * "unknown". fetch wraps the socket's error (TypeError "fetch failed", cause), and a host
+ * with several addresses fails with an AggregateError of one error per address.
+ */
+const NOT_DELIVERED = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"]);
+
+function notDelivered(e: unknown): string | undefined {
+  for (let c = e as { code?: unknown; cause?: unknown; errors?: unknown } | undefined, depth = 0; c && depth < 5; c = c.cause as typeof c, depth++) {
+    if (typeof c.code === "string" && NOT_DELIVERED.has(c.code)) return c.code;
+    if (Array.isArray(c.errors) && c.errors.length) {
+      const codes = c.errors.map((x) => notDelivered(x));
+      return codes.every(Boolean) ? codes[0] : undefined;
+    }
+  }
+  return undefined;
+}
+
+/** Put a pushed task back in the queue with the same attempt, if it still holds this push's lease. */
+function releasePush(ctx: SchedulerContext, taskId: string, pushId: string, outcome: string, reason: string): Promise<void> {
+  return ctx.updateTask(taskId, (t) => {
+    if (t.status?.lease?.push_id !== pushId) return { result: undefined };
+    return { status: endLease(t.status, "queued", ctx.now(), outcome, reason), result: undefined };
+  });
+}
+
 export async function pushTask(ctx: SchedulerContext, body: Record<string, unknown>, o: PushOptions) {
   const taskId = body.task_id;
   if (typeof taskId !== "string" || !taskId) throw new HubError(400, "task_id_required");
@@ -67,7 +95,7 @@ export async function pushTask(ctx: SchedulerContext, body: Record<string, unkno
   const timeoutMs = numIn(body.push_timeout_seconds, 10, 120, 30, "push_timeout_seconds") * 1000;
   const explicit = typeof body.worker_id === "string" && body.worker_id ? body.worker_id : undefined;
 
-  const granted = await ctx.locked(async () => {
+  const granted = await ctx.readModifyWrite(async () => {
     const task = ctx.task(taskId);
     if (!task) throw new HubError(404, "task_not_found", { task_id: taskId });
     if (!isQueued(task.status?.state)) throw new HubError(409, "task_not_queueable", { task_id: taskId, state: task.status?.state });
@@ -114,6 +142,12 @@ export async function pushTask(ctx: SchedulerContext, body: Record<string, unkno
     });
     text = await res.text();
   } catch (e) {
+    const refused = notDelivered(e);
+    if (refused) {
+      await releasePush(ctx, taskId, pushId, "push_not_delivered", "PushNotDelivered");
+      ctx.recordEvent({ object: leased.task, type: "Warning", reason: "PushNotDelivered", message: `push to ${worker.metadata.name} not delivered (${refused} on ${url}); lease released, task requeued` });
+      throw new HubError(502, "push_not_delivered", { task_id: taskId, worker_id: worker.metadata.name, state: "queued", cause: refused, detail: `the connection to ${url} failed before anything was sent (${refused}); the task is queued again` });
+    }
     ctx.recordEvent({ object: leased.task, type: "Warning", reason: "PushDeliveryUnknown", message: `push to ${worker.metadata.name} had no answer (${(e as Error).name}); the lease stands until it is renewed or expires` });
     throw new HubError(502, "push_delivery_unknown", { task_id: taskId, worker_id: worker.metadata.name, state: "leased", lease_until: leased.task.status?.lease?.lease_until, detail: (e as Error).message });
   }
@@ -122,11 +156,7 @@ export async function pushTask(ctx: SchedulerContext, body: Record<string, unkno
   if (res.ok) return { status: 202, body: { ok: true, task_id: taskId, worker_id: worker.metadata.name, lease_until: leased.task.status?.lease?.lease_until, runner: reply, selection: { mode, cache_affinity: leased.affinity } } };
   if (res.status >= 400 && res.status < 500) {
     // A definite no: the task goes back to the queue with the same attempt, and the reservation is gone.
-    await ctx.updateTask(taskId, (t) => {
-      if (t.status?.lease?.push_id !== pushId) return { result: undefined };
-      const status = endLease(t.status, "queued", ctx.now(), "push_refused", "PushRefused");
-      return { status, result: undefined };
-    });
+    await releasePush(ctx, taskId, pushId, "push_refused", "PushRefused");
     ctx.recordEvent({ object: leased.task, type: "Warning", reason: "PushRefused", message: `runner ${worker.metadata.name} answered ${res.status}; lease released, task requeued` });
     const code = res.status === 429 ? "worker_capacity_reached" : "push_refused";
     throw new HubError(res.status === 429 ? 429 : 409, code, { task_id: taskId, worker_id: worker.metadata.name, state: "queued", runner_status: res.status, runner: reply });

@@ -171,7 +171,7 @@ async function syncDir(dir: string): Promise<void> {
 
 async function commitUpload(ctx: SchedulerContext, taskId: string, workerId: string, file: UploadedFile, resultId: string, inspection: ResultInspection) {
   const { path, sha256, bytes } = file;
-  return ctx.locked(async () => {
+  return ctx.readModifyWrite(async () => {
     const t = ctx.task(taskId);
     if (!t) throw new HubError(404, "task_not_found", { task_id: taskId });
     fence(t, workerId, undefined);
@@ -206,7 +206,8 @@ async function commitUpload(ctx: SchedulerContext, taskId: string, workerId: str
       result_id: resultId,
       attempt_no: attempt,
       verdict,
-      path,
+      // Where to fetch it, not where it lies on the Hub's disk.
+      download_url: `/api/results/${resultId}`,
       auto_retry: retry.queued ? { queued: true, attempt_no: attempt + 1, categories: retry.categories } : null,
       oracle_outcome: null,
       oracle_dispatch: null,
@@ -216,16 +217,20 @@ async function commitUpload(ctx: SchedulerContext, taskId: string, workerId: str
 
 export async function complete(ctx: SchedulerContext, body: Record<string, unknown>) {
   const { workerId, taskId } = leaseRequest(ctx, "complete", body);
-  return ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
+  let released: Task | undefined;
+  const out = await ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
     const state = t.status?.state;
+    released = undefined; // a retried try decides afresh
     // A task already final answers as v1 does; anything else must come from the lease holder.
     if (isFinal(state)) return { result: { ok: true, task_id: taskId, state } };
     fence(t, workerId, body.attempt_no);
     // Complete without an upload: v1 parks the task in `returned`, which holds no reservation.
     const status = endLease(t.status!, "returned", ctx.now(), "returned", "CompletedWithoutResult");
-    ctx.recordEvent({ object: t, type: "Warning", reason: "LeaseReleased", message: `${workerId} completed without uploading a result; reservation released` });
+    released = t;
     return { status, result: { ok: true, task_id: taskId, old_state: state, new_state: "returned" } };
   });
+  if (released) ctx.recordEvent({ object: released, type: "Warning", reason: "LeaseReleased", message: `${workerId} completed without uploading a result; reservation released` });
+  return out;
 }
 
 export async function fail(ctx: SchedulerContext, body: Record<string, unknown>) {

@@ -8,6 +8,7 @@ import { validateMetadata } from "../resources/validate.ts";
 import type { SchedulerContext } from "./context.ts";
 import { checkRequest, HubError } from "./errors.ts";
 import { jsonClone } from "../resources/json.ts";
+import { conflictOrTaken } from "../store/retry.ts";
 
 export const ORIGIN_LABEL = "loom.dev/origin";
 
@@ -49,7 +50,8 @@ export async function register(ctx: SchedulerContext, body: Record<string, unkno
   // A v1 Runner sends a complete vector; a partial one is completed from its host snapshot, as v1 does.
   const fullReported = overlayCapacity(defaultCapacityFromHost(hostResources), reported);
 
-  return ctx.locked(async () => {
+  // Another replica may create or rewrite the worker in between: both are retried.
+  return ctx.readModifyWrite(async () => {
     const now = ctx.now();
     const existing = ctx.worker(id);
     const status: WorkerStatus = jsonClone(existing?.status ?? {});
@@ -80,7 +82,7 @@ export async function register(ctx: SchedulerContext, body: Record<string, unkno
     const s = effectiveSettings(written);
     ctx.recordEvent({ object: written, type: "Normal", reason: "Registered", message: `runner registered (max ${max}, initial ${initial}, ${policy})` });
     return { ok: true, worker_id: id, initial_concurrency: s.initial_concurrency, desired_concurrency: s.desired_concurrency, max_concurrency: s.max_concurrency, concurrency_policy: s.concurrency_policy, resource_capacity: s.resource_capacity };
-  });
+  }, { retryable: conflictOrTaken });
 }
 
 export function heartbeat(ctx: SchedulerContext, body: Record<string, unknown>) {
@@ -107,7 +109,7 @@ export function heartbeat(ctx: SchedulerContext, body: Record<string, unknown>) 
 
 export async function setDesiredConcurrency(ctx: SchedulerContext, workerId: string, desired: number, reason: string) {
   if (!isInt(desired)) throw new HubError(400, "desired_concurrency_must_be_integer", { field: "desired_concurrency" });
-  return ctx.locked(async () => {
+  return ctx.readModifyWrite(async () => {
     const w = ctx.worker(workerId);
     if (!w) throw new HubError(404, "worker_not_found", { worker_id: workerId });
     const max = effectiveSettings(w).max_concurrency;
@@ -122,7 +124,7 @@ export async function setDesiredConcurrency(ctx: SchedulerContext, workerId: str
 
 /** Cordon or uncordon (v1's block/unblock): spec.unschedulable, like a Node. */
 export async function setBlocked(ctx: SchedulerContext, workerId: string, blocked: boolean) {
-  return ctx.locked(async () => {
+  return ctx.readModifyWrite(async () => {
     const w = ctx.worker(workerId);
     if (!w) throw new HubError(404, "worker_not_found", { worker_id: workerId });
     if ((w.spec.unschedulable ?? false) !== blocked) {

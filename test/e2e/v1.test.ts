@@ -42,7 +42,8 @@ const json = (r: Run) => {
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "loom-v1-"));
-  h = await startHub({ heartbeatGraceSeconds: 3600, env: { ...process.env, LOOM_HUB_TOKEN: TOKEN } });
+  // The v1 inventory's Direct Runner pushes with LAB_RUNNER_TOKEN, which the operator allows.
+  h = await startHub({ heartbeatGraceSeconds: 3600, env: { ...process.env, LOOM_HUB_TOKEN: TOKEN }, directTokenEnv: ["LOOM_DIRECT_TOKEN_*", "LAB_RUNNER_TOKEN"] });
 });
 
 afterAll(async () => {

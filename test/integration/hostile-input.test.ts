@@ -170,6 +170,55 @@ describe("bad inputs that were stored", () => {
   });
 });
 
+describe("input the fuzzer still got stored", () => {
+  const campaign = (cases: unknown[], defaults?: unknown) => ({ metadata: { name: "fz" }, spec: { campaign_id: "fz", ...(defaults ? { defaults } : {}), cases } });
+  it("Campaign case and defaults ids: arrays, objects, booleans, numbers past 2^53 and control characters", async () => {
+    for (const bad of [["a"], { a: 1 }, true, 12345678901234567890, "a\u0001b", "", 1.5]) {
+      await refused(send("POST", `${API_PREFIX}/campaigns`, campaign([{ case_id: bad, setting_id: "s", run_id: "r" }])), "spec.cases[0].case_id");
+      for (const k of ["task_id", "setting_id", "run_id", "case_version"])
+        await refused(send("POST", `${API_PREFIX}/campaigns`, campaign([{ case_id: "c", setting_id: "s", run_id: "r", [k]: bad }])), `spec.cases[0].${k}`);
+      await refused(send("POST", `${API_PREFIX}/campaigns`, campaign([{ case_id: "c", run_id: "r" }], { setting_id: bad })), "spec.defaults.setting_id");
+    }
+    await refused(send("POST", `${API_PREFIX}/campaigns`, campaign([{ case_id: "c", setting_id: "s", run_id: "r", scenario_id: ["x"] }])), "spec.cases[0].scenario_id");
+    // Integers and plain strings stay ids.
+    const ok = await send("POST", `${API_PREFIX}/campaigns`, { ...campaign([{ case_id: 7, setting_id: "s", run_id: "r", payload: { runner: "noop" } }]), metadata: { name: "fz-ok" } });
+    expect(ok.status, ok.text).toBe(201);
+  });
+  it("labels follow Kubernetes' syntax: [prefix/]name keys, values of at most 63 characters of A-Z a-z 0-9 - _ .", async () => {
+    for (const labels of [{ a: "x".repeat(64) }, { a: "héllo" }, { a: "-x" }, { a: "x." }, { a: "a b" }, { "a b": "x" }, { "Bad_Prefix/a": "x" }, { "/a": "x" }, { "loom.dev/": "x" }, { ["k".repeat(64)]: "x" }])
+      await refused(send("POST", `${API_PREFIX}/workers`, { metadata: { name: "w9", labels }, spec: {} }), `metadata.labels.${Object.keys(labels)[0]}`);
+    const ok = await send("POST", `${API_PREFIX}/workers`, { metadata: { name: "w7", labels: { "team.example.com/owner": "a.b_c-1", plain: "", ["k".repeat(63)]: "v".repeat(63) } }, spec: {} });
+    expect(ok.status, ok.text).toBe(201);
+  });
+  it("register-worker-hosts refuses a direct_api_token_env the Hub would not push with, naming the allowed pattern", async () => {
+    for (const env of ["NaN", "Infinity", "LOOM_HUB_TOKEN", "AWS_SECRET_ACCESS_KEY"]) {
+      const r = await refused(send("POST", "/api/admin/register-worker-hosts", { hosts: [{ worker_id: "hx", host: "127.0.0.1", connection_mode: "direct-worker-api", max_concurrency: 1, initial_concurrency: 1, direct_api_token_env: env }] }), "workers[0].direct_api_token_env");
+      expect(r.text).toContain("LOOM_DIRECT_TOKEN_*");
+    }
+    const ok = await send("POST", "/api/admin/register-worker-hosts", { hosts: [{ worker_id: "hx", host: "127.0.0.1", connection_mode: "direct-worker-api", max_concurrency: 1, initial_concurrency: 1, direct_api_token_env: "LOOM_DIRECT_TOKEN_HX" }] });
+    expect(ok.status, ok.text).toBe(200);
+  });
+  it("dispatch-repo-run refuses control characters in a command other than tab and newline", async () => {
+    const run = { repo_url: "https://example.invalid/r.git" };
+    for (const command of ["make\u0007", "make\rclean", "echo \u001b[2J", "a\u007f"]) await refused(send("POST", "/api/tasks/dispatch-repo-run", { ...run, command }), "command");
+    await refused(send("POST", "/api/tasks/dispatch-repo-run", { ...run, commands: ["make", "x\u0008"] }), "commands");
+    const ok = await send("POST", "/api/tasks/dispatch-repo-run", { ...run, command: "make\tall\nmake test" });
+    expect(ok.status, ok.text).toBe(201);
+  });
+  it("a watch with timeoutSeconds past 2^31-1 ms stays open instead of ending at once", async () => {
+    for (const t of [2147484, 1e9]) {
+      const ac = new AbortController();
+      const res = await fetch(`${u}${API_PREFIX}/workers?watch=1&timeoutSeconds=${t}`, { signal: ac.signal });
+      expect(res.status).toBe(200);
+      const reader = res.body!.getReader();
+      const ended = (async () => { for (;;) if ((await reader.read()).done) return "ended"; })().catch(() => "aborted");
+      expect(await Promise.race([ended, new Promise((r) => setTimeout(() => r("open"), 500))])).toBe("open");
+      ac.abort();
+      await ended;
+    }
+  });
+});
+
 describe("status writes with garbage are refused", () => {
   const lease = { worker: "w1", epoch: 1, leased_at: "2030-01-01T00:00:00Z", lease_until: "2030-01-01T00:10:00Z", placement: "shared", reservation: { cpu_millis: 0, memory_mb: 0, disk_mb: 0, gpu_count: 0 } };
   const patch = (status: unknown) => send("PATCH", `${API_PREFIX}/tasks/t2/status`, { status }, "application/merge-patch+json");

@@ -110,10 +110,17 @@ describe("streaming inspection", () => {
   it("a good ZIP still scores clean and is kept", async () => {
     const r = await upload("t3", "w1", await writeZip([{ name: "worker-result.json", data: JSON.stringify({ exit_code: 0, verdict: "clean" }) }, { name: "stdout.txt", data: "ok\n" }]));
     expect(r.status).toBe(201);
-    const body = (await r.json()) as { verdict: string; result_id: string };
+    const text = await r.text();
+    const body = JSON.parse(text) as { verdict: string; result_id: string; download_url: string };
     expect(body.verdict).toBe("clean");
     expect(files()).toContain(`${body.result_id}.zip`);
     expect(readdirSync(join(resultsDir(), ".incoming"))).toEqual([]);
+    // The reply names the result and where to fetch it, never where it lies on the Hub's disk.
+    expect(text).not.toContain(resultsDir());
+    expect(body).not.toHaveProperty("path");
+    const got = await fetch(h.url + body.download_url);
+    expect(got.status).toBe(200);
+    expect(Buffer.from(await got.arrayBuffer()).subarray(0, 2).toString()).toBe("PK");
   });
 });
 

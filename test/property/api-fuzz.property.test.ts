@@ -124,6 +124,8 @@ describe("fuzzing the HTTP API of a real Hub", () => {
         const before = await contents();
         const res = await send(r);
         expect(res.status, `${r.method} ${r.path}: ${res.text.slice(0, 300)}`).toBeLessThan(500);
+        // No reply (an upload's above all) discloses where the Hub keeps its files.
+        expect(res.text).not.toContain(h.dir);
         if (res.status >= 400) {
           expect(await contents(), `${r.method} ${r.path} was refused (${res.status}) but changed the store`).toBe(before);
           // A schema-level refusal (400/422) of a body broken in one field names that field.
@@ -140,6 +142,95 @@ describe("fuzzing the HTTP API of a real Hub", () => {
     const [workers, tasks] = await Promise.all([h.hub.store.list("Worker"), h.hub.store.list("Task")]);
     expect(invariantViolations(workers.items as unknown as Worker[], tasks.items as unknown as Task[])).toEqual([]);
   }, LONG ? 1_200_000 : 120_000);
+});
+
+// ---- one property per class of input that used to be stored -----------------------------------
+
+/** Refused with 400/422 naming `field`, and nothing stored. */
+async function refusedNaming(r: Req, field: string): Promise<void> {
+  const before = await contents();
+  const res = await send(r);
+  expect([400, 422], `${r.method} ${r.path} ${JSON.stringify(r.body).slice(0, 200)}: ${res.status} ${res.text.slice(0, 300)}`).toContain(res.status);
+  expect(res.text).toContain(field);
+  expect(await contents()).toBe(before);
+}
+
+const CONTROL = fc.constantFrom(...[...Array(32).keys()].map((c) => String.fromCharCode(c)), "\u007f");
+const around = (bad: fc.Arbitrary<string>) => fc.tuple(fc.string({ maxLength: 10 }), bad, fc.string({ maxLength: 10 })).map(([a, b, c]) => a + b + c);
+const idNotAllowed = fc.oneof(
+  fc.array(fc.jsonValue(), { maxLength: 3 }),
+  fc.dictionary(fc.string({ maxLength: 5 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }),
+  fc.boolean(),
+  fc.oneof(fc.double({ min: 2 ** 53, noNaN: true, noDefaultInfinity: true }), fc.double({ max: -(2 ** 53), noNaN: true, noDefaultInfinity: true })),
+  fc.double({ noNaN: true, noDefaultInfinity: true }).filter((d) => !Number.isInteger(d)),
+  around(CONTROL),
+  fc.constant(""),
+);
+const LABEL_OK = "ABCxyz019._-";
+const labelChar = fc.constantFrom(...LABEL_OK);
+const labelCore = fc.array(labelChar, { minLength: 0, maxLength: 20 }).map((a) => `a${a.join("")}z`);
+/** Label values that break Kubernetes' syntax: a character outside it, too long, or a bad first or last character. */
+const labelNotAllowed = fc.oneof(
+  fc.tuple(labelCore, fc.oneof(fc.string({ unit: "grapheme", minLength: 1, maxLength: 3 }).filter((x) => /[^A-Za-z0-9._-]/.test(x)), CONTROL, fc.constantFrom(" ", "/", ":", "é", "😀")), labelCore).map(([a, b, c]) => a + b + c),
+  fc.integer({ min: 64, max: 400 }).map((n) => "v".repeat(n)),
+  fc.tuple(fc.constantFrom("-", "_", "."), labelCore).map(([e, c]) => (c.length % 2 ? e + c : c + e)),
+);
+const envName = fc.stringMatching(/^[A-Z_][A-Z0-9_]{0,30}$/).filter((n) => !n.startsWith("LOOM_DIRECT_TOKEN_") && n !== "LOOM_RUNNER_TOKEN");
+const badCommand = around(fc.constantFrom(...[...Array(32).keys()].filter((c) => c !== 9 && c !== 10).map((c) => String.fromCharCode(c)), "\u007f"));
+
+describe("fuzzing each class of input that used to be stored", () => {
+  const ids = ["task_id", "case_id", "setting_id", "run_id", "case_version"];
+  it("Campaign case and defaults ids of a wrong type, past 2^53 or with control characters", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...ids), idNotAllowed, fc.boolean(), async (k, bad, inDefaults) => {
+        const kase: Record<string, unknown> = { case_id: "c", setting_id: "s", run_id: "r", ...(inDefaults ? {} : { [k]: bad }) };
+        const defaults = inDefaults && k !== "task_id" ? { [k]: bad } : undefined;
+        const where = defaults ? `spec.defaults.${k}` : `spec.cases[0].${k}`;
+        if (inDefaults && k === "task_id") kase.task_id = bad;
+        await refusedNaming({ method: "POST", path: `${API_PREFIX}/campaigns`, body: { metadata: { name: "fzc" }, spec: { campaign_id: "fzc", ...(defaults ? { defaults } : {}), cases: [kase] } } }, defaults ? where : `spec.cases[0].${k}`);
+      }),
+      { numRuns: RUNS, seed: LONG ? undefined : 10_10 },
+    );
+  }, 120_000);
+  it("label values outside Kubernetes' syntax", async () => {
+    await fc.assert(
+      fc.asyncProperty(labelNotAllowed, async (v) => {
+        await refusedNaming({ method: "POST", path: `${API_PREFIX}/workers`, body: { metadata: { name: "fzl", labels: { team: v } }, spec: {} } }, "metadata.labels.team");
+      }),
+      { numRuns: RUNS, seed: LONG ? undefined : 10_10 },
+    );
+  }, 120_000);
+  it("direct_api_token_env outside the allow-list, at register-worker-hosts", async () => {
+    await fc.assert(
+      fc.asyncProperty(envName, async (name) => {
+        await refusedNaming({ method: "POST", path: "/api/admin/register-worker-hosts", body: { hosts: [{ worker_id: "fzh", host: "127.0.0.1", connection_mode: "direct-worker-api", max_concurrency: 1, initial_concurrency: 1, direct_api_token_env: name }] } }, "workers[0].direct_api_token_env");
+      }),
+      { numRuns: RUNS, seed: LONG ? undefined : 10_10 },
+    );
+  }, 120_000);
+  it("dispatch-repo-run commands with control characters other than tab and newline", async () => {
+    await fc.assert(
+      fc.asyncProperty(badCommand, async (command) => {
+        await refusedNaming({ method: "POST", path: "/api/tasks/dispatch-repo-run", body: { repo_url: "https://example.invalid/r.git", command } }, "command");
+      }),
+      { numRuns: RUNS, seed: LONG ? undefined : 10_10 },
+    );
+  }, 120_000);
+  it("a watch with a timeoutSeconds past 2^31-1 ms stays open", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 2_147_484, max: 1e12 }), async (t) => {
+        const ac = new AbortController();
+        const res = await fetch(`${h.url}${API_PREFIX}/workers?watch=1&timeoutSeconds=${t}`, { signal: ac.signal });
+        expect(res.status).toBe(200);
+        const reader = res.body!.getReader();
+        const ended = (async () => { for (;;) if ((await reader.read()).done) return "ended"; })().catch(() => "aborted");
+        expect(await Promise.race([ended, new Promise((r) => setTimeout(() => r("open"), 150))])).toBe("open");
+        ac.abort();
+        await ended;
+      }),
+      { numRuns: LONG ? 50 : 5, seed: LONG ? undefined : 10_10 },
+    );
+  }, 60_000);
 });
 
 describe("fuzzing GitOps files", () => {

@@ -364,10 +364,11 @@ describe("campaign manifest v1 -> Campaign -> Tasks", () => {
 
   it("every case must resolve case_id, setting_id and run_id", () => {
     const r = convertManifest(manifest([{ case_id: "a" }, c({ setting_id: "" })]));
+    // The ids' types are the Campaign schema's rules, reported before what resolving them finds.
     expect(fields(r.errors)).toEqual([
+      "cases[1].setting_id: must not be empty",
       "cases[0].setting_id: required (on the case or in defaults)",
       "cases[0].run_id: required (on the case or in defaults)",
-      "cases[1].setting_id: must be a non-empty string",
     ]);
     expect(r.tasks).toEqual([]);
   });
@@ -538,7 +539,7 @@ describe("campaign manifest v1 -> Campaign -> Tasks", () => {
   it("type checks of the keys Loom interprets", () => {
     const r = convertManifest(manifest([c({ runner: "docker", env: { N: 1 }, timeout_seconds: -1, continue_on_error: "yes", artifact_paths: "out", payload: [], case_id: {} })]));
     expect(fields(r.errors)).toEqual([
-      "cases[0].case_id: must be a non-empty string",
+      "cases[0].case_id: must be an integer or a string",
       "cases[0].runner: must be one of: noop, shell, repo",
       "cases[0].env.N: must be a string",
       "cases[0].timeout_seconds: must be a positive number",
