@@ -107,6 +107,9 @@ function readWorkerTokens(path: string): Record<string, string> {
   return out;
 }
 
+/** How often a replica looks at which replicas are alive (its stripe of the queue's head). */
+const REPLICA_LOOK_MS = 2000;
+
 /** Events kept: at most this many, for at most this long; the GC looks every `everyMs`. */
 const EVENTS = { maxEvents: 5000, ttlMs: 3_600_000, everyMs: 10_000 };
 
@@ -143,6 +146,7 @@ export class Hub {
     const observer: SchedulerObserver = {
       commit: (...a) => { this.commitHealth.commit(...a); this.metrics.commit(...a); },
       claim: (...a) => this.metrics.claim(...a),
+      claimRaceLost: () => this.metrics.claimRaceLost(),
     };
     this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, nominateAfterSeconds: opts.nominateAfterSeconds, resultsDir: join(opts.dataDir, "results") }, { recordEvent: this.record, observer, now: opts.now });
     cache.addIndex("Task", QUEUED_REASON_INDEX, queuedReasonIndex);
@@ -215,11 +219,26 @@ export class Hub {
       if (hub.leadership.isLeader()) await hub.lead(true);
       hub.url = await http.listen({ host: opts.host, port: opts.port });
       await hub.leadership.start(hub.url);
+      if (hub.leadership.mode === "elected") hub.followReplicas();
     } catch (e) {
       await hub.close(); // and release the data directory (a port in use must not leave it locked)
       throw e;
     }
     return hub;
+  }
+
+  /** Keep this replica's stripe of the queue (claim.ts) in step with the live replicas. */
+  private followReplicas(): void {
+    const look = async () => {
+      const ids = (await this.leadership.replicas()).map((r) => r.id).sort();
+      const index = ids.indexOf(this.leadership.identity);
+      this.scheduler.ctx.stripe = index < 0 ? { index: 0, count: 1 } : { index, count: ids.length };
+    };
+    const tick = () => void look().catch((e) => this.http?.log.warn({ err: e }, "listing the Hub replicas failed"));
+    tick();
+    const timer = setInterval(tick, REPLICA_LOOK_MS);
+    timer.unref();
+    this.stopping.addEventListener("abort", () => clearInterval(timer), { once: true });
   }
 
   /** Start or stop the singleton work: the controllers (campaigns, workers, conditions, push, lease expiry, Event GC) and GitOps sync. */

@@ -47,7 +47,18 @@ async function startServer(kind: ServerKind, o: RunOptions): Promise<Server> {
   return { children: [child], disk: [child.pid], urls: [m[1]], close: () => stop(child) };
 }
 
-export type LeaseRun = LoadResult & { kind: ServerKind; serverCpuS: number; leasesPerS: number; leasesPerCpuS: number; bytesPerLease: number; etcdCpuS?: number };
+export type LeaseRun = LoadResult & { kind: ServerKind; serverCpuS: number; leasesPerS: number; leasesPerCpuS: number; bytesPerLease: number; etcdCpuS?: number; racesLost: number };
+
+/** loom_claim_races_lost_total summed over the Hubs (0 for the floor, which has no such series). */
+async function racesLost(urls: string[]): Promise<number> {
+  let n = 0;
+  for (const u of urls) {
+    const text = await fetch(`${u}/metrics`).then((r) => (r.ok ? r.text() : ""), () => "");
+    const m = /^loom_claim_races_lost_total (\d+)/m.exec(text);
+    if (m) n += Number(m[1]);
+  }
+  return n;
+}
 
 /**
  * One measured run against one server. `during` starts before the load and is stopped
@@ -73,6 +84,7 @@ export async function leaseRun(kind: ServerKind, sizes: LeaseSizes, o: RunOption
       const stopDuring = extra.during ? await extra.during(url) : undefined;
       const cpu0 = cpu();
       const etcd0 = etcdCpu();
+      const races0 = await racesLost(server.urls);
       const bytes0 = written();
       load.proc.stdin!.write("GO\n");
       // Generous: on a contended machine the current Hub can take many minutes for 8,000 leases.
@@ -80,9 +92,10 @@ export async function leaseRun(kind: ServerKind, sizes: LeaseSizes, o: RunOption
       const serverCpuS = cpu() - cpu0;
       const bytesPerLease = (written() - bytes0) / r.leases;
       const etcdCpuS = server.etcd ? etcdCpu() - etcd0 : undefined;
+      const lost = (await racesLost(server.urls)) - races0;
       await stopDuring?.();
       if (r.leases !== sizes.tasks) throw new Error(`${kind}: ${r.leases} leases for ${sizes.tasks} tasks`);
-      return { ...r, kind, serverCpuS, bytesPerLease, etcdCpuS, leasesPerS: r.leases / (r.wallMs / 1000), leasesPerCpuS: r.leases / serverCpuS };
+      return { ...r, kind, serverCpuS, bytesPerLease, etcdCpuS, racesLost: lost, leasesPerS: r.leases / (r.wallMs / 1000), leasesPerCpuS: r.leases / serverCpuS };
     } finally {
       await stop(load);
     }
@@ -128,6 +141,7 @@ export const lease: Scenario = {
         "targets: SQLite leases/s ≥ 0.80 of the floor, leases per CPU-second ≥ 0.30 of the floor, claim p99 ≤ 1.5× the floor's; etcd ≥ 0.35× SQLite's leases/s, claim p99 ≤ 3× the floor's; three replicas ≥ 0.9× one",
         "server CPU is utime+stime of the server processes from /proc over the load (three replicas: all three); wall is first claim to last complete",
         "written per lease: write_bytes from /proc/PID/io over the load, of the Hub (SQLite: its WAL and checkpoints) or of the Hubs and etcd (what etcd made durable)",
+        `claim commits that lost a race and decided again, per 1,000 claims: SQLite ${((loom.racesLost * 1000) / loom.claims).toFixed(1)}${onEtcd && onThree ? `, one etcd replica ${((onEtcd.racesLost * 1000) / onEtcd.claims).toFixed(1)}, three replicas ${((onThree.racesLost * 1000) / onThree.claims).toFixed(1)}` : ""}`,
         ...(onEtcd && onThree ? [`etcd's own CPU per lease: ${((onEtcd.etcdCpuS! * 1000) / onEtcd.leases).toFixed(2)} ms with one replica, ${((onThree.etcdCpuS! * 1000) / onThree.leases).toFixed(2)} ms with three (docs/ha.md models throughput from these)`] : []),
         etcdMissing ? `etcd variants skipped: ${etcdMissing}` : "the etcd rows' CPU is the Hubs' alone; etcd's own CPU is not counted; etcd runs with its default --max-txn-ops 128 and --max-request-bytes 1.5 MiB",
         "the Hub's timer-driven work (conditions passes, resyncs) is counted too, so a Hub starved of CPU by other load also shows more CPU per lease",

@@ -36,6 +36,7 @@ export class HubMetrics implements SchedulerObserver {
   private readonly released: Counter<"reason">;
   private readonly claimSeconds: Histogram;
   private readonly claimGranted: Histogram;
+  private readonly claimRaces: Counter;
   private readonly commitSeconds: Histogram<"result">;
   private readonly commitOps: Histogram;
   private readonly passSeconds: Histogram<"controller">;
@@ -50,6 +51,7 @@ export class HubMetrics implements SchedulerObserver {
     this.granted = new Counter({ name: "loom_leases_granted_total", help: "Leases granted, by how the task reached its worker (pull claim or push).", labelNames: ["mode"], registers });
     this.released = new Counter({ name: "loom_leases_released_total", help: "Leases ended, by the reason recorded on the attempt (completed, failed, lease_expired, cancelled, ...).", labelNames: ["reason"], registers });
     this.claimSeconds = new Histogram({ name: "loom_claim_duration_seconds", help: "Time to decide and durably write one claim's leases, long-poll waiting excluded.", buckets: LATENCY_BUCKETS, registers });
+    this.claimRaces = new Counter({ name: "loom_claim_races_lost_total", help: "Claim commits that lost a race (another replica's write, or one the informer had not shown yet), after which the claim decided again.", registers });
     this.claimGranted = new Histogram({ name: "loom_claim_granted_tasks", help: "Tasks leased by one claim decision.", buckets: [0, 1, 2, 4, 8, 16, 64], registers });
     this.commitSeconds = new Histogram({ name: "loom_store_commit_duration_seconds", help: "Scheduler store transactions: time from submit to durable commit and informer catch-up.", labelNames: ["result"], buckets: LATENCY_BUCKETS, registers });
     this.commitOps = new Histogram({ name: "loom_store_commit_batch_ops", help: "Writes carried by one scheduler store transaction.", buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256], registers });
@@ -93,6 +95,10 @@ export class HubMetrics implements SchedulerObserver {
   claim(seconds: number, granted: number): void {
     this.claimSeconds.observe(seconds);
     this.claimGranted.observe(granted);
+  }
+
+  claimRaceLost(): void {
+    this.claimRaces.inc();
   }
 
   /** One reconcile of one key by a controller; `error` is what it threw, when it failed. */

@@ -29,16 +29,31 @@ export const MAX_SKIPPED_SHAPES = 2048;
  * (no head-of-line blocking). The walk visits only shapes whose capability the worker has;
  * a shape that does not fit is not asked again in this claim, since each pick only adds a
  * lease and so can only make the next fit harder.
+ *
+ * With several Hub replicas (`ctx.stripe.count` > 1) every replica's queue has the same head,
+ * and claims through different replicas would pick the same tasks and race for them. So
+ * among the first few candidates (a window of `limit` × replicas × 2) a claim takes the
+ * tasks of its own replica's stripe (a hash of the name) first, and the others only after
+ * them. Beyond that window nothing changes: no task waits more than a window's worth of
+ * places longer than it would on one Hub, and a stripe whose replica has no Runners is
+ * taken by the others as it reaches the head.
  */
-export type Pick = { task: Task; decision: Decision; lease: LeaseView };
-
 export function pickForWorker(queue: ClaimQueue, ctx: SchedulerContext, worker: Worker, limit: number): { picks: Pick[]; view: WorkerView } {
   let view = ctx.workerView(worker);
   const picks: Pick[] = [];
   const walk = queue.walk(view.capabilities);
+  const { index, count } = ctx.stripe;
+  const window = count > 1 ? limit * count * 2 : 0;
+  /** Candidates of other stripes, in claim order, taken after this stripe's (see above). */
+  const deferred: Task[] = [];
+  const pick = (task: Task, tv: ReturnType<typeof taskView>) => {
+    const lease: LeaseView = { task: tv.name, placement: tv.placement, reservation: tv.requests };
+    picks.push({ task, decision: admit(tv, view), lease });
+    view = withLease(view, lease);
+  };
   try {
     let skipped = 0;
-    while (picks.length < limit && skipped < MAX_SKIPPED_SHAPES && acceptsAny(view)) {
+    while (picks.length < limit && skipped < MAX_SKIPPED_SHAPES && (window === 0 || deferred.length < window) && acceptsAny(view)) {
       const next = walk.next();
       if (!next) break;
       const task = ctx.task(next.entry.name);
@@ -54,15 +69,28 @@ export function pickForWorker(queue: ClaimQueue, ctx: SchedulerContext, worker: 
         continue;
       }
       walk.take();
-      const lease: LeaseView = { task: tv.name, placement: tv.placement, reservation: tv.requests };
-      picks.push({ task, decision: admit(tv, view), lease });
-      view = withLease(view, lease);
+      if (window && stripeOf(tv.name, count) !== index) deferred.push(task);
+      else pick(task, tv);
+    }
+    for (const task of deferred) {
+      if (picks.length >= limit || !acceptsAny(view)) break;
+      const tv = taskView(task);
+      if (admits(tv, view)) pick(task, tv);
     }
   } finally {
     walk.close();
   }
   return { picks, view };
 }
+
+/** Which of `count` replicas' stripes a task is in: FNV-1a of its name. */
+export function stripeOf(name: string, count: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % count;
+}
+
+export type Pick = { task: Task; decision: Decision; lease: LeaseView };
 
 /** Write the leases of one batch atomically: each task must still be the version we read. */
 export async function commitLeases(

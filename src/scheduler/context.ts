@@ -30,6 +30,8 @@ export type SchedulerObserver = {
   /** `error` is what the commit threw, when it failed. */
   commit(seconds: number, ops: number, error?: unknown): void;
   claim(seconds: number, granted: number): void;
+  /** A claim's commit lost a race and the claim decided again. */
+  claimRaceLost?(): void;
 };
 
 /** What the scheduler is built with besides the store; each defaults to doing nothing (tests). */
@@ -60,6 +62,8 @@ export class SchedulerContext {
    * commits outside the lock, so the decisions made meanwhile must count what it holds.
    */
   private readonly assumed = new Map<string, { worker: string; lease: LeaseView }>();
+  /** This replica's place among the live replicas: claims prefer their own stripe of the queue's head (claim.ts). */
+  stripe: { index: number; count: number } = { index: 0, count: 1 };
   /** The informer's copy of an object: what the store may decide on instead of reading it. */
   private readonly known: Known = (kind, name) => (this.cache.caches(kind) ? (this.cache.get(kind, name) ?? null) : undefined);
 

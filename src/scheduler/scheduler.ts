@@ -65,6 +65,7 @@ export class Scheduler {
         return await commitLeases(this.ctx, worker, picks, { mode: "pull", leaseSeconds });
       } catch (e) {
         if (!isStoreError(e, "Conflict")) throw e;
+        this.ctx.observer.claimRaceLost?.();
         if (attempt >= CLAIM_ATTEMPTS) return [];
         await this.ctx.caughtUp();
       } finally {
