@@ -158,9 +158,10 @@ export class Hub {
   /** Every Event goes through here, so the metrics see the ones they count. */
   private readonly record = (e: LoomEvent): void => {
     if (e.reason === "FileRejected") this.metrics.fileRejected();
+    // The log line follows the Event: one over its reason's budget is counted, not logged either.
+    if (!this.events.record(e)) return;
     // GitOps logs its own file events, with the errors in full.
     if (e.object.kind !== "File") this.http?.log[e.type === "Warning" ? "warn" : "info"]({ kind: e.object.kind, name: e.object.metadata.name, reason: e.reason }, `${e.object.kind.toLowerCase()} ${e.object.metadata.name}: ${e.reason}: ${e.message}`);
-    this.events.record(e);
   };
 
   /** The probes of /livez and /readyz (the Kubernetes way: /healthz runs them all). */

@@ -77,14 +77,16 @@ export class EventRecorder {
     this.budget = new ReasonBudget(opts.budget ?? DEFAULT_EVENT_BUDGET, opts.now ?? Date.now);
   }
 
-  record = (e: LoomEvent): void => {
-    if (this.closed) return;
+  /** Queue an Event for the next write; false when it was dropped (over its reason's budget, or closed). */
+  record = (e: LoomEvent): boolean => {
+    if (this.closed) return false;
     if (!this.budget.take(e.reason)) {
       this.opts.onDrop?.(e.reason);
-      return;
+      return false;
     }
     this.pending.push(e);
     this.timer ??= setTimeout(() => void this.flush(), this.opts.flushMs);
+    return true;
   };
 
   /** Write what is pending, then drop what is past the TTL or over the count. */

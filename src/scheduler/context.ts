@@ -167,7 +167,8 @@ export class SchedulerContext {
     const observed = (e?: unknown) => this.observer.commit((performance.now() - started) / 1000, ops.length, e);
     let applied: Applied;
     try {
-      applied = await this.store.apply(ops, { known: this.known });
+      // The results are read like informer objects (never mutated), so the store need not copy them.
+      applied = await this.store.apply(ops, { known: this.known, readOnlyResults: true });
       await this.cache.waitForRevision(applied.revision);
     } catch (e) {
       observed(e);

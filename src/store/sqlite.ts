@@ -21,7 +21,7 @@ import { jsonClone } from "../resources/json.ts";
 import { gone } from "./errors.ts";
 import { allocationChange, badRequest, decideOp, guardLease, objectValidator, TxnWrites, type OpView } from "./ops.ts";
 import { labelSelectorMatcher } from "./labels.ts";
-import type { Applied, ListOptions, ListResult, Store, StoredObject, TxnOp, WatchEvent, WatchEventType, WatchHandle, WatchOptions } from "./store.ts";
+import type { Applied, ApplyOptions, ListOptions, ListResult, Store, StoredObject, TxnOp, WatchEvent, WatchEventType, WatchHandle, WatchOptions } from "./store.ts";
 import { Checkpointer, type CheckpointStats } from "./checkpointer.ts";
 import { WalSync } from "./wal-sync.ts";
 
@@ -173,7 +173,7 @@ export class SqliteStore extends TxnWrites implements Store {
   private readonly checkpointer: Checkpointer;
   /** Applied batches of events that pending=false watchers have not been given yet. */
   private undurable: PendingEvent[][] = [];
-  private readonly writeTxn: Database.Transaction<(ops: TxnOp[]) => { results: StoredObject[]; events: PendingEvent[] }>;
+  private readonly writeTxn: Database.Transaction<(ops: TxnOp[], shared: boolean) => { results: StoredObject[]; events: PendingEvent[] }>;
   private readonly readTxn: <R>(fn: () => R) => R;
 
   constructor(path: string, opts: SqliteStoreOptions = {}) {
@@ -228,7 +228,7 @@ export class SqliteStore extends TxnWrites implements Store {
       if (!this.closed) this.db.pragma("wal_autocheckpoint = 1000");
     });
     this.sync = new WalSync(`${path}-wal`, this.st.meta.get()!.revision, (rev) => this.releaseDurable(rev), () => this.commitGroup());
-    this.writeTxn = db.transaction((ops: TxnOp[]) => this.applyOps(ops));
+    this.writeTxn = db.transaction((ops: TxnOp[], shared: boolean) => this.applyOps(ops, shared));
     // A deferred transaction gives several reads one snapshot (matters only with a second process).
     const read = db.transaction((fn: () => unknown) => fn());
     this.readTxn = <R>(fn: () => R): R => read.deferred(fn) as R;
@@ -296,8 +296,8 @@ export class SqliteStore extends TxnWrites implements Store {
    * ops write nothing and contribute no entry. A txn of checks only commits no revision.
    */
   /** The commit happens before this returns (synchronously); only durability is awaited later. */
-  async apply(ops: TxnOp[]): Promise<Applied> {
-    return this.commit(ops);
+  async apply(ops: TxnOp[], opts: ApplyOptions = {}): Promise<Applied> {
+    return this.commit(ops, opts.readOnlyResults === true);
   }
 
   /** How many WAL flushes have run and how many writes they carried (group commit's batch size). */
@@ -335,7 +335,7 @@ export class SqliteStore extends TxnWrites implements Store {
       .immediate();
   }
 
-  private commit(ops: TxnOp[]): Applied {
+  private commit(ops: TxnOp[], shared = false): Applied {
     this.open();
     if (!Array.isArray(ops)) throw badRequest("txn: ops must be an array");
     if (ops.length === 0) return { results: [], revision: this.st.meta.get()!.revision, durable: Promise.resolve() };
@@ -344,7 +344,7 @@ export class SqliteStore extends TxnWrites implements Store {
     let out: { results: StoredObject[]; events: PendingEvent[] };
     try {
       // Inside the group's transaction better-sqlite3 runs this as a SAVEPOINT.
-      out = this.writeTxn(ops);
+      out = this.writeTxn(ops, shared);
     } catch (e) {
       if (opened) this.commitGroup(); // nothing of this group was written
       throw e;
@@ -362,7 +362,7 @@ export class SqliteStore extends TxnWrites implements Store {
   }
 
   /** Runs inside BEGIN IMMEDIATE: any throw rolls the whole transaction back. */
-  private applyOps(ops: TxnOp[]): { results: StoredObject[]; events: PendingEvent[] } {
+  private applyOps(ops: TxnOp[], shared: boolean): { results: StoredObject[]; events: PendingEvent[] } {
     const meta = this.st.meta.get()!;
     const rev = meta.revision + 1;
     const rv = String(rev);
@@ -377,8 +377,9 @@ export class SqliteStore extends TxnWrites implements Store {
     for (const op of ops) {
       const e = decideOp(op, view, now, rv, this.validate);
       if (!e) continue;
-      // The stored object stays this process's (current(), the informer); the caller gets its own copy.
-      results.push(jsonClone(e.result));
+      // The stored object stays this process's (current(), the informer); the caller gets its
+      // own copy, unless it said it only reads it.
+      results.push(shared ? e.result : jsonClone(e.result));
       const { kind, name } = e;
       if (e.type === "DELETED") {
         this.st.del.run(kind, name);

@@ -78,7 +78,15 @@ export type WatchOptions = {
  * for real and deciding again otherwise; the outcome is the same as without it.
  */
 export type Known = (kind: string, name: string) => StoredObject | null | undefined;
-export type ApplyOptions = { known?: Known };
+export type ApplyOptions = {
+  known?: Known;
+  /**
+   * The caller only reads the results (as it reads its informer's objects): a backend may
+   * hand back the objects it keeps itself instead of copies. Without it, mutating a result
+   * never reaches stored state.
+   */
+  readOnlyResults?: boolean;
+};
 
 /** A write that has been applied: visible to this process, durable once `durable` resolves. */
 export type Applied = { results: StoredObject[]; revision: number; durable: Promise<void> };

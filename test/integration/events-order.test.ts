@@ -15,6 +15,33 @@ afterEach(slot.teardown);
 
 const task = (name: string) => ({ apiVersion: "loom.dev/v1alpha1", kind: "Task", metadata: { name } });
 
+describe("Event budget per reason", () => {
+  it("records a burst, then what the reason's rate refills, and counts what it drops; another reason has its own budget", async () => {
+    slot.dir = await mkdtemp(join(tmpdir(), "loom-events-"));
+    const store = openSqliteStore(join(slot.dir, "loom.db"));
+    let clock = 1_000_000;
+    const dropped: string[] = [];
+    const rec = new EventRecorder(store, { maxEvents: 1000, flushMs: 5, budget: { perSecond: 10, burst: 20 }, now: () => clock, onDrop: (r) => dropped.push(r) });
+    try {
+      const burst = Array.from({ length: 50 }, (_, i) => rec.record({ object: task(`t${i}`), type: "Normal", reason: "LeaseGranted", message: "leased" }));
+      expect(burst.filter(Boolean)).toHaveLength(20);
+      expect(dropped).toHaveLength(30);
+      expect(rec.record({ object: task("x"), type: "Warning", reason: "PushRefused", message: "refused" })).toBe(true);
+      clock += 500; // half a second refills 5
+      const later = Array.from({ length: 10 }, (_, i) => rec.record({ object: task(`u${i}`), type: "Normal", reason: "LeaseGranted", message: "leased" }));
+      expect(later.filter(Boolean)).toHaveLength(5);
+      await rec.flush();
+      const { items } = await store.list<EventObject>("Event");
+      expect(items.filter((e) => e.reason === "LeaseGranted")).toHaveLength(25);
+      expect(items.filter((e) => e.reason === "PushRefused")).toHaveLength(1);
+      expect(new Set(dropped)).toEqual(new Set(["LeaseGranted"]));
+    } finally {
+      await rec.close();
+      await store.close();
+    }
+  });
+});
+
 describe("Event aggregation and order", () => {
   it("a repeat bumps count and lastTimestamp of one Event; a different message is its own", async () => {
     slot.dir = await mkdtemp(join(tmpdir(), "loom-events-"));
