@@ -9,7 +9,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from "fastify";
 import type { ApiHub } from "./app.ts";
 import { API_VERSION, GROUP, loadCrds } from "../resources/crds.ts";
-import { initialStatus } from "../resources/types.ts";
+import { initialStatus, type TaskStatus } from "../resources/types.ts";
+import { settleAdmission } from "../scheduler/lifecycle.ts";
 import { isStoreError, notFound } from "../store/errors.ts";
 import { jsonEqual } from "../resources/json.ts";
 import type { StoredObject } from "../store/store.ts";
@@ -191,6 +192,15 @@ function assertLeaseTarget(c: RouteContext, r: Resource, name: string, next: Sto
     throw invalid(r, name, "status.lease.worker", `names no worker: ${JSON.stringify(lease.worker)} does not exist`);
 }
 
+/**
+ * A Task status written through the API leaves no admission condition its state contradicts
+ * (a lease beside Unsatisfiable=True), the same rule every scheduler transition follows.
+ */
+function settledStatus(r: Resource, next: StoredObject): StoredObject {
+  if (r.kind === "Task" && isObject(next.status)) settleAdmission(next.status as TaskStatus, new Date().toISOString());
+  return next;
+}
+
 /** A create stores the object with Loom's initial status, whatever status it was given. */
 async function createObject(c: RouteContext, r: Resource, req: FastifyRequest, reply: FastifyReply, obj: StoredObject) {
   delete obj.status;
@@ -208,7 +218,7 @@ async function replace(c: RouteContext, r: Resource, req: FastifyRequest, sub: "
   const obj = objectFor(r, req.body, name);
   const rv = (obj.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;
   if (rv !== undefined && rv !== null && typeof rv !== "string") throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
-  if (sub === "status") assertLeaseTarget(c, r, name, obj, await c.hub.store.get(r.kind, name));
+  if (sub === "status") assertLeaseTarget(c, r, name, settledStatus(r, obj), await c.hub.store.get(r.kind, name));
   // A given metadata.resourceVersion is a precondition (the store answers Conflict when stale).
   const written = sub === "status" ? await c.hub.store.updateStatus(obj) : await c.hub.store.update(obj);
   await settle(c, req, rvOf(written));
@@ -270,7 +280,7 @@ async function patch(c: RouteContext, r: Resource, req: FastifyRequest, reply: F
     if (!cur) throw notFound(r.kind, name);
     const next = objectFor(r, type === "json" ? jsonPatched(cur, p) : mergePatch(cur, p), name);
     if (!pinned) next.metadata.resourceVersion = cur.metadata.resourceVersion;
-    if (sub === "status") assertLeaseTarget(c, r, name, next, cur);
+    if (sub === "status") assertLeaseTarget(c, r, name, settledStatus(r, next), cur);
     // A patch that changes nothing writes nothing (no new revision, no event), as in Kubernetes.
     const same = sub === "status" ? jsonEqual(next.status, cur.status) : jsonEqual(withoutStatus(next), withoutStatus(cur));
     if (same && (!pinned || pinned === "json-patch" || pinned === cur.metadata.resourceVersion)) return cur;
