@@ -9,11 +9,14 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from "fastify";
 import type { ApiHub } from "./app.ts";
 import { API_VERSION, GROUP, loadCrds } from "../resources/crds.ts";
-import { initialStatus, type TaskStatus } from "../resources/types.ts";
+import { initialStatus, type Task, type TaskStatus } from "../resources/types.ts";
 import { settleAdmission } from "../scheduler/lifecycle.ts";
 import { isStoreError, notFound } from "../store/errors.ts";
 import { jsonEqual } from "../resources/json.ts";
-import type { StoredObject } from "../store/store.ts";
+import type { StoredObject, TxnOp } from "../store/store.ts";
+import { dryRunTxn } from "../store/dry-run.ts";
+import { allocationOf } from "../admission/guard.ts";
+import type { LeaseView } from "../admission/view.ts";
 import { mergePatch } from "./merge-patch.ts";
 import { byLastTimestamp, type EventObject } from "../reconciler/events.ts";
 import { applyJsonPatch, JsonPatchError } from "./json-patch.ts";
@@ -201,14 +204,38 @@ function settledStatus(r: Resource, next: StoredObject): StoredObject {
   return next;
 }
 
+/** dryRun=All (kubectl --dry-run=server, kubectl diff): decide the write, every check included, and store nothing. */
+function isDryRun(req: FastifyRequest): boolean {
+  // A DELETE may say it in its DeleteOptions body (kubectl delete --dry-run=server does), as a list.
+  const inBody = req.method === "DELETE" && isObject(req.body) ? req.body.dryRun : undefined;
+  const v = param(req.query as Query, "dryRun") ?? (Array.isArray(inBody) ? (inBody.length ? inBody.join(",") : undefined) : (inBody as string | undefined));
+  if (v === undefined) return false;
+  if (v === "All") return true;
+  throw badRequest(`dryRun must be "All" (decide the write and store nothing), got ${JSON.stringify(v)}`, "dryRun");
+}
+
+/**
+ * One write of a request: committed, and the reply waits for the informer to see it; or, in
+ * a dry run, decided against what is stored now (the lease guard counting the leases the
+ * informer holds) and written nowhere.
+ */
+async function commit(c: RouteContext, req: FastifyRequest, op: TxnOp): Promise<StoredObject> {
+  if (isDryRun(req)) return (await dryRunTxn({ store: c.hub.store, leasesOn: (w) => leasesOn(c, w) }, [op]))[0];
+  const [written] = await c.hub.store.txn([op]);
+  // A deletion's own revision is the latest one or older.
+  await settle(c, req, op.op === "delete" ? await c.hub.store.revision() : rvOf(written));
+  return written;
+}
+
+const leasesOn = (c: RouteContext, worker: string): LeaseView[] =>
+  c.hub.cache.byIndex<Task & StoredObject>("Task", "leaseWorker", worker, { sorted: false }).flatMap((t) => allocationOf(t)?.lease ?? []);
+
 /** A create stores the object with Loom's initial status, whatever status it was given. */
 async function createObject(c: RouteContext, r: Resource, req: FastifyRequest, reply: FastifyReply, obj: StoredObject) {
   delete obj.status;
   const init = INITIAL_STATUS[r.kind];
   if (init) obj.status = init();
-  const created = await c.hub.store.create(obj);
-  await settle(c, req, rvOf(created));
-  return reply.code(201).send(created);
+  return reply.code(201).send(await commit(c, req, { op: "create", object: obj }));
 }
 
 const create = (c: RouteContext, r: Resource, req: FastifyRequest, reply: FastifyReply) => createObject(c, r, req, reply, objectFor(r, req.body));
@@ -220,9 +247,7 @@ async function replace(c: RouteContext, r: Resource, req: FastifyRequest, sub: "
   if (rv !== undefined && rv !== null && typeof rv !== "string") throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
   if (sub === "status") assertLeaseTarget(c, r, name, settledStatus(r, obj), await c.hub.store.get(r.kind, name));
   // A given metadata.resourceVersion is a precondition (the store answers Conflict when stale).
-  const written = sub === "status" ? await c.hub.store.updateStatus(obj) : await c.hub.store.update(obj);
-  await settle(c, req, rvOf(written));
-  return written;
+  return commit(c, req, { op: sub === "status" ? "updateStatus" : "update", object: obj });
 }
 
 /** Server-side apply: create the object if absent, else merge the manager's configuration into it (server-side-apply.ts). */
@@ -247,9 +272,7 @@ async function apply(c: RouteContext, r: Resource, req: FastifyRequest, reply: F
       const next = objectFor(r, applyConfiguration(cur, applied, { ...opts, now: new Date().toISOString() }), name);
       next.metadata.resourceVersion = pinned ?? cur.metadata.resourceVersion;
       if (jsonEqual(next, cur)) return cur;
-      const written = await c.hub.store.update(next);
-      await settle(c, req, rvOf(written));
-      return written;
+      return await commit(c, req, { op: "update", object: next });
     } catch (e) {
       // A concurrent write (or create) between the read and this write: read again and re-apply.
       if (pinned || !(isStoreError(e, "Conflict") || isStoreError(e, "AlreadyExists")) || attempt >= PATCH_ATTEMPTS) throw e;
@@ -285,9 +308,7 @@ async function patch(c: RouteContext, r: Resource, req: FastifyRequest, reply: F
     const same = sub === "status" ? jsonEqual(next.status, cur.status) : jsonEqual(withoutStatus(next), withoutStatus(cur));
     if (same && (!pinned || pinned === "json-patch" || pinned === cur.metadata.resourceVersion)) return cur;
     try {
-      const written = sub === "status" ? await c.hub.store.updateStatus(next) : await c.hub.store.update(next);
-      await settle(c, req, rvOf(written));
-      return written;
+      return await commit(c, req, { op: sub === "status" ? "updateStatus" : "update", object: next });
     } catch (e) {
       if (pinned || !isStoreError(e, "Conflict") || attempt >= PATCH_ATTEMPTS) throw e;
     }
@@ -301,10 +322,7 @@ async function remove(c: RouteContext, r: Resource, req: FastifyRequest) {
   if (pre.resourceVersion !== undefined && pre.resourceVersion !== null && typeof pre.resourceVersion !== "string")
     throw invalid(r, name, "preconditions.resourceVersion", "must be a string (resourceVersions are opaque strings)");
   const resourceVersion = typeof pre.resourceVersion === "string" && pre.resourceVersion !== "" ? pre.resourceVersion : undefined;
-  const deleted = await c.hub.store.delete(r.kind, name, { resourceVersion });
-  // The store returns the object as last stored; the deletion's own revision is the latest one or older.
-  await settle(c, req, await c.hub.store.revision());
-  return deleted;
+  return commit(c, req, { op: "delete", kind: r.kind, name, resourceVersion });
 }
 
 export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOptions = {}): Promise<void> {
@@ -331,11 +349,9 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
       api.setErrorHandler(statusErrorHandler(targetOf));
       api.setNotFoundHandler((req, reply) => sendStatus(reply, status("NotFound", 404, `the server could not find the requested resource (${req.method} ${req.url.split("?")[0]})`)));
       api.addHook("onSend", authRefusalAsStatus);
-      // A server-side dry run (kubectl --dry-run=server) must write nothing; Loom has none, so
-      // it refuses the request rather than carry out a write the client believes is a rehearsal.
+      // A bad dryRun value is refused before any write is attempted.
       api.addHook("preHandler", async (req) => {
-        if (req.method !== "GET" && param(req.query as Query, "dryRun") !== undefined)
-          throw badRequest("dryRun: server-side dry run is not supported; nothing was written (use kubectl --dry-run=client, or `loom validate`)", "dryRun");
+        if (req.method !== "GET") isDryRun(req);
       });
       // End open watches first, or closing the server would wait for them for ever.
       api.addHook("preClose", (done) => {

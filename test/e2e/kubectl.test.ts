@@ -416,12 +416,13 @@ suite(title, () => {
       expect(third.spec).toEqual({ host: "ssa-2.example", max_concurrency: 4 });
       expect(managers(third)).toEqual({ kubectl: { "f:spec": { "f:host": {} } }, scaler: { "f:spec": { "f:max_concurrency": {} } } });
 
-      // A server-side dry run is refused, never carried out: the object stays as it was.
+      // A server-side dry run answers what the apply would store, and stores nothing.
       await writeFile(scale, stringifyYaml({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name: "w-ssa" }, spec: { max_concurrency: 1 } }));
-      const dry = await kubectl("apply", "--server-side", "--field-manager=scaler", "--dry-run=server", "-f", scale);
-      expect(dry.code).not.toBe(0);
-      expect(dry.stderr).toContain("server-side dry run is not supported");
-      expect(((await get(h.url, `${API}/workers/w-ssa`)).body as Json).spec).toEqual(third.spec);
+      const dry = await kubectl("apply", "--server-side", "--field-manager=scaler", "--dry-run=server", "-o", "json", "-f", scale);
+      expect(dry.code, dry.stderr).toBe(0);
+      expect((JSON.parse(dry.stdout) as Json).spec).toEqual({ host: "ssa-2.example", max_concurrency: 1 });
+      const fourth = (await get(h.url, `${API}/workers/w-ssa`)).body as Json;
+      expect([fourth.spec, managers(fourth)]).toEqual([third.spec, managers(third)]);
     });
 
     it("a bad apply is rejected with the field named, and nothing is stored", async () => {
@@ -436,6 +437,85 @@ suite(title, () => {
       expect((await get(h.url, `${API}/workers/w-bad`)).status).toBe(404);
       const after = (await get(h.url, `${API}/workers`)).body as Json;
       expect(after.items.map((w: Json) => w.metadata.name)).toEqual(before.items.map((w: Json) => w.metadata.name));
+    });
+  });
+
+  describe("server-side dry run", () => {
+    const workerYaml = (name: string, spec: Json) => stringifyYaml({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name }, spec });
+
+    it("kubectl diff shows what apply would change, and apply --dry-run=server (client-side and server-side apply) writes nothing", async () => {
+      const file = join(dir, "w-diff.yaml");
+      await writeFile(file, workerYaml("w-diff", { host: "diff-1.example", max_concurrency: 2 }));
+      const created = await kubectl("apply", "--validate=false", "-f", file);
+      expect(created.code, created.stderr).toBe(0);
+      const same = await kubectl("diff", "-f", file);
+      expect(same.code, same.stderr).toBe(0);
+      expect(same.stdout).toBe("");
+
+      await writeFile(file, workerYaml("w-diff", { host: "diff-2.example", max_concurrency: 3 }));
+      const stored = (await get(h.url, `${API}/workers/w-diff`)).body as Json;
+      const diff = await kubectl("diff", "-f", file);
+      expect(diff.code, diff.stderr).toBe(1); // kubectl diff: 1 means "differs"
+      expect(diff.stdout).toMatch(/^-\s+host: diff-1\.example$/m);
+      expect(diff.stdout).toMatch(/^\+\s+host: diff-2\.example$/m);
+      expect(diff.stdout).toMatch(/^\+\s+max_concurrency: 3$/m);
+      for (const args of [["apply", "--validate=false", "--dry-run=server", "-f", file], ["apply", "--server-side", "--dry-run=server", "-f", file]]) {
+        const r = await kubectl(...args);
+        expect(r.code, r.stderr).toBe(0);
+        expect(r.stdout.trim()).toMatch(/^worker\.loom\.dev\/w-diff (configured|serverside-applied) \(server dry run\)$/);
+      }
+      // (kubectl then rewrites a client-side apply's last-applied annotation, and prints that reply:
+      // what the object would be is checked on a new one.)
+      const fresh = join(dir, "w-dry-ssa.yaml");
+      await writeFile(fresh, workerYaml("w-dry-ssa", { host: "ssa.example", max_concurrency: 1 }));
+      const yaml = await kubectl("apply", "--server-side", "--dry-run=server", "-o", "yaml", "-f", fresh);
+      expect(yaml.code, yaml.stderr).toBe(0);
+      expect((parseYaml(yaml.stdout) as Json).spec).toEqual({ host: "ssa.example", max_concurrency: 1 });
+      expect((await get(h.url, `${API}/workers/w-dry-ssa`)).status).toBe(404);
+      // (Controllers may write its status meanwhile; what a dry run would change is not written.)
+      const after = (await get(h.url, `${API}/workers/w-diff`)).body as Json;
+      expect([after.spec, after.metadata.generation, after.metadata.managedFields]).toEqual([stored.spec, stored.metadata.generation, stored.metadata.managedFields]);
+    });
+
+    it("create and patch --dry-run=server run every check and store nothing; a refusal is the real write's", async () => {
+      const file = join(dir, "w-dry-new.yaml");
+      await writeFile(file, workerYaml("w-dry-new", { max_concurrency: 2 }));
+      const created = await kubectl("create", "--validate=false", "--dry-run=server", "-f", file);
+      expect(created.code, created.stderr).toBe(0);
+      expect(created.stdout.trim()).toBe("worker.loom.dev/w-dry-new created (server dry run)");
+      expect((await get(h.url, `${API}/workers/w-dry-new`)).status).toBe(404);
+
+      await writeFile(file, workerYaml("w-dry-new", { resource_capacity: { cpu_millis: -5 } }));
+      const bad = await kubectl("create", "--validate=false", "--dry-run=server", "-f", file);
+      expect(bad.code).not.toBe(0);
+      expect(bad.stderr).toContain("spec.resource_capacity.cpu_millis");
+
+      const patched = await kubectl("patch", "worker", "w1", "--type=merge", "--dry-run=server", "-p", '{"spec":{"unschedulable":true}}', "-o", "json");
+      expect(patched.code, patched.stderr).toBe(0);
+      expect((JSON.parse(patched.stdout) as Json).spec.unschedulable).toBe(true);
+      expect(((await get(h.url, `${API}/workers/w1`)).body as Json).spec.unschedulable).toBeUndefined();
+
+      // The lease guard runs too: a lease on w2 larger than its 2048Mi is refused, as it would be for real.
+      const now = new Date().toISOString();
+      const lease = { worker: "w2", epoch: 1, mode: "pull", leased_at: now, lease_until: new Date(Date.now() + 600_000).toISOString(), placement: "shared", reservation: { cpu_millis: 0, memory_mb: 4096, disk_mb: 0, gpu_count: 0 } };
+      const guarded = await kubectl("patch", "task", "t-camp", "--subresource=status", "--type=merge", "--dry-run=server", "-p", JSON.stringify({ status: { state: "leased", lease } }));
+      expect(guarded.code).not.toBe(0);
+      expect(guarded.stderr).toMatch(/would break admission.*memory_mb/);
+      const fits = await kubectl("patch", "task", "t-camp", "--subresource=status", "--type=merge", "--dry-run=server", "-p", JSON.stringify({ status: { state: "leased", lease: { ...lease, reservation: { ...lease.reservation, memory_mb: 512 } } } }), "-o", "json");
+      expect(fits.code, fits.stderr).toBe(0);
+      expect((JSON.parse(fits.stdout) as Json).status.state).toBe("leased");
+      expect(((await get(h.url, `${API}/tasks/t-camp`)).body as Json).status.state).toBe("queued");
+
+      const del = await kubectl("delete", "worker", "w-static", "--dry-run=server");
+      expect(del.code, del.stderr).toBe(0);
+      expect(del.stdout.trim()).toBe('worker.loom.dev "w-static" deleted (server dry run)');
+      expect((await get(h.url, `${API}/workers/w-static`)).status).toBe(200);
+    });
+
+    it("a dryRun value other than All is refused", async () => {
+      const r = await fetch(`${h.url}${API}/workers?dryRun=Some`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ metadata: { name: "w-x" }, spec: {} }) });
+      expect(r.status).toBe(400);
+      expect(((await r.json()) as Json).details.causes[0].field).toBe("dryRun");
     });
   });
 
