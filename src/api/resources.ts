@@ -24,7 +24,9 @@ import { applyConfiguration, managerParam, parseApplyBody } from "./server-side-
 import { objectMatcher } from "./selectors.ts";
 import { authRefusalAsStatus, badRequest, sendStatus, status, statusErrorHandler, StatusError, type Target } from "./status.ts";
 import { DEFAULT_WATCH_CONFIG, WatchStream, type WatchConfig } from "./watch.ts";
-import { bookmarkTable, includeObjectParam, toTable, wantsTable } from "./table.ts";
+import { bookmarkTable, includeObjectParam, toTable, wantsTable, type IncludeObject } from "./table.ts";
+import { taskColumnsWithPosition, type Column } from "../resources/columns.ts";
+import { queuePositions } from "../scheduler/why.ts";
 
 export const API_PREFIX = `/apis/${API_VERSION}`;
 
@@ -126,7 +128,23 @@ function patchType(req: FastifyRequest): "merge" | "json" | "apply" {
 }
 
 /** What every resource route shares: the Hub, the watch settings and the open watches. */
-type RouteContext = { hub: ApiHub; cfg: WatchConfig; watches: Set<WatchStream> };
+type RouteContext = { hub: ApiHub; cfg: WatchConfig; watches: Set<WatchStream>; positions?: { at: number; byName: Map<string, number> } };
+
+/** How long the Task table's queue positions are reused: a watch renders a row per event, and each computation sorts the whole queue. */
+const POSITIONS_TTL_MS = 1000;
+
+/** The columns of a kind's Table; for tasks, with POSITION from the queue as it stands (recomputed at most once a second). */
+function tableColumns(c: RouteContext, kind: string): Column[] | undefined {
+  if (kind !== "Task") return undefined;
+  const now = Date.now();
+  if (!c.positions || now - c.positions.at > POSITIONS_TTL_MS) {
+    const views = c.hub.cache.list("Worker").map((w) => c.hub.scheduler.ctx.workerView(w));
+    c.positions = { at: now, byName: queuePositions(c.hub.scheduler.queue, views) };
+  }
+  const byName = c.positions.byName;
+  return taskColumnsWithPosition((t) => byName.get(t.metadata.name));
+}
+const table = (c: RouteContext, kind: string, objects: StoredObject[], rv: string, include: IncludeObject) => toTable(kind, objects, rv, include, tableColumns(c, kind));
 
 /** Read-your-writes: the reply waits until the informer reflects `rev`. */
 async function settle(c: RouteContext, req: FastifyRequest, rev: number): Promise<void> {
@@ -145,18 +163,18 @@ async function getObject(c: RouteContext, r: Resource, name: string): Promise<St
 /** GET of one object: itself, or a one-row Table when the client asks for one. */
 async function getOne(c: RouteContext, r: Resource, req: FastifyRequest) {
   const o = await getObject(c, r, (req.params as { name: string }).name);
-  return wantsTable(req.headers.accept) ? toTable(r.kind, [o], String(o.metadata.resourceVersion ?? ""), includeObjectParam(param(req.query as Query, "includeObject"))) : o;
+  return wantsTable(req.headers.accept) ? table(c, r.kind, [o], String(o.metadata.resourceVersion ?? ""), includeObjectParam(param(req.query as Query, "includeObject"))) : o;
 }
 
 async function listOrWatch(c: RouteContext, r: Resource, req: FastifyRequest, reply: FastifyReply) {
   const q = req.query as Query;
   const { matches, filtered } = objectMatcher(r.kind, { labelSelector: param(q, "labelSelector"), fieldSelector: param(q, "fieldSelector") });
   // limit and continue are accepted and ignored: lists are served whole from memory.
-  const table = wantsTable(req.headers.accept);
+  const asTable = wantsTable(req.headers.accept);
   const include = includeObjectParam(param(q, "includeObject"));
   if (!boolParam(q, "watch")) {
     const { items, revision } = await snapshot(c, r)();
-    if (table) return toTable(r.kind, items.filter(matches), String(revision), include);
+    if (asTable) return table(c, r.kind, items.filter(matches), String(revision), include);
     return { apiVersion: r.apiVersion, kind: r.listKind, metadata: { resourceVersion: String(revision) }, items: items.filter(matches) };
   }
   const from = revisionParam(q);
@@ -172,11 +190,11 @@ async function listOrWatch(c: RouteContext, r: Resource, req: FastifyRequest, re
       ]);
   }
   // kubectl get -w asks for Tables: each event then carries a one-row Table, so the columns stay.
-  const render = table ? (o: StoredObject) => toTable(r.kind, [o], String(o.metadata.resourceVersion ?? ""), include) : undefined;
+  const render = asTable ? (o: StoredObject) => table(c, r.kind, [o], String(o.metadata.resourceVersion ?? ""), include) : undefined;
   // kubectl get -w prints every event it receives and does not ask for BOOKMARKs: as in
   // Kubernetes, a Table watch gets them only with allowWatchBookmarks, as row-less Tables.
-  const bookmarks = !table || boolParam(q, "allowWatchBookmarks");
-  const renderBookmark = table ? bookmarkTable : undefined;
+  const bookmarks = !asTable || boolParam(q, "allowWatchBookmarks");
+  const renderBookmark = asTable ? bookmarkTable : undefined;
   // Each watch holds at most two buffers; a cap on their number bounds the total.
   if (c.watches.size >= MAX_WATCHES) throw new StatusError("TooManyRequests", 429, `${c.watches.size} watches are open, the most this Hub serves; close one or retry later`);
   const stream = new WatchStream({ kind: r.kind, apiVersion: r.apiVersion, matches, matchesAll: !filtered, from, snapshot: snapshot(c, r), timeoutSeconds, render, bookmarks, renderBookmark }, c.cfg, c.watches);
@@ -396,8 +414,12 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
     async (core) => {
       core.setErrorHandler(statusErrorHandler(targetOf));
       core.addHook("onSend", authRefusalAsStatus);
-      core.get("/events", (req, reply) => listOrWatch(c, EVENTS, req, reply));
-      core.get("/events/:name", (req) => getOne(c, EVENTS, req));
+      // Loom has no namespaces: a namespaced path (kubectl events asks for its context's
+      // namespace, "default" unless told) serves the same cluster-wide Events.
+      for (const prefix of ["", "/namespaces/:namespace"]) {
+        core.get(`${prefix}/events`, (req, reply) => listOrWatch(c, EVENTS, req, reply));
+        core.get(`${prefix}/events/:name`, (req) => getOne(c, EVENTS, req));
+      }
     },
     { prefix: "/api/v1" },
   );

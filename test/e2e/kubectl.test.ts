@@ -179,16 +179,14 @@ suite(title, () => {
       expect(st.slice(-2)).toEqual(["long-poll", "static-1.example"]);
       expect(st[1]).toBe("False");
 
+      // POSITION is derived from the whole queue, never stored: the Hub's Table computes it as `loom get` does.
       const kTasks = parseTable(kt.stdout);
-      expect(kTasks.headers).toEqual(["NAME", "STATE", "WORKER", "ATTEMPT", "PLACEMENT", "REQUESTS", "CAMPAIGN", "REASON", "AGE"]);
-      // loom adds POSITION (derived from the whole queue, fetched by the CLI); the rest is the same.
-      const lTasks = parseTable(lt.stdout);
-      const pos = lTasks.headers.indexOf("POSITION");
-      expect(pos).toBe(lTasks.headers.indexOf("REQUESTS") + 1);
-      const lSame = { headers: lTasks.headers.filter((_, i) => i !== pos), rows: lTasks.rows.map((r) => r.filter((_, i) => i !== pos)) };
-      expect(kTasks.headers).toEqual(lSame.headers);
-      expect(rowsWithoutAge(kTasks)).toEqual(rowsWithoutAge(lSame));
-      expect(rowsWithoutAge(kTasks)["t-camp"][6]).toBe("c1");
+      expect(kTasks.headers).toEqual(["NAME", "STATE", "WORKER", "ATTEMPT", "PLACEMENT", "REQUESTS", "POSITION", "CAMPAIGN", "REASON", "AGE"]);
+      expect(kTasks.headers).toEqual(parseTable(lt.stdout).headers);
+      expect(rowsWithoutAge(kTasks)).toEqual(rowsWithoutAge(parseTable(lt.stdout)));
+      expect(rowsWithoutAge(kTasks)["t-camp"][7]).toBe("c1");
+      expect(rowsWithoutAge(kTasks)["t-fit"][6]).toBe("<none>"); // leased: not in the queue
+      expect(rowsWithoutAge(kTasks)["t-camp"][6]).toMatch(/^[12]$/);
     });
 
     it("-o yaml prints the object the resource API serves; a list's items likewise", async () => {
@@ -266,6 +264,22 @@ suite(title, () => {
       const events = r.stdout.slice(r.stdout.indexOf("\nEvents:") + 1);
       expect(events).toMatch(/^\s+Normal\s+LeaseGranted\s+\S+\s+loom-hub\s+leased to w1 /m);
       expect(events).not.toMatch(/Unsatisfiable/);
+    });
+  });
+
+  describe("events", () => {
+    it("kubectl events, which asks for its namespace's events, lists Loom's cluster-wide Events", async () => {
+      const [plain, other] = await Promise.all([kubectl("events"), kubectl("events", "-n", "team-a")]);
+      for (const r of [plain, other]) {
+        expect(r.code, r.stderr).toBe(0);
+        expect(r.stdout).toMatch(/^LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+MESSAGE$/m);
+        expect(r.stdout).toMatch(/Warning\s+Unsatisfiable\s+Task\/t-big\s+no worker could ever admit this task/);
+        expect(r.stdout).toMatch(/Normal\s+LeaseGranted\s+Task\/t-fit\s+leased to w1/);
+      }
+      const one = (await get(h.url, "/api/v1/events")).body.items[0] as Json;
+      const byName = await get(h.url, `/api/v1/namespaces/default/events/${one.metadata.name}`);
+      expect(byName.status).toBe(200);
+      expect(byName.body.metadata.name).toBe(one.metadata.name);
     });
   });
 
