@@ -27,6 +27,7 @@ import { DEFAULT_WATCH_CONFIG, WatchStream, type WatchConfig } from "./watch.ts"
 import { bookmarkTable, includeObjectParam, toTable, wantsTable, type IncludeObject } from "./table.ts";
 import { taskColumnsWithPosition, type Column } from "../resources/columns.ts";
 import { queuePositions } from "../scheduler/why.ts";
+import { FOREGROUND_FINALIZER, ORPHAN_FINALIZER } from "../reconciler/campaign.ts";
 
 export const API_PREFIX = `/apis/${API_VERSION}`;
 
@@ -340,7 +341,27 @@ async function remove(c: RouteContext, r: Resource, req: FastifyRequest) {
   if (pre.resourceVersion !== undefined && pre.resourceVersion !== null && typeof pre.resourceVersion !== "string")
     throw invalid(r, name, "preconditions.resourceVersion", "must be a string (resourceVersions are opaque strings)");
   const resourceVersion = typeof pre.resourceVersion === "string" && pre.resourceVersion !== "" ? pre.resourceVersion : undefined;
-  return commit(c, req, { op: "delete", kind: r.kind, name, resourceVersion });
+  const policy = propagationPolicy(req, body);
+  // Only a Campaign owns objects. Background: it goes now and the campaign controller deletes
+  // its tasks after it. Orphan and Foreground: it is marked for deletion with the policy's
+  // finalizer, and the controller deletes it once its tasks are orphaned, or gone.
+  if (r.kind !== "Campaign" || policy === "Background") return commit(c, req, { op: "delete", kind: r.kind, name, resourceVersion });
+  const cur = await c.hub.store.get(r.kind, name);
+  if (!cur) throw notFound(r.kind, name);
+  if (resourceVersion && resourceVersion !== cur.metadata.resourceVersion) return commit(c, req, { op: "delete", kind: r.kind, name, resourceVersion }); // the Conflict it gets
+  const finalizer = policy === "Orphan" ? ORPHAN_FINALIZER : FOREGROUND_FINALIZER;
+  const finalizers = cur.metadata.finalizers ?? [];
+  if (cur.metadata.deletionTimestamp && finalizers.includes(finalizer)) return cur;
+  const metadata = { ...cur.metadata, deletionTimestamp: cur.metadata.deletionTimestamp ?? new Date().toISOString(), finalizers: [...finalizers.filter((f) => f !== ORPHAN_FINALIZER && f !== FOREGROUND_FINALIZER), finalizer] };
+  return commit(c, req, { op: "update", object: { ...cur, metadata } });
+}
+
+/** DeleteOptions' propagationPolicy, from the body (kubectl) or the query; Background unless told. */
+function propagationPolicy(req: FastifyRequest, body: Body): "Background" | "Orphan" | "Foreground" {
+  const v = body.propagationPolicy ?? param(req.query as Query, "propagationPolicy") ?? (body.orphanDependents === true ? "Orphan" : undefined);
+  if (v === undefined || v === null || v === "Background") return "Background";
+  if (v === "Orphan" || v === "Foreground") return v;
+  throw badRequest(`propagationPolicy must be Background, Orphan or Foreground, got ${JSON.stringify(v)}`, "propagationPolicy");
 }
 
 export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOptions = {}): Promise<void> {

@@ -526,6 +526,30 @@ suite(title, () => {
       expect((await get(h.url, `${API}/workers/w-static`)).status).toBe(200);
     });
 
+    it("delete campaign --cascade=orphan keeps its tasks without ownerReferences; --cascade=foreground deletes them first", async () => {
+      const campaign = async (name: string) => {
+        const r = await post(h.url, `${API}/campaigns`, { metadata: { name }, spec: { schema_version: 1, campaign_id: name, defaults: { setting_id: "s", runner: "noop", priority: -100 }, cases: [{ case_id: "x", run_id: "1" }, { case_id: "y", run_id: "1" }] } });
+        expect(r.status, JSON.stringify(r.body)).toBe(201);
+        const tasks = [`${name}__x__s__run-1`, `${name}__y__s__run-1`];
+        await eventually(async () => (await Promise.all(tasks.map((t) => get(h.url, `${API}/tasks/${t}`)))).every((r) => r.status === 200), `${name}'s tasks`);
+        return tasks;
+      };
+      const kept = await campaign("c-orphan");
+      const orphan = await kubectl("delete", "campaign", "c-orphan", "--cascade=orphan");
+      expect(orphan.code, orphan.stderr).toBe(0);
+      expect(orphan.stdout.trim()).toBe('campaign.loom.dev "c-orphan" deleted');
+      for (const t of kept) expect(((await get(h.url, `${API}/tasks/${t}`)).body as Json).metadata.ownerReferences).toBeUndefined();
+
+      const gone = await campaign("c-fg");
+      const fg = await kubectl("delete", "campaign", "c-fg", "--cascade=foreground");
+      expect(fg.code, fg.stderr).toBe(0);
+      expect(fg.stdout.trim()).toBe('campaign.loom.dev "c-fg" deleted');
+      // kubectl waited for the campaign to go, and it went only after its tasks.
+      expect((await get(h.url, `${API}/campaigns/c-fg`)).status).toBe(404);
+      for (const t of gone) expect((await get(h.url, `${API}/tasks/${t}`)).status).toBe(404);
+      for (const t of kept) expect((await kubectl("delete", "task", t)).code).toBe(0);
+    });
+
     it("a dryRun value other than All is refused", async () => {
       const r = await fetch(`${h.url}${API}/workers?dryRun=Some`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ metadata: { name: "w-x" }, spec: {} }) });
       expect(r.status).toBe(400);
