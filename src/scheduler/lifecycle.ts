@@ -101,9 +101,11 @@ export function settleAdmission(st: TaskStatus, nowIso: string): TaskStatus {
 
 /** Whether the admission conditions contradict the task's state: whether settleAdmission would change them. */
 export function admissionUnsettled(st: TaskStatus | undefined): boolean {
-  if (!st?.conditions?.length || isQueued(st.state ?? "queued")) return false;
-  const probe: TaskStatus = { state: st.state, lease: st.lease, conditions: st.conditions.map((c) => ({ ...c })) };
-  return JSON.stringify(settleAdmission(probe, "").conditions) !== JSON.stringify(st.conditions);
+  if (!st || isQueued(st.state ?? "queued")) return false;
+  // Out of the queue with no lease: what settleAdmission would filter out (no copy on the informer's hot path).
+  if (!(isActive(st.state) && st.lease)) return st.conditions?.some((c) => c.type === "Unsatisfiable" || (c.type === "Admitted" && c.status !== "True")) ?? false;
+  const probe: TaskStatus = { state: st.state, lease: st.lease, conditions: (st.conditions ?? []).map((c) => ({ ...c })) };
+  return JSON.stringify(settleAdmission(probe, "").conditions) !== JSON.stringify(st.conditions ?? []);
 }
 
 export const FAILED_STATES: readonly string[] = ["dirty", "run_error", "blocked", "cancelled", "lease_expired"];

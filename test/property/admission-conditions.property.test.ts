@@ -9,10 +9,12 @@ import { describe, expect, it } from "vitest";
 import { API_PREFIX } from "../../src/api/resources.ts";
 import type { Condition } from "../../src/resources/types.ts";
 import type { WatchEvent } from "../../src/store/store.ts";
+import { admissionUnsettled, settleAdmission } from "../../src/scheduler/lifecycle.ts";
 import { post, startHub } from "../support/hub.ts";
 import { registerWorkers, taskOp } from "../support/task-ops.ts";
 
 const QUEUED = ["queued", "retry_queued"];
+const STATES = ["queued", "retry_queued", "leased", "running", "returned", "imported", "clean", "dirty", "run_error", "cancelled", "lease_expired"] as const;
 
 class Checker {
   violations: string[] = [];
@@ -106,4 +108,36 @@ describe("admission conditions never contradict a lease or a final state", () =>
     // The mixes did reach the contradiction's doorstep: tasks once unsatisfiable were leased or finished.
     expect(totals.leased + totals.finished).toBeGreaterThan(3);
   }, 180_000);
+
+  it("settleAdmission, on any status: no contradiction left, idempotent, and admissionUnsettled says when it changes something", () => {
+    const cond = fc.record({
+      type: fc.constantFrom("Admitted", "Unsatisfiable", "Leased", "Succeeded"),
+      status: fc.constantFrom("True", "False"),
+      reason: fc.constantFrom("Admitted", "WorkerAvailable", "exceeds_worker_capacity"),
+      message: fc.constantFrom("admitted on w1", "admitted on w2", "no worker could ever admit this task, even empty"),
+      lastTransitionTime: fc.constant("2026-01-01T00:00:00.000Z"),
+    });
+    const status = fc.record({
+      state: fc.constantFrom(...STATES),
+      lease: fc.option(fc.record({ worker: fc.constantFrom("w1", "w2") }), { nil: undefined }),
+      conditions: fc.uniqueArray(cond, { selector: (c) => c.type, maxLength: 4 }),
+    });
+    fc.assert(
+      fc.property(status, (st) => {
+        const before = JSON.stringify(st.conditions);
+        const unsettled = admissionUnsettled(st as never);
+        const once = settleAdmission(structuredClone(st) as never, "2026-06-01T00:00:00.000Z");
+        expect(unsettled).toBe(JSON.stringify(once.conditions ?? []) !== before);
+        const c = (type: string) => once.conditions?.find((x) => x.type === type);
+        if (!QUEUED.includes(st.state)) {
+          expect(c("Unsatisfiable")?.status).not.toBe("True");
+          expect(c("Admitted")?.status).not.toBe("False");
+          if (st.lease && (st.state === "leased" || st.state === "running")) expect(c("Admitted")).toMatchObject({ status: "True", message: `admitted on ${st.lease.worker}` });
+        } else expect(JSON.stringify(once.conditions)).toBe(before);
+        expect(admissionUnsettled(once)).toBe(false);
+        expect(JSON.stringify(settleAdmission(structuredClone(once), "2026-07-01T00:00:00.000Z"))).toBe(JSON.stringify(once));
+      }),
+      { numRuns: 2000 },
+    );
+  });
 });
