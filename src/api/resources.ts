@@ -265,8 +265,21 @@ async function replace(c: RouteContext, r: Resource, req: FastifyRequest, sub: "
   const rv = (obj.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;
   if (rv !== undefined && rv !== null && typeof rv !== "string") throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
   if (sub === "status") assertLeaseTarget(c, r, name, settledStatus(r, obj), await c.hub.store.get(r.kind, name));
+  else keepDeletion(obj, await c.hub.store.get(r.kind, name));
   // A given metadata.resourceVersion is a precondition (the store answers Conflict when stale).
   return commit(c, req, { op: sub === "status" ? "updateStatus" : "update", object: obj });
+}
+
+/**
+ * A deletion once asked for stays asked for: a client can neither set nor clear
+ * metadata.deletionTimestamp (as in Kubernetes), so an apply to a campaign whose tasks are
+ * being orphaned or deleted cannot bring it back half done.
+ */
+function keepDeletion(next: StoredObject, cur: StoredObject | undefined): StoredObject {
+  const ts = cur?.metadata.deletionTimestamp;
+  if (ts) next.metadata.deletionTimestamp = ts;
+  else delete next.metadata.deletionTimestamp;
+  return next;
 }
 
 /** Server-side apply: create the object if absent, else merge the manager's configuration into it (server-side-apply.ts). */
@@ -288,7 +301,7 @@ async function apply(c: RouteContext, r: Resource, req: FastifyRequest, reply: F
         if (pinned) throw notFound(r.kind, name);
         return await createObject(c, r, req, reply, objectFor(r, applyConfiguration(undefined, applied, { ...opts, now: new Date().toISOString() }), name));
       }
-      const next = objectFor(r, applyConfiguration(cur, applied, { ...opts, now: new Date().toISOString() }), name);
+      const next = keepDeletion(objectFor(r, applyConfiguration(cur, applied, { ...opts, now: new Date().toISOString() }), name), cur);
       next.metadata.resourceVersion = pinned ?? cur.metadata.resourceVersion;
       if (jsonEqual(next, cur)) return cur;
       return await commit(c, req, { op: "update", object: next });
@@ -323,6 +336,7 @@ async function patch(c: RouteContext, r: Resource, req: FastifyRequest, reply: F
     const next = objectFor(r, type === "json" ? jsonPatched(cur, p) : mergePatch(cur, p), name);
     if (!pinned) next.metadata.resourceVersion = cur.metadata.resourceVersion;
     if (sub === "status") assertLeaseTarget(c, r, name, settledStatus(r, next), cur);
+    else keepDeletion(next, cur);
     // A patch that changes nothing writes nothing (no new revision, no event), as in Kubernetes.
     const same = sub === "status" ? jsonEqual(next.status, cur.status) : jsonEqual(withoutStatus(next), withoutStatus(cur));
     if (same && (!pinned || pinned === "json-patch" || pinned === cur.metadata.resourceVersion)) return cur;

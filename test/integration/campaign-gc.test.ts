@@ -85,6 +85,25 @@ describe("deleting a campaign", () => {
     expect(await reserved()).toBe(0);
   });
 
+  it("a campaign held by another finalizer stays marked for deletion: no write can clear its deletionTimestamp; it goes once the finalizer is removed", async () => {
+    await setUp();
+    const path = `${API_PREFIX}/campaigns/demo`;
+    const patch = (body: unknown) => fetch(h!.url + path, { method: "PATCH", headers: { "content-type": "application/merge-patch+json" }, body: JSON.stringify(body) });
+    expect((await patch({ metadata: { finalizers: ["example.com/hold"] } })).status).toBe(200);
+    expect((await del("demo", { propagationPolicy: "Foreground" })).status).toBe(200);
+    await eventually(() => names.every((n) => !task(n)), "the tasks deleted first");
+    const held = await eventually(async () => { const c = (await get(h!.url, path)).body; return c.metadata.finalizers?.length === 1 && c; }, "foregroundDeletion removed");
+    expect(held.metadata.finalizers).toEqual(["example.com/hold"]);
+    const r = await patch({ metadata: { deletionTimestamp: null, labels: { kept: "yes" } } });
+    expect(r.status).toBe(200);
+    const after = (await r.json()) as { metadata: { deletionTimestamp?: string; labels?: Record<string, string> } };
+    expect(after.metadata.deletionTimestamp).toBe(held.metadata.deletionTimestamp);
+    expect(after.metadata.labels).toMatchObject({ kept: "yes" });
+    expect(names.filter(task)).toEqual([]); // and it made no new tasks
+    expect((await patch({ metadata: { finalizers: [] } })).status).toBe(200);
+    await eventually(async () => (await get(h!.url, path)).status === 404, "campaign gone");
+  });
+
   it("refuses a propagationPolicy it does not know, deleting nothing", async () => {
     await setUp();
     const r = await del("demo", { propagationPolicy: "Sideways" });
