@@ -9,10 +9,14 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from "fastify";
 import type { ApiHub } from "./app.ts";
 import { API_VERSION, GROUP, loadCrds } from "../resources/crds.ts";
-import { initialStatus } from "../resources/types.ts";
+import { initialStatus, type Task, type TaskStatus } from "../resources/types.ts";
+import { settleAdmission } from "../scheduler/lifecycle.ts";
 import { isStoreError, notFound } from "../store/errors.ts";
 import { jsonEqual } from "../resources/json.ts";
-import type { StoredObject } from "../store/store.ts";
+import type { StoredObject, TxnOp } from "../store/store.ts";
+import { dryRunTxn } from "../store/dry-run.ts";
+import { allocationOf } from "../admission/guard.ts";
+import type { LeaseView } from "../admission/view.ts";
 import { mergePatch } from "./merge-patch.ts";
 import { byLastTimestamp, type EventObject } from "../reconciler/events.ts";
 import { applyJsonPatch, JsonPatchError } from "./json-patch.ts";
@@ -20,7 +24,10 @@ import { applyConfiguration, managerParam, parseApplyBody } from "./server-side-
 import { objectMatcher } from "./selectors.ts";
 import { authRefusalAsStatus, badRequest, sendStatus, status, statusErrorHandler, StatusError, type Target } from "./status.ts";
 import { DEFAULT_WATCH_CONFIG, WatchStream, type WatchConfig } from "./watch.ts";
-import { bookmarkTable, includeObjectParam, toTable, wantsTable } from "./table.ts";
+import { bookmarkTable, includeObjectParam, toTable, wantsTable, type IncludeObject } from "./table.ts";
+import { taskColumnsWithPosition, type Column } from "../resources/columns.ts";
+import { queuePositions } from "../scheduler/why.ts";
+import { FOREGROUND_FINALIZER, ORPHAN_FINALIZER } from "../reconciler/campaign.ts";
 
 export const API_PREFIX = `/apis/${API_VERSION}`;
 
@@ -122,7 +129,23 @@ function patchType(req: FastifyRequest): "merge" | "json" | "apply" {
 }
 
 /** What every resource route shares: the Hub, the watch settings and the open watches. */
-type RouteContext = { hub: ApiHub; cfg: WatchConfig; watches: Set<WatchStream> };
+type RouteContext = { hub: ApiHub; cfg: WatchConfig; watches: Set<WatchStream>; positions?: { at: number; byName: Map<string, number> } };
+
+/** How long the Task table's queue positions are reused: a watch renders a row per event, and each computation sorts the whole queue. */
+const POSITIONS_TTL_MS = 1000;
+
+/** The columns of a kind's Table; for tasks, with POSITION from the queue as it stands (recomputed at most once a second). */
+function tableColumns(c: RouteContext, kind: string): Column[] | undefined {
+  if (kind !== "Task") return undefined;
+  const now = Date.now();
+  if (!c.positions || now - c.positions.at > POSITIONS_TTL_MS) {
+    const views = c.hub.cache.list("Worker").map((w) => c.hub.scheduler.ctx.workerView(w));
+    c.positions = { at: now, byName: queuePositions(c.hub.scheduler.queue, views) };
+  }
+  const byName = c.positions.byName;
+  return taskColumnsWithPosition((t) => byName.get(t.metadata.name));
+}
+const table = (c: RouteContext, kind: string, objects: StoredObject[], rv: string, include: IncludeObject) => toTable(kind, objects, rv, include, tableColumns(c, kind));
 
 /** Read-your-writes: the reply waits until the informer reflects `rev`. */
 async function settle(c: RouteContext, req: FastifyRequest, rev: number): Promise<void> {
@@ -141,18 +164,18 @@ async function getObject(c: RouteContext, r: Resource, name: string): Promise<St
 /** GET of one object: itself, or a one-row Table when the client asks for one. */
 async function getOne(c: RouteContext, r: Resource, req: FastifyRequest) {
   const o = await getObject(c, r, (req.params as { name: string }).name);
-  return wantsTable(req.headers.accept) ? toTable(r.kind, [o], String(o.metadata.resourceVersion ?? ""), includeObjectParam(param(req.query as Query, "includeObject"))) : o;
+  return wantsTable(req.headers.accept) ? table(c, r.kind, [o], String(o.metadata.resourceVersion ?? ""), includeObjectParam(param(req.query as Query, "includeObject"))) : o;
 }
 
 async function listOrWatch(c: RouteContext, r: Resource, req: FastifyRequest, reply: FastifyReply) {
   const q = req.query as Query;
   const { matches, filtered } = objectMatcher(r.kind, { labelSelector: param(q, "labelSelector"), fieldSelector: param(q, "fieldSelector") });
   // limit and continue are accepted and ignored: lists are served whole from memory.
-  const table = wantsTable(req.headers.accept);
+  const asTable = wantsTable(req.headers.accept);
   const include = includeObjectParam(param(q, "includeObject"));
   if (!boolParam(q, "watch")) {
     const { items, revision } = await snapshot(c, r)();
-    if (table) return toTable(r.kind, items.filter(matches), String(revision), include);
+    if (asTable) return table(c, r.kind, items.filter(matches), String(revision), include);
     return { apiVersion: r.apiVersion, kind: r.listKind, metadata: { resourceVersion: String(revision) }, items: items.filter(matches) };
   }
   const from = revisionParam(q);
@@ -168,11 +191,11 @@ async function listOrWatch(c: RouteContext, r: Resource, req: FastifyRequest, re
       ]);
   }
   // kubectl get -w asks for Tables: each event then carries a one-row Table, so the columns stay.
-  const render = table ? (o: StoredObject) => toTable(r.kind, [o], String(o.metadata.resourceVersion ?? ""), include) : undefined;
+  const render = asTable ? (o: StoredObject) => table(c, r.kind, [o], String(o.metadata.resourceVersion ?? ""), include) : undefined;
   // kubectl get -w prints every event it receives and does not ask for BOOKMARKs: as in
   // Kubernetes, a Table watch gets them only with allowWatchBookmarks, as row-less Tables.
-  const bookmarks = !table || boolParam(q, "allowWatchBookmarks");
-  const renderBookmark = table ? bookmarkTable : undefined;
+  const bookmarks = !asTable || boolParam(q, "allowWatchBookmarks");
+  const renderBookmark = asTable ? bookmarkTable : undefined;
   // Each watch holds at most two buffers; a cap on their number bounds the total.
   if (c.watches.size >= MAX_WATCHES) throw new StatusError("TooManyRequests", 429, `${c.watches.size} watches are open, the most this Hub serves; close one or retry later`);
   const stream = new WatchStream({ kind: r.kind, apiVersion: r.apiVersion, matches, matchesAll: !filtered, from, snapshot: snapshot(c, r), timeoutSeconds, render, bookmarks, renderBookmark }, c.cfg, c.watches);
@@ -191,14 +214,47 @@ function assertLeaseTarget(c: RouteContext, r: Resource, name: string, next: Sto
     throw invalid(r, name, "status.lease.worker", `names no worker: ${JSON.stringify(lease.worker)} does not exist`);
 }
 
+/**
+ * A Task status written through the API leaves no admission condition its state contradicts
+ * (a lease beside Unsatisfiable=True), the same rule every scheduler transition follows.
+ */
+function settledStatus(r: Resource, next: StoredObject): StoredObject {
+  if (r.kind === "Task" && isObject(next.status)) settleAdmission(next.status as TaskStatus, new Date().toISOString());
+  return next;
+}
+
+/** dryRun=All (kubectl --dry-run=server, kubectl diff): decide the write, every check included, and store nothing. */
+function isDryRun(req: FastifyRequest): boolean {
+  // A DELETE may say it in its DeleteOptions body (kubectl delete --dry-run=server does), as a list.
+  const inBody = req.method === "DELETE" && isObject(req.body) ? req.body.dryRun : undefined;
+  const v = param(req.query as Query, "dryRun") ?? (Array.isArray(inBody) ? (inBody.length ? inBody.join(",") : undefined) : (inBody as string | undefined));
+  if (v === undefined) return false;
+  if (v === "All") return true;
+  throw badRequest(`dryRun must be "All" (decide the write and store nothing), got ${JSON.stringify(v)}`, "dryRun");
+}
+
+/**
+ * One write of a request: committed, and the reply waits for the informer to see it; or, in
+ * a dry run, decided against what is stored now (the lease guard counting the leases the
+ * informer holds) and written nowhere.
+ */
+async function commit(c: RouteContext, req: FastifyRequest, op: TxnOp): Promise<StoredObject> {
+  if (isDryRun(req)) return (await dryRunTxn({ store: c.hub.store, leasesOn: (w) => leasesOn(c, w) }, [op]))[0];
+  const [written] = await c.hub.store.txn([op]);
+  // A deletion's own revision is the latest one or older.
+  await settle(c, req, op.op === "delete" ? await c.hub.store.revision() : rvOf(written));
+  return written;
+}
+
+const leasesOn = (c: RouteContext, worker: string): LeaseView[] =>
+  c.hub.cache.byIndex<Task & StoredObject>("Task", "leaseWorker", worker, { sorted: false }).flatMap((t) => allocationOf(t)?.lease ?? []);
+
 /** A create stores the object with Loom's initial status, whatever status it was given. */
 async function createObject(c: RouteContext, r: Resource, req: FastifyRequest, reply: FastifyReply, obj: StoredObject) {
   delete obj.status;
   const init = INITIAL_STATUS[r.kind];
   if (init) obj.status = init();
-  const created = await c.hub.store.create(obj);
-  await settle(c, req, rvOf(created));
-  return reply.code(201).send(created);
+  return reply.code(201).send(await commit(c, req, { op: "create", object: obj }));
 }
 
 const create = (c: RouteContext, r: Resource, req: FastifyRequest, reply: FastifyReply) => createObject(c, r, req, reply, objectFor(r, req.body));
@@ -208,11 +264,22 @@ async function replace(c: RouteContext, r: Resource, req: FastifyRequest, sub: "
   const obj = objectFor(r, req.body, name);
   const rv = (obj.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;
   if (rv !== undefined && rv !== null && typeof rv !== "string") throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
-  if (sub === "status") assertLeaseTarget(c, r, name, obj, await c.hub.store.get(r.kind, name));
+  if (sub === "status") assertLeaseTarget(c, r, name, settledStatus(r, obj), await c.hub.store.get(r.kind, name));
+  else keepDeletion(obj, await c.hub.store.get(r.kind, name));
   // A given metadata.resourceVersion is a precondition (the store answers Conflict when stale).
-  const written = sub === "status" ? await c.hub.store.updateStatus(obj) : await c.hub.store.update(obj);
-  await settle(c, req, rvOf(written));
-  return written;
+  return commit(c, req, { op: sub === "status" ? "updateStatus" : "update", object: obj });
+}
+
+/**
+ * A deletion once asked for stays asked for: a client can neither set nor clear
+ * metadata.deletionTimestamp (as in Kubernetes), so an apply to a campaign whose tasks are
+ * being orphaned or deleted cannot bring it back half done.
+ */
+function keepDeletion(next: StoredObject, cur: StoredObject | undefined): StoredObject {
+  const ts = cur?.metadata.deletionTimestamp;
+  if (ts) next.metadata.deletionTimestamp = ts;
+  else delete next.metadata.deletionTimestamp;
+  return next;
 }
 
 /** Server-side apply: create the object if absent, else merge the manager's configuration into it (server-side-apply.ts). */
@@ -234,12 +301,10 @@ async function apply(c: RouteContext, r: Resource, req: FastifyRequest, reply: F
         if (pinned) throw notFound(r.kind, name);
         return await createObject(c, r, req, reply, objectFor(r, applyConfiguration(undefined, applied, { ...opts, now: new Date().toISOString() }), name));
       }
-      const next = objectFor(r, applyConfiguration(cur, applied, { ...opts, now: new Date().toISOString() }), name);
+      const next = keepDeletion(objectFor(r, applyConfiguration(cur, applied, { ...opts, now: new Date().toISOString() }), name), cur);
       next.metadata.resourceVersion = pinned ?? cur.metadata.resourceVersion;
       if (jsonEqual(next, cur)) return cur;
-      const written = await c.hub.store.update(next);
-      await settle(c, req, rvOf(written));
-      return written;
+      return await commit(c, req, { op: "update", object: next });
     } catch (e) {
       // A concurrent write (or create) between the read and this write: read again and re-apply.
       if (pinned || !(isStoreError(e, "Conflict") || isStoreError(e, "AlreadyExists")) || attempt >= PATCH_ATTEMPTS) throw e;
@@ -270,14 +335,13 @@ async function patch(c: RouteContext, r: Resource, req: FastifyRequest, reply: F
     if (!cur) throw notFound(r.kind, name);
     const next = objectFor(r, type === "json" ? jsonPatched(cur, p) : mergePatch(cur, p), name);
     if (!pinned) next.metadata.resourceVersion = cur.metadata.resourceVersion;
-    if (sub === "status") assertLeaseTarget(c, r, name, next, cur);
+    if (sub === "status") assertLeaseTarget(c, r, name, settledStatus(r, next), cur);
+    else keepDeletion(next, cur);
     // A patch that changes nothing writes nothing (no new revision, no event), as in Kubernetes.
     const same = sub === "status" ? jsonEqual(next.status, cur.status) : jsonEqual(withoutStatus(next), withoutStatus(cur));
     if (same && (!pinned || pinned === "json-patch" || pinned === cur.metadata.resourceVersion)) return cur;
     try {
-      const written = sub === "status" ? await c.hub.store.updateStatus(next) : await c.hub.store.update(next);
-      await settle(c, req, rvOf(written));
-      return written;
+      return await commit(c, req, { op: sub === "status" ? "updateStatus" : "update", object: next });
     } catch (e) {
       if (pinned || !isStoreError(e, "Conflict") || attempt >= PATCH_ATTEMPTS) throw e;
     }
@@ -291,10 +355,27 @@ async function remove(c: RouteContext, r: Resource, req: FastifyRequest) {
   if (pre.resourceVersion !== undefined && pre.resourceVersion !== null && typeof pre.resourceVersion !== "string")
     throw invalid(r, name, "preconditions.resourceVersion", "must be a string (resourceVersions are opaque strings)");
   const resourceVersion = typeof pre.resourceVersion === "string" && pre.resourceVersion !== "" ? pre.resourceVersion : undefined;
-  const deleted = await c.hub.store.delete(r.kind, name, { resourceVersion });
-  // The store returns the object as last stored; the deletion's own revision is the latest one or older.
-  await settle(c, req, await c.hub.store.revision());
-  return deleted;
+  const policy = propagationPolicy(req, body);
+  // Only a Campaign owns objects. Background: it goes now and the campaign controller deletes
+  // its tasks after it. Orphan and Foreground: it is marked for deletion with the policy's
+  // finalizer, and the controller deletes it once its tasks are orphaned, or gone.
+  if (r.kind !== "Campaign" || policy === "Background") return commit(c, req, { op: "delete", kind: r.kind, name, resourceVersion });
+  const cur = await c.hub.store.get(r.kind, name);
+  if (!cur) throw notFound(r.kind, name);
+  if (resourceVersion && resourceVersion !== cur.metadata.resourceVersion) return commit(c, req, { op: "delete", kind: r.kind, name, resourceVersion }); // the Conflict it gets
+  const finalizer = policy === "Orphan" ? ORPHAN_FINALIZER : FOREGROUND_FINALIZER;
+  const finalizers = cur.metadata.finalizers ?? [];
+  if (cur.metadata.deletionTimestamp && finalizers.includes(finalizer)) return cur;
+  const metadata = { ...cur.metadata, deletionTimestamp: cur.metadata.deletionTimestamp ?? new Date().toISOString(), finalizers: [...finalizers.filter((f) => f !== ORPHAN_FINALIZER && f !== FOREGROUND_FINALIZER), finalizer] };
+  return commit(c, req, { op: "update", object: { ...cur, metadata } });
+}
+
+/** DeleteOptions' propagationPolicy, from the body (kubectl) or the query; Background unless told. */
+function propagationPolicy(req: FastifyRequest, body: Body): "Background" | "Orphan" | "Foreground" {
+  const v = body.propagationPolicy ?? param(req.query as Query, "propagationPolicy") ?? (body.orphanDependents === true ? "Orphan" : undefined);
+  if (v === undefined || v === null || v === "Background") return "Background";
+  if (v === "Orphan" || v === "Foreground") return v;
+  throw badRequest(`propagationPolicy must be Background, Orphan or Foreground, got ${JSON.stringify(v)}`, "propagationPolicy");
 }
 
 export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOptions = {}): Promise<void> {
@@ -321,11 +402,9 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
       api.setErrorHandler(statusErrorHandler(targetOf));
       api.setNotFoundHandler((req, reply) => sendStatus(reply, status("NotFound", 404, `the server could not find the requested resource (${req.method} ${req.url.split("?")[0]})`)));
       api.addHook("onSend", authRefusalAsStatus);
-      // A server-side dry run (kubectl --dry-run=server) must write nothing; Loom has none, so
-      // it refuses the request rather than carry out a write the client believes is a rehearsal.
+      // A bad dryRun value is refused before any write is attempted.
       api.addHook("preHandler", async (req) => {
-        if (req.method !== "GET" && param(req.query as Query, "dryRun") !== undefined)
-          throw badRequest("dryRun: server-side dry run is not supported; nothing was written (use kubectl --dry-run=client, or `loom validate`)", "dryRun");
+        if (req.method !== "GET") isDryRun(req);
       });
       // End open watches first, or closing the server would wait for them for ever.
       api.addHook("preClose", (done) => {
@@ -370,8 +449,12 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
     async (core) => {
       core.setErrorHandler(statusErrorHandler(targetOf));
       core.addHook("onSend", authRefusalAsStatus);
-      core.get("/events", (req, reply) => listOrWatch(c, EVENTS, req, reply));
-      core.get("/events/:name", (req) => getOne(c, EVENTS, req));
+      // Loom has no namespaces: a namespaced path (kubectl events asks for its context's
+      // namespace, "default" unless told) serves the same cluster-wide Events.
+      for (const prefix of ["", "/namespaces/:namespace"]) {
+        core.get(`${prefix}/events`, (req, reply) => listOrWatch(c, EVENTS, req, reply));
+        core.get(`${prefix}/events/:name`, (req) => getOne(c, EVENTS, req));
+      }
     },
     { prefix: "/api/v1" },
   );

@@ -2,7 +2,7 @@
 // (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`), with the columns of
 // src/resources/columns.ts (the CRDs' printer columns and Loom's refinements) — the same
 // cells `loom get` prints, so kubectl and loom agree.
-import { columnsFor } from "../resources/columns.ts";
+import { columnsFor, type Column } from "../resources/columns.ts";
 import type { StoredObject } from "../store/store.ts";
 
 export function wantsTable(accept: string | undefined): boolean {
@@ -21,9 +21,8 @@ function rowObject(o: StoredObject, include: IncludeObject): unknown {
   return { kind: "PartialObjectMetadata", apiVersion: "meta.k8s.io/v1", metadata: o.metadata };
 }
 
-export function toTable(kind: string, objects: StoredObject[], resourceVersion: string, include: IncludeObject = "Metadata") {
+export function toTable(kind: string, objects: StoredObject[], resourceVersion: string, include: IncludeObject = "Metadata", cols: Column[] = columnsFor(kind)) {
   const now = new Date();
-  const cols = columnsFor(kind);
   return {
     kind: "Table",
     apiVersion: "meta.k8s.io/v1",

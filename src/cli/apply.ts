@@ -6,7 +6,8 @@ import { formatInputError } from "../resources/input-errors.ts";
 import { loadPaths } from "../resources/load.ts";
 import { isQueued } from "../resources/types.ts";
 import type { StoredObject } from "../store/store.ts";
-import { ApiError, CliError, type Client, UsageError } from "./client.ts";
+import { ApiError, CliError, type Client, RESOURCE_PREFIX, UsageError } from "./client.ts";
+import { CAMPAIGN_LABEL } from "../resources/manifest.ts";
 import { clientOf, err, out, withController } from "./common.ts";
 import { kindByName, objectRef, resolveKind } from "./kinds.ts";
 
@@ -144,13 +145,50 @@ export function deleteCommand(): Command {
     .description("delete workers, tasks or campaigns by name")
     .argument("<type>", "worker, task or campaign (plural and short names too)")
     .argument("<name...>", "object names")
-    .action(async (type: string, names: string[], _o: unknown, cmd: Command) => {
+    .option("--cascade <policy>", "what a campaign's tasks do, as kubectl's --cascade: background (deleted after it, the default), foreground (deleted before it) or orphan (kept, no longer owned by it)", "background")
+    .option("--timeout <seconds>", "how long to wait for a campaign's tasks to be deleted or orphaned before answering", "60")
+    .action(async (type: string, names: string[], o: { cascade: string; timeout: string }, cmd: Command) => {
       const k = resolveKind(type);
       if (!k.writable) throw new UsageError(`${k.plural} cannot be deleted`);
+      const policy = CASCADE[o.cascade];
+      if (!policy) throw new UsageError(`--cascade must be background, foreground or orphan, got "${o.cascade}"`);
+      const timeoutMs = Number(o.timeout) * 1000;
+      if (!Number.isFinite(timeoutMs) || timeoutMs < 0) throw new UsageError(`--timeout must be a number of seconds, got "${o.timeout}"`);
       const client = clientOf(cmd);
       for (const n of names) {
-        await client.request("DELETE", `${k.path}/${encodeURIComponent(n)}`);
-        out(`${objectRef(k, n)} deleted\n`);
+        const path = `${k.path}/${encodeURIComponent(n)}`;
+        if (k.kind !== "Campaign") {
+          await client.request("DELETE", path);
+          out(`${objectRef(k, n)} deleted\n`);
+          continue;
+        }
+        const before = await ownedTasks(client, n);
+        await client.request("DELETE", path, { body: { apiVersion: "v1", kind: "DeleteOptions", propagationPolicy: policy } });
+        const left = await waitForDependents(client, path, n, timeoutMs);
+        const gone = before.filter((t) => !left.has(t)).length;
+        const what = policy === "Orphan" ? `${gone} task(s) kept, no longer owned by it` : `${gone} task(s) deleted with it`;
+        out(`${objectRef(k, n)} deleted (${what}${left.size ? `; ${left.size} still to go after ${o.timeout}s, the Hub finishes them` : ""})\n`);
       }
     });
+}
+
+const CASCADE: Record<string, "Background" | "Foreground" | "Orphan" | undefined> = { background: "Background", foreground: "Foreground", orphan: "Orphan" };
+
+type TaskRef = { metadata: { name: string; ownerReferences?: { kind: string; name: string }[] } };
+
+/** The names of the tasks a campaign owns now. */
+async function ownedTasks(client: Client, campaign: string): Promise<string[]> {
+  const l = await client.get<{ items: TaskRef[] }>(`${RESOURCE_PREFIX}/tasks`, { labelSelector: `${CAMPAIGN_LABEL}=${campaign}` });
+  return l.items.filter((t) => t.metadata.ownerReferences?.some((r) => r.kind === "Campaign" && r.name === campaign)).map((t) => t.metadata.name);
+}
+
+/** Wait until the campaign is gone and owns no task; the tasks it still owns when the time is up. */
+async function waitForDependents(client: Client, path: string, campaign: string, timeoutMs: number): Promise<Set<string>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const exists = await client.get(path).then(() => true, (e: unknown) => { if (e instanceof ApiError && e.status === 404) return false; throw e; });
+    const left = await ownedTasks(client, campaign);
+    if ((!exists && !left.length) || Date.now() >= deadline) return new Set(left);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }

@@ -2,7 +2,7 @@
 // `-w` to keep printing rows as objects change (client-go's list-then-watch: resume from the
 // last resourceVersion after a dropped connection, list again on 410 Gone).
 import { Command } from "commander";
-import type { Column } from "../resources/columns.ts";
+import { taskColumnsWithPosition, type Column } from "../resources/columns.ts";
 import { loadCrds } from "../resources/crds.ts";
 import { ApiError, type Client, type Query, UnreachableError, UsageError } from "./client.ts";
 import { clientOf, err, out, withController } from "./common.ts";
@@ -158,13 +158,9 @@ export async function watchLoop(client: Client, k: KindInfo, q: Query, first: Li
  * attached under a symbol, which never reaches a JSON or YAML printout.
  */
 const QUEUE_POSITION = Symbol("queue_position");
-const positionColumn: Column = { name: "POSITION", priority: 1, cell: (o) => String((o as { [QUEUE_POSITION]?: number })[QUEUE_POSITION] ?? "<none>") };
-
 /** The kind's columns, with POSITION after REQUESTS for tasks. */
 function columnsOf(k: KindInfo): Column[] {
-  if (k.kind !== "Task") return k.columns;
-  const i = k.columns.findIndex((c) => c.name === "REQUESTS");
-  return [...k.columns.slice(0, i + 1), positionColumn, ...k.columns.slice(i + 1)];
+  return k.kind === "Task" ? taskColumnsWithPosition((o) => (o as { [QUEUE_POSITION]?: number })[QUEUE_POSITION]) : k.columns;
 }
 
 /** The POSITION column's values: one call for every queued task; without it the column shows <none>. */

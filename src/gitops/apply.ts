@@ -193,7 +193,7 @@ function pruneStep(cur: StoredObject, active: string[], opts: ApplyOptions): Pla
       return { op: "cordon", kind, name, object, activeTasks: active };
     }
     case "Campaign":
-      // The campaign controller removes its still-queued tasks; ones that ran stay as a record.
+      // Background deletion, as kubectl delete: the campaign controller then deletes its tasks.
       return { op: "delete", kind, name, resourceVersion: rv };
     default:
       if (stillQueued(cur)) return { op: "delete", kind, name, resourceVersion: rv };

@@ -9,6 +9,7 @@
 import { admit, explainTask, summarize, taskView, type Decision } from "../admission/index.ts";
 import { getCondition, isQueued, setCondition, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { LoomEvent, SchedulerContext } from "../scheduler/context.ts";
+import { admissionUnsettled, settleAdmission } from "../scheduler/lifecycle.ts";
 import { nominate, nominationChanged, setNomination, type Nomination } from "../scheduler/nomination.ts";
 import type { ClaimQueue } from "../scheduler/queue.ts";
 import { without } from "../scheduler/why.ts";
@@ -27,6 +28,8 @@ export type AdmissionConditionsOptions = {
   settleMs: number;
   maxWritesPerPass: number;
 };
+
+const UNSETTLED_INDEX = "admission-unsettled";
 
 export const DEFAULT_CONDITIONS: AdmissionConditionsOptions = { minIntervalMs: 500, refreshMs: 60_000, settleMs: 2_000, maxWritesPerPass: 2000 };
 
@@ -58,15 +61,18 @@ function dominantUnresolvable(decisions: Decision[]): string {
 }
 
 /**
- * The Event a condition write announces: a task that cannot be admitted, when its reason or
- * what it is short of changed (the message with its numbers blanked); one that became
- * admissible. The same reasons with other numbers, or a refreshed message, announce nothing.
+ * The Events a condition write announces: a task that cannot be admitted, when its primary
+ * reason changed (not when only the message moved: which other workers are busy, or by how
+ * much, is not news); one that became admissible; one found unsatisfiable.
  */
-function pendingNews(t: Task, w: Wanted): LoomEvent | undefined {
+function pendingNews(t: Task, w: Wanted): LoomEvent[] {
   const cur = getCondition(t.status?.conditions, "Admitted");
-  if (w.admitted.status === "True") return cur?.status === "False" ? { object: t, type: "Normal", reason: "Admissible", message: w.admitted.message } : undefined;
-  const changed = !cur || cur.status !== "False" || cur.reason !== w.admitted.reason || skeleton(cur.message) !== skeleton(w.admitted.message);
-  return changed ? { object: t, type: "Warning", reason: "NotAdmitted", message: `${w.admitted.reason}: ${w.admitted.message}` } : undefined;
+  const news: LoomEvent[] = [];
+  if (w.admitted.status === "True") {
+    if (cur?.status === "False") news.push({ object: t, type: "Normal", reason: "Admissible", message: w.admitted.message });
+  } else if (!cur || cur.status !== "False" || cur.reason !== w.admitted.reason) news.push({ object: t, type: "Warning", reason: "NotAdmitted", message: `${w.admitted.reason}: ${w.admitted.message}` });
+  if (w.unsatisfiable && getCondition(t.status?.conditions, "Unsatisfiable")?.status !== "True") news.push({ object: t, type: "Warning", reason: "Unsatisfiable", message: w.unsatisfiable.message });
+  return news;
 }
 
 /**
@@ -90,6 +96,9 @@ export class AdmissionConditions implements Reconciler {
 
   constructor(private readonly ctx: SchedulerContext, private readonly queue: ClaimQueue, opts: Partial<AdmissionConditionsOptions> = {}) {
     this.opts = { ...DEFAULT_CONDITIONS, ...opts };
+    // Tasks out of the queue whose admission conditions contradict their state; every write
+    // path settles them already, so this holds only what was stored some other way.
+    ctx.cache.addIndex("Task", UNSETTLED_INDEX, (t) => (admissionUnsettled(t.status) ? ["1"] : []));
   }
 
   keys(): string[] {
@@ -172,7 +181,7 @@ export class AdmissionConditions implements Reconciler {
         if (!t || !isQueued(t.status?.state ?? "queued")) continue;
         let next = this.apply(t, wanted, now);
         const admittedWritten = next !== undefined;
-        const events = next ? [pendingNews(t, wanted)] : [];
+        const events: (LoomEvent | undefined)[] = next ? pendingNews(t, wanted) : [];
         // A nomination taken, moved or ended is written at once: other replicas' claims read it.
         const n = nominees.get(name);
         if (nominationChanged(t.status, n)) {
@@ -186,6 +195,13 @@ export class AdmissionConditions implements Reconciler {
           standings.push(admittedWritten ? wanted.standing : undefined);
         }
       }
+    }
+    // The one other writer of these conditions, for tasks out of the queue: what their state says.
+    for (const t of this.ctx.cache.byIndex<Task & StoredObject>("Task", UNSETTLED_INDEX, "1", { sorted: false })) {
+      if (ops.length >= this.opts.maxWritesPerPass) { deferred = true; break; }
+      ops.push({ op: "updateStatus", object: { ...t, status: settleAdmission(jsonClone(t.status ?? {}), new Date(now).toISOString()) } });
+      news.push([]);
+      standings.push(undefined);
     }
     // An Event is recorded only for a write that landed, so a lost write never repeats one.
     const announce = (j: number) => { for (const e of news[j]) this.ctx.recordEvent(e); };
@@ -221,11 +237,12 @@ export class AdmissionConditions implements Reconciler {
     return deferred;
   }
 
-  /** Whether the task an op writes is still queued and as the pass read it. */
+  /** Whether the task an op writes is still as the pass read it (and still queued, or still out of the queue). */
   private unchanged(op: TxnOp): boolean {
     if (op.op !== "updateStatus") return true;
     const t = this.ctx.task(op.object.metadata.name);
-    return t !== undefined && t.metadata.resourceVersion === op.object.metadata.resourceVersion && isQueued(t.status?.state ?? "queued");
+    const queued = (s: TaskStatus | undefined) => isQueued(s?.state ?? "queued");
+    return t !== undefined && t.metadata.resourceVersion === op.object.metadata.resourceVersion && queued(t.status) === queued(op.object.status as TaskStatus);
   }
 
   /** The new status if the conditions must be written now, else undefined. */
@@ -262,7 +279,6 @@ export class AdmissionConditions implements Reconciler {
     const iso = new Date(now).toISOString();
     setCondition(next.conditions, { type: "Admitted", ...w.admitted, observedGeneration: t.metadata.generation }, iso);
     if (w.unsatisfiable) {
-      if (curUnsat?.status !== "True") this.ctx.recordEvent({ object: t, type: "Warning", reason: "Unsatisfiable", message: w.unsatisfiable.message });
       setCondition(next.conditions, { type: "Unsatisfiable", status: "True", ...w.unsatisfiable, observedGeneration: t.metadata.generation }, iso);
     } else if (curUnsat) setCondition(next.conditions, { type: "Unsatisfiable", status: "False", reason: "Satisfiable", message: "some worker could admit this task", observedGeneration: t.metadata.generation }, iso);
     return next;

@@ -11,6 +11,12 @@ import type { Store, StoredObject, TxnOp } from "../store/store.ts";
 import type { LoomEvent } from "../resources/meta.ts";
 import type { Reconciler, Result } from "./controller.ts";
 import { jsonClone } from "../resources/json.ts";
+import { endLease, markFinal } from "../scheduler/lifecycle.ts";
+import { isStoreError } from "../store/errors.ts";
+
+/** The finalizers a DELETE with propagationPolicy Orphan or Foreground sets (Kubernetes' names). */
+export const ORPHAN_FINALIZER = "orphan";
+export const FOREGROUND_FINALIZER = "foregroundDeletion";
 
 /** Tasks are written in chunks so a 100k-case campaign does not make one giant transaction. */
 const CHUNK = 1000;
@@ -42,12 +48,14 @@ export class CampaignReconciler implements Reconciler {
   async reconcile(name: string): Promise<Result> {
     const owned = this.cache.byIndex<Task & StoredObject>("Task", "campaign", name, { sorted: false }).filter((t) => ownedBy(t, name));
     const campaign = this.cache.get<Campaign & StoredObject>("Campaign", name);
+    // Kubernetes' garbage collection: a deleted campaign's tasks go with it (background); one
+    // being deleted waits for its finalizer's work (foreground: its tasks deleted first;
+    // orphan: its tasks kept, no longer owned by it).
     if (!campaign) {
       this.expanded.delete(name);
-      // Deleted campaign: its queued tasks go with it; tasks that ran or run stay as a record.
-      await this.write(owned.filter((t) => isQueued(t.status?.state ?? "queued")).map((t) => ({ op: "delete", kind: "Task", name: t.metadata.name, resourceVersion: t.metadata.resourceVersion })));
-      return;
+      return this.collect(name, owned);
     }
+    if (campaign.metadata.deletionTimestamp) return this.finalize(campaign, owned);
     const uid = campaign.metadata.uid ?? "";
     const gen = campaign.metadata.generation ?? 1;
     let memo = this.expanded.get(name);
@@ -106,6 +114,70 @@ export class CampaignReconciler implements Reconciler {
     // Counts come from the cache after our own writes are visible.
     const after = this.cache.byIndex<Task & StoredObject>("Task", "campaign", name, { sorted: false }).filter((t) => ownedBy(t, name));
     return this.writeStatus(campaign, this.counted(status, after));
+  }
+
+  /**
+   * Delete a campaign's tasks. A task holding a lease has it cancelled in the same
+   * transaction (its reservation released, its Runner fenced off), so the record of why it
+   * ended is the last thing watchers see. Tasks that changed meanwhile wait for the next pass.
+   */
+  private async collect(campaign: string, owned: (Task & StoredObject)[]): Promise<Result> {
+    const now = Date.now();
+    const ops: TxnOp[][] = owned.map((t) => {
+      const del: TxnOp = { op: "delete", kind: "Task", name: t.metadata.name, resourceVersion: t.metadata.resourceVersion };
+      if (!isActive(t.status?.state)) return [del];
+      const why = `campaign ${campaign} was deleted`;
+      const status = markFinal(endLease(t.status!, "cancelled", now, "cancelled", "OwnerDeleted"), now, "OwnerDeleted", why);
+      return [{ op: "updateStatus", object: { ...t, status } }, { op: "delete", kind: "Task", name: t.metadata.name }];
+    });
+    const left = await this.writeEach(ops);
+    for (const t of owned) {
+      if (!isActive(t.status?.state) || left.has(t.metadata.name)) continue;
+      this.recordEvent({ object: t, type: "Normal", reason: "OwnerDeleted", message: `campaign ${campaign} was deleted: the lease on ${t.status?.lease?.worker} is cancelled and its reservation released; the task is deleted` });
+    }
+    return left.size ? { requeueAfterMs: 200 } : undefined;
+  }
+
+  /** A campaign deleted with propagationPolicy Orphan or Foreground: do its finalizer's work, then delete it. */
+  private async finalize(c: Campaign & StoredObject, owned: (Task & StoredObject)[]): Promise<Result> {
+    const name = c.metadata.name;
+    const finalizers = c.metadata.finalizers ?? [];
+    if (finalizers.includes(ORPHAN_FINALIZER)) {
+      const ops = owned.map((t): TxnOp[] => {
+        const refs = (t.metadata.ownerReferences ?? []).filter((r) => !(r.kind === "Campaign" && r.name === name));
+        const { ownerReferences: _refs, ...rest } = t.metadata;
+        return [{ op: "update", object: { ...t, metadata: refs.length ? { ...rest, ownerReferences: refs } : rest } }];
+      });
+      if ((await this.writeEach(ops)).size) return { requeueAfterMs: 200 };
+    } else if (finalizers.includes(FOREGROUND_FINALIZER)) {
+      const r = await this.collect(name, owned);
+      if (r || owned.length) return r ?? { requeueAfterMs: 50 }; // gone once the informer shows it
+    }
+    const rest = finalizers.filter((f) => f !== ORPHAN_FINALIZER && f !== FOREGROUND_FINALIZER);
+    // Another finalizer is someone else's to remove; the campaign stays until it is.
+    if (rest.length) {
+      if (rest.length !== finalizers.length) await this.store.txn([{ op: "update", object: { ...c, metadata: { ...c.metadata, finalizers: rest } } }]);
+      return;
+    }
+    await this.store.txn([{ op: "delete", kind: "Campaign", name, resourceVersion: c.metadata.resourceVersion }]);
+  }
+
+  /** Write each group of ops as one transaction, many groups per commit; the names of the tasks whose group lost a race. */
+  private async writeEach(groups: TxnOp[][]): Promise<Set<string>> {
+    const lost = new Set<string>();
+    const nameOf = (g: TxnOp[]) => { const o = g[0]; return o.op === "delete" || o.op === "check" ? o.name : o.object.metadata.name; };
+    for (let i = 0; i < groups.length; i += CHUNK) {
+      const chunk = groups.slice(i, i + CHUNK);
+      try {
+        await this.store.txn(chunk.flat());
+      } catch (e) {
+        if (!isStoreError(e, "Conflict") && !isStoreError(e, "NotFound")) throw e;
+        // One task changed under us: the others go one by one, the loser on the next pass.
+        for (const g of chunk) await this.store.txn(g).catch((err: unknown) => { if (isStoreError(err, "Conflict")) lost.add(nameOf(g)); else if (!isStoreError(err, "NotFound")) throw err; });
+      }
+    }
+    await this.cache.waitForRevision(await this.store.revision());
+    return lost;
   }
 
   private counted(status: CampaignStatus, tasks: Task[]): CampaignStatus {

@@ -113,6 +113,18 @@ export const taskColumns = once((): Column<Task>[] => compose("Task", {
   after: { PLACEMENT: [taskRequests] },
 }));
 
+/**
+ * The Task columns with POSITION after REQUESTS (priority 1, so `-o wide`): a queued task's
+ * place in the claim order. It is derived from the whole queue and never stored, so whoever
+ * prints the table says where each task stands.
+ */
+export function taskColumnsWithPosition(positionOf: (t: Task) => number | undefined): Column<Task>[] {
+  const cols = taskColumns();
+  const i = cols.findIndex((c) => c.name === "REQUESTS");
+  const position: Column<Task> = { name: "POSITION", priority: 1, cell: (t) => String(positionOf(t) ?? NONE) };
+  return [...cols.slice(0, i + 1), position, ...cols.slice(i + 1)];
+}
+
 // --- Worker
 
 /** kubectl marks a cordoned Node `Ready,SchedulingDisabled`; a Worker reads the same. */

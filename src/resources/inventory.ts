@@ -6,7 +6,7 @@ import { validateObject } from "./validate.ts";
 import type { Worker, WorkerSpec } from "./types.ts";
 import { type ItemFieldError, dedupeErrors, fieldError, isPlainObject, rebaseField } from "./input-errors.ts";
 import { normaliseGpuTypes } from "./profile.ts";
-import { V1_FIELDS_ANNOTATION, keptAnnotation, keptNote } from "./v1-fields.ts";
+import { V1_FIELDS_ANNOTATION, V1_ONLY_WORKER_KEYS, keptAnnotation, keptNote, unknownField } from "./v1-fields.ts";
 
 export const INVENTORY_KEYS = [
   "inventory_version",
@@ -37,11 +37,9 @@ export type InventorySettings = {
   controller_public_url?: string;
   controller_worker_url?: string;
   controller_private_url?: string;
-  /** Top-level inventory keys Loom does not act on, as written. */
-  kept?: Record<string, unknown>;
 };
 
-/** `notes` name the v1 fields Loom keeps without acting on them (never errors). */
+/** `notes` name the v1 fields Loom keeps without acting on them; a field v1 did not know either is an error. */
 export type InventoryResult = { workers: Worker[]; settings: InventorySettings; errors: ItemFieldError[]; notes: ItemFieldError[] };
 
 /**
@@ -56,17 +54,13 @@ export function inventoryToWorkers(doc: unknown): InventoryResult {
   const workers: Worker[] = [];
   if (!isPlainObject(doc)) return { workers, settings, errors: [fieldError("", "an inventory must be an object", "FieldValueTypeInvalid")], notes };
 
-  // Inventory-level keys Loom does not know are kept in the settings and shown, as v1 tolerated them.
-  for (const k of Object.keys(doc)) {
-    if ((INVENTORY_KEYS as readonly string[]).includes(k)) continue;
-    (settings.kept ??= {})[k] = doc[k];
-    notes.push(keptNote(k, "in the inventory settings"));
-  }
+  // Every inventory-level key is v1's and Loom's: any other is a typo (or a file of another kind).
+  for (const k of Object.keys(doc)) if (!(INVENTORY_KEYS as readonly string[]).includes(k)) errors.push(unknownField(k, k, INVENTORY_KEYS));
 
   if (doc.inventory_version === undefined) errors.push(fieldError("inventory_version", "required", "FieldValueRequired"));
   else if (doc.inventory_version !== 1) errors.push(fieldError("inventory_version", "must be 1", "FieldValueNotSupported"));
 
-  errors.push(...checkController(doc.controller, settings, notes));
+  errors.push(...checkController(doc.controller, settings));
   for (const k of CONTROLLER_URL_KEYS) {
     const v = doc[k];
     if (v === undefined) continue;
@@ -74,9 +68,11 @@ export function inventoryToWorkers(doc: unknown): InventoryResult {
     else settings[k] = v;
   }
 
-  // connection_defaults are copied under every worker; the keys Loom does not act on (an SSH
-  // option, say) are kept on every worker too, and noted here once.
+  // connection_defaults are copied under every worker; the v1 keys Loom does not act on (v1's
+  // `ssh` options, say) are kept on every worker too, and noted here once.
   const specKeys = new Set(workerSpecKeys());
+  const v1Only = new Set<string>(V1_ONLY_WORKER_KEYS);
+  const knownKeys = ["worker_id", ...specKeys, ...v1Only];
   const defaults: Record<string, unknown> = {};
   const keptDefaults: Record<string, unknown> = {};
   if (doc.connection_defaults !== undefined) {
@@ -85,6 +81,7 @@ export function inventoryToWorkers(doc: unknown): InventoryResult {
       for (const [k, v] of Object.entries(doc.connection_defaults)) {
         if (specKeys.has(k)) defaults[k] = v;
         else if (k === "worker_id") errors.push(fieldError("connection_defaults.worker_id", "worker_id cannot be a default: it must be unique per worker", "FieldUnknown"));
+        else if (!v1Only.has(k)) errors.push(unknownField(`connection_defaults.${k}`, k, knownKeys));
         else {
           keptDefaults[k] = v;
           notes.push(keptNote(`connection_defaults.${k}`, `on every worker (annotation ${V1_FIELDS_ANNOTATION})`));
@@ -118,7 +115,11 @@ export function inventoryToWorkers(doc: unknown): InventoryResult {
       const spec: Record<string, unknown> = { ...defaults, ...own };
       if (isPlainObject(spec.resource_capacity)) spec.resource_capacity = normaliseGpuTypes(spec.resource_capacity);
       // Without a usable name the spec is still checked, so one pass reports everything.
-      for (const k of Object.keys(all)) if (!specKeys.has(k)) notes.push(keptNote(`${at}.${k}`, `on the Worker (annotation ${V1_FIELDS_ANNOTATION})`, name));
+      for (const k of Object.keys(all)) {
+        if (specKeys.has(k)) continue;
+        if (v1Only.has(k)) notes.push(keptNote(`${at}.${k}`, `on the Worker (annotation ${V1_FIELDS_ANNOTATION})`, name));
+        else errors.push(unknownField(`${at}.${k}`, k, knownKeys, name));
+      }
       const annotations = keptAnnotation(kept);
       const metadata = { name: name ?? "unnamed", ...(Object.keys(annotations).length ? { annotations } : {}) };
       const worker: Worker = { apiVersion: API_VERSION as Worker["apiVersion"], kind: "Worker", metadata, spec: spec as WorkerSpec };
@@ -153,12 +154,12 @@ export function inventoryToWorkers(doc: unknown): InventoryResult {
   return { workers, settings, errors: dedupeErrors(errors), notes };
 }
 
-function checkController(c: unknown, settings: InventorySettings, notes: ItemFieldError[]): ItemFieldError[] {
+function checkController(c: unknown, settings: InventorySettings): ItemFieldError[] {
   if (c === undefined) return [];
   if (!isPlainObject(c)) return [fieldError("controller", "must be an object", "FieldValueTypeInvalid")];
   const errs: ItemFieldError[] = [];
   for (const [k, v] of Object.entries(c)) {
-    if (!(CONTROLLER_KEYS as readonly string[]).includes(k)) notes.push(keptNote(`controller.${k}`, "in the inventory settings"));
+    if (!(CONTROLLER_KEYS as readonly string[]).includes(k)) errs.push(unknownField(`controller.${k}`, k, CONTROLLER_KEYS));
     else if (typeof v !== "string") errs.push(fieldError(`controller.${k}`, "must be a string", "FieldValueTypeInvalid"));
     else if (k === "connection_mode" && !(CONTROLLER_CONNECTION_MODES as readonly string[]).includes(v))
       errs.push(fieldError("controller.connection_mode", `must be one of: ${CONTROLLER_CONNECTION_MODES.join(", ")}`, "FieldValueNotSupported"));

@@ -13,6 +13,8 @@ export type ObjectMeta = {
   generation?: number;
   creationTimestamp?: string;
   deletionTimestamp?: string;
+  /** What must happen before a deleted object goes (Kubernetes' finalizers: orphan, foregroundDeletion). */
+  finalizers?: string[];
   ownerReferences?: OwnerReference[];
   /** Which field manager set which fields, recorded by server-side apply (fieldsV1). */
   managedFields?: ManagedFieldsEntry[];

@@ -2,7 +2,7 @@
 // decides when to apply them and writes the result. The lease is the reservation: granting
 // one writes both, and every way out of the active states removes both together.
 import type { AdmissionObject } from "../admission/index.ts";
-import { initialStatus, setCondition, type Condition, type TaskStatus, type TaskState, type Task } from "../resources/types.ts";
+import { getCondition, initialStatus, isActive, isQueued, setCondition, type Condition, type TaskStatus, type TaskState, type Task } from "../resources/types.ts";
 import type { Vector } from "../admission/index.ts";
 import { jsonClone } from "../resources/json.ts";
 
@@ -38,7 +38,7 @@ export function grantLease(task: Task, g: LeaseGrant, now: number): TaskStatus {
   };
   st.conditions ??= [];
   setCondition(st.conditions, { type: "Leased", status: "True", reason: "LeaseGranted", message: `leased to ${g.worker} (epoch ${attempt}) until ${st.lease.lease_until}` }, iso(now));
-  setCondition(st.conditions, { type: "Admitted", status: "True", reason: "Admitted", message: `admitted on ${g.worker}` }, iso(now));
+  settleAdmission(st, iso(now));
   clearNomination(st, "Leased", `leased to ${g.worker}`, iso(now));
   return st;
 }
@@ -71,7 +71,41 @@ export function endLease(status: TaskStatus, next: TaskState, now: number, outco
     setCondition(st.conditions, { type: "Leased", status: "False", reason, message: `lease on ${lease.worker} (epoch ${lease.epoch}) ended: ${outcome}` }, iso(now));
   }
   st.state = next;
+  return settleAdmission(st, iso(now));
+}
+
+/**
+ * The admission conditions a task's state leaves standing. While it is queued they are the
+ * conditions controller's answer, and this changes nothing. A lease answers the question
+ * they ask: Admitted turns True on the lease's worker, and an Unsatisfiable condition turns
+ * False. A task out of the queue for good (finished, returned, imported) asks nothing: it
+ * keeps Admitted=True as the record of where it was admitted, and no other admission
+ * condition. Every write that moves a task out of the queue passes through here (a grant,
+ * the end of a lease, a status written through the API), and the conditions controller
+ * repairs with it whatever was stored otherwise, so no task holds Unsatisfiable=True beside
+ * a lease or a final state. Mutates and returns `st`.
+ */
+export function settleAdmission(st: TaskStatus, nowIso: string): TaskStatus {
+  const state = st.state ?? "queued";
+  if (isQueued(state)) return st;
+  if (isActive(state) && st.lease) {
+    const conds = (st.conditions ??= []);
+    const message = `admitted on ${st.lease.worker}`;
+    setCondition(conds, { type: "Admitted", status: "True", reason: "Admitted", message }, nowIso);
+    if (getCondition(conds, "Unsatisfiable")) setCondition(conds, { type: "Unsatisfiable", status: "False", reason: "Admitted", message }, nowIso);
+    return st;
+  }
+  if (st.conditions) st.conditions = st.conditions.filter((c) => c.type !== "Unsatisfiable" && !(c.type === "Admitted" && c.status !== "True"));
   return st;
+}
+
+/** Whether the admission conditions contradict the task's state: whether settleAdmission would change them. */
+export function admissionUnsettled(st: TaskStatus | undefined): boolean {
+  if (!st || isQueued(st.state ?? "queued")) return false;
+  // Out of the queue with no lease: what settleAdmission would filter out (no copy on the informer's hot path).
+  if (!(isActive(st.state) && st.lease)) return st.conditions?.some((c) => c.type === "Unsatisfiable" || (c.type === "Admitted" && c.status !== "True")) ?? false;
+  const probe: TaskStatus = { state: st.state, lease: st.lease, conditions: (st.conditions ?? []).map((c) => ({ ...c })) };
+  return JSON.stringify(settleAdmission(probe, "").conditions) !== JSON.stringify(st.conditions ?? []);
 }
 
 export const FAILED_STATES: readonly string[] = ["dirty", "run_error", "blocked", "cancelled", "lease_expired"];

@@ -179,16 +179,14 @@ suite(title, () => {
       expect(st.slice(-2)).toEqual(["long-poll", "static-1.example"]);
       expect(st[1]).toBe("False");
 
+      // POSITION is derived from the whole queue, never stored: the Hub's Table computes it as `loom get` does.
       const kTasks = parseTable(kt.stdout);
-      expect(kTasks.headers).toEqual(["NAME", "STATE", "WORKER", "ATTEMPT", "PLACEMENT", "REQUESTS", "CAMPAIGN", "REASON", "AGE"]);
-      // loom adds POSITION (derived from the whole queue, fetched by the CLI); the rest is the same.
-      const lTasks = parseTable(lt.stdout);
-      const pos = lTasks.headers.indexOf("POSITION");
-      expect(pos).toBe(lTasks.headers.indexOf("REQUESTS") + 1);
-      const lSame = { headers: lTasks.headers.filter((_, i) => i !== pos), rows: lTasks.rows.map((r) => r.filter((_, i) => i !== pos)) };
-      expect(kTasks.headers).toEqual(lSame.headers);
-      expect(rowsWithoutAge(kTasks)).toEqual(rowsWithoutAge(lSame));
-      expect(rowsWithoutAge(kTasks)["t-camp"][6]).toBe("c1");
+      expect(kTasks.headers).toEqual(["NAME", "STATE", "WORKER", "ATTEMPT", "PLACEMENT", "REQUESTS", "POSITION", "CAMPAIGN", "REASON", "AGE"]);
+      expect(kTasks.headers).toEqual(parseTable(lt.stdout).headers);
+      expect(rowsWithoutAge(kTasks)).toEqual(rowsWithoutAge(parseTable(lt.stdout)));
+      expect(rowsWithoutAge(kTasks)["t-camp"][7]).toBe("c1");
+      expect(rowsWithoutAge(kTasks)["t-fit"][6]).toBe("<none>"); // leased: not in the queue
+      expect(rowsWithoutAge(kTasks)["t-camp"][6]).toMatch(/^[12]$/);
     });
 
     it("-o yaml prints the object the resource API serves; a list's items likewise", async () => {
@@ -266,6 +264,22 @@ suite(title, () => {
       const events = r.stdout.slice(r.stdout.indexOf("\nEvents:") + 1);
       expect(events).toMatch(/^\s+Normal\s+LeaseGranted\s+\S+\s+loom-hub\s+leased to w1 /m);
       expect(events).not.toMatch(/Unsatisfiable/);
+    });
+  });
+
+  describe("events", () => {
+    it("kubectl events, which asks for its namespace's events, lists Loom's cluster-wide Events", async () => {
+      const [plain, other] = await Promise.all([kubectl("events"), kubectl("events", "-n", "team-a")]);
+      for (const r of [plain, other]) {
+        expect(r.code, r.stderr).toBe(0);
+        expect(r.stdout).toMatch(/^LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+MESSAGE$/m);
+        expect(r.stdout).toMatch(/Warning\s+Unsatisfiable\s+Task\/t-big\s+no worker could ever admit this task/);
+        expect(r.stdout).toMatch(/Normal\s+LeaseGranted\s+Task\/t-fit\s+leased to w1/);
+      }
+      const one = (await get(h.url, "/api/v1/events")).body.items[0] as Json;
+      const byName = await get(h.url, `/api/v1/namespaces/default/events/${one.metadata.name}`);
+      expect(byName.status).toBe(200);
+      expect(byName.body.metadata.name).toBe(one.metadata.name);
     });
   });
 
@@ -416,12 +430,13 @@ suite(title, () => {
       expect(third.spec).toEqual({ host: "ssa-2.example", max_concurrency: 4 });
       expect(managers(third)).toEqual({ kubectl: { "f:spec": { "f:host": {} } }, scaler: { "f:spec": { "f:max_concurrency": {} } } });
 
-      // A server-side dry run is refused, never carried out: the object stays as it was.
+      // A server-side dry run answers what the apply would store, and stores nothing.
       await writeFile(scale, stringifyYaml({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name: "w-ssa" }, spec: { max_concurrency: 1 } }));
-      const dry = await kubectl("apply", "--server-side", "--field-manager=scaler", "--dry-run=server", "-f", scale);
-      expect(dry.code).not.toBe(0);
-      expect(dry.stderr).toContain("server-side dry run is not supported");
-      expect(((await get(h.url, `${API}/workers/w-ssa`)).body as Json).spec).toEqual(third.spec);
+      const dry = await kubectl("apply", "--server-side", "--field-manager=scaler", "--dry-run=server", "-o", "json", "-f", scale);
+      expect(dry.code, dry.stderr).toBe(0);
+      expect((JSON.parse(dry.stdout) as Json).spec).toEqual({ host: "ssa-2.example", max_concurrency: 1 });
+      const fourth = (await get(h.url, `${API}/workers/w-ssa`)).body as Json;
+      expect([fourth.spec, managers(fourth)]).toEqual([third.spec, managers(third)]);
     });
 
     it("a bad apply is rejected with the field named, and nothing is stored", async () => {
@@ -436,6 +451,109 @@ suite(title, () => {
       expect((await get(h.url, `${API}/workers/w-bad`)).status).toBe(404);
       const after = (await get(h.url, `${API}/workers`)).body as Json;
       expect(after.items.map((w: Json) => w.metadata.name)).toEqual(before.items.map((w: Json) => w.metadata.name));
+    });
+  });
+
+  describe("server-side dry run", () => {
+    const workerYaml = (name: string, spec: Json) => stringifyYaml({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name }, spec });
+
+    it("kubectl diff shows what apply would change, and apply --dry-run=server (client-side and server-side apply) writes nothing", async () => {
+      const file = join(dir, "w-diff.yaml");
+      await writeFile(file, workerYaml("w-diff", { host: "diff-1.example", max_concurrency: 2 }));
+      const created = await kubectl("apply", "--validate=false", "-f", file);
+      expect(created.code, created.stderr).toBe(0);
+      const same = await kubectl("diff", "-f", file);
+      expect(same.code, same.stderr).toBe(0);
+      expect(same.stdout).toBe("");
+
+      await writeFile(file, workerYaml("w-diff", { host: "diff-2.example", max_concurrency: 3 }));
+      const stored = (await get(h.url, `${API}/workers/w-diff`)).body as Json;
+      const diff = await kubectl("diff", "-f", file);
+      expect(diff.code, diff.stderr).toBe(1); // kubectl diff: 1 means "differs"
+      expect(diff.stdout).toMatch(/^-\s+host: diff-1\.example$/m);
+      expect(diff.stdout).toMatch(/^\+\s+host: diff-2\.example$/m);
+      expect(diff.stdout).toMatch(/^\+\s+max_concurrency: 3$/m);
+      for (const args of [["apply", "--validate=false", "--dry-run=server", "-f", file], ["apply", "--server-side", "--dry-run=server", "-f", file]]) {
+        const r = await kubectl(...args);
+        expect(r.code, r.stderr).toBe(0);
+        expect(r.stdout.trim()).toMatch(/^worker\.loom\.dev\/w-diff (configured|serverside-applied) \(server dry run\)$/);
+      }
+      // (kubectl then rewrites a client-side apply's last-applied annotation, and prints that reply:
+      // what the object would be is checked on a new one.)
+      const fresh = join(dir, "w-dry-ssa.yaml");
+      await writeFile(fresh, workerYaml("w-dry-ssa", { host: "ssa.example", max_concurrency: 1 }));
+      const yaml = await kubectl("apply", "--server-side", "--dry-run=server", "-o", "yaml", "-f", fresh);
+      expect(yaml.code, yaml.stderr).toBe(0);
+      expect((parseYaml(yaml.stdout) as Json).spec).toEqual({ host: "ssa.example", max_concurrency: 1 });
+      expect((await get(h.url, `${API}/workers/w-dry-ssa`)).status).toBe(404);
+      // (Controllers may write its status meanwhile; what a dry run would change is not written.)
+      const after = (await get(h.url, `${API}/workers/w-diff`)).body as Json;
+      expect([after.spec, after.metadata.generation, after.metadata.managedFields]).toEqual([stored.spec, stored.metadata.generation, stored.metadata.managedFields]);
+    });
+
+    it("create and patch --dry-run=server run every check and store nothing; a refusal is the real write's", async () => {
+      const file = join(dir, "w-dry-new.yaml");
+      await writeFile(file, workerYaml("w-dry-new", { max_concurrency: 2 }));
+      const created = await kubectl("create", "--validate=false", "--dry-run=server", "-f", file);
+      expect(created.code, created.stderr).toBe(0);
+      expect(created.stdout.trim()).toBe("worker.loom.dev/w-dry-new created (server dry run)");
+      expect((await get(h.url, `${API}/workers/w-dry-new`)).status).toBe(404);
+
+      await writeFile(file, workerYaml("w-dry-new", { resource_capacity: { cpu_millis: -5 } }));
+      const bad = await kubectl("create", "--validate=false", "--dry-run=server", "-f", file);
+      expect(bad.code).not.toBe(0);
+      expect(bad.stderr).toContain("spec.resource_capacity.cpu_millis");
+
+      const patched = await kubectl("patch", "worker", "w1", "--type=merge", "--dry-run=server", "-p", '{"spec":{"unschedulable":true}}', "-o", "json");
+      expect(patched.code, patched.stderr).toBe(0);
+      expect((JSON.parse(patched.stdout) as Json).spec.unschedulable).toBe(true);
+      expect(((await get(h.url, `${API}/workers/w1`)).body as Json).spec.unschedulable).toBeUndefined();
+
+      // The lease guard runs too: a lease on w2 larger than its 2048Mi is refused, as it would be for real.
+      const now = new Date().toISOString();
+      const lease = { worker: "w2", epoch: 1, mode: "pull", leased_at: now, lease_until: new Date(Date.now() + 600_000).toISOString(), placement: "shared", reservation: { cpu_millis: 0, memory_mb: 4096, disk_mb: 0, gpu_count: 0 } };
+      const guarded = await kubectl("patch", "task", "t-camp", "--subresource=status", "--type=merge", "--dry-run=server", "-p", JSON.stringify({ status: { state: "leased", lease } }));
+      expect(guarded.code).not.toBe(0);
+      expect(guarded.stderr).toMatch(/would break admission.*memory_mb/);
+      const fits = await kubectl("patch", "task", "t-camp", "--subresource=status", "--type=merge", "--dry-run=server", "-p", JSON.stringify({ status: { state: "leased", lease: { ...lease, reservation: { ...lease.reservation, memory_mb: 512 } } } }), "-o", "json");
+      expect(fits.code, fits.stderr).toBe(0);
+      expect((JSON.parse(fits.stdout) as Json).status.state).toBe("leased");
+      expect(((await get(h.url, `${API}/tasks/t-camp`)).body as Json).status.state).toBe("queued");
+
+      const del = await kubectl("delete", "worker", "w-static", "--dry-run=server");
+      expect(del.code, del.stderr).toBe(0);
+      expect(del.stdout.trim()).toBe('worker.loom.dev "w-static" deleted (server dry run)');
+      expect((await get(h.url, `${API}/workers/w-static`)).status).toBe(200);
+    });
+
+    it("delete campaign --cascade=orphan keeps its tasks without ownerReferences; --cascade=foreground deletes them first", async () => {
+      const campaign = async (name: string) => {
+        const r = await post(h.url, `${API}/campaigns`, { metadata: { name }, spec: { schema_version: 1, campaign_id: name, defaults: { setting_id: "s", runner: "noop", priority: -100 }, cases: [{ case_id: "x", run_id: "1" }, { case_id: "y", run_id: "1" }] } });
+        expect(r.status, JSON.stringify(r.body)).toBe(201);
+        const tasks = [`${name}__x__s__run-1`, `${name}__y__s__run-1`];
+        await eventually(async () => (await Promise.all(tasks.map((t) => get(h.url, `${API}/tasks/${t}`)))).every((r) => r.status === 200), `${name}'s tasks`);
+        return tasks;
+      };
+      const kept = await campaign("c-orphan");
+      const orphan = await kubectl("delete", "campaign", "c-orphan", "--cascade=orphan");
+      expect(orphan.code, orphan.stderr).toBe(0);
+      expect(orphan.stdout.trim()).toBe('campaign.loom.dev "c-orphan" deleted');
+      for (const t of kept) expect(((await get(h.url, `${API}/tasks/${t}`)).body as Json).metadata.ownerReferences).toBeUndefined();
+
+      const gone = await campaign("c-fg");
+      const fg = await kubectl("delete", "campaign", "c-fg", "--cascade=foreground");
+      expect(fg.code, fg.stderr).toBe(0);
+      expect(fg.stdout.trim()).toBe('campaign.loom.dev "c-fg" deleted');
+      // kubectl waited for the campaign to go, and it went only after its tasks.
+      expect((await get(h.url, `${API}/campaigns/c-fg`)).status).toBe(404);
+      for (const t of gone) expect((await get(h.url, `${API}/tasks/${t}`)).status).toBe(404);
+      for (const t of kept) expect((await kubectl("delete", "task", t)).code).toBe(0);
+    });
+
+    it("a dryRun value other than All is refused", async () => {
+      const r = await fetch(`${h.url}${API}/workers?dryRun=Some`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ metadata: { name: "w-x" }, spec: {} }) });
+      expect(r.status).toBe(400);
+      expect(((await r.json()) as Json).details.causes[0].field).toBe("dryRun");
     });
   });
 

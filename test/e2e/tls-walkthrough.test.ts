@@ -3,7 +3,7 @@
 // TLS with the embedded CA and the token; without the CA or the token they are refused.
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { chmod, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -55,7 +55,11 @@ suite(title, () => {
     expect(r.stdout.match(/NAME\s+READY/g)).toHaveLength(2); // kubectl's table and loom's
     expect(r.stdout.match(/^evaluation-01\s/gm)).toHaveLength(2);
 
-    const kc = parseYaml(await readFile(join(dir, "loom.kubeconfig"), "utf8")) as Record<string, any>;
+    // The token's file is its owner's alone, and outside the checkout.
+    const kcFile = join(dir, ".kube", "loom.kubeconfig");
+    expect((await stat(kcFile)).mode & 0o777).toBe(0o600);
+    expect((await stat(join(dir, ".kube"))).mode & 0o777).toBe(0o700);
+    const kc = parseYaml(await readFile(kcFile, "utf8")) as Record<string, any>;
     const cluster = kc.clusters[0].cluster;
     expect(cluster.server).toBe(`https://127.0.0.1:${port}`);
     expect(Buffer.from(cluster["certificate-authority-data"], "base64").toString()).toBe(await readFile(join(dir, ".loom/tls/hub.crt"), "utf8"));
@@ -83,6 +87,11 @@ for i in $(seq 1 60); do [ -f hub2/tls/hub.crt ] && "${process.execPath}" -e "re
     const missing = await loom(["get", "workers", "--certificate-authority", "nope.pem"]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain("--certificate-authority: nope.pem: ENOENT");
+    // A kubeconfig holding the token, redirected into a file, is written with a warning naming --output.
+    const redirected = await run("/bin/bash", ["-c", `"${process.execPath}" "${join(ROOT, "bin", "loom.mjs")}" kubeconfig > r.kubeconfig`], { cwd, env });
+    expect(redirected.code, redirected.stderr).toBe(0);
+    expect(redirected.stderr).toContain("use --output FILE, which writes it with mode 0600");
+    expect(await readFile(join(cwd, "r.kubeconfig"), "utf8")).toContain("token: walkthrough-token-0123456789abcdef");
     const fromEnv = await loom(["kubeconfig"], { LOOM_CA_FILE: "hub2.log" });
     expect(fromEnv.code).toBe(2);
     expect(fromEnv.stderr).toContain("LOOM_CA_FILE: hub2.log: no PEM certificate in it");

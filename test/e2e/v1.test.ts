@@ -56,8 +56,8 @@ describe("v1 files", () => {
     const r = await run(["validate", "-f", FIXTURES]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toBe("valid: 4 Campaigns, 3 Workers, 8 Tasks from campaigns\n");
-    expect(r.stderr).toContain("connection_defaults.ssh_control_persist: not used by Loom; kept on every worker (annotation loom.dev/v1-fields)");
-    expect(r.stderr).toContain("workers[0] (lab-small).rack: not used by Loom; kept on the Worker");
+    expect(r.stderr).toContain("connection_defaults.ssh: not used by Loom; kept on every worker (annotation loom.dev/v1-fields)");
+    expect(r.stderr).toContain("workers[0] (lab-small).labels: not used by Loom; kept on the Worker");
     expect(r.stderr).toContain("cases[0].bench_suite: not a Loom field; kept as the template value {bench_suite}");
     expect(r.stderr).toContain("package_id: not used by Loom; kept on the Campaign");
   });
@@ -68,7 +68,7 @@ describe("v1 files", () => {
     expect(r.stdout).toContain("worker/lab-small created");
     expect(r.stdout).toContain("campaign/v1-runs created");
     const small = (await get(h.url, `${API}/workers/lab-small`, auth)).body;
-    expect(JSON.parse(small.metadata.annotations["loom.dev/v1-fields"])).toEqual({ ssh_control_persist: "5m", rack: "r1-u07" });
+    expect(JSON.parse(small.metadata.annotations["loom.dev/v1-fields"])).toEqual({ ssh: { control_persist: "5m" }, labels: { rack: "r1-u07" } });
     expect(small.spec).toMatchObject({ user: "loom", instance_type: "lab.s2", memory_gb: 4, source_cache_max_mb: 2048, connection_mode: "long-poll" });
     const direct = (await get(h.url, `${API}/workers/lab-direct`, auth)).body;
     expect(direct.spec).toMatchObject({ connection_mode: "direct-worker-api", command_port: 9877, direct_api_token_env: "LAB_RUNNER_TOKEN" });
@@ -97,7 +97,7 @@ describe("v1 files", () => {
     expect(body.registered.map((w: Json) => w.worker_id)).toEqual(["lab-small", "lab-medium", "lab-direct"]);
     expect(body.registered[2]).toMatchObject({ connection_mode: "direct-worker-api", endpoint: "http://172.16.0.23:9877" });
     const small = (await get(h.url, `${API}/workers/lab-small`, auth)).body;
-    expect(JSON.parse(small.metadata.annotations["loom.dev/v1-fields"]).rack).toBe("r1-u07");
+    expect(JSON.parse(small.metadata.annotations["loom.dev/v1-fields"]).labels).toEqual({ rack: "r1-u07" });
   });
 });
 

@@ -184,6 +184,19 @@ describe("edits", () => {
     expect(ofReason("FileApplied", file).at(-1)?.message).toMatch(/1 updated, 1 deleted/);
   });
 
+  it("a typo in an inventory field is refused with the field it likely meant; the worker keeps its stored spec", async () => {
+    const file = repo("workers.yaml");
+    await writeFile(file, inventory([{ id: "w1" }]));
+    const s = await started();
+    const before = await get("Worker", "w1");
+    await writeFile(file, inventory([{ id: "w1", cpu: 3000, extra: "max_concurency: 8" }]));
+    const report = await s.syncNow();
+    expect(report.files[0].outcome).toBe("rejected");
+    expect(report.files[0].errors.map((e) => `${e.field}: ${e.message}`)).toContain("workers[0].max_concurency: unknown field: neither v1 nor Loom reads it; did you mean `max_concurrency`?");
+    expect(await get("Worker", "w1")).toEqual(before);
+    expect(ofReason("FileRejected", file).at(-1)?.message).toContain("did you mean `max_concurrency`?");
+  });
+
   it("an operator's cordon survives a re-apply of the file", async () => {
     const file = repo("workers.yaml");
     await writeFile(file, inventory([{ id: "w1", cpu: 2000 }]));

@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest";
 import { API_PREFIX } from "../../src/api/resources.ts";
 import type { StoredObject, WatchEvent } from "../../src/store/store.ts";
 import { post, startHub } from "../support/hub.ts";
+import { registerWorkers, taskOp } from "../support/task-ops.ts";
 
 const DIMS = ["cpu_millis", "memory_mb"] as const;
 type Lease = { worker: string; placement: string; reservation: Record<string, number> };
@@ -84,10 +85,7 @@ describe("the lease invariant holds at every revision, on every path", () => {
         const send = (path: string, method: string, body: unknown, type = "application/json") =>
           fetch(api + path, { method, headers: { "content-type": type }, body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, text: await r.text() }));
         try {
-          for (let w = 0; w < 3; w++) {
-            const reg = await post(h.url, "/api/workers/register", { worker_id: `w${w}`, capabilities: ["linux"], max_concurrency: 2, initial_concurrency: 2, concurrency_policy: "fixed", resource_capacity: { cpu_millis: 2000, memory_mb: 4096, disk_mb: 0, gpu_count: 0 }, runner_api_version: 1, health: {} });
-            expect(reg.status).toBe(200);
-          }
+          expect(await registerWorkers(h.url, 3, 2)).toEqual([200, 200, 200]);
           const tasks = Array.from({ length: 12 }, (_, i) => ({ task_id: `t${i}`, case_id: `c${i}`, run_id: "1", setting_id: "s", required_capability: "linux", execution_profile: { placement: i % 5 === 0 ? "exclusive" : "shared", resources: { cpu_millis: (i % 3) * 500, memory_mb: 512 } }, payload: { runner: "noop" } }));
           expect((await post(h.url, "/api/tasks/dispatch", { schema_version: 1, operator: "prop", tasks })).status).toBe(201);
           for (const round of rounds) {
@@ -95,18 +93,13 @@ describe("the lease invariant holds at every revision, on every path", () => {
               round.map(async (o) => {
                 switch (o.kind) {
                   case "claim":
-                    return (await post(h.url, "/api/tasks/claim", { worker_id: `w${o.w}`, limit: o.limit })).status;
+                  case "cancel":
+                  case "retry":
+                  case "complete":
+                    return taskOp(h, o);
                   case "patch": {
                     const lease = { worker: `w${o.w}`, epoch: 1, mode: "pull", leased_at: new Date().toISOString(), lease_until: new Date(Date.now() + 600_000).toISOString(), placement: o.exclusive ? "exclusive" : "shared", reservation: { cpu_millis: o.cpu, memory_mb: 512, disk_mb: 0, gpu_count: 0 } };
                     return (await send(`/tasks/t${o.t}/status`, "PATCH", { status: { state: "leased", attempt: 1, lease } }, "application/merge-patch+json")).status;
-                  }
-                  case "cancel":
-                    return (await post(h.url, "/api/admin/cancel-task", { task_id: `t${o.t}` })).status;
-                  case "retry":
-                    return (await post(h.url, "/api/admin/retry-task", { task_id: `t${o.t}` })).status;
-                  case "complete": {
-                    const t = h.hub.cache.get("Task", `t${o.t}`);
-                    return (await post(h.url, "/api/tasks/complete", { worker_id: t?.status?.lease?.worker ?? "w0", task_id: `t${o.t}` })).status;
                   }
                   case "capacity": {
                     return (await send(`/workers/w${o.w}`, "PATCH", { spec: { resource_capacity: { cpu_millis: o.cpu, memory_mb: 4096, disk_mb: 0, gpu_count: 0 } } }, "application/merge-patch+json")).status;

@@ -169,23 +169,38 @@ describe("inventory v1 -> Worker resources", () => {
     });
   });
 
-  it("keys Loom does not act on are kept and noted, never errors; bad values of known keys still are", () => {
+  it("keys v1 knew but Loom does not act on are kept and noted; keys neither knows are errors with the nearest name", () => {
+    const r = inventoryToWorkers({
+      inventory_version: 1,
+      connection_defaults: { ssh: { control_persist: "5m" }, worker_id: "x" },
+      workers: [worker({ worker_id: "w1", labels: { rack: "r1" }, transport_mode: "ssh" })],
+    });
+    expect(fields(r.errors)).toEqual(["connection_defaults.worker_id: worker_id cannot be a default: it must be unique per worker"]);
+    expect(r.notes.map((n) => n.field)).toEqual(["connection_defaults.ssh", "workers[0].labels", "workers[0].transport_mode"]);
+    // the worker keeps its own and the inherited v1 keys, as written, in one annotation
+    expect(JSON.parse(r.workers[0].metadata.annotations!["loom.dev/v1-fields"])).toEqual({ ssh: { control_persist: "5m" }, labels: { rack: "r1" }, transport_mode: "ssh" });
+    expect(r.workers[0].spec).not.toHaveProperty("labels");
+  });
+
+  it("a typo is an error at every level, with a did-you-mean hint when a known name is near", () => {
     const r = inventoryToWorkers({
       inventory_version: 1,
       hosts: [],
-      controller: { connection_mode: "teleport", colour: "red" },
-      connection_defaults: { bogus: 1, worker_id: "x" },
-      workers: [worker({ worker_id: "w1", gpu: 1 })],
+      controller: { connection_mode: "teleport", colour: "red", bind_hots: "0.0.0.0" },
+      connection_defaults: { bogus: 1 },
+      workers: [worker({ worker_id: "w1", max_concurency: 4, gpu: 1 })],
     });
     expect(fields(r.errors)).toEqual([
+      "hosts: unknown field: neither v1 nor Loom reads it",
       "controller.connection_mode: must be one of: ssh-start, prestarted, local-process",
-      "connection_defaults.worker_id: worker_id cannot be a default: it must be unique per worker",
+      "controller.colour: unknown field: neither v1 nor Loom reads it",
+      "controller.bind_hots: unknown field: neither v1 nor Loom reads it; did you mean `bind_host`?",
+      "connection_defaults.bogus: unknown field: neither v1 nor Loom reads it",
+      "workers[0].max_concurency: unknown field: neither v1 nor Loom reads it; did you mean `max_concurrency`?",
+      "workers[0].gpu: unknown field: neither v1 nor Loom reads it; did you mean `cpu`?",
     ]);
-    expect(r.notes.map((n) => n.field)).toEqual(["hosts", "controller.colour", "connection_defaults.bogus", "workers[0].gpu"]);
-    expect(r.settings.kept).toEqual({ hosts: [] });
-    // the worker keeps its own and the inherited unknown keys, as written, in one annotation
-    expect(JSON.parse(r.workers[0].metadata.annotations!["loom.dev/v1-fields"])).toEqual({ bogus: 1, gpu: 1 });
-    expect(r.workers[0].spec).not.toHaveProperty("gpu");
+    expect(r.errors.find((e) => e.field === "workers[0].max_concurency")?.subject).toBe("w1");
+    expect(r.notes).toEqual([]);
   });
 
   it("duplicate worker ids are errors naming both entries", () => {
