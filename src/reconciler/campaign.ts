@@ -166,8 +166,10 @@ export class CampaignReconciler implements Reconciler {
   private async writeEach(groups: TxnOp[][]): Promise<Set<string>> {
     const lost = new Set<string>();
     const nameOf = (g: TxnOp[]) => { const o = g[0]; return o.op === "delete" || o.op === "check" ? o.name : o.object.metadata.name; };
-    for (let i = 0; i < groups.length; i += CHUNK) {
-      const chunk = groups.slice(i, i + CHUNK);
+    // Groups per commit: as many as fit one transaction of the store (a group is one or two ops).
+    const size = Math.max(1, Math.min(CHUNK, Math.floor(this.store.maxWritesPerTxn / 2)));
+    for (let i = 0; i < groups.length; i += size) {
+      const chunk = groups.slice(i, i + size);
       try {
         await this.store.txn(chunk.flat());
       } catch (e) {
