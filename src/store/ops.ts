@@ -80,6 +80,8 @@ function changedObject(op: "update" | "updateStatus", input: StoredObject, cur: 
       ...input,
       metadata: {
         ...input.metadata,
+        // Once set, a deletion stays requested whoever updates the object (GitOps, a controller).
+        ...(cur.metadata.deletionTimestamp ? { deletionTimestamp: cur.metadata.deletionTimestamp } : {}),
         // A write that leaves managedFields out keeps them (server-side apply's record); [] clears them.
         ...(input.metadata.managedFields === undefined && cur.metadata.managedFields !== undefined ? { managedFields: cur.metadata.managedFields } : {}),
         uid: cur.metadata.uid,
