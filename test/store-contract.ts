@@ -274,10 +274,10 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
         const v1 = await store.create(worker("w1"));
         const at = "2030-01-01T00:00:00.000Z";
         const v2 = await store.update({ ...v1, metadata: { ...v1.metadata, deletionTimestamp: at, finalizers: ["x"] } });
-        expect(v2.metadata.deletionTimestamp).toBe(at);
+        expect((v2.metadata as { deletionTimestamp?: string }).deletionTimestamp).toBe(at);
         const { deletionTimestamp: _gone, ...without } = v2.metadata;
         const v3 = await store.update({ ...v2, metadata: { ...without, labels: { edited: "yes" } } });
-        expect(v3.metadata.deletionTimestamp).toBe(at);
+        expect((v3.metadata as { deletionTimestamp?: string }).deletionTimestamp).toBe(at);
         expect(v3.metadata.labels).toEqual({ edited: "yes" });
       });
 

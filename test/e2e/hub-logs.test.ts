@@ -1,7 +1,7 @@
 // The Hub's log as an operator reads it: in a pipe, JSON lines with ISO times where requests
 // are debug and lifecycle events are info with the object's name; on a terminal, pino-pretty.
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -13,9 +13,26 @@ const ROOT = join(import.meta.dirname, "..", "..");
 const freePort = () => new Promise<number>((res) => { const s = createServer().listen(0, "127.0.0.1", () => { const p = (s.address() as { port: number }).port; s.close(() => res(p)); }); });
 const children: ChildProcess[] = [];
 const dirs: string[] = [];
+/**
+ * Kill every process whose command line names `arg` (a Hub's own data dir): script(1) runs
+ * the Hub in a session of its own, so killing script or its process group leaves it running.
+ */
+function killNaming(arg: string): void {
+  for (const pid of readdirSync("/proc").filter((n) => /^\d+$/.test(n))) {
+    try {
+      if (readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").includes(arg)) process.kill(Number(pid), "SIGKILL");
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+}
+
 afterEach(async () => {
   for (const c of children.splice(0)) if (c.exitCode === null) c.kill("SIGKILL");
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+  for (const d of dirs.splice(0)) {
+    killNaming(d);
+    await rm(d, { recursive: true, force: true });
+  }
 });
 
 /** Start a Hub as `cmd` would, and collect what it writes to stdout. */
