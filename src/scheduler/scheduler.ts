@@ -9,7 +9,8 @@ import { SchedulerContext, type SchedulerDeps, type SchedulerOptions } from "./c
 import { checkRequest, HubError } from "./errors.ts";
 import { ClaimQueue } from "./queue.ts";
 import { leaseSecondsOf } from "./transitions.ts";
-import { capacityEntry, effectiveSettings } from "./workers.ts";
+import { effectiveSettings } from "./workers.ts";
+import { claimParams, claimReply } from "./claim-params.ts";
 
 export class Scheduler {
   readonly ctx: SchedulerContext;
@@ -50,9 +51,9 @@ export class Scheduler {
     const workerId = body.worker_id;
     if (typeof workerId !== "string" || !workerId) throw new HubError(400, "worker_id_required");
     checkRequest("claim", body);
-    const limit = intIn(body.limit, 1, 1024, 1, "limit");
+    // Out-of-range numbers are clamped as v1 does (claim-params.ts); the route says which.
+    const { limit, waitMs } = claimParams(body);
     const leaseSeconds = leaseSecondsOf(body.lease_seconds);
-    const waitMs = numIn(body.wait_seconds, 0, 60, 0, "wait_seconds") * 1000;
     const deadline = this.ctx.now() + waitMs;
     for (;;) {
       this.ctx.liveness.touch(workerId, this.ctx.now());
@@ -70,18 +71,7 @@ export class Scheduler {
         const batch = leased.length ? { id: newBatchId(), size: leased.length } : undefined;
         const fresh = this.ctx.worker(workerId) ?? worker;
         const s = effectiveSettings(fresh);
-        const e = capacityEntry(this.ctx, fresh);
-        return {
-          tasks: leased.map((l) => claimedTask(l, s, batch)),
-          desired_concurrency: s.desired_concurrency,
-          max_concurrency: s.max_concurrency,
-          initial_concurrency: s.initial_concurrency,
-          concurrency_policy: s.concurrency_policy,
-          active_count: e.active_count,
-          resource_capacity: e.capacity,
-          reserved_resources: e.reserved,
-          available_resources: e.available,
-        };
+        return claimReply(this.ctx, fresh, leased.map((l) => claimedTask(l, s, batch)), leased.length);
       });
       this.ctx.observer.claim((performance.now() - started) / 1000, reply.tasks.length);
       const remaining = deadline - this.ctx.now();
@@ -92,11 +82,6 @@ export class Scheduler {
   }
 }
 
-export function intIn(v: unknown, min: number, max: number, dflt: number, field: string): number {
-  if (v === undefined || v === null) return dflt;
-  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) throw new HubError(400, `invalid_${field}`, { field, detail: `must be an integer from ${min} to ${max}`, received: v });
-  return v;
-}
 export function numIn(v: unknown, min: number, max: number, dflt: number, field: string): number {
   if (v === undefined || v === null) return dflt;
   if (typeof v !== "number" || !Number.isFinite(v) || v < min || v > max) throw new HubError(400, `invalid_${field}`, { field, detail: `must be a number from ${min} to ${max}`, received: v });

@@ -170,7 +170,8 @@ describe("concurrency: active < min(desired, max)", () => {
     await dispatch(["c1", "c2", "c3", "c4", "c5"].map((id) => task(id)));
     const first = await claim("w", { limit: 10 });
     expect(first.tasks).toHaveLength(2);
-    expect(first).toMatchObject({ desired_concurrency: 2, max_concurrency: 2, active_count: 2 });
+    // active_count is the count before this claim, as v1 gives it
+    expect(first).toMatchObject({ desired_concurrency: 2, max_concurrency: 2, active_count: 0 });
     const second = await claim("w", { limit: 10 });
     expect(second.tasks).toEqual([]);
     expect(second.active_count).toBe(2);
@@ -719,14 +720,14 @@ describe("the v1 pull cycle (RUNNER_PROTOCOL §8), bearer token set", () => {
     const t = c.body.tasks[0];
     expect(t).toMatchObject({
       task_id: T, task_kind: "execution", case_id: "case-a", run_id: "001", setting_id: "base", case_version: "v1", scenario_id: "base",
-      package_id: `pkg-${T}`, attempt_no: 1, assigned_worker_id: "curl-w1", payload: { runner: "noop" }, components: [],
+      package_id: `pkg-${T}`, attempt_no: 1, assigned_worker_id: "curl-w1", payload: { runner: "noop" }, components: {},
       controller_concurrency: { desired_concurrency: 1, max_concurrency: 2, initial_concurrency: 1, concurrency_policy: "fixed", active_count_at_claim: 0, claim_batch_size: 1 },
     });
     expect(typeof t.lease_until).toBe("string");
     expect(t.controller_concurrency.claim_batch_id).toEqual(expect.any(String));
     expect(t.controller_concurrency.resource_admission).toMatchObject({ ok: true, requested: vec(500, 256) });
     expect(t.controller_concurrency.cache_affinity).toHaveProperty("reason");
-    expect(c.body).toMatchObject({ desired_concurrency: 1, max_concurrency: 2, active_count: 1, reserved_resources: vec(500, 256) });
+    expect(c.body).toMatchObject({ desired_concurrency: 1, max_concurrency: 2, active_count: 0, reserved_resources: vec(500, 256) });
 
     // full: a long-poll comes back empty once its wait is over
     expect((await post(u, "/api/tasks/claim", { worker_id: "curl-w1", limit: 4, wait_seconds: 1 }, A)).body).toMatchObject({ tasks: [], active_count: 1 });
