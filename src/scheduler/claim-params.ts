@@ -13,29 +13,30 @@ export const CLAMPED_HEADER = "x-loom-clamped";
 /** One value moved into range: the field, what was asked, what is used. */
 export type Clamp = { field: string; asked: number; used: number };
 
-type Range = { min: number; max: number; dflt: number; integer: boolean };
+/** `zeroIsDefault`: v1 wrote `int(x or default)` there, so a 0 means the default. */
+type Range = { min: number; max: number; dflt: number; integer: boolean; zeroIsDefault: boolean };
 
 /**
- * v1's rules: integers are truncated (`int(x)`), a missing or zero value means the default
- * (`x or default`), then the result is clamped to [min, max]. Anything that is not a number
+ * v1's rules: integers are truncated (`int(x)`), a missing value means the default, then the
+ * result is clamped to [min, max]. Anything that is not a number
  * is still a 400 naming the field: v1 answered that with a 500.
  */
 function clamp(v: unknown, field: string, r: Range, clamps: Clamp[]): number {
   if (v === undefined || v === null) return r.dflt;
   const n = typeof v === "string" && v.trim() !== "" ? Number(v) : v;
   if (typeof n !== "number" || !Number.isFinite(n)) throw new HubError(400, `invalid_${field}`, { field, detail: `must be a number (${r.min} to ${r.max}; others are clamped)`, received: v });
-  const base = (r.integer ? Math.trunc(n) : n) || r.dflt;
+  const base = (r.integer ? Math.trunc(n) : n) || (r.zeroIsDefault ? r.dflt : 0);
   const used = Math.min(r.max, Math.max(r.min, base));
   if (used !== n) clamps.push({ field, asked: n, used });
   return used;
 }
 
 // v1's claim: limit in 1..1024 (default 1); wait_seconds in 0..60.
-const LIMIT: Range = { min: 1, max: 1024, dflt: 1, integer: true };
-const WAIT: Range = { min: 0, max: 60, dflt: 0, integer: false };
+const LIMIT: Range = { min: 1, max: 1024, dflt: 1, integer: true, zeroIsDefault: true };
+const WAIT: Range = { min: 0, max: 60, dflt: 0, integer: false, zeroIsDefault: true };
 // v1's /api/tasks: limit in 1..500 (default 100), offset at least 0.
-const LIST_LIMIT: Range = { min: 1, max: 500, dflt: 100, integer: true };
-const OFFSET: Range = { min: 0, max: Number.MAX_SAFE_INTEGER, dflt: 0, integer: true };
+const LIST_LIMIT: Range = { min: 1, max: 500, dflt: 100, integer: true, zeroIsDefault: false };
+const OFFSET: Range = { min: 0, max: Number.MAX_SAFE_INTEGER, dflt: 0, integer: true, zeroIsDefault: false };
 
 export type ClaimParams = { limit: number; waitMs: number; clamps: Clamp[] };
 
