@@ -12,14 +12,21 @@ import { crdField } from "../resources/validate.ts";
 /** Every state a task may be in, as the Task schema lists them. */
 const TASK_STATES = (crdField("Task", "status.state").enum ?? []) as TaskState[];
 
-const text = (v: unknown) => (typeof v === "string" ? v.trim() : typeof v === "number" ? String(v) : "");
+/** A field as v1 reads it (`str(x or "")`); a list or an object is an error naming the field. */
+function text(body: Record<string, unknown>, field: string): string {
+  const v = body[field];
+  if (v === undefined || v === null || v === "") return "";
+  if (typeof v === "string") return v.trim();
+  if (typeof v === "number" || typeof v === "boolean") return String(v);
+  throw new HubError(400, "invalid_request", { field, detail: `${field}: must be a string` });
+}
 
 export async function overrideState(ctx: SchedulerContext, body: Record<string, unknown>) {
-  const targetType = text(body.target_type) || "task";
-  const taskId = text(body.target_id) || text(body.task_id);
-  const state = text(body.state) as TaskState;
-  const reason = text(body.reason);
-  const operator = text(body.operator) || "local-admin";
+  const targetType = text(body, "target_type") || "task";
+  const taskId = text(body, "target_id") || text(body, "task_id");
+  const state = text(body, "state") as TaskState;
+  const reason = text(body, "reason");
+  const operator = text(body, "operator") || "local-admin";
   // v1's code for any of the four missing; the field says which.
   const missing = targetType !== "task" ? "target_type" : !taskId ? "target_id" : !state ? "state" : !reason ? "reason" : undefined;
   if (missing) throw new HubError(400, "target_type_task_target_id_state_reason_required", { field: missing, detail: missing === "target_type" ? `only "task" can be overridden, not "${targetType}"` : `${missing} is required` });

@@ -874,10 +874,10 @@ describe("dispatch", () => {
       ["/api/workers/register", { worker_id: "r", runner_api_version: 1, capabilities: "linux" }],
       ["/api/workers/heartbeat", {}],
       ["/api/tasks/claim", {}],
-      ["/api/tasks/claim", { worker_id: "w", limit: 0 }],
+      // (limit 0 and wait_seconds 61 are clamped, as v1 does: not bad input)
       ["/api/tasks/claim", { worker_id: "w", limit: "x" }],
       ["/api/tasks/claim", { worker_id: "w", lease_seconds: "x" }],
-      ["/api/tasks/claim", { worker_id: "w", wait_seconds: 61 }],
+      ["/api/tasks/claim", { worker_id: "w", wait_seconds: "soon" }],
       ["/api/tasks/claim", { worker_id: "nobody" }],
       ["/api/tasks/start", { worker_id: "w" }],
       ["/api/tasks/start", { worker_id: "w", task_id: "missing" }],
@@ -886,6 +886,8 @@ describe("dispatch", () => {
       ["/api/tasks/fail", { worker_id: "w", task_id: "missing" }],
       ["/api/admin/cancel-task", {}],
       ["/api/admin/retry-task", {}],
+      ["/api/admin/override-state", {}],
+      ["/api/admin/override-state", { target_id: "exists", state: ["clean"], reason: "x" }],
       ["/api/admin/set-worker-concurrency", { worker_id: "w", desired_concurrency: "x" }],
       ["/api/admin/block-worker", {}],
       ["/api/admin/block-worker", { worker_id: "nobody" }],
@@ -902,7 +904,8 @@ describe("dispatch", () => {
       expect(r.status >= 400 && r.status < 500, `${path} ${JSON.stringify(body)} -> ${r.status} ${JSON.stringify(r.body)}`).toBe(true);
       expect(typeof r.body.error, `${path} ${JSON.stringify(body)}`).toBe("string");
     }
-    for (const q of ["limit=0", "limit=501", "limit=abc", "offset=-1"]) expect((await get(u, `/api/tasks?${q}`)).status, q).toBe(400);
+    // Out-of-range numbers are clamped as v1 does; what is not a number is refused.
+    for (const q of ["limit=abc", "offset=x"]) expect((await get(u, `/api/tasks?${q}`)).status, q).toBe(400);
     // nothing that was stored changed
     expect((await get(u, "/api/tasks")).body.tasks.map((t: Json) => [t.task_id, t.state])).toEqual([["exists", "queued"]]);
     expect((await capacityOf("w")).capacity).toEqual(vec(4000, 8192, 50_000));
