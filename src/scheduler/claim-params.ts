@@ -4,6 +4,7 @@
 // the X-Loom-Clamped header, so nothing is changed silently.
 import { concurrencyOf } from "../admission/index.ts";
 import type { Worker } from "../resources/types.ts";
+import { claimedTask, type Leased } from "./claim.ts";
 import type { SchedulerContext } from "./context.ts";
 import { HubError } from "./errors.ts";
 import { capacityEntry, effectiveSettings } from "./workers.ts";
@@ -70,18 +71,18 @@ export function claimClamps(body: Record<string, unknown>): Clamp[] {
 }
 
 /**
- * v1's claim reply. `active_count` is the count before this claim (as v1 gives it); a worker
- * that was already full before the claim gets no resource fields, as v1 and the protocol
- * leave them out. `granted` is how many tasks this claim leased on it.
+ * v1's claim reply, for the tasks one claim leased on `worker`. `active_count`, and each
+ * task's `active_count_at_claim`, is the count before this claim, as v1 gives it; a worker
+ * that was already full gets no resource fields, as v1 and the protocol leave them out.
  */
-export function claimReply(ctx: SchedulerContext, worker: Worker, tasks: unknown[], granted: number) {
+export function claimReply(ctx: SchedulerContext, worker: Worker, leased: Leased[], batch: { id: string; size: number } | undefined) {
   const s = effectiveSettings(worker);
   const e = capacityEntry(ctx, worker);
   const c = concurrencyOf(ctx.workerView(worker));
   // Before the claim: the leases it wrote were not there; what the Runner reported was.
-  const before = Math.max(c.reported_active, c.leased_active - granted);
+  const before = Math.max(c.reported_active, c.leased_active - leased.length);
   const head = {
-    tasks,
+    tasks: leased.map((l) => claimedTask(l, s, batch, { active_count_at_claim: before })),
     desired_concurrency: s.desired_concurrency,
     max_concurrency: s.max_concurrency,
     initial_concurrency: s.initial_concurrency,

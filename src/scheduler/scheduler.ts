@@ -4,12 +4,11 @@
 import { isActive, isKind } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
 import type { Store } from "../store/store.ts";
-import { claimedTask, commitLeases, newBatchId, pickForWorker, requireWorker } from "./claim.ts";
+import { commitLeases, newBatchId, pickForWorker, requireWorker } from "./claim.ts";
 import { SchedulerContext, type SchedulerDeps, type SchedulerOptions } from "./context.ts";
 import { checkRequest, HubError } from "./errors.ts";
 import { ClaimQueue } from "./queue.ts";
 import { leaseSecondsOf } from "./transitions.ts";
-import { effectiveSettings } from "./workers.ts";
 import { claimParams, claimReply } from "./claim-params.ts";
 
 export class Scheduler {
@@ -69,9 +68,7 @@ export class Scheduler {
         });
         const worker = requireWorker(this.ctx, workerId);
         const batch = leased.length ? { id: newBatchId(), size: leased.length } : undefined;
-        const fresh = this.ctx.worker(workerId) ?? worker;
-        const s = effectiveSettings(fresh);
-        return claimReply(this.ctx, fresh, leased.map((l) => claimedTask(l, s, batch)), leased.length);
+        return claimReply(this.ctx, this.ctx.worker(workerId) ?? worker, leased, batch);
       });
       this.ctx.observer.claim((performance.now() - started) / 1000, reply.tasks.length);
       const remaining = deadline - this.ctx.now();

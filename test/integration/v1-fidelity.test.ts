@@ -41,12 +41,14 @@ describe("an idle v1 Direct Runner (it heartbeats only at registration and after
   class V1DirectRunner {
     probes = 0;
     heartbeats = 0;
+    /** What went wrong inside the Runner (a Hub call that failed), for the test to show. */
+    errors: string[] = [];
     private server?: Server;
     url = "";
     hub = "";
     constructor(readonly workerId: string) {}
     async listen(): Promise<void> {
-      this.server = createServer((req, res) => void this.serve(req, res));
+      this.server = createServer((req, res) => void this.serve(req, res).catch((e: Error) => this.errors.push(e.message)));
       await new Promise<void>((r) => this.server!.listen(0, "127.0.0.1", () => r()));
       this.url = `http://127.0.0.1:${(this.server.address() as { port: number }).port}`;
     }
@@ -66,9 +68,14 @@ describe("an idle v1 Direct Runner (it heartbeats only at registration and after
         const task = JSON.parse(Buffer.concat(chunks).toString()).task as Json;
         send(202, { ok: true, state: "accepted", task_id: task.task_id, worker_id: this.workerId });
         // Run it (nothing to do), finish without an upload, and heartbeat once, as v1 does after a push.
-        await post(this.hub, "/api/tasks/start", { worker_id: this.workerId, task_id: task.task_id });
-        await post(this.hub, "/api/tasks/complete", { worker_id: this.workerId, task_id: task.task_id, result: {}, upload: {} });
-        await post(this.hub, "/api/workers/heartbeat", { worker_id: this.workerId, current_runs: [], health: { phase: "completed" } });
+        for (const [path, body] of [
+          ["/api/tasks/start", { worker_id: this.workerId, task_id: task.task_id }],
+          ["/api/tasks/complete", { worker_id: this.workerId, task_id: task.task_id, result: {}, upload: {} }],
+          ["/api/workers/heartbeat", { worker_id: this.workerId, current_runs: [], health: { phase: "completed" } }],
+        ] as const) {
+          const r = await post(this.hub, path, body);
+          if (r.status !== 200) this.errors.push(`${path} ${r.status} ${JSON.stringify(r.body)}`);
+        }
         this.heartbeats++;
         return;
       }
@@ -113,7 +120,7 @@ describe("an idle v1 Direct Runner (it heartbeats only at registration and after
     expect({ status: idle.status, runner_state: idle.body.runner?.state }).toEqual({ status: V1.direct_runner.push_after_idle.status, runner_state: V1.direct_runner.push_after_idle.runner_state });
     expect(runner.probes).toBe(1);
     expect((await events(hub, "wd", "RunnerAnswered")).length).toBe(1);
-    await eventually(() => runner.heartbeats === 1 && hub.hub.scheduler.ctx.task("push-1")?.status?.state === "returned", "the push to finish");
+    await eventually(() => runner.heartbeats === 1 && hub.hub.scheduler.ctx.task("push-1")?.status?.state === "returned", `the push to finish (${runner.errors})`);
     // The worker shows what the Hub now knows, written with its status.
     await eventually(() => hub.hub.scheduler.ctx.worker("wd")?.status?.conditions?.find((c) => c.type === "Ready")?.status === "True", "wd Ready");
     await eventually(() => hub.hub.scheduler.ctx.worker("wd")?.status?.last_heartbeat_at === new Date(clock).toISOString(), "the last call stored");
@@ -125,7 +132,7 @@ describe("an idle v1 Direct Runner (it heartbeats only at registration and after
     const restarted = await push("push-2");
     expect({ status: restarted.status, runner_state: restarted.body.runner?.state }).toEqual({ status: V1.direct_runner.push_after_restart.status, runner_state: V1.direct_runner.push_after_restart.runner_state });
     expect(runner.probes).toBe(1);
-    await eventually(() => runner.heartbeats === 2, "the second push to finish");
+    await eventually(() => runner.heartbeats === 2, `the second push to finish (${runner.errors})`);
 
     // A restart long after: nothing carries over, and the Runner is asked again.
     await again.close();
@@ -133,7 +140,8 @@ describe("an idle v1 Direct Runner (it heartbeats only at registration and after
     const later = await startAt();
     expect((await push("push-3")).status).toBe(202);
     expect(runner.probes).toBe(2);
-    await eventually(() => runner.heartbeats === 3, "the third push to finish");
+    await eventually(() => runner.heartbeats === 3, `the third push to finish (${runner.errors})`);
+    expect(runner.errors).toEqual([]);
     expect(later.hub.scheduler.ctx.task("push-3")?.status?.state).toBe("returned");
   }, 30_000);
 
@@ -207,6 +215,18 @@ describe("v1's Hub API on one Hub", () => {
       const one = await raw(h.url, "/api/tasks?limit=0&offset=-3");
       expect(one.headers.get("x-loom-clamped")).toBe("limit=1 (asked 0), offset=0 (asked -3)");
       expect({ rows: one.body.tasks.length, total: one.body.total, offset: one.body.offset, next_offset: one.body.next_offset }).toEqual(V1.tasks_list["limit0_offset-3"]);
+    });
+
+    it("in a batch, every task's active_count_at_claim is the count before the claim; its admission counts the batch so far", async () => {
+      const v1 = V1.claim.batch_of_three;
+      expect((await post(h.url, "/api/workers/register", registerBody("wb", { capabilities: ["batch"], max_concurrency: 3, initial_concurrency: 3 }))).status).toBe(200);
+      const tasks = ["b-1", "b-2", "b-3"].map((task_id) => ({ task_id, required_capability: "batch", payload: { runner: "noop" } }));
+      expect((await post(h.url, "/api/tasks/dispatch", { schema_version: 1, tasks })).status).toBe(201);
+      const r = (await post(h.url, "/api/tasks/claim", { worker_id: "wb", limit: 3 })).body;
+      expect({
+        active_count: r.active_count,
+        tasks: r.tasks.map((t: Json) => ({ task_id: t.task_id, active_count_at_claim: t.controller_concurrency.active_count_at_claim, admission_active_count: t.controller_concurrency.resource_admission.concurrency.active_count })),
+      }).toEqual({ active_count: v1.active_count, tasks: v1.tasks });
     });
   });
 
@@ -294,6 +314,14 @@ describe("v1's Hub API on one Hub", () => {
         expect(r.status).toBe(200);
         expect(r.body).toEqual({ created: [], existing: V1.manifest.dispatch_spec_again.out.existing.map((e: Json) => ({ ...e, task_kind: "execution" })) });
       }
+      // A repo manifest too: v1 spells phases and the source descriptor its own way.
+      const repo = V1.manifest_repo.normalized;
+      const { campaign } = convertManifest(JSON.parse(readFileSync(join(FIXTURES, "repo-phases.manifest.json"), "utf8")));
+      expect((await post(h.url, `${API_PREFIX}/campaigns`, campaign)).status).toBe(201);
+      for (const t of repo.tasks as Json[]) await eventually(() => h.hub.scheduler.ctx.task(t.task_id), `task ${t.task_id}`);
+      const resent = await post(h.url, "/api/tasks/dispatch", repo);
+      expect(resent.status).toBe(200);
+      expect(resent.body.existing.map((e: Json) => e.task_id)).toEqual(repo.tasks.map((t: Json) => t.task_id));
       // A different request under the same id is still a conflict.
       const changed = { ...spec, tasks: [{ ...spec.tasks[0], payload: { ...spec.tasks[0].payload, command: "echo other" } }] };
       expect((await post(h.url, "/api/tasks/dispatch", changed)).status).toBe(409);
