@@ -143,7 +143,38 @@ describe("an idle v1 Direct Runner (it heartbeats only at registration and after
     await eventually(() => runner.heartbeats === 3, `the third push to finish (${runner.errors})`);
     expect(runner.errors).toEqual([]);
     expect(later.hub.scheduler.ctx.task("push-3")?.status?.state).toBe("returned");
+
+    // A push that names no worker asks every quiet Direct Runner it could choose.
+    clock += 150_000;
+    expect((await post(later.url, "/api/tasks/dispatch", { schema_version: 1, tasks: [{ task_id: "push-4", required_capability: "linux", payload: { runner: "noop" } }] })).status).toBe(201);
+    const auto = await post(later.url, "/api/admin/push-task", { task_id: "push-4" });
+    expect(auto).toMatchObject({ status: 202, body: { worker_id: "wd", selection: { mode: "cache-affine-auto" } } });
+    expect(runner.probes).toBe(3);
+    await eventually(() => runner.heartbeats === 4, `the fourth push to finish (${runner.errors})`);
+    expect(runner.errors).toEqual([]);
   }, 30_000);
+
+  it("in push mode, the Hub's own dispatcher asks a quiet Runner and pushes to it", async () => {
+    const hub = h!;
+    const pusher = new V1DirectRunner("wp");
+    await pusher.listen();
+    pusher.hub = hub.url;
+    try {
+      expect((await post(hub.url, "/api/admin/register-worker-hosts", { operator: "ops", hosts: [{ worker_id: "wp", connection_mode: "direct-worker-api", direct_api_dispatch_mode: "push", worker_url: pusher.url, capabilities: ["pushed"], max_concurrency: 2, initial_concurrency: 2 }] })).status).toBe(200);
+      expect((await post(hub.url, "/api/workers/register", registerBody("wp", { capabilities: ["pushed"], max_concurrency: 2, initial_concurrency: 2 }))).status).toBe(200);
+      // (a dispatcher pass may ask once while the registration is landing; count from here)
+      await eventually(() => hub.hub.scheduler.ctx.liveness.get("wp"), "wp's registration seen");
+      clock += 150_000;
+      pusher.probes = 0;
+      expect((await post(hub.url, "/api/tasks/dispatch", { schema_version: 1, tasks: [{ task_id: "pushed-1", required_capability: "pushed", payload: { runner: "noop" } }] })).status).toBe(201);
+      await eventually(() => pusher.heartbeats === 1, `the dispatcher's push to finish (${pusher.errors})`);
+      expect(pusher.probes).toBe(1);
+      expect(hub.hub.scheduler.ctx.task("pushed-1")?.status?.attempts?.at(-1)).toMatchObject({ worker: "wp", mode: "push" });
+      expect(pusher.errors).toEqual([]);
+    } finally {
+      await pusher.close();
+    }
+  });
 
   it("is not taken as alive when its address answers as another worker", async () => {
     const other = new V1DirectRunner("someone-else");
