@@ -5,7 +5,7 @@ import type { Worker } from "../resources/types.ts";
 import { pickForWorker } from "../scheduler/claim.ts";
 import type { SchedulerContext } from "../scheduler/context.ts";
 import { HubError } from "../scheduler/errors.ts";
-import { confirmDirectRunner } from "../scheduler/direct-liveness.ts";
+import { confirmDirectRunners } from "../scheduler/direct-liveness.ts";
 import { directEndpoint, pushTask, type PushOptions } from "../scheduler/push.ts";
 import type { ClaimQueue } from "../scheduler/queue.ts";
 import type { StoredObject } from "../store/store.ts";
@@ -44,15 +44,14 @@ export class PushDispatcher implements Reconciler {
   async pass(signal?: AbortSignal): Promise<boolean> {
     let rested = false;
     const now = this.ctx.now();
-    for (const w of this.ctx.cache.byIndex<Worker & StoredObject>("Worker", "pushMode", "push")) {
+    const workers = this.ctx.cache.byIndex<Worker & StoredObject>("Worker", "pushMode", "push");
+    // An idle v1 Direct Runner does not heartbeat: the quiet ones are asked before the pass.
+    await confirmDirectRunners(this.ctx, workers.filter((w) => (this.resting.get(w.metadata.name) ?? 0) <= now), this.push);
+    for (const w of workers) {
       if (w.spec.unschedulable || !w.status?.registration) continue;
       if ((this.resting.get(w.metadata.name) ?? 0) > now) continue;
-      let view = this.ctx.workerView(w);
-      if (!view.ready) {
-        // An idle v1 Direct Runner does not heartbeat: ask it before passing it over.
-        if (!(await confirmDirectRunner(this.ctx, w, this.push))) continue;
-        view = this.ctx.workerView(w);
-      }
+      const view = this.ctx.workerView(w);
+      if (!view.ready) continue;
       const c = concurrencyOf(view);
       const { picks } = pickForWorker(this.queue, this.ctx, w, Math.max(0, c.effective_limit - c.active_count));
       for (const p of picks) {

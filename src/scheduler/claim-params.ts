@@ -2,7 +2,6 @@
 // does (RUNNER_PROTOCOL 1a/1b) rather than refused, and the claim reply in v1's shape. A v1
 // Runner started with --claim-wait-seconds 90 must still run; what was clamped is said in
 // the X-Loom-Clamped header, so nothing is changed silently.
-import { concurrencyOf } from "../admission/index.ts";
 import type { Worker } from "../resources/types.ts";
 import { claimedTask, type Leased } from "./claim.ts";
 import type { SchedulerContext } from "./context.ts";
@@ -78,9 +77,9 @@ export function claimClamps(body: Record<string, unknown>): Clamp[] {
 export function claimReply(ctx: SchedulerContext, worker: Worker, leased: Leased[], batch: { id: string; size: number } | undefined) {
   const s = effectiveSettings(worker);
   const e = capacityEntry(ctx, worker);
-  const c = concurrencyOf(ctx.workerView(worker));
   // Before the claim: the leases it wrote were not there; what the Runner reported was.
-  const before = Math.max(c.reported_active, c.leased_active - leased.length);
+  const reported = ctx.liveness.get(worker.metadata.name)?.reportedActive ?? 0;
+  const before = Math.max(reported, e.active_task_ids.length - leased.length);
   const head = {
     tasks: leased.map((l) => claimedTask(l, s, batch, { active_count_at_claim: before })),
     desired_concurrency: s.desired_concurrency,
@@ -89,6 +88,6 @@ export function claimReply(ctx: SchedulerContext, worker: Worker, leased: Leased
     concurrency_policy: s.concurrency_policy,
     active_count: before,
   };
-  if (before >= c.effective_limit) return head;
+  if (before >= e.effective_limit) return head;
   return { ...head, resource_capacity: e.capacity, reserved_resources: e.reserved, available_resources: e.available };
 }

@@ -10,9 +10,9 @@ import type { SchedulerContext } from "./context.ts";
 import { directEndpoint, runnerToken, type PushOptions } from "./push.ts";
 
 /** How long a probe may take: a Runner that cannot answer this fast is not taken as alive. */
-export const PROBE_TIMEOUT_MS = 5000;
+export const PROBE_TIMEOUT_MS = 2000;
 /** After a probe that failed, the next one waits this long (unless an operator's push asks). */
-export const PROBE_RETRY_MS = 5000;
+export const PROBE_RETRY_MS = 10_000;
 
 type ProbeState = { inflight?: Promise<boolean>; failedAt?: number };
 const state = new WeakMap<SchedulerContext, Map<string, ProbeState>>();
@@ -67,19 +67,21 @@ async function probe(ctx: SchedulerContext, w: Worker, url: string, o: PushOptio
   return true;
 }
 
+/** Ask every quiet Direct Runner among `workers` at once (not one timeout after another). */
+export async function confirmDirectRunners(ctx: SchedulerContext, workers: Worker[], o: PushOptions): Promise<void> {
+  const now = ctx.now();
+  const quiet = workers.filter((w) => directEndpoint(w) && w.status?.registration && !w.spec.unschedulable && !ctx.liveness.ready(w.metadata.name, now));
+  await Promise.all(quiet.map((w) => confirmDirectRunner(ctx, w, o)));
+}
+
 /**
- * Before a push decides: the named worker, or (without one) every stale Direct Runner the
- * push could choose, is asked at once. An operator's push always asks again.
+ * Before a push decides: the named worker (an operator's push always asks again), or,
+ * without one, every Direct Runner the push could choose.
  */
 export async function confirmBeforePush(ctx: SchedulerContext, o: PushOptions, workerId?: string): Promise<void> {
-  if (workerId) {
-    const w = ctx.worker(workerId);
-    if (w) await confirmDirectRunner(ctx, w, o, { force: true });
-    return;
-  }
-  const now = ctx.now();
-  const stale = ctx.cache.list("Worker").filter((w) => directEndpoint(w) && w.status?.registration && !w.spec.unschedulable && !ctx.liveness.ready(w.metadata.name, now));
-  await Promise.all(stale.map((w) => confirmDirectRunner(ctx, w, o)));
+  if (!workerId) return confirmDirectRunners(ctx, ctx.cache.list("Worker"), o);
+  const w = ctx.worker(workerId);
+  if (w) await confirmDirectRunner(ctx, w, o, { force: true });
 }
 
 /**

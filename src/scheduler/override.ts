@@ -53,7 +53,10 @@ export async function overrideState(ctx: SchedulerContext, body: Record<string, 
         delete status.finished_at;
         status.conditions = (status.conditions ?? []).filter((c) => c.type !== "Succeeded" && c.type !== "Failed");
       }
-      if (isQueued(state)) delete status.result;
+      if (isQueued(state)) {
+        delete status.result;
+        delete status.error;
+      }
     }
     return { status, result };
   });
