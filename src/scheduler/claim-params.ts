@@ -6,6 +6,7 @@ import type { Worker } from "../resources/types.ts";
 import { claimedTask, type Leased } from "./claim.ts";
 import type { SchedulerContext } from "./context.ts";
 import { HubError } from "./errors.ts";
+import { leaseSecondsOf } from "./transitions.ts";
 import { capacityEntry, effectiveSettings } from "./workers.ts";
 
 export const CLAMPED_HEADER = "x-loom-clamped";
@@ -38,13 +39,16 @@ const WAIT: Range = { min: 0, max: 60, dflt: 0, integer: false, zeroIsDefault: t
 const LIST_LIMIT: Range = { min: 1, max: 500, dflt: 100, integer: true, zeroIsDefault: false };
 const OFFSET: Range = { min: 0, max: Number.MAX_SAFE_INTEGER, dflt: 0, integer: true, zeroIsDefault: false };
 
-export type ClaimParams = { limit: number; waitMs: number; clamps: Clamp[] };
+export type ClaimParams = { limit: number; waitMs: number; leaseSeconds: number; clamps: Clamp[] };
 
 export function claimParams(body: Record<string, unknown>): ClaimParams {
   const clamps: Clamp[] = [];
   const limit = clamp(body.limit, "limit", LIMIT, clamps);
   const wait = clamp(body.wait_seconds, "wait_seconds", WAIT, clamps);
-  return { limit, waitMs: wait * 1000, clamps };
+  // lease_seconds follows the rule every lease call shares (at least 30, whole seconds).
+  const leaseSeconds = leaseSecondsOf(body.lease_seconds);
+  if (typeof body.lease_seconds === "number" && body.lease_seconds !== leaseSeconds) clamps.push({ field: "lease_seconds", asked: body.lease_seconds, used: leaseSeconds });
+  return { limit, waitMs: wait * 1000, leaseSeconds, clamps };
 }
 
 export function listParams(q: Record<string, string | undefined>): { limit: number; offset: number; clamps: Clamp[] } {

@@ -8,7 +8,6 @@ import { commitLeases, newBatchId, pickForWorker, requireWorker } from "./claim.
 import { SchedulerContext, type SchedulerDeps, type SchedulerOptions } from "./context.ts";
 import { checkRequest, HubError } from "./errors.ts";
 import { ClaimQueue } from "./queue.ts";
-import { leaseSecondsOf } from "./transitions.ts";
 import { claimParams, claimReply } from "./claim-params.ts";
 
 export class Scheduler {
@@ -51,8 +50,7 @@ export class Scheduler {
     if (typeof workerId !== "string" || !workerId) throw new HubError(400, "worker_id_required");
     checkRequest("claim", body);
     // Out-of-range numbers are clamped as v1 does (claim-params.ts); the route says which.
-    const { limit, waitMs } = claimParams(body);
-    const leaseSeconds = leaseSecondsOf(body.lease_seconds);
+    const { limit, waitMs, leaseSeconds } = claimParams(body);
     const deadline = this.ctx.now() + waitMs;
     for (;;) {
       this.ctx.liveness.touch(workerId, this.ctx.now());

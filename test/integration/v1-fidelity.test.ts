@@ -220,9 +220,9 @@ describe("v1's Hub API on one Hub", () => {
       const tasks = ["c-1", "c-2", "c-3", "c-4"].map((task_id) => ({ task_id, required_capability: "linux", payload: { runner: "noop" } }));
       expect((await post(h.url, "/api/tasks/dispatch", { schema_version: 1, tasks })).status).toBe(201);
       expect(shape(await raw(h.url, "/api/tasks/claim", { worker_id: "w1", limit: 0 }))).toEqual(v1.limit0);
-      const big = await raw(h.url, "/api/tasks/claim", { worker_id: "w1", limit: 2000, wait_seconds: 100 });
+      const big = await raw(h.url, "/api/tasks/claim", { worker_id: "w1", limit: 2000, wait_seconds: 100, lease_seconds: 5 });
       expect(shape(big)).toEqual(v1.limit2000_wait100);
-      expect(big.headers.get("x-loom-clamped")).toBe("limit=1024 (asked 2000), wait_seconds=60 (asked 100)");
+      expect(big.headers.get("x-loom-clamped")).toBe("limit=1024 (asked 2000), wait_seconds=60 (asked 100), lease_seconds=30 (asked 5)");
       // Full: no resource fields, as v1 and the protocol have it.
       const fullReply = await raw(h.url, "/api/tasks/claim", { worker_id: "w1", limit: 5 });
       expect(shape(fullReply)).toEqual(v1.full);
