@@ -19,8 +19,8 @@ type Range = { min: number; max: number; dflt: number; integer: boolean; zeroIsD
 
 /**
  * v1's rules: integers are truncated (`int(x)`), a missing value means the default, then the
- * result is clamped to [min, max]. Anything that is not a number
- * is still a 400 naming the field: v1 answered that with a 500.
+ * result is clamped to [min, max]. Anything that is not a number is still a 400 naming the
+ * field: v1 answered that with a 500.
  */
 function clamp(v: unknown, field: string, r: Range, clamps: Clamp[]): number {
   if (v === undefined || v === null) return r.dflt;
