@@ -13,6 +13,7 @@ import type { AdmissionConditionsOptions } from "./reconciler/admission-conditio
 import { GitopsSync } from "./gitops/index.ts";
 import { compileAll } from "./resources/validate.ts";
 import { DEFAULT_ALLOWED_TOKEN_ENV } from "./scheduler/push.ts";
+import { rememberLiveness } from "./scheduler/direct-liveness.ts";
 import { Scheduler } from "./scheduler/scheduler.ts";
 import type { SchedulerObserver } from "./scheduler/context.ts";
 import { Informer } from "./store/cache.ts";
@@ -209,6 +210,8 @@ export class Hub {
     const hub = new Hub(store, cache, opts);
     hub.unlock = unlock;
     await cache.start();
+    // What the store says of each worker's last call carries over a restart, within the grace period.
+    rememberLiveness(hub.scheduler.ctx);
     // The scheduler follows the informer from before its first list, so its queue is already full.
     const http = Fastify({ ...serverLogOptions(opts.logLevel), bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true, ...(https ? { https } : {}) });
     logRequests(http);

@@ -4,7 +4,9 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { inventoryToWorkers } from "../resources/inventory.ts";
 import { isFinal, isQueued, type Task } from "../resources/types.ts";
 import { dispatch, repoRunRequest } from "../scheduler/dispatch.ts";
+import { CLAMPED_HEADER, clampNotice, listParams } from "../scheduler/claim-params.ts";
 import { HubError } from "../scheduler/errors.ts";
+import { overrideState } from "../scheduler/override.ts";
 import { DEFAULT_ALLOWED_TOKEN_ENV, pushTask, tokenEnvAllowed } from "../scheduler/push.ts";
 import { topK } from "../scheduler/queue.ts";
 import { cancel, expireLeases, retry } from "../scheduler/transitions.ts";
@@ -64,12 +66,12 @@ export async function adminRoutes(f: FastifyInstance): Promise<void> {
     return reply.code(out.status).send(out.body);
   });
 
-  f.get("/api/tasks", async (req) => {
+  f.get("/api/tasks", async (req, reply) => {
     const q = req.query as Record<string, string | undefined>;
-    const limit = q.limit === undefined ? 100 : Number(q.limit);
-    const offset = q.offset === undefined ? 0 : Number(q.offset);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new HubError(400, "invalid_limit", { field: "limit", detail: "must be an integer from 1 to 500" });
-    if (!Number.isInteger(offset) || offset < 0) throw new HubError(400, "invalid_offset", { field: "offset", detail: "must be a non-negative integer" });
+    // limit and offset are clamped as v1 does; the header says what moved.
+    const { limit, offset, clamps } = listParams(q);
+    const clamped = clampNotice(clamps);
+    if (clamped) reply.header(CLAMPED_HEADER, clamped);
     const wanted = FILTERS.flatMap((k) => (q[k] ? [[k, new Set(q[k]!.split(",").map((s) => s.trim()).filter(Boolean))] as const] : []));
     // A task_id filter names its tasks: look them up rather than scanning every task.
     const named = wanted.find(([k]) => k === "task_id")?.[1];
@@ -84,6 +86,8 @@ export async function adminRoutes(f: FastifyInstance): Promise<void> {
   f.post("/api/admin/cancel-task", async (req) => cancel(ctx, need(body(req), "task_id")));
   f.post("/api/admin/retry-task", async (req) => retry(ctx, need(body(req), "task_id"), body(req).preserve_excluded_workers === true));
   f.post("/api/admin/expire-leases", async () => expireLeases(ctx));
+  // override-state: any task state by hand, through the same status write as every transition.
+  f.post("/api/admin/override-state", async (req) => overrideState(ctx, body(req)));
   f.post("/api/admin/block-worker", async (req) => setBlocked(ctx, need(body(req), "worker_id"), true));
   f.post("/api/admin/unblock-worker", async (req) => setBlocked(ctx, need(body(req), "worker_id"), false));
   f.post("/api/admin/set-worker-concurrency", async (req) => {

@@ -3,6 +3,7 @@
 import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
 import type { FastifyInstance, FastifyRequest } from "fastify";
+import { CLAMPED_HEADER, claimClamps, clampNotice } from "../scheduler/claim-params.ts";
 import { HubError } from "../scheduler/errors.ts";
 import * as transitions from "../scheduler/transitions.ts";
 import { heartbeat, register } from "../scheduler/workers.ts";
@@ -35,6 +36,8 @@ export async function runnerRoutes(f: FastifyInstance): Promise<void> {
     reply.raw.once("close", gone);
     const stop = () => ac.abort();
     hub.stopping.addEventListener("abort", stop, { once: true });
+    const clamped = clampNotice(claimClamps(b));
+    if (clamped) reply.header(CLAMPED_HEADER, clamped);
     try {
       return await hub.scheduler.claim(b, ac.signal);
     } finally {

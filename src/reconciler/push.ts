@@ -5,6 +5,7 @@ import type { Worker } from "../resources/types.ts";
 import { pickForWorker } from "../scheduler/claim.ts";
 import type { SchedulerContext } from "../scheduler/context.ts";
 import { HubError } from "../scheduler/errors.ts";
+import { confirmDirectRunners } from "../scheduler/direct-liveness.ts";
 import { directEndpoint, pushTask, type PushOptions } from "../scheduler/push.ts";
 import type { ClaimQueue } from "../scheduler/queue.ts";
 import type { StoredObject } from "../store/store.ts";
@@ -43,7 +44,10 @@ export class PushDispatcher implements Reconciler {
   async pass(signal?: AbortSignal): Promise<boolean> {
     let rested = false;
     const now = this.ctx.now();
-    for (const w of this.ctx.cache.byIndex<Worker & StoredObject>("Worker", "pushMode", "push")) {
+    const workers = this.ctx.cache.byIndex<Worker & StoredObject>("Worker", "pushMode", "push");
+    // An idle v1 Direct Runner does not heartbeat: the quiet ones are asked before the pass.
+    await confirmDirectRunners(this.ctx, workers.filter((w) => (this.resting.get(w.metadata.name) ?? 0) <= now), this.push);
+    for (const w of workers) {
       if (w.spec.unschedulable || !w.status?.registration) continue;
       if ((this.resting.get(w.metadata.name) ?? 0) > now) continue;
       const view = this.ctx.workerView(w);

@@ -1,11 +1,13 @@
 // Worker controller: the Worker's status shows its effective capacity, what its active
 // leases reserve, its headroom, the exclusive holder and its conditions. All of it is
 // derived from the leases and the liveness table at each pass, and written only when a
-// fact changes or Ready flips (never for a heartbeat alone). A worker the inventory
+// fact changes or Ready flips (never for a heartbeat alone; a Direct Runner's last call is
+// kept up to within half the grace period, see lastCallWorthKeeping). A worker the inventory
 // stopped declaring is deleted once it holds no active lease.
 import { exclusiveActive } from "../admission/index.ts";
-import { setCondition, type WorkerStatus } from "../resources/types.ts";
+import { setCondition, type Worker, type WorkerStatus } from "../resources/types.ts";
 import type { SchedulerContext } from "../scheduler/context.ts";
+import { directEndpoint } from "../scheduler/push.ts";
 import { capacityEntry, effectiveSettings } from "../scheduler/workers.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { StoredObject } from "../store/store.ts";
@@ -21,6 +23,18 @@ function comparable(s: WorkerStatus | undefined): string {
   const c: Record<string, unknown> = { ...(s ?? {}) };
   for (const k of VOLATILE) delete c[k];
   return JSON.stringify(c);
+}
+
+/**
+ * A Direct Runner may call only rarely (v1's heartbeats only around pushes), and the Hub
+ * carries its last call over a restart from the stored last_heartbeat_at. So for such a
+ * worker the stored time is brought up to date once it lags by half the grace period:
+ * at most one write per half-grace per worker, and none for pull Runners.
+ */
+function lastCallWorthKeeping(w: Worker, lastSeen: number | undefined, graceMs: number): boolean {
+  if (lastSeen === undefined || !directEndpoint(w)) return false;
+  const stored = Date.parse(w.status?.last_heartbeat_at ?? "");
+  return Number.isNaN(stored) || lastSeen - stored > graceMs / 2;
 }
 
 export class WorkerReconciler implements Reconciler {
@@ -76,7 +90,7 @@ export class WorkerReconciler implements Reconciler {
     if (exclusiveActive(view)) setCondition(st.conditions, { type: "ExclusiveHeld", status: "True", reason: "ExclusiveLease", message: `held by ${holder}` }, iso);
     else if (st.conditions.some((c) => c.type === "ExclusiveHeld")) setCondition(st.conditions, { type: "ExclusiveHeld", status: "False", reason: "NoExclusiveLease", message: "no exclusive lease is active" }, iso);
 
-    if (comparable(st) !== comparable(w.status)) {
+    if (comparable(st) !== comparable(w.status) || lastCallWorthKeeping(w, live?.lastSeen, ctx.opts.heartbeatGraceSeconds * 1000)) {
       try {
         await ctx.store.updateStatus({ ...w, status: st });
       } catch (err) {

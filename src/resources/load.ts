@@ -238,7 +238,8 @@ function addResource(acc: Acc, obj: unknown, at: string, source: string, locate:
 }
 
 const prefixField = (at: string, field: string) => (at ? `${at}.${field}` : field);
-const sourceIndex = (t: Task) => (t.spec.payload as { normalized?: { source_index?: number } } | undefined)?.normalized?.source_index ?? 0;
+// source_index counts cases from 1, as v1 does; cases[] counts from 0.
+const sourceIndex = (t: Task) => ((t.spec.payload as { normalized?: { source_index?: number } } | undefined)?.normalized?.source_index ?? 1) - 1;
 
 function addObject(acc: Acc, obj: object, origin: Origin): void {
   acc.resources.push(obj as LoadedResource);

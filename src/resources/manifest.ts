@@ -200,7 +200,8 @@ function campaignLayer(spec: Obj, errors: ItemFieldError[]): { cid: string; d: O
   let cid = "unknown";
   if (spec.campaign_id === undefined || spec.campaign_id === "") errors.push(fieldError("campaign_id", "required", "FieldValueRequired"));
   else if (typeof spec.campaign_id !== "string") errors.push(fieldError("campaign_id", "must be a string", "FieldValueTypeInvalid"));
-  else cid = spec.campaign_id;
+  // Ids are slugged as v1 slugs them, so its normalised form and Loom's tasks agree.
+  else cid = slug(spec.campaign_id);
 
   let d: Obj = {};
   if (spec.defaults !== undefined) {
@@ -228,13 +229,14 @@ function caseIdentity(cid: string, c: Obj, d: Obj, at: string, caseErrors: ItemF
     } else {
       const s = idString(v);
       if (s === undefined) resolved = false; // reported by the layer checks
-      else ids[k] = s;
+      else ids[k] = slug(s);
     }
   }
   const id = caseTaskId(cid, { task_id: idString(c.task_id), ...ids });
   const case_version = idString(first(c.case_version, d.case_version)) ?? "v1";
   const scenario_id = first(c.scenario_id, d.scenario_id) ?? ids.setting_id;
-  const package_id = first(c.package_id, d.package_id) ?? packageId(cid, ids.setting_id);
+  const given = first(c.package_id, d.package_id);
+  const package_id = given === undefined || given === null ? packageId(cid, ids.setting_id) : slug(given);
   // Template values below the task's own identity, as v1 had them (defaults < case < ids).
   const own = Object.entries({ ...objOr(d.vars), ...objOr(c.vars) }).filter(([, v]) => ["string", "number", "boolean"].includes(typeof v));
   const vars: Record<string, string> = { ...Object.fromEntries(own.map(([k, v]) => [k, String(v)])), campaign_id: cid, ...ids, task_id: id, case_version, scenario_id: String(scenario_id), package_id: String(package_id) };
@@ -295,7 +297,7 @@ function casePayload(l: Layers, cid: string, who: CaseIdentity, index: number, c
       env: expand(env),
       timeout_seconds: pickValid("timeout_seconds") ?? DEFAULT_TIMEOUT_SECONDS,
       continue_on_error: pickValid("continue_on_error") ?? false,
-      normalized: { campaign_id: cid, case_id: ids.case_id, run_id: ids.run_id, setting_id: ids.setting_id, source_index: index },
+      normalized: { campaign_id: cid, case_id: ids.case_id, run_id: ids.run_id, setting_id: ids.setting_id, source_index: index + 1 }, // v1 counts cases from 1
       retry_policy: retry,
       phases,
       commands: phases,

@@ -1,7 +1,7 @@
 // Execution profiles (RESOURCE_ADMISSION "Task Execution Profile"): a profile may be given
 // in several layers; later layers override placement, and resource fields merge by name.
 import type { TaskSpecExecutionProfile } from "./types.gen.ts";
-import type { ResourceSpec } from "./types.ts";
+import { RESOURCE_FIELDS, type ResourceSpec } from "./types.ts";
 import { type ItemFieldError, fieldError, isPlainObject } from "./input-errors.ts";
 
 export type Placement = "shared" | "exclusive";
@@ -49,4 +49,25 @@ export function profileShapeErrors(layer: unknown, field: string): ItemFieldErro
   if (layer.resources !== undefined && !isPlainObject(layer.resources))
     return [fieldError(`${field}.resources`, "must be an object", "FieldValueTypeInvalid")];
   return [];
+}
+
+/** A resource number that was not whole, and what it became. */
+export type Truncation = { field: string; from: number; to: number };
+
+/**
+ * v1 truncates a fractional resource request (`int(250.9)` is 250, RUNNER_PROTOCOL §4), as
+ * Loom does with a registered capacity. Only finite, non-negative numbers are touched;
+ * anything else is left for the schema to name.
+ */
+export function truncateResources(profile: ExecutionProfile, field: string): { profile: ExecutionProfile; truncated: Truncation[] } {
+  const truncated: Truncation[] = [];
+  const resources: Record<string, unknown> = { ...profile.resources };
+  for (const k of RESOURCE_FIELDS) {
+    const v = resources[k];
+    if (typeof v === "number" && Number.isFinite(v) && v >= 0 && !Number.isInteger(v)) {
+      resources[k] = Math.trunc(v);
+      truncated.push({ field: `${field}.resources.${k}`, from: v, to: Math.trunc(v) });
+    }
+  }
+  return truncated.length ? { profile: { ...profile, resources: resources as ResourceSpec }, truncated } : { profile, truncated };
 }

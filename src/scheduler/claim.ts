@@ -150,7 +150,8 @@ export function claimedTask(
     attempt_no: t.status?.attempt ?? 1,
     assigned_worker_id: t.status?.lease?.worker,
     payload,
-    components: payload.components ?? [],
+    // v1 sends the task's components as an object, {} when it has none.
+    components: payload.components ?? {},
     controller_concurrency: {
       desired_concurrency: settings.desired_concurrency,
       max_concurrency: settings.max_concurrency,

@@ -5,7 +5,8 @@ import { randomUUID } from "node:crypto";
 import { API_VERSION } from "../resources/crds.ts";
 import { slug } from "../resources/ids.ts";
 import { CAMPAIGN_LABEL } from "../resources/manifest.ts";
-import { mergeProfiles, profileShapeErrors } from "../resources/profile.ts";
+import { mergeProfiles, profileShapeErrors, truncateResources, type Truncation } from "../resources/profile.ts";
+import { sameTaskRequest } from "../resources/request-identity.ts";
 import { initialStatus, type Task } from "../resources/types.ts";
 import { validateObject, type FieldError } from "../resources/validate.ts";
 import type { TxnOp } from "../store/store.ts";
@@ -20,7 +21,7 @@ const str = (v: unknown) => (typeof v === "string" && v !== "" ? v : typeof v ==
 const TASK_KEYS = ["task_id", "task_kind", "case_id", "run_id", "setting_id", "case_version", "scenario_id", "package_id", "campaign_id", "priority", "required_capability", "execution_profile", "retry_policy", "payload", "expected"];
 
 /** One requested task -> a Task resource (not yet stored), or field errors under `at`. */
-function toTask(raw: unknown, defaults: Record<string, unknown>, at: string): { task?: Task; errors: FieldError[] } {
+function toTask(raw: unknown, defaults: Record<string, unknown>, at: string): { task?: Task; errors: FieldError[]; truncated?: Truncation[] } {
   if (!isObj(raw)) return { errors: [{ field: at, message: "must be an object", reason: "FieldValueTypeInvalid" }] };
   const errors: FieldError[] = [];
   for (const k of Object.keys(raw)) if (!TASK_KEYS.includes(k)) errors.push({ field: `${at}.${k}`, message: "unknown field", reason: "FieldUnknown" });
@@ -37,7 +38,9 @@ function toTask(raw: unknown, defaults: Record<string, unknown>, at: string): { 
   const payload: Record<string, unknown> = { ...(isObj(defaults.payload) ? defaults.payload : {}), ...((raw.payload as Record<string, unknown>) ?? {}) };
   const normalized = isObj(payload.normalized) ? payload.normalized : {};
   const id = str(raw.task_id) ? slug(raw.task_id) : `task-${randomUUID()}`;
-  const profile = mergeProfiles(payload.execution_profile, raw.execution_profile);
+  // The task's own profile replaces the payload's whole, as v1 has it (RUNNER_PROTOCOL §5).
+  const given = raw.execution_profile !== undefined && raw.execution_profile !== null;
+  const { profile, truncated } = truncateResources(mergeProfiles(given ? raw.execution_profile : payload.execution_profile), given ? `${at}.execution_profile` : `${at}.payload.execution_profile`);
   const campaign = str(raw.campaign_id) ?? str(normalized.campaign_id);
   const retry = raw.retry_policy ?? payload.retry_policy;
   const spec: Record<string, unknown> = {
@@ -69,10 +72,10 @@ function toTask(raw: unknown, defaults: Record<string, unknown>, at: string): { 
     const field = e.field.startsWith("spec.") ? `${at}.${e.field.slice(5)}` : e.field === "metadata.name" ? `${at}.task_id` : `${at}.${e.field}`;
     errors.push({ ...e, field });
   }
-  return { task: errors.length ? undefined : task, errors };
+  return { task: errors.length ? undefined : task, errors, truncated };
 }
 
-const sameRequest = (a: Task, b: Task) => JSON.stringify(a.spec) === JSON.stringify(b.spec);
+const sameRequest = (a: Task, b: Task) => sameTaskRequest(a.spec, b.spec);
 
 export type DispatchReply = { status: 200 | 201; body: { created: Record<string, unknown>[]; existing: Record<string, unknown>[] } };
 
@@ -89,10 +92,12 @@ export async function dispatch(ctx: SchedulerContext, body: unknown): Promise<Di
       : [{ payload: { runner: "noop" } }];
   const errors: FieldError[] = [];
   const tasks: Task[] = [];
+  const truncations = new Map<string, Truncation[]>();
   requested.forEach((r, i) => {
     const out = toTask(r, body, `tasks[${i}]`);
     errors.push(...out.errors);
     if (out.task) tasks.push(out.task);
+    if (out.task && out.truncated?.length) truncations.set(out.task.metadata.name, out.truncated);
   });
   if (errors.length) {
     const code = errors.every((e) => e.field.includes(".execution_profile")) ? "invalid_execution_profile" : "invalid_task_extensions";
@@ -125,6 +130,10 @@ export async function dispatch(ctx: SchedulerContext, body: unknown): Promise<Di
       const byName = new Map(written.map((o) => [o.metadata.name, o]));
       const row = (t: Task) => ({ task_id: t.metadata.name, task_kind: t.spec.task_kind, case_id: t.spec.case_id ?? null, run_id: t.spec.run_id ?? null, setting_id: t.spec.setting_id ?? null, state: t.status?.state ?? "queued" });
       for (const t of created) ctx.recordEvent({ object: byName.get(t.metadata.name) ?? t, type: "Normal", reason: "Dispatched", message: `dispatched${str(body.operator) ? ` by ${body.operator}` : ""}` });
+      for (const t of created) {
+        const cut = truncations.get(t.metadata.name);
+        if (cut) ctx.recordEvent({ object: byName.get(t.metadata.name) ?? t, type: "Warning", reason: "ResourceTruncated", message: `whole units only: ${cut.map((c) => `${c.field} ${c.from} -> ${c.to}`).join(", ")}` });
+      }
       return { status: created.length ? 201 : 200, body: { created: created.map((t) => row(byName.get(t.metadata.name) ?? t)), existing: existing.map(row) } };
     } catch (e) {
       // Someone created or changed one of these ids in between: catch up, look again, once or twice.

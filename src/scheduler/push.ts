@@ -9,6 +9,7 @@ import { isQueued, type Worker } from "../resources/types.ts";
 import { claimedTask, commitLeases, requireWorker } from "./claim.ts";
 import type { SchedulerContext } from "./context.ts";
 import { checkRequest, HubError } from "./errors.ts";
+import { confirmBeforePush } from "./direct-liveness.ts";
 import { endLease } from "./lifecycle.ts";
 import { effectiveSettings } from "./workers.ts";
 import { numIn } from "./scheduler.ts";
@@ -43,7 +44,7 @@ export function tokenEnvAllowed(name: string, o: PushOptions): boolean {
   return (o.allowedTokenEnv ?? DEFAULT_ALLOWED_TOKEN_ENV).some((p) => (p.endsWith("*") ? name.startsWith(p.slice(0, -1)) : name === p));
 }
 
-function runnerToken(w: Worker, o: PushOptions): string {
+export function runnerToken(w: Worker, o: PushOptions): string {
   const name = w.spec.direct_api_token_env || o.defaultTokenEnv;
   if (!tokenEnvAllowed(name, o))
     throw new HubError(403, "token_env_not_allowed", { field: "spec.direct_api_token_env", worker_id: w.metadata.name, token_env: name, detail: `the Hub pushes only with variables the operator allows (loom hub --direct-token-env; now: ${(o.allowedTokenEnv ?? DEFAULT_ALLOWED_TOKEN_ENV).join(", ")})` });
@@ -95,6 +96,8 @@ export async function pushTask(ctx: SchedulerContext, body: Record<string, unkno
   const timeoutMs = numIn(body.push_timeout_seconds, 10, 120, 30, "push_timeout_seconds") * 1000;
   const explicit = typeof body.worker_id === "string" && body.worker_id ? body.worker_id : undefined;
 
+  // A Direct Runner that has been quiet is asked whether it is alive before admission decides.
+  await confirmBeforePush(ctx, o, explicit);
   const granted = await ctx.readModifyWrite(async () => {
     const task = ctx.task(taskId);
     if (!task) throw new HubError(404, "task_not_found", { task_id: taskId });

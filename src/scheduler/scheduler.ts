@@ -5,12 +5,11 @@ import { isActive, isKind } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
 import type { Store } from "../store/store.ts";
 import { isStoreError } from "../store/errors.ts";
-import { claimedTask, commitLeases, newBatchId, pickForWorker, requireWorker, type Leased } from "./claim.ts";
+import { commitLeases, newBatchId, pickForWorker, requireWorker, type Leased } from "./claim.ts";
 import { SchedulerContext, type SchedulerDeps, type SchedulerOptions } from "./context.ts";
 import { checkRequest, HubError } from "./errors.ts";
 import { ClaimQueue } from "./queue.ts";
-import { leaseSecondsOf } from "./transitions.ts";
-import { capacityEntry, effectiveSettings } from "./workers.ts";
+import { claimParams, claimReply } from "./claim-params.ts";
 
 export class Scheduler {
   readonly ctx: SchedulerContext;
@@ -79,9 +78,8 @@ export class Scheduler {
     const workerId = body.worker_id;
     if (typeof workerId !== "string" || !workerId) throw new HubError(400, "worker_id_required");
     checkRequest("claim", body);
-    const limit = intIn(body.limit, 1, 1024, 1, "limit");
-    const leaseSeconds = leaseSecondsOf(body.lease_seconds);
-    const waitMs = numIn(body.wait_seconds, 0, 60, 0, "wait_seconds") * 1000;
+    // Out-of-range numbers are clamped as v1 does (claim-params.ts); the route says which.
+    const { limit, waitMs, leaseSeconds } = claimParams(body);
     const deadline = this.ctx.now() + waitMs;
     for (;;) {
       this.ctx.liveness.touch(workerId, this.ctx.now());
@@ -89,19 +87,7 @@ export class Scheduler {
       const leased = await this.grant(workerId, limit, leaseSeconds);
       const worker = requireWorker(this.ctx, workerId);
       const batch = leased.length ? { id: newBatchId(), size: leased.length } : undefined;
-      const s = effectiveSettings(worker);
-      const e = capacityEntry(this.ctx, worker);
-      const reply = {
-        tasks: leased.map((l) => claimedTask(l, s, batch)),
-        desired_concurrency: s.desired_concurrency,
-        max_concurrency: s.max_concurrency,
-        initial_concurrency: s.initial_concurrency,
-        concurrency_policy: s.concurrency_policy,
-        active_count: e.active_count,
-        resource_capacity: e.capacity,
-        reserved_resources: e.reserved,
-        available_resources: e.available,
-      };
+      const reply = claimReply(this.ctx, worker, leased, batch);
       this.ctx.observer.claim((performance.now() - started) / 1000, reply.tasks.length);
       const remaining = deadline - this.ctx.now();
       if (reply.tasks.length || remaining <= 0 || signal?.aborted) return reply;
@@ -114,11 +100,6 @@ export class Scheduler {
 /** Decisions one claim makes before it answers with nothing, when every commit lost a race. */
 const CLAIM_ATTEMPTS = 5;
 
-export function intIn(v: unknown, min: number, max: number, dflt: number, field: string): number {
-  if (v === undefined || v === null) return dflt;
-  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) throw new HubError(400, `invalid_${field}`, { field, detail: `must be an integer from ${min} to ${max}`, received: v });
-  return v;
-}
 export function numIn(v: unknown, min: number, max: number, dflt: number, field: string): number {
   if (v === undefined || v === null) return dflt;
   if (typeof v !== "number" || !Number.isFinite(v) || v < min || v > max) throw new HubError(400, `invalid_${field}`, { field, detail: `must be a number from ${min} to ${max}`, received: v });

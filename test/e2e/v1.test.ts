@@ -95,7 +95,7 @@ describe("v1 files", () => {
     const body = json(await loom("register-worker-hosts", join(FIXTURES, "inventory.json"), "--operator", "ops"));
     expect(body.ok).toBe(true);
     expect(body.registered.map((w: Json) => w.worker_id)).toEqual(["lab-small", "lab-medium", "lab-direct"]);
-    expect(body.registered[2]).toMatchObject({ connection_mode: "direct-worker-api", endpoint: "http://172.16.0.23:9877" });
+    expect(body.registered[2]).toMatchObject({ connection_mode: "direct-worker-api", endpoint: { private_host: "172.16.0.23", command_port: 9877 }, push_url: "http://172.16.0.23:9877" });
     const small = (await get(h.url, `${API}/workers/lab-small`, auth)).body;
     expect(JSON.parse(small.metadata.annotations["loom.dev/v1-fields"]).labels).toEqual({ rack: "r1-u07" });
   });

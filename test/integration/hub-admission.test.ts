@@ -170,7 +170,8 @@ describe("concurrency: active < min(desired, max)", () => {
     await dispatch(["c1", "c2", "c3", "c4", "c5"].map((id) => task(id)));
     const first = await claim("w", { limit: 10 });
     expect(first.tasks).toHaveLength(2);
-    expect(first).toMatchObject({ desired_concurrency: 2, max_concurrency: 2, active_count: 2 });
+    // active_count is the count before this claim, as v1 gives it
+    expect(first).toMatchObject({ desired_concurrency: 2, max_concurrency: 2, active_count: 0 });
     const second = await claim("w", { limit: 10 });
     expect(second.tasks).toEqual([]);
     expect(second.active_count).toBe(2);
@@ -719,14 +720,14 @@ describe("the v1 pull cycle (RUNNER_PROTOCOL §8), bearer token set", () => {
     const t = c.body.tasks[0];
     expect(t).toMatchObject({
       task_id: T, task_kind: "execution", case_id: "case-a", run_id: "001", setting_id: "base", case_version: "v1", scenario_id: "base",
-      package_id: `pkg-${T}`, attempt_no: 1, assigned_worker_id: "curl-w1", payload: { runner: "noop" }, components: [],
+      package_id: `pkg-${T}`, attempt_no: 1, assigned_worker_id: "curl-w1", payload: { runner: "noop" }, components: {},
       controller_concurrency: { desired_concurrency: 1, max_concurrency: 2, initial_concurrency: 1, concurrency_policy: "fixed", active_count_at_claim: 0, claim_batch_size: 1 },
     });
     expect(typeof t.lease_until).toBe("string");
     expect(t.controller_concurrency.claim_batch_id).toEqual(expect.any(String));
     expect(t.controller_concurrency.resource_admission).toMatchObject({ ok: true, requested: vec(500, 256) });
     expect(t.controller_concurrency.cache_affinity).toHaveProperty("reason");
-    expect(c.body).toMatchObject({ desired_concurrency: 1, max_concurrency: 2, active_count: 1, reserved_resources: vec(500, 256) });
+    expect(c.body).toMatchObject({ desired_concurrency: 1, max_concurrency: 2, active_count: 0, reserved_resources: vec(500, 256) });
 
     // full: a long-poll comes back empty once its wait is over
     expect((await post(u, "/api/tasks/claim", { worker_id: "curl-w1", limit: 4, wait_seconds: 1 }, A)).body).toMatchObject({ tasks: [], active_count: 1 });
@@ -873,10 +874,10 @@ describe("dispatch", () => {
       ["/api/workers/register", { worker_id: "r", runner_api_version: 1, capabilities: "linux" }],
       ["/api/workers/heartbeat", {}],
       ["/api/tasks/claim", {}],
-      ["/api/tasks/claim", { worker_id: "w", limit: 0 }],
+      // (limit 0 and wait_seconds 61 are clamped, as v1 does: not bad input)
       ["/api/tasks/claim", { worker_id: "w", limit: "x" }],
       ["/api/tasks/claim", { worker_id: "w", lease_seconds: "x" }],
-      ["/api/tasks/claim", { worker_id: "w", wait_seconds: 61 }],
+      ["/api/tasks/claim", { worker_id: "w", wait_seconds: "soon" }],
       ["/api/tasks/claim", { worker_id: "nobody" }],
       ["/api/tasks/start", { worker_id: "w" }],
       ["/api/tasks/start", { worker_id: "w", task_id: "missing" }],
@@ -885,6 +886,8 @@ describe("dispatch", () => {
       ["/api/tasks/fail", { worker_id: "w", task_id: "missing" }],
       ["/api/admin/cancel-task", {}],
       ["/api/admin/retry-task", {}],
+      ["/api/admin/override-state", {}],
+      ["/api/admin/override-state", { target_id: "exists", state: ["clean"], reason: "x" }],
       ["/api/admin/set-worker-concurrency", { worker_id: "w", desired_concurrency: "x" }],
       ["/api/admin/block-worker", {}],
       ["/api/admin/block-worker", { worker_id: "nobody" }],
@@ -901,7 +904,8 @@ describe("dispatch", () => {
       expect(r.status >= 400 && r.status < 500, `${path} ${JSON.stringify(body)} -> ${r.status} ${JSON.stringify(r.body)}`).toBe(true);
       expect(typeof r.body.error, `${path} ${JSON.stringify(body)}`).toBe("string");
     }
-    for (const q of ["limit=0", "limit=501", "limit=abc", "offset=-1"]) expect((await get(u, `/api/tasks?${q}`)).status, q).toBe(400);
+    // Out-of-range numbers are clamped as v1 does; what is not a number is refused.
+    for (const q of ["limit=abc", "offset=x"]) expect((await get(u, `/api/tasks?${q}`)).status, q).toBe(400);
     // nothing that was stored changed
     expect((await get(u, "/api/tasks")).body.tasks.map((t: Json) => [t.task_id, t.state])).toEqual([["exists", "queued"]]);
     expect((await capacityOf("w")).capacity).toEqual(vec(4000, 8192, 50_000));

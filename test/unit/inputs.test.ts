@@ -338,7 +338,7 @@ describe("campaign manifest v1 -> Campaign -> Tasks", () => {
         env: {},
         timeout_seconds: 300,
         continue_on_error: false,
-        normalized: { campaign_id: "demo", case_id: "a", run_id: "001", setting_id: "base", source_index: 0 },
+        normalized: { campaign_id: "demo", case_id: "a", run_id: "001", setting_id: "base", source_index: 1 },
         retry_policy: {},
         phases: [],
         commands: [],
