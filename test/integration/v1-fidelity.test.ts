@@ -199,7 +199,8 @@ describe("an idle v1 Direct Runner (it heartbeats only at registration and after
 describe("v1's Hub API on one Hub", () => {
   let h: TestHub;
   beforeAll(async () => {
-    h = await startHub();
+    // The fixture inventory names its Direct Runner token LAB_RUNNER_TOKEN, as a v1 lab does.
+    h = await startHub({ directTokenEnv: ["LOOM_DIRECT_TOKEN_*", "LAB_RUNNER_TOKEN"] });
   });
   afterAll(async () => {
     await h.close();
