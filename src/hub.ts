@@ -199,7 +199,7 @@ export class Hub {
       unlock();
       throw e;
     }
-    const cache = new Informer(store, ["Worker", "Task", "Campaign"], { pending: true });
+    const cache = new Informer(store, ["Worker", "Task", "Campaign", "Queue"], { pending: true });
     const hub = new Hub(store, cache, opts);
     hub.unlock = unlock;
     await cache.start();

@@ -1,7 +1,7 @@
 // Granting leases: pull claims and push both come through leaseBatch(), which asks the one
 // admission function and writes every lease (with its reservation) in one transaction.
 import { randomUUID } from "node:crypto";
-import { acceptsAny, admit, admits, taskView, type Decision, type WorkerView, type Vector, type LeaseView } from "../admission/index.ts";
+import { acceptsAny, admit, admits, asLease, taskView, type Decision, type WorkerView, type Vector, type LeaseView } from "../admission/index.ts";
 import { isQueued, type Task, type Worker } from "../resources/types.ts";
 import { cacheAffinity, type CacheAffinity } from "./affinity.ts";
 import type { SchedulerContext } from "./context.ts";
@@ -52,7 +52,7 @@ export function pickForWorker(queue: ClaimQueue, ctx: SchedulerContext, worker: 
       }
       walk.take();
       picks.push({ task, decision: admit(tv, view) });
-      view = withLease(view, { task: tv.name, placement: tv.placement, reservation: tv.requests });
+      view = withLease(view, asLease(tv));
     }
   } finally {
     walk.close();

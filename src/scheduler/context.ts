@@ -10,6 +10,7 @@ import { HubError } from "./errors.ts";
 import { Liveness } from "./liveness.ts";
 import { Mutex } from "./mutex.ts";
 import { NOMINATED_INDEX, nominatedIndexFn, storedNominee } from "./nomination.ts";
+import { QueueLedger } from "./queue-ledger.ts";
 import { BatchTally } from "./tuning.ts";
 
 export type SchedulerOptions = {
@@ -21,6 +22,8 @@ export type SchedulerOptions = {
   resultsDir: string;
   /** A queued task that fits nowhere this long nominates a worker (default 60); a task's spec.nominate_after_seconds wins. */
   nominateAfterSeconds?: number;
+  /** Fair share across queues from usage decayed over this half-life; 0 or unset: from current usage. */
+  fairShareHalfLifeSeconds?: number;
 };
 
 /** What the scheduler reports about its own work (the Hub passes its metrics in). */
@@ -53,6 +56,8 @@ export class SchedulerContext {
   readonly recordEvent: (e: LoomEvent) => void;
   readonly observer: SchedulerObserver;
   readonly now: () => number;
+  /** Queues' limits, usage and shares, from the informer. */
+  readonly queues: QueueLedger;
 
   constructor(
     readonly store: Store,
@@ -69,6 +74,7 @@ export class SchedulerContext {
     cache.addIndex("Task", "state", (t) => [t.status?.state ?? "queued"]);
     // Queued tasks by the worker they nominated (status.nominated_worker): what a claim asks.
     cache.addIndex("Task", NOMINATED_INDEX, nominatedIndexFn);
+    this.queues = new QueueLedger(cache, this.now, (opts.fairShareHalfLifeSeconds ?? 0) * 1000);
   }
 
   task(name: string): Task | undefined {
@@ -96,7 +102,8 @@ export class SchedulerContext {
       reported_active: this.liveness.get(name)?.reportedActive ?? 0,
     });
     const n = storedNominee(this, v, this.now());
-    return n ? { ...v, nominee: n } : v;
+    const queues = this.queues.viewFor(leases.map((l) => l.task));
+    return n || queues ? { ...v, ...(n ? { nominee: n } : {}), ...(queues ? { queues } : {}) } : v;
   }
 
   /**

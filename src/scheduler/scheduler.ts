@@ -18,6 +18,7 @@ export class Scheduler {
 
   constructor(store: Store, cache: Informer, opts: SchedulerOptions, deps?: SchedulerDeps) {
     this.ctx = new SchedulerContext(store, cache, opts, deps);
+    this.queue.rank = (q, extra) => this.ctx.queues.rank(q, extra);
     this.unsubscribe = cache.on((ev) => {
       if (isKind(ev.object, "Task")) {
         const cur = ev.object;
@@ -38,10 +39,12 @@ export class Scheduler {
   /** Rebuild the queue from the cache (after the informer's first sync). */
   resync(): void {
     for (const t of this.ctx.cache.list("Task")) this.queue.upsert(t);
+    this.ctx.queues.rebuild();
   }
 
   stop(): void {
     this.unsubscribe();
+    this.ctx.queues.stop();
     this.ctx.wake();
   }
 

@@ -1,6 +1,6 @@
 // What-if: the admission engine over a copy of the current workers, leases and queue, with
 // changes applied. Nothing here writes: the copy is plain views, thrown away after the answer.
-import { admits, normalise, taskView, workerView, type LeaseView, type TaskView, type WorkerView } from "../admission/index.ts";
+import { admits, asLease, normalise, taskView, workerView, type LeaseView, type TaskView, type WorkerView } from "../admission/index.ts";
 import { inventoryToWorkers } from "../resources/inventory.ts";
 import { isActive, RESOURCE_FIELDS, type Worker } from "../resources/types.ts";
 import type { SchedulerContext } from "./context.ts";
@@ -139,7 +139,7 @@ function place(entries: readonly QueueEntry[], tasks: Map<string, TaskView>, sha
     while (i < ws.length && !admits(tv, ws[i])) i++;
     cursor.set(shape, i);
     if (i === ws.length) continue;
-    ws[i].leases.push({ task: tv.name, placement: tv.placement, reservation: tv.requests });
+    ws[i].leases.push(asLease(tv));
     out.push({ order: out.length + 1, task: e.name, worker: ws[i].name });
   }
   return out;
