@@ -27,10 +27,10 @@ export function allocationOf(task: Task): Allocation | undefined {
   return l && typeof worker === "string" ? { worker, task: l.task, lease: l } : undefined;
 }
 
-/** Same worker, same placement, same reservation: a renew or a start, not a new claim on the worker. */
+/** Same worker, same placement, same reservation, same queue: a renew or a start, not a new claim on the worker or the queue. */
 export function sameAllocation(a: Allocation | undefined, b: Allocation | undefined): boolean {
   if (!a || !b) return a === b;
-  return a.worker === b.worker && a.lease.placement === b.lease.placement && JSON.stringify(a.lease.reservation) === JSON.stringify(b.lease.reservation);
+  return a.worker === b.worker && a.lease.placement === b.lease.placement && a.lease.queue === b.lease.queue && JSON.stringify(a.lease.reservation) === JSON.stringify(b.lease.reservation);
 }
 
 export type GuardCause = { field: string; message: string };
