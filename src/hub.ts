@@ -44,6 +44,8 @@ export type HubOptions = {
   heartbeatGraceSeconds: number;
   /** A queued task that fits nowhere this long nominates the worker where it could start soonest. */
   nominateAfterSeconds: number;
+  /** Fair share across queues from usage decayed over this half-life; 0: from current usage. */
+  fairShareHalfLifeSeconds: number;
   defaultMaxAttempts: number;
   uploadLimitBytes: number;
   /** Uploads received at once; more get 429. */
@@ -84,6 +86,7 @@ export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, "dataDir"> = {
   directTokenEnv: [...DEFAULT_ALLOWED_TOKEN_ENV],
   heartbeatGraceSeconds: 120,
   nominateAfterSeconds: 60,
+  fairShareHalfLifeSeconds: 0,
   defaultMaxAttempts: 3,
   uploadLimitBytes: 512 * 1024 * 1024,
   uploadConcurrency: 8,
@@ -143,7 +146,7 @@ export class Hub {
       commit: (...a) => { this.commitHealth.commit(...a); this.metrics.commit(...a); },
       claim: (...a) => this.metrics.claim(...a),
     };
-    this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, nominateAfterSeconds: opts.nominateAfterSeconds, resultsDir: join(opts.dataDir, "results") }, { recordEvent: this.record, observer, now: opts.now });
+    this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, nominateAfterSeconds: opts.nominateAfterSeconds, fairShareHalfLifeSeconds: opts.fairShareHalfLifeSeconds, resultsDir: join(opts.dataDir, "results") }, { recordEvent: this.record, observer, now: opts.now });
     cache.addIndex("Task", QUEUED_REASON_INDEX, queuedReasonIndex);
     cache.on((ev) => this.metrics.onTaskChange(ev));
     const env = opts.env ?? process.env;
