@@ -10,6 +10,7 @@ import { EventRecorder } from "./reconciler/events.ts";
 import { ControllerManager } from "./reconciler/manager.ts";
 import type { AdmissionConditionsOptions } from "./reconciler/admission-conditions.ts";
 import { GitopsSync } from "./gitops/index.ts";
+import { queuesReport } from "./scheduler/queue-explain.ts";
 import { compileAll } from "./resources/validate.ts";
 import { DEFAULT_ALLOWED_TOKEN_ENV } from "./scheduler/push.ts";
 import { Scheduler } from "./scheduler/scheduler.ts";
@@ -141,6 +142,7 @@ export class Hub {
       workers: () => cache.list<Worker & StoredObject>("Worker").map((w) => ({ worker: w.metadata.name, ...capacityEntry(this.scheduler.ctx, w) })),
       watchers: () => this.watchStreams.size,
       rejectedFiles: () => this.gitops?.rejectedFiles().length ?? 0,
+      queues: () => queuesReport(this.scheduler.ctx).queues.filter(() => this.scheduler.ctx.queues.active).map((q) => ({ queue: q.name, used: q.used, quota: q.quota, pending: q.pending, admitted: q.admitted, share: q.rank })),
     });
     const observer: SchedulerObserver = {
       commit: (...a) => { this.commitHealth.commit(...a); this.metrics.commit(...a); },

@@ -39,6 +39,45 @@ export type TaskAdmission = {
   higher_priority_ahead?: string[];
   higher_priority_ahead_count?: number;
   suggestions?: Suggestion[];
+  /** Present once some Queue exists. */
+  queue?: QueueExplanation;
+};
+
+export type QuotaLine = { dimension: string; used: number; requested: number; nominal: number; borrowing_limit: number; borrowable: number };
+
+export type QueueExplanation = {
+  name: string;
+  limited: boolean;
+  position: number | null;
+  quota: QuotaLine[];
+  share: number;
+  decayed_share: number;
+  standing: string;
+  reclaim?: string;
+};
+
+/** GET /api/data/queues. */
+export type QueuesReport = {
+  active: boolean;
+  half_life_seconds: number;
+  standing: string;
+  queues: {
+    name: string;
+    limited: boolean;
+    quota: Record<string, number>;
+    borrowing_limit: Record<string, number>;
+    lending_limit: Record<string, number>;
+    weight: number;
+    reclaim: string;
+    used: Record<string, number>;
+    borrowed: Record<string, number>;
+    lent: Record<string, number>;
+    pending: number;
+    admitted: number;
+    share: number;
+    decayed_share: number;
+    rank: number;
+  }[];
 };
 
 export type CapacityEntry = {
