@@ -43,42 +43,11 @@ export type TaskAdmission = {
   queue?: QueueExplanation;
 };
 
-export type QuotaLine = { dimension: string; used: number; requested: number; nominal: number; borrowing_limit: number; borrowable: number };
-
-export type QueueExplanation = {
-  name: string;
-  limited: boolean;
-  position: number | null;
-  quota: QuotaLine[];
-  share: number;
-  decayed_share: number;
-  standing: string;
-  reclaim?: string;
-};
-
+// The queue shapes are the Hub's own (a type-only import: nothing of the scheduler is loaded).
+import type { QueueExplanation, queuesReport } from "../scheduler/queue-explain.ts";
+export type { QueueExplanation, QuotaLine } from "../scheduler/queue-explain.ts";
 /** GET /api/data/queues. */
-export type QueuesReport = {
-  active: boolean;
-  half_life_seconds: number;
-  standing: string;
-  queues: {
-    name: string;
-    limited: boolean;
-    quota: Record<string, number>;
-    borrowing_limit: Record<string, number>;
-    lending_limit: Record<string, number>;
-    weight: number;
-    reclaim: string;
-    used: Record<string, number>;
-    borrowed: Record<string, number>;
-    lent: Record<string, number>;
-    pending: number;
-    admitted: number;
-    share: number;
-    decayed_share: number;
-    rank: number;
-  }[];
-};
+export type QueuesReport = ReturnType<typeof queuesReport>;
 
 export type CapacityEntry = {
   worker_id: string;
