@@ -135,6 +135,11 @@ export class QueueLedger {
     return (this.fleetCache ??= this.cache.list("Worker").reduce((acc, w) => (isKind(w, "Worker") ? add(acc, effectiveCapacity(w).capacity) : acc), zero()));
   }
 
+  /** The Queues' limits and usage now, as copies a what-if may change. */
+  snapshot(): { limits: Map<string, QueueLimits>; used: Map<string, Amounts> } {
+    return { limits: new Map(this.limits), used: new Map(this.used) };
+  }
+
   book(): QueueBook {
     return (this.bookCache ??= new QueueBook(this.limits, this.used));
   }

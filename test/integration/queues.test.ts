@@ -97,4 +97,17 @@ describe("a queue's quota, through every door", () => {
     const c = await post(h.url, "/api/tasks/claim", { worker_id: "w0", limit: 8 });
     expect(c.body.tasks.map((t: { task_id: string }) => t.task_id)).toEqual(["a2"]);
   });
+
+  it("loom simulate takes queue changes: a new quota, a new queue, a bad weight named by field", async () => {
+    const sim = await post(h.url, "/api/simulate", { queues: { "team-a": { quota: { cpu_millis: 4000 } } } });
+    expect(sim.status, JSON.stringify(sim.body)).toBe(200);
+    expect(sim.body).toMatchObject({ admitted: [{ order: 1, task: "a3", worker: "w0" }], baseline_admitted: 0, still_queued: 0 });
+    const tighter = await post(h.url, "/api/simulate", { queues: { "team-a": { quota: { cpu_millis: 1000 } } } });
+    expect(tighter.body).toMatchObject({ admitted: [], baseline_admitted: 0 });
+    const badWeight = await post(h.url, "/api/simulate", { queues: { "team-a": { weight: 0 } } });
+    expect(badWeight.status).toBe(400);
+    expect(badWeight.body).toMatchObject({ error: "invalid_simulation", field: "queues.team-a.weight" });
+    // Nothing was written.
+    expect((h.hub.cache.get("Queue", "team-a") as { spec?: { quota?: { cpu_millis?: number } } }).spec?.quota?.cpu_millis).toBe(3000);
+  });
 });

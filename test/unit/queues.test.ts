@@ -5,6 +5,9 @@ import { admit, explainTask, normalise, type LeaseView, type TaskView, type Work
 import { queueViolations } from "../../src/admission/guard.ts";
 import { QueueBook, amountsOf, ceilingBreaches, demandOf, queueLimits, type Amounts } from "../../src/admission/queues.ts";
 import { convertManifest } from "../../src/resources/manifest.ts";
+import { parseDocuments } from "../../src/resources/load.ts";
+import { planApply, SOURCE_ANNOTATION } from "../../src/gitops/apply.ts";
+import type { StoredObject } from "../../src/store/store.ts";
 import type { Queue, Task } from "../../src/resources/types.ts";
 import { validateObject } from "../../src/resources/validate.ts";
 import { ClaimQueue, shapeKey } from "../../src/scheduler/queue.ts";
@@ -57,6 +60,33 @@ describe("membership: manifest queue -> campaign spec.queue -> every task's spec
     const fields = validateObject(bad).map((e) => e.field);
     expect(fields).toEqual(expect.arrayContaining(["spec.quota.gpu_count", "spec.reclaim"]));
     expect(validateObject(queueObj("q", { quota: { gpu_count: 4, gpu_types: { a100: 2 } }, weight: 2, reclaim: "preempt" }))).toEqual([]);
+  });
+});
+
+describe("GitOps: a Queue is declared in a file like any kind, and pruned with it", () => {
+  const yaml = `apiVersion: loom.dev/v1alpha1
+kind: Queue
+metadata:
+  name: team-a
+spec:
+  quota: { gpu_count: 4, gpu_types: { a100: 2 } }
+  borrowing_limit: { gpu_count: 2 }
+  weight: 2
+`;
+  it("loads, validates and plans a create; pruning the file's Queue deletes it", () => {
+    const r = parseDocuments(yaml, "queues.yaml");
+    expect(r.errors).toEqual([]);
+    expect(r.resources.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual(["Queue/team-a"]);
+    const plan = planApply([], r.resources as unknown as StoredObject[], { source: "queues.yaml", prune: true });
+    expect(plan.steps.map((s) => `${s.op} ${s.kind}/${s.name}`)).toEqual(["create Queue/team-a"]);
+    const stored = { ...(plan.steps[0] as { object: StoredObject }).object, metadata: { name: "team-a", resourceVersion: "7", annotations: { [SOURCE_ANNOTATION]: "queues.yaml" } } };
+    const pruned = planApply([stored], [], { source: "queues.yaml", prune: true });
+    expect(pruned.steps).toEqual([{ op: "delete", kind: "Queue", name: "team-a", resourceVersion: "7" }]);
+  });
+
+  it("a bad Queue file names the field and changes nothing", () => {
+    const r = parseDocuments(yaml.replace("weight: 2", "weight: 0"), "queues.yaml");
+    expect(r.errors.map((e) => e.field)).toEqual(["spec.weight"]);
   });
 });
 
