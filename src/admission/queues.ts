@@ -77,8 +77,13 @@ export function queueLimits(q: Queue): QueueLimits {
 export const ceilingOf = (l: QueueLimits, d: string): number => (l.quota[d] ?? Infinity) + (l.borrowing[d] ?? 0);
 
 const borrowedIn = (l: QueueLimits, used: Amounts, d: string) => Math.max(0, (used[d] ?? 0) - l.quota[d]);
-/** What of its quota a queue leaves unused and lets others borrow. */
-const lendableIn = (l: QueueLimits, used: Amounts, d: string) => Math.min(l.lending[d], Math.max(0, l.quota[d] - (used[d] ?? 0)));
+/**
+ * What of its quota a queue leaves unused and lets others borrow. Its own queued work is a
+ * claim on its quota too: while it waits, that part is not lent (reclaim by waiting: no new
+ * borrowing of it, and the borrowed leases give it back as they end).
+ */
+const lendableIn = (l: QueueLimits, used: Amounts, d: string, waiting: Amounts = {}) =>
+  Math.min(l.lending[d], Math.max(0, l.quota[d] - (used[d] ?? 0) - (waiting[d] ?? 0)));
 
 /**
  * Every queue's limits and usage at one moment, with the pool's totals per dimension: what
@@ -92,11 +97,13 @@ export class QueueBook {
   constructor(
     readonly limits: ReadonlyMap<string, QueueLimits>,
     readonly used: ReadonlyMap<string, Amounts>,
+    /** What each queue's queued tasks ask for: not lent while they wait. */
+    readonly waiting: ReadonlyMap<string, Amounts> = new Map(),
   ) {
     for (const l of limits.values()) {
       const u = used.get(l.name) ?? {};
       for (const d of Object.keys(l.quota)) {
-        this.lendable[d] = (this.lendable[d] ?? 0) + lendableIn(l, u, d);
+        this.lendable[d] = (this.lendable[d] ?? 0) + lendableIn(l, u, d, waiting.get(l.name));
         this.borrowed[d] = (this.borrowed[d] ?? 0) + borrowedIn(l, u, d);
       }
     }
@@ -114,7 +121,7 @@ export class QueueBook {
     const l = this.limits.get(queue);
     if (!l || !(d in l.quota)) return Infinity;
     const u = this.usedBy(queue);
-    const othersFree = (this.lendable[d] ?? 0) - lendableIn(l, u, d);
+    const othersFree = (this.lendable[d] ?? 0) - lendableIn(l, u, d, this.waiting.get(queue));
     const othersBorrowed = (this.borrowed[d] ?? 0) - borrowedIn(l, u, d);
     return Math.max(0, Math.min(l.borrowing[d], othersFree - othersBorrowed));
   }
@@ -127,7 +134,7 @@ export class QueueBook {
     const u = this.usedBy(queue);
     for (const d of Object.keys(l.quota)) {
       const othersBorrowed = (this.borrowed[d] ?? 0) - borrowedIn(l, u, d);
-      const n = Math.min(lendableIn(l, u, d), Math.max(0, othersBorrowed));
+      const n = Math.min(l.lending[d], Math.max(0, l.quota[d] - (u[d] ?? 0)), Math.max(0, othersBorrowed));
       if (n > 0) out[d] = n;
     }
     return out;

@@ -4,7 +4,7 @@
 // decayed average is the only thing with a memory, and it is a moving average of the same.
 import { effectiveCapacity } from "../admission/capacity.ts";
 import { addAmounts, demandOf, queueLimits, queueName, QueueBook, type Amounts, type QueueLimits } from "../admission/queues.ts";
-import { leaseView, type QueuesView } from "../admission/view.ts";
+import { leaseView, taskView, type QueuesView } from "../admission/view.ts";
 import { add, zero, type Vector } from "../admission/vector.ts";
 import { isKind, isQueued, type Task } from "../resources/types.ts";
 import type { Informer, InformerEvent } from "../store/cache.ts";
@@ -17,7 +17,7 @@ function contributionOf(t: Task | undefined): Contribution | undefined {
   const queue = queueName(t.spec);
   const l = leaseView(t);
   if (l) return { queue, demand: demandOf(l.reservation), admitted: 1, pending: 0 };
-  if (isQueued(t.status?.state ?? "queued")) return { queue, demand: {}, admitted: 0, pending: 1 };
+  if (isQueued(t.status?.state ?? "queued")) return { queue, demand: demandOf(taskView(t).requests), admitted: 0, pending: 1 };
   return undefined;
 }
 
@@ -39,6 +39,8 @@ export type QueueFigures = {
 export class QueueLedger {
   private readonly limits = new Map<string, QueueLimits>();
   private readonly used = new Map<string, Amounts>();
+  /** What queued tasks ask for, per queue: not lent to others while they wait. */
+  private readonly waiting = new Map<string, Amounts>();
   private readonly admitted = new Map<string, number>();
   private readonly pending = new Map<string, number>();
   private readonly decayed = new Map<string, { at: number; avg: Amounts }>();
@@ -64,6 +66,7 @@ export class QueueLedger {
   rebuild(): void {
     this.limits.clear();
     this.used.clear();
+    this.waiting.clear();
     this.admitted.clear();
     this.pending.clear();
     for (const q of this.queueObjects()) if (isKind(q, "Queue")) this.limits.set(q.metadata.name, queueLimits(q));
@@ -104,10 +107,11 @@ export class QueueLedger {
   private count(c: Contribution | undefined, sign: 1 | -1): void {
     if (!c) return;
     if (Object.keys(c.demand).length) {
-      this.settle(c.queue);
-      const next = addAmounts(this.used.get(c.queue) ?? {}, c.demand, sign);
-      if (Object.keys(next).length) this.used.set(c.queue, next);
-      else this.used.delete(c.queue);
+      if (c.admitted) this.settle(c.queue);
+      const m = c.admitted ? this.used : this.waiting;
+      const next = addAmounts(m.get(c.queue) ?? {}, c.demand, sign);
+      if (Object.keys(next).length) m.set(c.queue, next);
+      else m.delete(c.queue);
       this.bookCache = undefined;
     }
     bump(this.admitted, c.queue, sign * c.admitted);
@@ -136,12 +140,12 @@ export class QueueLedger {
   }
 
   /** The Queues' limits and usage now, as copies a what-if may change. */
-  snapshot(): { limits: Map<string, QueueLimits>; used: Map<string, Amounts> } {
-    return { limits: new Map(this.limits), used: new Map(this.used) };
+  snapshot(): { limits: Map<string, QueueLimits>; used: Map<string, Amounts>; waiting: Map<string, Amounts> } {
+    return { limits: new Map(this.limits), used: new Map(this.used), waiting: new Map(this.waiting) };
   }
 
   book(): QueueBook {
-    return (this.bookCache ??= new QueueBook(this.limits, this.used));
+    return (this.bookCache ??= new QueueBook(this.limits, this.used, this.waiting));
   }
 
   /** What the quota check needs on one worker's view; undefined (no check at all) while no Queue exists. */

@@ -41,13 +41,15 @@ export function queueLimitsAfter(ctx: SchedulerContext, changes: unknown): Map<s
 
 /** A simulated ledger: usage moves with each placement, and every worker view reads the same book. */
 export class QueueSim {
-  private used: Map<string, Amounts>;
+  private readonly used: Map<string, Amounts>;
+  private readonly waiting: Map<string, Amounts>;
   private book: QueueBook;
   private readonly fleet: Vector;
 
-  constructor(private readonly limits: Map<string, QueueLimits>, used: Map<string, Amounts>, views: readonly WorkerView[]) {
-    this.used = new Map(used);
-    this.book = new QueueBook(limits, this.used);
+  constructor(private readonly limits: Map<string, QueueLimits>, state: { used: Map<string, Amounts>; waiting: Map<string, Amounts> }, views: readonly WorkerView[]) {
+    this.used = new Map(state.used);
+    this.waiting = new Map(state.waiting);
+    this.book = new QueueBook(limits, this.used, this.waiting);
     this.fleet = sum(views.map((v) => v.capacity));
   }
 
@@ -64,7 +66,8 @@ export class QueueSim {
     if (!this.active) return;
     const q = queueName(l);
     this.used.set(q, addAmounts(this.used.get(q) ?? {}, demandOf(l.reservation)));
-    this.book = new QueueBook(this.limits, this.used);
+    this.waiting.set(q, addAmounts(this.waiting.get(q) ?? {}, demandOf(l.reservation), -1));
+    this.book = new QueueBook(this.limits, this.used, this.waiting);
     for (const w of views) w.queues = { book: this.book, counted: w === v ? new Set([...w.queues!.counted, l.task]) : w.queues!.counted };
   }
 

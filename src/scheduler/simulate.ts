@@ -72,8 +72,8 @@ export function simulate(ctx: SchedulerContext, queue: ClaimQueue, body: unknown
   entries.sort(claimOrder);
   const tasks = new Map<string, TaskView>(entries.map((e) => [e.name, taskView(ctx.task(e.name)!)]));
   const shapes = new Map<string, string>(entries.map((e) => [e.name, e.shape]));
-  const used = ctx.queues.snapshot().used;
-  const baseline = place(entries, tasks, shapes, [...baseViews.values()], ctx.queues.snapshot().limits, used).length;
+  const { limits: current, ...used } = ctx.queues.snapshot();
+  const baseline = place(entries, tasks, shapes, [...baseViews.values()], current, used).length;
   const limits = queueLimitsAfter(ctx, c.queues);
 
   const views = new Map([...baseViews].map(([k, v]) => [k, { ...v, leases: [...v.leases] }]));
@@ -134,7 +134,7 @@ export function simulate(ctx: SchedulerContext, queue: ClaimQueue, body: unknown
  * the rest of the run: each shape keeps a cursor into the workers, and the run costs
  * O(tasks + shapes * workers) checks rather than tasks * workers.
  */
-function place(entries: readonly QueueEntry[], tasks: Map<string, TaskView>, shapes: Map<string, string>, views: WorkerView[], limits: Map<string, QueueLimits>, used: Map<string, Amounts>): Placed[] {
+function place(entries: readonly QueueEntry[], tasks: Map<string, TaskView>, shapes: Map<string, string>, views: WorkerView[], limits: Map<string, QueueLimits>, used: { used: Map<string, Amounts>; waiting: Map<string, Amounts> }): Placed[] {
   const ws = views.map((v) => ({ ...v, leases: [...v.leases] })).sort((a, b) => (a.name < b.name ? -1 : 1));
   // A queue's usage is shared by every worker: the simulation moves it with each placement.
   const sim = new QueueSim(limits, used, ws);

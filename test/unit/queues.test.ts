@@ -147,6 +147,23 @@ describe("quota: used + requested <= nominal + borrowable, one more entry in CHE
     expect(admit(task({ queue: "team-a" }), w).failures[0]?.message).toBe("queue team-a: gpu_count 5 used + 1 requested > 4 nominal + 1 borrowable");
   });
 
+  it("reclaim by waiting: a lender's queued work is not lent, so borrowing of it stops while it waits", () => {
+    const a = queueObj("team-a", { quota: { gpu_count: 4 }, borrowing_limit: { gpu_count: 4 } });
+    const b = queueObj("team-b", { quota: { gpu_count: 4 } });
+    const limits = new Map([a, b].map((q) => [q.metadata.name, queueLimits(q)]));
+    const used = new Map(Object.entries({ "team-a": { gpu_count: 6 } }));
+    // team-b idle: team-a may hold all 4 of it borrowed (it holds 2).
+    expect(new QueueBook(limits, used).borrowable("team-a", "gpu_count")).toBe(4);
+    expect(admit(task({ queue: "team-a" }), worker({ queues: { book: new QueueBook(limits, used), counted: new Set() } })).ok).toBe(true);
+    // team-b has 3 GPUs of work queued: only 1 is left to lend, and team-a already holds 2.
+    const book = new QueueBook(limits, used, new Map(Object.entries({ "team-b": { gpu_count: 3 } })));
+    expect(book.borrowable("team-a", "gpu_count")).toBe(1);
+    const d = admit(task({ queue: "team-a" }), worker({ queues: { book, counted: new Set() } }));
+    expect(d.failures[0]?.message).toBe("queue team-a: gpu_count 6 used + 1 requested > 4 nominal + 1 borrowable");
+    // team-b's own work is not held back: it is within its quota.
+    expect(admit(task({ queue: "team-b" }), worker({ queues: { book, counted: new Set() } })).ok).toBe(true);
+  });
+
   it("a request larger than nominal + borrowing limit never fits its queue (unresolvable)", () => {
     const w = worker({ queues: { book: book([teamA], {}), counted: new Set() } });
     const d = admit(task({ queue: "team-a", requests: normalise({ gpu_count: 5 }) }), w);
