@@ -13,6 +13,7 @@ import { EventGc, type EventGcOptions } from "./event-gc.ts";
 import { LeaseExpiry } from "./lease-expiry.ts";
 import { PushDispatcher } from "./push.ts";
 import { QueueStatusReconciler } from "./queue-status.ts";
+import { ReclaimController } from "./reclaim.ts";
 import { queueName } from "../admission/queues.ts";
 import { WorkerReconciler } from "./worker.ts";
 
@@ -44,6 +45,7 @@ export class ControllerManager {
   readonly leases: Controller;
   readonly events: Controller;
   readonly queues: Controller;
+  readonly reclaim: Controller;
   private readonly all: Controller[];
   private readonly minIntervalMs: number;
   private unsubscribe: () => void = () => {};
@@ -65,13 +67,15 @@ export class ControllerManager {
     // The GC requeues itself every `everyMs`; a resync would only add passes.
     this.events = new Controller(new EventGc(ctx.store, { ...opts.events, dropped: deps.eventsDropped }), every(0));
     this.queues = new Controller(new QueueStatusReconciler(ctx), every(opts.resyncMs));
-    this.all = [this.campaigns, this.workers, this.admission, this.push, this.leases, this.events, this.queues];
+    this.reclaim = new Controller(new ReclaimController(ctx, queue), every(opts.resyncMs));
+    this.all = [this.campaigns, this.workers, this.admission, this.push, this.leases, this.events, this.queues, this.reclaim];
   }
 
   /** A change that can move any queued task's answer: a pass of conditions (after a short coalescing delay) and of push. */
   private wakeQueuePasses(): void {
     this.admission.enqueue(ALL, this.minIntervalMs);
     this.push.enqueue(ALL);
+    if (this.ctx.queues.active) this.reclaim.enqueue(ALL, 200);
   }
 
   private onChange(ev: InformerEvent): void {

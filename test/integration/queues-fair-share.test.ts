@@ -4,7 +4,8 @@
 // injected clock: a queue that has just run alone yields for about a half-life.
 import { describe, expect, it } from "vitest";
 import { API_PREFIX } from "../../src/api/resources.ts";
-import { eventually, post, registerBody, startHub, type TestHub } from "../support/hub.ts";
+import { countedAttempts } from "../../src/scheduler/reclaim.ts";
+import { eventually, get, post, registerBody, startHub, type TestHub } from "../support/hub.ts";
 
 const API = "loom.dev/v1alpha1";
 
@@ -125,4 +126,65 @@ describe("fair share across queues", () => {
       await h.close();
     }
   }, 60_000);
+
+  it("reclaim: preempt gives a lender below its quota its share back within seconds; the victim's attempt is not counted", async () => {
+    const h = await startHub({ heartbeatGraceSeconds: 3600 });
+    try {
+      await createQueue(h, "lender", { quota: { cpu_millis: 2000 }, reclaim: "preempt" });
+      await createQueue(h, "borrower", { quota: { cpu_millis: 2000 }, borrowing_limit: { cpu_millis: 2000 } });
+      await register(h, 1, 8);
+      await dispatch(h, "borrower", 6);
+      const first = await post(h.url, "/api/tasks/claim", { worker_id: "w0", limit: 8 });
+      // 2000 of its own and 2000 borrowed from the idle lender: the worker is full.
+      expect(first.body.tasks).toHaveLength(4);
+      const started = Date.now();
+      await dispatch(h, "lender", 1);
+      const got = await eventually(async () => {
+        const r = await post(h.url, "/api/tasks/claim", { worker_id: "w0", limit: 8 });
+        return r.body.tasks.length ? r.body.tasks : undefined;
+      }, "the lender's task leased", 10_000);
+      expect(got.map((t: { task_id: string }) => t.task_id)).toEqual(["lender-0"]);
+      const waited = Date.now() - started;
+      console.log(`reclaim: preempt leased the lender's task ${waited} ms after dispatch`);
+      expect(waited).toBeLessThan(5000);
+      // The youngest borrowed lease (claim order: borrower-3 was leased last in its batch) went back to the queue.
+      const victims = h.hub.cache.list("Task").filter((t) => t.status?.attempts?.some((a) => a.outcome === "reclaimed"));
+      expect(victims.map((t) => t.metadata.name)).toEqual(["borrower-3"]);
+      const v = victims[0];
+      expect(v.status?.state).toBe("retry_queued");
+      expect(v.status?.attempt).toBe(2); // the epoch moves on (fencing) ...
+      expect(countedAttempts(v.status)).toBe(1); // ... but max_attempts does not see it
+      // The old holder is fenced off: its renew is refused, so its Runner stops the run.
+      const renew = await post(h.url, "/api/tasks/renew", { worker_id: "w0", task_id: "borrower-3", attempt_no: 1 });
+      expect(renew.status).toBe(409);
+      const ev = await eventually(async () => (await get(h.url, `${API_PREFIX}/events?fieldSelector=involvedObject.name=borrower-3`)).body.items.find((e: { reason: string }) => e.reason === "Reclaimed"), "Reclaimed event");
+      expect(ev.message).toContain("queue borrower had borrowed it; queue lender is below its quota (cpu_millis 0 used of 2000 nominal)");
+      // While the lender waits nothing new is lent: the borrower cannot take the lease back.
+      const again = await post(h.url, "/api/tasks/claim", { worker_id: "w0", limit: 8 });
+      expect(again.body.tasks).toEqual([]);
+    } finally {
+      await h.close();
+    }
+  }, 30_000);
+
+  it("reclaim: wait stops new borrowing while the lender waits, and gives it the first lease that ends", async () => {
+    const h = await startHub({ heartbeatGraceSeconds: 3600 });
+    try {
+      await createQueue(h, "lender", { quota: { cpu_millis: 2000 } });
+      await createQueue(h, "borrower", { quota: { cpu_millis: 2000 }, borrowing_limit: { cpu_millis: 2000 } });
+      await register(h, 1, 8);
+      await dispatch(h, "borrower", 6);
+      expect((await post(h.url, "/api/tasks/claim", { worker_id: "w0", limit: 8 })).body.tasks).toHaveLength(4);
+      await dispatch(h, "lender", 1);
+      expect((await post(h.url, "/api/tasks/claim", { worker_id: "w0", limit: 8 })).body.tasks).toEqual([]);
+      const adm = await get(h.url, "/api/data/task-admission?task_id=borrower-4");
+      expect(adm.body.summary).toContain("queue borrower: cpu_millis 4000 used + 1000 requested > 2000 nominal + 1000 borrowable");
+      // A borrowed lease ends: its room goes to the lender, not back to the borrower.
+      expect((await post(h.url, "/api/tasks/complete", { worker_id: "w0", task_id: "borrower-0", result: {} })).status).toBe(200);
+      const next = await post(h.url, "/api/tasks/claim", { worker_id: "w0", limit: 8 });
+      expect(next.body.tasks.map((t: { task_id: string }) => t.task_id)).toEqual(["lender-0"]);
+    } finally {
+      await h.close();
+    }
+  }, 30_000);
 });
