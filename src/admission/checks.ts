@@ -160,8 +160,9 @@ function queueUsedOn(w: WorkerView, queue: string): Amounts {
 /**
  * used + requested <= nominal + borrowable in every dimension the task's queue limits.
  * Past a positive borrowing limit of the queue's own it is queue_borrowing_limit; otherwise
- * (no borrowing allowed, or nothing left to borrow) queue_quota_exhausted. A request larger than nominal + borrowing limit
- * never fits in its queue. Only a queue with a Queue object is limited.
+ * (no borrowing allowed, or nothing left to borrow) queue_quota_exhausted. A request larger
+ * than nominal + borrowing limit never fits in its queue. Only a queue with a Queue object
+ * is limited.
  */
 export const queueQuota: Check = {
   name: "queue_quota",

@@ -322,7 +322,7 @@ export class EtcdStore extends TxnWrites implements Store {
     for (const [q, use] of queues.touched) {
       const key = Buffer.from(this.queueUsageKey(q));
       if (use) writes.push({ request_put: { key, value: Buffer.from(JSON.stringify(use)) } });
-      else if (reads.get(this.queueUsageKey(q))?.value !== undefined) writes.push({ request_delete_range: { key } });
+      else writes.push({ request_delete_range: { key } }); // the Queue is gone (deleting a missing key is harmless)
     }
     return { results, reads, writes, ...(seededAt !== undefined ? { seededAt } : {}) };
   }
