@@ -63,7 +63,7 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
     const standing = queueStanding(hub.scheduler.queue, task, all);
     const tv = taskView(task);
     const blocking = new Map(standing ? all.map(({ view, decision }) => [view.name, blockingLeases(ctx, tv, view, decision)] as const) : []);
-    const queue = explainQueue(ctx, hub.scheduler.queue, task, all);
+    const queue = explainQueue(ctx, hub.scheduler.queue, task, all, blocking);
     return {
       task_id: taskId,
       state: task.status?.state ?? "queued",

@@ -59,6 +59,7 @@ export type QueueExplanation = {
   /** "team-b has share 0.62, team-a 0.31: team-a goes first". */
   standing: string;
   reclaim?: string;
+  waits_on_borrowed?: { worker: string; leases: { task: string; queue: string; ends_at?: string }[]; until?: string }[];
 };
 
 type Figures = Record<string, number>;

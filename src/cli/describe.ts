@@ -155,6 +155,11 @@ function queueLines(w: PrefixWriter, adm: TaskAdmission): void {
   w.kv(1, "Queue", `${q.name}${q.limited ? "" : " (no Queue object: not limited)"}${q.position != null ? `, position ${q.position} in it` : ""}`);
   for (const l of q.quota) w.kv(2, l.dimension, `${l.used} used + ${l.requested} requested of ${l.nominal} nominal + ${l.borrowable} borrowable (borrowing limit ${l.borrowing_limit})`);
   w.kv(1, "Fair Share", q.standing);
+  const waits = q.waits_on_borrowed ?? [];
+  if (waits.length) {
+    w.write(1, `Reclaim (${q.reclaim ?? "wait"}): waits on borrowed leases:`);
+    for (const x of waits) w.write(2, `on ${x.worker}: ${x.leases.map((l) => `${l.task} (${l.queue})`).join(", ")}, ${eta(x.until, new Date())}`);
+  }
 }
 
 /** "fits on w1 when T17 and T21 end, ~2m", then the verified changes that would let it fit. */

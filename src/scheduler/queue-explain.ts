@@ -8,7 +8,7 @@ import type { Task } from "../resources/types.ts";
 import type { SchedulerContext } from "./context.ts";
 import { standingSentence } from "./fair-share.ts";
 import type { ClaimQueue } from "./queue.ts";
-import { queueStanding } from "./why.ts";
+import { queueStanding, type BlockingLeases } from "./why.ts";
 
 export type QuotaLine = { dimension: string; used: number; requested: number; nominal: number; borrowing_limit: number; borrowable: number };
 
@@ -26,6 +26,12 @@ export type QueueExplanation = {
   /** "team-b has share 0.62, team-a 0.31: team-a goes first". */
   standing: string;
   reclaim: "wait" | "preempt";
+  /**
+   * While its queue is within its quota but other queues' borrowed leases fill the workers it
+   * could use: on each such worker, those borrowed leases, and when the last should end (by
+   * declared run times; absent when one declares none). Soonest first.
+   */
+  waits_on_borrowed?: { worker: string; leases: { task: string; queue: string; ends_at?: string }[]; until?: string }[];
 };
 
 /** Shares are shown as claims compare them: decayed when a half-life is set. */
@@ -35,7 +41,7 @@ function standings(ctx: SchedulerContext, also: string): { queue: string; share:
 }
 
 /** Undefined while no Queue exists: then queues change nothing, and replies stay as they were. */
-export function explainQueue(ctx: SchedulerContext, queue: ClaimQueue, task: Task, all: readonly { view: WorkerView; decision: Decision }[]): QueueExplanation | undefined {
+export function explainQueue(ctx: SchedulerContext, queue: ClaimQueue, task: Task, all: readonly { view: WorkerView; decision: Decision }[], blocking: ReadonlyMap<string, BlockingLeases | undefined> = new Map()): QueueExplanation | undefined {
   if (!ctx.queues.active) return undefined;
   const name = queueName(task.spec);
   const f = ctx.queues.figures(name);
@@ -51,6 +57,15 @@ export function explainQueue(ctx: SchedulerContext, queue: ClaimQueue, task: Tas
   }));
   const st = queueStanding(queue, task, all, (s) => s.queue === name);
   const list = standings(ctx, name);
+  // Borrowed leases in its way: of other queues now past their own quota.
+  const borrowing = (q: string) => q !== name && Object.keys(book.borrowedBy(q)).length > 0;
+  const within = quota.every((l) => l.used + l.requested <= l.nominal);
+  const waits = !within ? [] : [...blocking.values()]
+    .filter((b): b is BlockingLeases => !!b)
+    .map((b) => ({ b, leases: b.leases.map((l) => ({ task: l.task, queue: queueName(ctx.task(l.task)?.spec), ...(l.ends_at ? { ends_at: l.ends_at } : {}) })) }))
+    .filter(({ leases }) => leases.length > 0 && leases.every((l) => borrowing(l.queue)))
+    .map(({ b, leases }) => ({ worker: b.worker, leases, ...(b.until ? { until: b.until } : {}) }))
+    .sort((x, y) => (x.until ?? "~") < (y.until ?? "~") ? -1 : (x.until ?? "~") > (y.until ?? "~") ? 1 : 0);
   return {
     name,
     limited: f.limits !== undefined,
@@ -61,6 +76,7 @@ export function explainQueue(ctx: SchedulerContext, queue: ClaimQueue, task: Tas
     standings: list,
     standing: standingSentence(list),
     reclaim: f.limits?.reclaim ?? "wait",
+    ...(waits.length ? { waits_on_borrowed: waits } : {}),
   };
 }
 

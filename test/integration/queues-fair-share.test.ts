@@ -179,6 +179,9 @@ describe("fair share across queues", () => {
       expect((await post(h.url, "/api/tasks/claim", { worker_id: "w0", limit: 8 })).body.tasks).toEqual([]);
       const adm = await get(h.url, "/api/data/task-admission?task_id=borrower-4");
       expect(adm.body.summary).toContain("queue borrower: cpu_millis 4000 used + 1000 requested > 2000 nominal + 1000 borrowable");
+      // The lender's task says which borrowed leases it waits on (none declares a run time: no "until").
+      const mine = await get(h.url, "/api/data/task-admission?task_id=lender-0");
+      expect(mine.body.queue.waits_on_borrowed).toEqual([{ worker: "w0", leases: [{ task: expect.stringMatching(/^borrower-[0-3]$/), queue: "borrower" }] }]);
       // A borrowed lease ends: its room goes to the lender, not back to the borrower.
       expect((await post(h.url, "/api/tasks/complete", { worker_id: "w0", task_id: "borrower-0", result: {} })).status).toBe(200);
       const next = await post(h.url, "/api/tasks/claim", { worker_id: "w0", limit: 8 });
