@@ -81,7 +81,7 @@ export interface QueueSpec {
 }
 
 export interface QueueStatusConditionsItem {
-  /** Condition type: Active (it has Queue spec the Hub applies), Borrowing, QuotaExhausted. */
+  /** Condition type: Borrowing (it uses more than its quota), QuotaExhausted (all of its nominal quota in some dimension is in use). */
   type: string;
   /** True, False or Unknown. */
   status: "True" | "False" | "Unknown";
