@@ -83,6 +83,10 @@ describe("fair share across queues", () => {
       await dispatch(h, "team-b", 8);
       const r = await post(h.url, "/api/tasks/claim", { worker_id: "w0", limit: 4 });
       expect(r.body.tasks.map((t: { task_id: string }) => t.task_id)).toEqual(["team-a-0", "team-a-1", "team-a-2", "team-a-3"]);
+      // The replies are what they were: no queue section, no quota reason.
+      const adm = await get(h.url, "/api/data/task-admission?task_id=team-b-0");
+      expect(adm.body).not.toHaveProperty("queue");
+      expect(adm.body.workers[0].reasons).toEqual(["resource_reservation_unavailable", "worker_concurrency_reached"]);
     } finally {
       await h.close();
     }

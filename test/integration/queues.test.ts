@@ -5,7 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { API_PREFIX } from "../../src/api/resources.ts";
 import { Client } from "../../src/cli/client.ts";
 import { describe as describeObject } from "../../src/cli/describe.ts";
-import { kindByName } from "../../src/cli/kinds.ts";
+import { kindByName, resolveKind } from "../../src/cli/kinds.ts";
+import { list } from "../../src/cli/get.ts";
+import { formatTable, visibleColumns } from "../../src/cli/printers.ts";
 import { eventually, get, post, registerBody, startHub, type TestHub } from "../support/hub.ts";
 
 const API = "loom.dev/v1alpha1";
@@ -76,6 +78,15 @@ describe("a queue's quota, through every door", () => {
     expect(t.columnDefinitions.map((c: { name: string }) => c.name)).toEqual(["NAME", "WEIGHT", "CPU", "MEM", "GPU", "BORROWED", "PENDING", "ADMITTED", "SHARE", "RECLAIM", "AGE"]);
     const row = t.rows.find((r: { cells: string[] }) => r.cells[0] === "team-a");
     expect(row?.cells.slice(0, 9)).toEqual(["team-a", "1", "2000m/2000m", "0Mi/-", "0/-", "-", "2", "2", "0.25"]);
+  });
+
+  it("loom get queues prints the same cells", async () => {
+    const client = new Client({ controller: h.url });
+    const k = resolveKind("lq");
+    const l = await list(client, k, {});
+    const text = formatTable(visibleColumns(k.columns, false), l.items, new Date());
+    expect(text.split("\n")[0]).toMatch(/^NAME\s+WEIGHT\s+CPU\s+MEM\s+GPU\s+BORROWED\s+PENDING\s+ADMITTED\s+SHARE\s+AGE$/);
+    expect(text).toMatch(/team-a\s+1\s+2000m\/2000m\s+0Mi\/-\s+0\/-\s+-\s+2\s+2\s+0.25\s+/);
   });
 
   it("loom describe queue and describe task explain usage and fair share", async () => {
