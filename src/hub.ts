@@ -11,6 +11,7 @@ import { EventRecorder } from "./reconciler/events.ts";
 import { ControllerManager } from "./reconciler/manager.ts";
 import type { AdmissionConditionsOptions } from "./reconciler/admission-conditions.ts";
 import { GitopsSync } from "./gitops/index.ts";
+import { queuesReport } from "./scheduler/queue-explain.ts";
 import { compileAll } from "./resources/validate.ts";
 import { DEFAULT_ALLOWED_TOKEN_ENV } from "./scheduler/push.ts";
 import { rememberLiveness } from "./scheduler/direct-liveness.ts";
@@ -46,6 +47,8 @@ export type HubOptions = {
   heartbeatGraceSeconds: number;
   /** A queued task that fits nowhere this long nominates the worker where it could start soonest. */
   nominateAfterSeconds: number;
+  /** Fair share across queues from usage decayed over this half-life; 0: from current usage. */
+  fairShareHalfLifeSeconds: number;
   defaultMaxAttempts: number;
   uploadLimitBytes: number;
   /** Uploads received at once; more get 429. */
@@ -86,6 +89,7 @@ export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, "dataDir"> = {
   directTokenEnv: [...DEFAULT_ALLOWED_TOKEN_ENV],
   heartbeatGraceSeconds: 120,
   nominateAfterSeconds: 60,
+  fairShareHalfLifeSeconds: 0,
   defaultMaxAttempts: 3,
   uploadLimitBytes: 512 * 1024 * 1024,
   uploadConcurrency: 8,
@@ -143,13 +147,14 @@ export class Hub {
       workers: () => cache.list<Worker & StoredObject>("Worker").map((w) => ({ worker: w.metadata.name, ...capacityEntry(this.scheduler.ctx, w) })),
       watchers: () => this.watchStreams.size,
       rejectedFiles: () => this.gitops?.rejectedFiles().length ?? 0,
+      queues: () => queuesReport(this.scheduler.ctx).queues.filter(() => this.scheduler.ctx.queues.active).map((q) => ({ queue: q.name, used: q.used, quota: q.quota, pending: q.pending, admitted: q.admitted, share: q.rank })),
     });
     const observer: SchedulerObserver = {
       commit: (...a) => { this.commitHealth.commit(...a); this.metrics.commit(...a); },
       claim: (...a) => this.metrics.claim(...a),
       claimRaceLost: () => this.metrics.claimRaceLost(),
     };
-    this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, nominateAfterSeconds: opts.nominateAfterSeconds, resultsDir: join(opts.dataDir, "results") }, { recordEvent: this.record, observer, now: opts.now });
+    this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, nominateAfterSeconds: opts.nominateAfterSeconds, fairShareHalfLifeSeconds: opts.fairShareHalfLifeSeconds, resultsDir: join(opts.dataDir, "results") }, { recordEvent: this.record, observer, now: opts.now });
     cache.addIndex("Task", QUEUED_REASON_INDEX, queuedReasonIndex);
     cache.on((ev) => this.metrics.onTaskChange(ev));
     const env = opts.env ?? process.env;
@@ -206,7 +211,7 @@ export class Hub {
       unlock();
       throw e;
     }
-    const cache = new Informer(store, ["Worker", "Task", "Campaign", RENEWAL_KIND], { pending: true });
+    const cache = new Informer(store, ["Worker", "Task", "Campaign", "Queue", RENEWAL_KIND], { pending: true });
     const hub = new Hub(store, cache, opts);
     hub.unlock = unlock;
     await cache.start();

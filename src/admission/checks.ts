@@ -3,7 +3,8 @@
 // entry to CHECKS.
 import { RESOURCE_FIELDS, type ResourceField } from "../resources/types.ts";
 import { Reason, type ReasonCode } from "./reasons.ts";
-import { concurrencyOf, exclusiveActive, reservedOf, type TaskView, type WorkerView } from "./view.ts";
+import { addAmounts, demandOf, describeQueueShortfall, queueName, quotaShortfalls, type Amounts, type QueueShortfall } from "./queues.ts";
+import { asLease, concurrencyOf, exclusiveActive, reservedOf, type TaskView, type WorkerView } from "./view.ts";
 
 /** One resource dimension that does not fit: reserved + requested > capacity, by `short`. */
 export type Shortfall = { capacity: number; reserved: number; requested: number; short: number };
@@ -20,6 +21,8 @@ export type Failure = {
   /** false: it will not fit on this worker even when the worker is empty (kube's UnschedulableAndUnresolvable). */
   resolvable: boolean;
   message?: string;
+  /** queue_quota_exhausted / queue_borrowing_limit: the queue, the dimension and the numbers. */
+  queue?: QueueShortfall;
 };
 
 export type CheckName =
@@ -32,6 +35,7 @@ export type CheckName =
   | "exclusive_needs_empty"
   | "concurrency"
   | "resource_fit"
+  | "queue_quota"
   | "nomination";
 
 export type Check = { name: CheckName; run(t: TaskView, w: WorkerView): Failure[] };
@@ -145,6 +149,41 @@ export const resourceFit: Check = {
   },
 };
 
+/** What the queue uses as this view sees it: the book's count, plus the leases picked since. */
+function queueUsedOn(w: WorkerView, queue: string): Amounts {
+  const q = w.queues!;
+  let used = q.book.usedBy(queue);
+  for (const l of w.leases) if (!q.counted.has(l.task) && queueName(l) === queue) used = addAmounts(used, demandOf(l.reservation));
+  return used;
+}
+
+/**
+ * used + requested <= nominal + borrowable in every dimension the task's queue limits.
+ * Past a positive borrowing limit of the queue's own it is queue_borrowing_limit; otherwise
+ * (no borrowing allowed, or nothing left to borrow) queue_quota_exhausted. A request larger
+ * than nominal + borrowing limit never fits in its queue. Only a queue with a Queue object
+ * is limited.
+ */
+export const queueQuota: Check = {
+  name: "queue_quota",
+  run(t, w) {
+    if (!w.queues) return [];
+    const queue = queueName(t);
+    if (!w.queues.book.limits.has(queue)) return [];
+    return quotaShortfalls(w.queues.book, queue, queueUsedOn(w, queue), demandOf(t.requests)).map((s) => {
+      // A queue allowed to borrow that would go past what it may borrow; otherwise its quota is simply used up.
+      const pastLimit = s.borrowing_limit > 0 && s.used + s.requested > s.nominal + s.borrowing_limit;
+      return {
+        code: pastLimit ? Reason.queue_borrowing_limit : Reason.queue_quota_exhausted,
+        check: "queue_quota" as const,
+        resolvable: s.requested <= s.nominal + s.borrowing_limit,
+        message: describeQueueShortfall(s),
+        queue: s,
+      };
+    });
+  },
+};
+
 /** Every check but nomination: what a nominee itself must pass. */
 const FIT_CHECKS: readonly Check[] = [capability, excludedWorker, cordoned, ready, gpuTypes, exclusiveHolder, exclusiveNeedsEmpty, concurrency, resourceFit];
 
@@ -159,7 +198,7 @@ export const nomination: Check = {
     const n = w.nominee;
     if (!n || n.task.name === t.name) return [];
     const leases = w.leases.filter((l) => !n.blockers.includes(l.task));
-    const after: WorkerView = { ...w, nominee: undefined, reported_active: Math.max(0, w.reported_active - (w.leases.length - leases.length)), leases: [...leases, { task: t.name, placement: t.placement, reservation: t.requests }] };
+    const after: WorkerView = { ...w, nominee: undefined, reported_active: Math.max(0, w.reported_active - (w.leases.length - leases.length)), leases: [...leases, asLease(t)] };
     if (FIT_CHECKS.every((c) => c.run(n.task, after).length === 0)) return [];
     // An unknown start (a blocker declares no run time) admits nothing by time: a stream of
     // declared work would otherwise keep the nominee waiting for ever.
@@ -178,5 +217,6 @@ export const CHECKS: readonly Check[] = [
   exclusiveNeedsEmpty,
   concurrency,
   resourceFit,
+  queueQuota,
   nomination,
 ];

@@ -125,6 +125,9 @@ function detail(code: ReasonCode, rejected: readonly Decision[]): string {
   const having = rejected.filter((d) => d.reasons.includes(code));
   if (code === "resource_reservation_unavailable" || code === "exceeds_worker_capacity") return resourceDetail(code, having);
   if (code === "capability_missing") return capabilityDetail(having);
+  // A queue's numbers are the same on every worker: said once.
+  if (code === "queue_quota_exhausted" || code === "queue_borrowing_limit")
+    return [...new Set(having.flatMap((d) => d.failures.filter((f) => f.code === code).map((f) => f.message ?? "")))].join("; ");
   return capped(having.map((d) => d.worker));
 }
 

@@ -25,6 +25,7 @@ export {
 export {
   taskView,
   leaseView,
+  asLease,
   leasesOn,
   workerView,
   concurrencySettings,
@@ -39,6 +40,7 @@ export {
   type LeaseView,
   type WorkerView,
   type WorkerViewOptions,
+  type QueuesView,
   type Concurrency,
 } from "./view.ts";
 export {
@@ -53,4 +55,5 @@ export {
 } from "./checks.ts";
 export { admit, admits, acceptsAny, admitAll, type Decision, type AdmissionObject, type Shortfalls } from "./decide.ts";
 export { describeFailure, explainWorker, explainTask, summarize, type Summary } from "./explain.ts";
-export { INVARIANT_CHECKS, allocationOf, sameAllocation, leaseViolations, type Allocation, type GuardCause } from "./guard.ts";
+export { INVARIANT_CHECKS, allocationOf, sameAllocation, leaseViolations, allocationQueue, queueViolations, usageOf, type Allocation, type GuardCause } from "./guard.ts";
+export { DEFAULT_QUEUE, queueName, QueueBook, queueLimits, demandOf, describeQueueShortfall, type Amounts, type QueueLimits, type QueueShortfall } from "./queues.ts";

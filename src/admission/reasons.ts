@@ -16,6 +16,9 @@ export const Reason = {
   exceeds_worker_capacity: "exceeds_worker_capacity",
   worker_excluded: "worker_excluded",
   worker_nominated: "worker_nominated",
+  // The task's Queue: quota used up (nothing left to borrow), or its own borrowing limit reached.
+  queue_quota_exhausted: "queue_quota_exhausted",
+  queue_borrowing_limit: "queue_borrowing_limit",
 } as const;
 
 export type ReasonCode = (typeof Reason)[keyof typeof Reason];
@@ -51,6 +54,9 @@ export const V1_REASON_OF: Readonly<Record<ReasonCode, V1Reason>> = {
   exceeds_worker_capacity: "resource_reservation_unavailable",
   // The worker's room is held for a starving task: for a v1 client, not available.
   worker_nominated: "resource_reservation_unavailable",
+  // A queue's quota is a reservation limit too: for a v1 client, not available.
+  queue_quota_exhausted: "resource_reservation_unavailable",
+  queue_borrowing_limit: "resource_reservation_unavailable",
 };
 
 /**
@@ -68,6 +74,8 @@ export const REASON_ORDER: readonly ReasonCode[] = [
   "worker_has_exclusive_task",
   "exceeds_worker_capacity",
   "worker_nominated",
+  "queue_borrowing_limit",
+  "queue_quota_exhausted",
   "resource_reservation_unavailable",
   "worker_concurrency_reached",
 ];

@@ -4,6 +4,7 @@
 import { isActive, type ResourceField, type Task, type Worker } from "../resources/types.ts";
 import { getCondition } from "../resources/meta.ts";
 import { effectiveCapacity } from "./capacity.ts";
+import type { QueueBook } from "./queues.ts";
 import { normalise, sum, type Vector } from "./vector.ts";
 
 export type Placement = "shared" | "exclusive";
@@ -19,6 +20,8 @@ export type TaskView = {
   excluded_workers: string[];
   /** The run time the task declares, if any: backfill beside a nominee may rely on it. */
   declared_seconds?: number;
+  /** The Queue it names (spec.queue); absent means `default`. */
+  queue?: string;
 };
 
 /**
@@ -28,7 +31,16 @@ export type TaskView = {
  */
 export type Nominee = { task: TaskView; blockers: string[]; starts_at: number; now: number };
 
-export type LeaseView = { task: string; placement: Placement; reservation: Vector };
+export type LeaseView = { task: string; placement: Placement; reservation: Vector; queue?: string };
+
+/** The lease a task would hold once admitted: what a batch adds to a view between picks. */
+export const asLease = (t: TaskView): LeaseView => ({ task: t.name, placement: t.placement, reservation: t.requests, ...(t.queue ? { queue: t.queue } : {}) });
+
+/**
+ * The queues' limits and usage, for the quota check. `counted`: the leases of this view
+ * that the book's usage already includes; the others were picked since (a batch).
+ */
+export type QueuesView = { book: QueueBook; counted: ReadonlySet<string> };
 
 export type WorkerView = {
   name: string;
@@ -46,6 +58,8 @@ export type WorkerView = {
   /** Active (leased or running) leases on this worker. */
   leases: LeaseView[];
   nominee?: Nominee;
+  /** Present only when some Queue exists: with none, no quota applies. */
+  queues?: QueuesView;
 };
 
 /** An omitted profile is shared with zero requests, as in v1. */
@@ -59,6 +73,7 @@ export function taskView(task: Task): TaskView {
     requests: normalise(profile?.resources),
     excluded_workers: [...(task.status?.excluded_workers ?? [])],
     ...(declared !== undefined ? { declared_seconds: declared } : {}),
+    ...(task.spec.queue ? { queue: task.spec.queue } : {}),
   };
 }
 
@@ -83,6 +98,7 @@ export function leaseView(task: Task): LeaseView | undefined {
     task: t.name,
     placement: lease.placement ?? t.placement,
     reservation: lease.reservation ? normalise(lease.reservation) : t.requests,
+    ...(t.queue ? { queue: t.queue } : {}),
   };
 }
 

@@ -8,6 +8,7 @@ import { HubError } from "../scheduler/errors.ts";
 import { simulate } from "../scheduler/simulate.ts";
 import { type BlockingLeases, blockingLeases, queuePositions, queueStanding, suggestions } from "../scheduler/why.ts";
 import { capacityEntry } from "../scheduler/workers.ts";
+import { explainQueue, queuesReport } from "../scheduler/queue-explain.ts";
 
 export const CORE_PREVIEW_VERSION = "0.4.0";
 import { PRODUCT_VERSION } from "../version.ts";
@@ -74,6 +75,7 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
     const standing = queueStanding(hub.scheduler.queue, task, all);
     const tv = taskView(task);
     const blocking = new Map(standing ? all.map(({ view, decision }) => [view.name, blockingLeases(ctx, tv, view, decision)] as const) : []);
+    const queue = explainQueue(ctx, hub.scheduler.queue, task, all, blocking);
     return {
       task_id: taskId,
       state: task.status?.state ?? "queued",
@@ -89,6 +91,8 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
       higher_priority_ahead: standing?.higher_priority_ahead ?? [],
       higher_priority_ahead_count: standing?.higher_priority_ahead_count ?? 0,
       suggestions: standing ? suggestions(ctx, task, all, blocking) : [],
+      // Only once some Queue exists: without queues the reply is what it always was.
+      ...(queue ? { queue } : {}),
       workers: all.map(({ worker, decision }) => ({
         worker_id: worker.metadata.name,
         ...decision.admission,
@@ -100,6 +104,9 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
       })),
     };
   });
+
+  // Every queue's usage, quota, borrowing, counts and fair share: `loom get queues`, `describe queue`, the UI.
+  f.get("/api/data/queues", async () => queuesReport(ctx));
 
   // What-if over a copy of the current state; nothing is written.
   f.post("/api/simulate", async (req) => simulate(ctx, hub.scheduler.queue, req.body));

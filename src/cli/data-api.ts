@@ -41,6 +41,53 @@ export type TaskAdmission = {
   higher_priority_ahead?: string[];
   higher_priority_ahead_count?: number;
   suggestions?: Suggestion[];
+  /** Present once some Queue exists. */
+  queue?: QueueExplanation;
+};
+
+// The queue shapes as the client reads them (scheduler/queue-explain.ts builds them). Written
+// out here because the web view compiles this file without Node's types.
+export type QuotaLine = { dimension: string; used: number; requested: number; nominal: number; borrowing_limit: number; borrowable: number };
+
+export type QueueExplanation = {
+  name: string;
+  limited: boolean;
+  /** 1 + the queued tasks of its queue ahead of it for the same workers; null when not queued. */
+  position: number | null;
+  quota: QuotaLine[];
+  share: number;
+  decayed_share: number;
+  standings?: { queue: string; share: number }[];
+  /** "team-b has share 0.62, team-a 0.31: team-a goes first". */
+  standing: string;
+  reclaim?: string;
+  waits_on_borrowed?: { worker: string; leases: { task: string; queue: string; ends_at?: string }[]; until?: string }[];
+};
+
+type Figures = Record<string, number>;
+
+/** GET /api/data/queues. */
+export type QueuesReport = {
+  active: boolean;
+  half_life_seconds: number;
+  standing: string;
+  queues: {
+    name: string;
+    limited: boolean;
+    quota: Figures;
+    borrowing_limit: Figures;
+    lending_limit: Figures;
+    weight: number;
+    reclaim: string;
+    used: Figures;
+    borrowed: Figures;
+    lent: Figures;
+    pending: number;
+    admitted: number;
+    share: number;
+    decayed_share: number;
+    rank: number;
+  }[];
 };
 
 export type CapacityEntry = {

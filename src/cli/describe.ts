@@ -3,11 +3,11 @@
 // lease, attempts and per-worker admission; a worker's headroom and leases), Events last.
 import { Command } from "commander";
 import type { Condition } from "../resources/meta.ts";
-import type { Campaign, Task, Worker } from "../resources/types.ts";
+import type { Campaign, Queue, Task, Worker } from "../resources/types.ts";
 import { ApiError, type Client, RESOURCE_PREFIX } from "./client.ts";
 import { clientOf, out, withController } from "./common.ts";
 import { type KindInfo, resolveKind } from "./kinds.ts";
-import type { CapacityEntry, NominationEntry, TaskAdmission, Vec } from "./data-api.ts";
+import type { CapacityEntry, NominationEntry, QueuesReport, TaskAdmission, Vec } from "./data-api.ts";
 import { age, DIMENSIONS, formatRequests, formatShortfalls, formatVector, humanDuration, NONE, PrefixWriter, when, writeNested } from "./printers.ts";
 
 type Obj = { kind: string; metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string>; creationTimestamp?: string }; spec?: Record<string, unknown>; status?: Record<string, unknown> };
@@ -67,6 +67,7 @@ async function describeTask(client: Client, t: Task & Obj, now: Date): Promise<s
   w.kv(1, "Run", s.run_id);
   w.kv(1, "Required Capability", s.required_capability || "<any>");
   w.kv(1, "Priority", s.priority ?? 0);
+  if (s.queue) w.kv(1, "Queue", s.queue);
   if (s.nominate_after_seconds !== undefined) w.kv(1, "Nominate After", `${s.nominate_after_seconds}s`);
   w.kv(1, "Placement", s.execution_profile?.placement ?? "shared");
   w.kv(1, "Requests", formatRequests(s.execution_profile?.resources));
@@ -127,6 +128,7 @@ async function describeTask(client: Client, t: Task & Obj, now: Date): Promise<s
     w.write(0, "Admission:");
     w.kv(1, "Summary", adm.summary);
     whyPending(w, adm);
+    queueLines(w, adm);
     w.table(1, ["WORKER", "OK", "REASON", "SHORTFALLS"], adm.workers.map((x) => [x.worker_id, String(x.ok), x.reasons?.length ? x.reasons.join(",") : (x.reason ?? NONE), formatShortfalls(x.shortfalls)]));
     waitingOn(w, adm, now);
   } catch (e) {
@@ -144,6 +146,25 @@ function whyPending(w: PrefixWriter, adm: TaskAdmission): void {
   const more = (adm.higher_priority_ahead_count ?? 0) - ahead.length;
   w.kv(1, "Queue Position", `${adm.queue_position} (${adm.queue_position - 1} queued ahead for the same workers)`);
   w.kv(1, "Higher Priority Ahead", ahead.length ? `${ahead.join(", ")}${more > 0 ? `, +${more} more` : ""}` : NONE);
+}
+
+const amounts = (a: Record<string, number>) => {
+  const parts = Object.entries(a).filter(([, v]) => v).map(([k, v]) => `${k}=${v}`);
+  return parts.length ? parts.join(", ") : "-";
+};
+
+/** The task's queue: where it stands in it, its usage against quota, its fair share against the others. */
+function queueLines(w: PrefixWriter, adm: TaskAdmission): void {
+  const q = adm.queue;
+  if (!q) return;
+  w.kv(1, "Queue", `${q.name}${q.limited ? "" : " (no Queue object: not limited)"}${q.position != null ? `, position ${q.position} in it` : ""}`);
+  for (const l of q.quota) w.kv(2, l.dimension, `${l.used} used + ${l.requested} requested of ${l.nominal} nominal + ${l.borrowable} borrowable (borrowing limit ${l.borrowing_limit})`);
+  w.kv(1, "Fair Share", q.standing);
+  const waits = q.waits_on_borrowed ?? [];
+  if (waits.length) {
+    w.write(1, `Reclaim (${q.reclaim ?? "wait"}): waits on borrowed leases:`);
+    for (const x of waits) w.write(2, `on ${x.worker}: ${x.leases.map((l) => `${l.task} (${l.queue})`).join(", ")}, ${eta(x.until, new Date())}`);
+  }
 }
 
 /** "fits on w1 when T17 and T21 end, ~2m", then the verified changes that would let it fit. */
@@ -255,7 +276,40 @@ async function describeGeneric(client: Client, o: Obj, now: Date): Promise<strin
   return w.toString();
 }
 
-const DESCRIBERS: Record<string, (c: Client, o: any, now: Date) => Promise<string>> = { Task: describeTask, Worker: describeWorker, Campaign: describeCampaign };
+// --- Queue
+
+async function describeQueue(client: Client, q: Queue & Obj, now: Date): Promise<string> {
+  const w = new PrefixWriter();
+  identity(w, q, now);
+  const report = await unlessRefused(client.get<QueuesReport>("/api/data/queues"));
+  const live = report?.queues.find((x) => x.name === q.metadata.name);
+  w.write(0, "Spec:");
+  w.kv(1, "Weight", q.spec?.weight ?? 1);
+  w.kv(1, "Reclaim", q.spec?.reclaim ?? "wait");
+  const st = q.status ?? {};
+  if (live) {
+    const dims = Object.keys(live.quota);
+    w.table(1, ["DIMENSION", "USED", "NOMINAL", "BORROWING LIMIT", "LENDING LIMIT"], dims.map((d) => [d, String(live.used[d] ?? 0), String(live.quota[d]), String(live.borrowing_limit[d] ?? 0), String(live.lending_limit[d] ?? live.quota[d])]));
+    w.write(0, "Status:");
+    w.kv(1, "Used", amounts(live.used));
+    w.kv(1, "Borrowed", amounts(live.borrowed));
+    w.kv(1, "Lent", amounts(live.lent));
+    w.kv(1, "Pending", live.pending);
+    w.kv(1, "Admitted", live.admitted);
+    w.kv(1, "Share", `${live.share.toFixed(2)} now, ${live.decayed_share.toFixed(2)} decayed${report!.half_life_seconds ? ` (half-life ${report!.half_life_seconds}s; claims order by this one)` : " (no half-life set: claims order by the share now)"}`);
+    w.kv(1, "Fair Share", report!.standing);
+  } else {
+    writeNested(w, 1, { quota: q.spec?.quota ?? {}, borrowing_limit: q.spec?.borrowing_limit ?? {}, lending_limit: q.spec?.lending_limit ?? {} });
+    w.write(0, "Status:");
+    const { conditions: _c, ...rest } = st as { conditions?: unknown };
+    writeNested(w, 1, rest);
+  }
+  conditions(w, st.conditions as Condition[] | undefined);
+  await events(w, client, q, now);
+  return w.toString();
+}
+
+const DESCRIBERS: Record<string, (c: Client, o: any, now: Date) => Promise<string>> = { Task: describeTask, Worker: describeWorker, Campaign: describeCampaign, Queue: describeQueue };
 
 export async function describe(client: Client, k: KindInfo, name: string): Promise<string> {
   const o = await client.get<Obj>(`${k.path}/${encodeURIComponent(name)}`);

@@ -39,6 +39,7 @@ export function hubCommand(): Command {
     .option("--direct-token-env <names...>", "variables a Worker's direct_api_token_env may name: exact names, or prefixes ending in *", [...DEFAULT_HUB_OPTIONS.directTokenEnv])
     .option("--worker-tokens-file <path>", "YAML/JSON map of worker_id to a token that may act only as that worker")
     .option("--heartbeat-grace-seconds <n>", "a worker silent for longer is not Ready", intArg("--heartbeat-grace-seconds", 1), DEFAULT_HUB_OPTIONS.heartbeatGraceSeconds)
+    .option("--fair-share-half-life <seconds>", "order queues by usage decayed over this half-life (0: by current usage)", intArg("--fair-share-half-life", 0), DEFAULT_HUB_OPTIONS.fairShareHalfLifeSeconds)
     .option("--nominate-after-seconds <n>", "a queued task that fits nowhere this long holds the worker where it could start soonest", intArg("--nominate-after-seconds", 1), DEFAULT_HUB_OPTIONS.nominateAfterSeconds)
     .option("--default-max-attempts <n>", "attempts for a task whose leases keep expiring and that has no retry_policy", intArg("--default-max-attempts", 1), DEFAULT_HUB_OPTIONS.defaultMaxAttempts)
     .option("--inventory <path>", "inventory file or folder to apply and watch (repeatable)", existingPath("--inventory"), [] as string[])
@@ -66,6 +67,7 @@ export function hubCommand(): Command {
         workerTokensFile: o.workerTokensFile,
         heartbeatGraceSeconds: o.heartbeatGraceSeconds,
         nominateAfterSeconds: o.nominateAfterSeconds,
+        fairShareHalfLifeSeconds: o.fairShareHalfLifeSeconds,
         defaultMaxAttempts: o.defaultMaxAttempts,
         logLevel: o.logLevel,
         gitopsPaths: [...o.inventory, ...o.manifests],

@@ -2,7 +2,7 @@
 // from the CRDs (plus the core Event), so a new CRD name works without touching the CLI.
 import { loadCrds } from "../resources/crds.ts";
 import { RESOURCE_PREFIX, UsageError } from "./client.ts";
-import { campaignColumns, eventColumns, taskColumns, workerColumns } from "./columns.ts";
+import { campaignColumns, eventColumns, queueColumns, taskColumns, workerColumns } from "./columns.ts";
 import type { Column } from "./printers.ts";
 
 export type KindInfo = {
@@ -17,7 +17,7 @@ export type KindInfo = {
   writable: boolean;
 };
 
-const COLUMNS: Record<string, () => Column[]> = { Worker: workerColumns, Task: taskColumns, Campaign: campaignColumns };
+const COLUMNS: Record<string, () => Column[]> = { Worker: workerColumns, Task: taskColumns, Campaign: campaignColumns, Queue: queueColumns };
 
 export function kinds(): KindInfo[] {
   const out: KindInfo[] = [...loadCrds().values()].map((c) => ({

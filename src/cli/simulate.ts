@@ -32,7 +32,7 @@ function readChanges(file: string): unknown {
 
 export function simulateCommand(): Command {
   return withController(new Command("simulate"))
-    .description("what would be admitted, where and in what order, after the changes in a file (add_workers, inventory, remove_workers, workers, cancel_tasks, tasks); writes nothing")
+    .description("what would be admitted, where and in what order, after the changes in a file (add_workers, inventory, remove_workers, workers, cancel_tasks, tasks, queues); writes nothing")
     .requiredOption("-f, --filename <file>", "the changes, YAML or JSON (- for stdin)")
     .addOption(outputOption(["table", "json", "yaml"]))
     .action(async (o: { filename: string; output?: "table" | "json" | "yaml" }, cmd: Command) => {

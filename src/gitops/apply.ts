@@ -16,7 +16,7 @@ export const SOURCE_ANNOTATION = "loom.dev/source-file";
 /** Set on a Worker its file no longer declares while it still holds leases. */
 export const PRUNED_ANNOTATION = "loom.dev/pruned";
 /** The kinds a file may declare. */
-export const GITOPS_KINDS = ["Worker", "Campaign", "Task"] as const;
+export const GITOPS_KINDS = ["Worker", "Campaign", "Task", "Queue"] as const;
 
 export type ApplyOptions = {
   /** The declaring file; written to every object as SOURCE_ANNOTATION. */
@@ -192,6 +192,9 @@ function pruneStep(cur: StoredObject, active: string[], opts: ApplyOptions): Pla
       delete object.status;
       return { op: "cordon", kind, name, object, activeTasks: active };
     }
+    case "Queue":
+      // Its tasks stay; with the Queue gone they are no longer limited by it.
+      return { op: "delete", kind, name, resourceVersion: rv };
     case "Campaign":
       // Background deletion, as kubectl delete: the campaign controller then deletes its tasks.
       return { op: "delete", kind, name, resourceVersion: rv };
@@ -217,12 +220,12 @@ export function planOps(plan: Plan): TxnOp[] {
  * matter (declared tasks, a Worker to prune, or `includeTasks`), since there can be many.
  */
 export async function readCurrent(store: Store, desired: StoredObject[], opts: ApplyOptions & { includeTasks?: boolean }): Promise<StoredObject[]> {
-  const [workers, campaigns] = await Promise.all([store.list("Worker"), store.list("Campaign")]);
+  const [workers, campaigns, queues] = await Promise.all([store.list("Worker"), store.list("Campaign"), store.list("Queue")]);
   const wanted = new Set(desired.map(key));
   const workerToPrune = opts.prune && workers.items.some((w) => sourceOf(w) === opts.source && !wanted.has(key(w)));
   const needTasks = (opts.includeTasks ?? true) || desired.some((o) => o.kind === "Task") || workerToPrune;
   const tasks = needTasks ? (await store.list("Task")).items : [];
-  return [...workers.items, ...campaigns.items, ...tasks];
+  return [...workers.items, ...campaigns.items, ...queues.items, ...tasks];
 }
 
 const RETRYABLE = ["Conflict", "AlreadyExists", "NotFound"] as const;

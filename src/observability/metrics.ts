@@ -21,7 +21,12 @@ export type MetricSources = {
   workers(): Iterable<WorkerUsage>;
   watchers(): number;
   rejectedFiles(): number;
+  /** Every queue's figures (usage summed from leases); absent or empty while no Queue exists. */
+  queues?(): Iterable<QueueUsage>;
 };
+
+/** One queue at scrape time; dimensions include `gpu_types.<type>`. */
+export type QueueUsage = { queue: string; used: Record<string, number>; quota: Record<string, number>; pending: number; admitted: number; share: number };
 
 /** The informer index over Task that loom_queued_tasks counts: a queued task's Admitted reason. */
 export const QUEUED_REASON_INDEX = "queuedReason";
@@ -44,6 +49,7 @@ export class HubMetrics implements SchedulerObserver {
   private readonly passErrors: Counter<"controller">;
   private readonly fileRejections: Counter;
   private readonly eventsDropped: Counter<"reason">;
+  private readonly queueWait: Histogram<"queue">;
 
   constructor(sources: MetricSources) {
     const registers = [this.registry];
@@ -82,6 +88,16 @@ export class HubMetrics implements SchedulerObserver {
       });
     usage("loom_worker_reserved", "Resources reserved by active leases, per worker and dimension (cpu_millis, memory_mb, disk_mb, gpu_count).", (u) => u.reserved);
     usage("loom_worker_capacity", "Effective capacity per worker and dimension (cpu_millis, memory_mb, disk_mb, gpu_count).", (u) => u.capacity);
+    const perQueue = (name: string, help: string, pick: (q: QueueUsage) => number) =>
+      new Gauge({ name, help, labelNames: ["queue"], registers, collect() { this.reset(); for (const q of sources.queues?.() ?? []) this.set({ queue: q.queue }, pick(q)); } });
+    const perQueueDim = (name: string, help: string, pick: (q: QueueUsage) => Record<string, number>) =>
+      new Gauge({ name, help, labelNames: ["queue", "dimension"], registers, collect() { this.reset(); for (const q of sources.queues?.() ?? []) for (const [d, n] of Object.entries(pick(q))) this.set({ queue: q.queue, dimension: d }, n); } });
+    perQueueDim("loom_queue_used", "What each queue's active leases hold, per dimension (summed from the leases).", (q) => q.used);
+    perQueueDim("loom_queue_quota", "Each queue's nominal quota, per dimension it limits.", (q) => q.quota);
+    perQueue("loom_queue_pending", "Queued tasks per queue.", (q) => q.pending);
+    perQueue("loom_queue_admitted", "Tasks holding an active lease, per queue.", (q) => q.admitted);
+    perQueue("loom_queue_share", "Each queue's weighted dominant share as claims order by it (decayed when a half-life is set).", (q) => q.share);
+    this.queueWait = new Histogram({ name: "loom_queue_wait_seconds", help: "Time from a task's creation to its first lease, per queue (default for a task that names none).", labelNames: ["queue"], buckets: [0.1, 1, 5, 15, 60, 300, 900, 3600, 14400, 86400], registers });
     new Gauge({ name: "loom_watchers", help: "Watch streams open on the resource API.", registers, collect() { this.set(sources.watchers()); } });
     new Gauge({ name: "loom_gitops_files_rejected", help: "Watched files whose last version was rejected; their previous state stays applied.", registers, collect() { this.set(sources.rejectedFiles()); } });
   }
@@ -130,7 +146,12 @@ export class HubMetrics implements SchedulerObserver {
       const ended = cur?.status?.attempts?.findLast((a) => a.attempt === oldLease.epoch && a.worker === oldLease.worker);
       this.released.inc({ reason: ended?.reason ?? (cur ? cur.status?.state ?? "unknown" : "task_deleted") });
     }
-    if (curLease && (!oldLease || curLease.epoch !== oldLease.epoch || curLease.worker !== oldLease.worker)) this.granted.inc({ mode: curLease.mode ?? "pull" });
+    if (curLease && (!oldLease || curLease.epoch !== oldLease.epoch || curLease.worker !== oldLease.worker)) {
+      this.granted.inc({ mode: curLease.mode ?? "pull" });
+      const created = Date.parse(cur!.metadata.creationTimestamp ?? "");
+      const leased = Date.parse(curLease.leased_at ?? "");
+      if ((cur!.status?.attempt ?? 1) === 1 && !Number.isNaN(created) && !Number.isNaN(leased)) this.queueWait.observe({ queue: cur!.spec.queue ?? "default" }, Math.max(0, leased - created) / 1000);
+    }
   }
 
   text(): Promise<string> {

@@ -12,6 +12,9 @@ import { ALL, Controller, type Logger, type ReconcileObserver } from "./controll
 import { EventGc, type EventGcOptions } from "./event-gc.ts";
 import { LeaseExpiry } from "./lease-expiry.ts";
 import { PushDispatcher } from "./push.ts";
+import { QueueStatusReconciler } from "./queue-status.ts";
+import { ReclaimController } from "./reclaim.ts";
+import { queueName } from "../admission/queues.ts";
 import { WorkerReconciler } from "./worker.ts";
 
 export type ManagerOptions = {
@@ -41,6 +44,8 @@ export class ControllerManager {
   readonly push: Controller;
   readonly leases: Controller;
   readonly events: Controller;
+  readonly queues: Controller;
+  readonly reclaim: Controller;
   private readonly all: Controller[];
   private readonly minIntervalMs: number;
   private unsubscribe: () => void = () => {};
@@ -61,18 +66,25 @@ export class ControllerManager {
     this.leases = new Controller(this.leaseExpiry, every(opts.leaseResyncMs));
     // The GC requeues itself every `everyMs`; a resync would only add passes.
     this.events = new Controller(new EventGc(ctx.store, { ...opts.events, dropped: deps.eventsDropped }), every(0));
-    this.all = [this.campaigns, this.workers, this.admission, this.push, this.leases, this.events];
+    this.queues = new Controller(new QueueStatusReconciler(ctx), every(opts.resyncMs));
+    this.reclaim = new Controller(new ReclaimController(ctx, queue), every(opts.resyncMs));
+    this.all = [this.campaigns, this.workers, this.admission, this.push, this.leases, this.events, this.queues, this.reclaim];
   }
 
   /** A change that can move any queued task's answer: a pass of conditions (after a short coalescing delay) and of push. */
   private wakeQueuePasses(): void {
     this.admission.enqueue(ALL, this.minIntervalMs);
     this.push.enqueue(ALL);
+    if (this.ctx.queues.active) this.reclaim.enqueue(ALL, 200);
   }
 
   private onChange(ev: InformerEvent): void {
     const o = ev.object;
     if (o.kind === "Campaign") this.campaigns.enqueue(o.metadata.name);
+    else if (o.kind === "Queue") {
+      this.queues.enqueue(o.metadata.name);
+      this.wakeQueuePasses(); // a new quota or weight can move any queued task's answer
+    }
     else if (o.kind === "Worker") {
       this.workers.enqueue(o.metadata.name);
       this.wakeQueuePasses();
@@ -80,6 +92,8 @@ export class ControllerManager {
       const campaign = CampaignReconciler.keyOf(o) ?? (ev.old ? CampaignReconciler.keyOf(ev.old) : undefined);
       // Counting is coalesced: a burst of task changes becomes one campaign pass.
       if (campaign) this.campaigns.enqueue(campaign, ev.type === "DELETED" ? 0 : 300);
+      // A queue's figures are coalesced the same way, and only a Queue object has a status.
+      if (this.ctx.queues.active) for (const q of new Set([queueName(o.spec), ...(ev.old && isKind(ev.old, "Task") ? [queueName(ev.old.spec)] : [])])) this.queues.enqueue(q, 500);
       for (const t of [o, ev.old] as (Task | undefined)[]) {
         const w = t?.status?.lease?.worker;
         if (w) this.workers.enqueue(w, 100);

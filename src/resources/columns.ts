@@ -5,7 +5,7 @@
 import { loadCrds, type PrinterColumn } from "./crds.ts";
 import { evalJsonPath, humanDuration, parseJsonPath } from "./jsonpath.ts";
 import { getCondition, type Condition } from "./meta.ts";
-import { isQueued, type ResourceSpec, type Task, type Worker } from "./types.ts";
+import { isQueued, type Queue, type ResourceSpec, type Task, type Worker } from "./types.ts";
 
 export const NONE = "<none>";
 
@@ -157,6 +157,24 @@ export const workerColumns = once((): Column<Worker>[] => compose("Worker", {
 
 export const campaignColumns = once((): Column[] => compose("Campaign", {}));
 
+// --- Queue
+
+/** USED/QUOTA of one dimension; `-` for a quota the queue does not set (not limited there). */
+const queueUse = (label: string, field: "cpu_millis" | "memory_mb" | "gpu_count", unit: string): Column<Queue> => ({
+  name: label,
+  priority: 0,
+  cell: (q) => {
+    const used = q.status?.used?.[field] ?? 0;
+    const quota = q.spec?.quota?.[field];
+    return `${used}${unit}/${quota === undefined ? "-" : `${quota}${unit}`}`;
+  },
+});
+
+export const queueColumns = once((): Column[] => compose("Queue", {
+  after: { WEIGHT: [queueUse("CPU", "cpu_millis", "m"), queueUse("MEM", "memory_mb", "Mi"), queueUse("GPU", "gpu_count", "")] },
+  replace: { WEIGHT: { name: "WEIGHT", priority: 0, cell: (q: Queue) => String(q.spec?.weight ?? 1) } },
+}));
+
 // --- Event (no CRD: the core Event's usual columns)
 
 /** `task/NAME`; a watched file as `file:/path` (its name is a path, so `file//path` would read wrong). */
@@ -179,6 +197,7 @@ export function columnsFor(kind: string): Column[] {
     case "Task": return taskColumns();
     case "Worker": return workerColumns();
     case "Campaign": return campaignColumns();
+    case "Queue": return queueColumns();
     case "Event": return eventColumns;
     default: return [nameColumn];
   }

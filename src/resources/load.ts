@@ -7,10 +7,10 @@ import { extname, join } from "node:path";
 import { LineCounter, isMap, isScalar, isSeq, parseAllDocuments, parseDocument, type Document } from "yaml";
 import { validateObject } from "./validate.ts";
 import { API_VERSION } from "./crds.ts";
-import { KINDS, type Campaign, type Task, type Worker } from "./types.ts";
+import { KINDS, type Campaign, type Queue, type Task, type Worker } from "./types.ts";
 
 /** A resource a file declares. */
-export type LoadedResource = Worker | Campaign | Task;
+export type LoadedResource = Worker | Campaign | Task | Queue;
 import { type InputError, type ItemFieldError, InputValidationError, dedupeErrors, fieldError, isPlainObject, prefixErrors } from "./input-errors.ts";
 import { type InventorySettings, inventoryToWorkers } from "./inventory.ts";
 import { convertJsonlManifest, convertManifest, expandCampaign } from "./manifest.ts";

@@ -13,8 +13,8 @@ import { readV1Manifest } from "./v1-manifest.ts";
 import { jsonClone } from "./json.ts";
 import { HAS_CONTROL } from "./limits.ts";
 
-/** `nominate_after_seconds` is the campaign's starvation threshold, copied into each task (see the Campaign CRD). */
-export const MANIFEST_KEYS = ["schema_version", "campaign_id", "nominate_after_seconds", "defaults", "cases"] as const;
+/** `nominate_after_seconds` is the campaign's starvation threshold and `queue` its Queue, both copied into each task (see the Campaign CRD). */
+export const MANIFEST_KEYS = ["schema_version", "campaign_id", "nominate_after_seconds", "queue", "defaults", "cases"] as const;
 
 /**
  * The keys a case may have. Identity, scheduling, then what the Runner executes; the
@@ -324,6 +324,7 @@ function caseTask(campaign: Campaign, owner: string, cid: string, l: Layers, who
     required_capability: first(c.required_capability, d.required_capability) ?? DEFAULT_CAPABILITY,
     priority: first(c.priority, d.priority) ?? 0,
     ...(campaign.spec.nominate_after_seconds !== undefined ? { nominate_after_seconds: campaign.spec.nominate_after_seconds } : {}),
+    ...(campaign.spec.queue !== undefined ? { queue: campaign.spec.queue } : {}),
     execution_profile: p.profile,
     retry_policy: p.retry,
     payload: p.payload,
@@ -374,7 +375,7 @@ export function expandCampaign(campaign: Campaign): ExpandResult {
     const task = caseTask(campaign, owner, cid, l, who, casePayload(l, cid, who, i, caseErrors));
 
     for (const e of validateObject(task)) {
-      if (e.field.startsWith("spec.nominate_after_seconds")) continue; // the Campaign's own field: its schema reports it once
+      if (e.field.startsWith("spec.nominate_after_seconds") || e.field.startsWith("spec.queue")) continue; // the Campaign's own fields: its schema reports them once
       const field = taskFieldToCase(e.field, at, c, d);
       const message = e.field === "metadata.name" ? `task id "${id}" ${e.message}` : e.message;
       caseErrors.push(field.startsWith("defaults") ? { ...e, field, message } : { ...e, field, message, subject });
@@ -435,7 +436,7 @@ export function manifestToCampaign(input: unknown): { campaign?: Campaign; error
   else if (doc.cases.length === 0) errors.push(fieldError("cases", "must list at least one case"));
   const name = slug(typeof cid === "string" ? cid : "");
   const spec: Obj = Object.fromEntries(
-    Object.entries({ schema_version: doc.schema_version, campaign_id: cid, nominate_after_seconds: doc.nominate_after_seconds, defaults: doc.defaults, cases: doc.cases }).filter(([, v]) => v !== undefined),
+    Object.entries({ schema_version: doc.schema_version, campaign_id: cid, nominate_after_seconds: doc.nominate_after_seconds, queue: doc.queue, defaults: doc.defaults, cases: doc.cases }).filter(([, v]) => v !== undefined),
   );
   const campaign = {
     apiVersion: API_VERSION as Campaign["apiVersion"],

@@ -44,6 +44,8 @@ export interface CampaignSpec {
   campaign_id: string;
   /** Seconds a task of this campaign may wait queued, fitting nowhere, before it nominates (holds) the worker where it could start soonest. Copied into each task's spec. Default: the Hub's --nominate-after-seconds (60). */
   nominate_after_seconds?: number;
+  /** The Queue this campaign's tasks belong to, copied into each task's spec.queue. Default: default. */
+  queue?: string;
   /** Values every case inherits; case values override them. */
   defaults?: CampaignSpecDefaults;
   /** The cases; each becomes one Task (case values override defaults, resources merge by name). */
@@ -84,6 +86,73 @@ export interface CampaignStatus {
 }
 
 export type Campaign = Resource<"Campaign", CampaignSpec, CampaignStatus>;
+
+/** Nominal amount per dimension, in the contract's whole units. A dimension left out is not limited by this queue. */
+export interface QueueSpecQuota {
+  /** CPU in millicores (1000 = one core). */
+  cpu_millis?: number;
+  /** Memory in MiB. */
+  memory_mb?: number;
+  /** Ephemeral disk in MiB. */
+  disk_mb?: number;
+  /** GPUs, whole devices, of any type. */
+  gpu_count?: number;
+  /** GPUs by type (e.g. a100: 4). A lease counts against every type its task accepts. */
+  gpu_types?: Record<string, number>;
+}
+
+/** A team's share of the fleet: quota, borrowing, lending, weight and reclaim. */
+export interface QueueSpec {
+  /** Nominal amount per dimension, in the contract's whole units. A dimension left out is not limited by this queue. */
+  quota?: QueueSpecQuota;
+  /** How far past its quota, per dimension, the queue may go on quota other queues leave unused. Default: 0 (no borrowing). */
+  borrowing_limit?: QueueSpecQuota;
+  /** How much of its unused quota, per dimension, other queues may borrow. Default: all of it. */
+  lending_limit?: QueueSpecQuota;
+  /** Fair-share weight: the queue with the lowest dominant share divided by its weight is claimed from first. Default: 1. */
+  weight?: number;
+  /** What a queue below its quota does when others have borrowed what it needs: wait (default) stops new borrowing there; preempt also ends the youngest borrowed leases. */
+  reclaim?: "wait" | "preempt";
+}
+
+export interface QueueStatusConditionsItem {
+  /** Condition type: Borrowing (it uses more than its quota), QuotaExhausted (all of its nominal quota in some dimension is in use). */
+  type: string;
+  /** True, False or Unknown. */
+  status: "True" | "False" | "Unknown";
+  /** A one-word token for the last transition (a Loom reason code or CamelCase). */
+  reason?: string;
+  /** Free text; may span lines. */
+  message?: string;
+  /** When status last changed (RFC 3339). */
+  lastTransitionTime?: string;
+  /** The spec generation the condition was set from. */
+  observedGeneration?: number;
+}
+
+/** Observed state, written only by Loom. */
+export interface QueueStatus {
+  /** The spec generation this status was computed from. */
+  observedGeneration?: number;
+  /** What the queue's active leases reserve (derived from the leases). */
+  used?: QueueSpecQuota;
+  /** What the queue uses past its quota, e.g. cpu_millis=500,gpu_count=1; - for nothing. */
+  borrowed?: string;
+  /** What other queues use of this queue's unused quota (an estimate: lending is pooled); - for nothing. */
+  lent?: string;
+  /** Queued tasks of this queue. */
+  pending?: number;
+  /** Tasks of this queue holding an active lease. */
+  admitted?: number;
+  /** Weighted dominant share now: the largest fraction of the fleet's capacity it uses in any dimension, divided by its weight. */
+  share?: number;
+  /** The same share from usage decayed over the Hub's --fair-share-half-life; what claims order by when a half-life is set. */
+  decayed_share?: number;
+  /** Conditions, one per type (Kubernetes conventions); see `loom describe queue`. */
+  conditions?: QueueStatusConditionsItem[];
+}
+
+export type Queue = Resource<"Queue", QueueSpec, QueueStatus>;
 
 /** Resources reserved on the worker while the lease is active. Default: none. */
 export interface TaskSpecExecutionProfileResources {
@@ -141,6 +210,8 @@ export interface TaskSpec {
   priority?: number;
   /** Seconds this task may wait queued, fitting nowhere, before it nominates (holds) the worker where it could start soonest; that worker then admits only work that cannot delay it. Copied from its Campaign's nominate_after_seconds. Default: the Hub's --nominate-after-seconds (60). */
   nominate_after_seconds?: number;
+  /** The Queue this task belongs to (its campaign's spec.queue). Default: default. */
+  queue?: string;
   /** Placement and resources the task needs. Default: shared, no resources. */
   execution_profile?: TaskSpecExecutionProfile;
   /** When a failed attempt is retried automatically. */
@@ -388,6 +459,6 @@ export interface WorkerStatus {
 
 export type Worker = Resource<"Worker", WorkerSpec, WorkerStatus>;
 
-export const KINDS = ["Campaign","Task","Worker"] as const;
+export const KINDS = ["Campaign","Queue","Task","Worker"] as const;
 export type Kind = (typeof KINDS)[number];
-export type AnyResource = Campaign | Task | Worker;
+export type AnyResource = Campaign | Queue | Task | Worker;

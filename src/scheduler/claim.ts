@@ -1,7 +1,7 @@
 // Granting leases: pull claims and push both come through leaseBatch(), which asks the one
 // admission function and writes every lease (with its reservation) in one transaction.
 import { randomUUID } from "node:crypto";
-import { acceptsAny, admit, admits, taskView, type Decision, type WorkerView, type Vector, type LeaseView } from "../admission/index.ts";
+import { acceptsAny, admit, admits, asLease, taskView, type Decision, type WorkerView, type Vector, type LeaseView } from "../admission/index.ts";
 import { isQueued, type Task, type Worker } from "../resources/types.ts";
 import { cacheAffinity, type CacheAffinity } from "./affinity.ts";
 import type { SchedulerContext } from "./context.ts";
@@ -47,7 +47,7 @@ export function pickForWorker(queue: ClaimQueue, ctx: SchedulerContext, worker: 
   /** Candidates of other stripes, in claim order, taken after this stripe's (see above). */
   const deferred: Task[] = [];
   const pick = (task: Task, tv: ReturnType<typeof taskView>) => {
-    const lease: LeaseView = { task: tv.name, placement: tv.placement, reservation: tv.requests };
+    const lease = asLease(tv);
     picks.push({ task, decision: admit(tv, view), lease });
     view = withLease(view, lease);
   };

@@ -12,6 +12,7 @@ import { RENEWAL_KIND, type TaskLease } from "./renewal.ts";
 import { Liveness } from "./liveness.ts";
 import { Mutex } from "./mutex.ts";
 import { NOMINATED_INDEX, nominatedIndexFn, storedNominee } from "./nomination.ts";
+import { QueueLedger } from "./queue-ledger.ts";
 import { BatchTally } from "./tuning.ts";
 
 export type SchedulerOptions = {
@@ -23,6 +24,8 @@ export type SchedulerOptions = {
   resultsDir: string;
   /** A queued task that fits nowhere this long nominates a worker (default 60); a task's spec.nominate_after_seconds wins. */
   nominateAfterSeconds?: number;
+  /** Fair share across queues from usage decayed over this half-life; 0 or unset: from current usage. */
+  fairShareHalfLifeSeconds?: number;
 };
 
 /** What the scheduler reports about its own work (the Hub passes its metrics in). */
@@ -66,6 +69,8 @@ export class SchedulerContext {
   stripe: { index: number; count: number } = { index: 0, count: 1 };
   /** The informer's copy of an object: what the store may decide on instead of reading it. */
   private readonly known: Known = (kind, name) => (this.cache.caches(kind) ? (this.cache.get(kind, name) ?? null) : undefined);
+  /** Queues' limits, usage and shares, from the informer. */
+  readonly queues: QueueLedger;
 
   constructor(
     readonly store: Store,
@@ -82,6 +87,7 @@ export class SchedulerContext {
     cache.addIndex("Task", "state", (t) => [t.status?.state ?? "queued"]);
     // Queued tasks by the worker they nominated (status.nominated_worker): what a claim asks.
     cache.addIndex("Task", NOMINATED_INDEX, nominatedIndexFn);
+    this.queues = new QueueLedger(cache, this.now, (opts.fairShareHalfLifeSeconds ?? 0) * 1000);
   }
 
   task(name: string): Task | undefined {
@@ -115,7 +121,8 @@ export class SchedulerContext {
       reported_active: this.liveness.get(name)?.reportedActive ?? 0,
     });
     const n = storedNominee(this, v, this.now());
-    return n ? { ...v, nominee: n } : v;
+    const queues = this.queues.viewFor(leases.map((l) => l.task));
+    return n || queues ? { ...v, ...(n ? { nominee: n } : {}), ...(queues ? { queues } : {}) } : v;
   }
 
   /** A decision in flight holds this task (see assume()). */

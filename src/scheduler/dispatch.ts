@@ -18,7 +18,7 @@ import { checkRequest, HubError } from "./errors.ts";
 const isObj = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
 const str = (v: unknown) => (typeof v === "string" && v !== "" ? v : typeof v === "number" ? String(v) : undefined);
 
-const TASK_KEYS = ["task_id", "task_kind", "case_id", "run_id", "setting_id", "case_version", "scenario_id", "package_id", "campaign_id", "priority", "required_capability", "execution_profile", "retry_policy", "payload", "expected"];
+const TASK_KEYS = ["task_id", "task_kind", "case_id", "run_id", "setting_id", "case_version", "scenario_id", "package_id", "campaign_id", "queue", "priority", "required_capability", "execution_profile", "retry_policy", "payload", "expected"];
 
 /** One requested task -> a Task resource (not yet stored), or field errors under `at`. */
 function toTask(raw: unknown, defaults: Record<string, unknown>, at: string): { task?: Task; errors: FieldError[]; truncated?: Truncation[] } {
@@ -53,6 +53,7 @@ function toTask(raw: unknown, defaults: Record<string, unknown>, at: string): { 
     ...(str(raw.scenario_id ?? raw.setting_id) ? { scenario_id: str(raw.scenario_id ?? raw.setting_id) } : {}),
     package_id: str(raw.package_id) ?? str(defaults.package_id) ?? `pkg-${id}`,
     priority: raw.priority ?? defaults.priority ?? 0,
+    ...((raw.queue ?? defaults.queue) !== undefined ? { queue: raw.queue ?? defaults.queue } : {}),
     required_capability: raw.required_capability ?? defaults.required_capability ?? "linux",
     execution_profile: profile,
     ...(retry !== undefined ? { retry_policy: retry } : {}),

@@ -5,7 +5,7 @@
 // computes nominations and stores them on the task (status.nominated_worker, with the
 // leases it waits on); every Hub replica reads them back from its informer through an
 // index, so a claim pays one index lookup per worker for them.
-import { admit, taskView, type Nominee, type WorkerView } from "../admission/index.ts";
+import { admit, queueName, taskView, type LeaseView, type Nominee, type WorkerView } from "../admission/index.ts";
 import { getCondition, isQueued, setCondition, type Task, type TaskStatus } from "../resources/types.ts";
 import { clearNomination } from "./lifecycle.ts";
 import type { LoomEvent, SchedulerContext } from "./context.ts";
@@ -43,9 +43,21 @@ const priorityOf = (ctx: SchedulerContext, task: string) => ctx.task(task)?.spec
  */
 export function nominate(ctx: SchedulerContext, queue: ClaimQueue, views: readonly WorkerView[], now: number, hubSeconds: number): { byWorker: Map<string, Nomination>; nextDue: number } {
   const plain = views.map((v) => ({ ...v, nominee: undefined }));
+  // With Queues, priority ranks work within a queue only: a task outranks only leases of its
+  // own queue (across queues fair share decides, and a higher number elsewhere holds nothing).
+  const ranked = (l: LeaseView, q: string) => !ctx.queues.active || queueName(l) === q;
   // The lowest priority leased on each worker: a task at or below it outranks nothing there.
   const lowest = new Map<string, number>();
-  for (const v of plain) if (v.leases.length) lowest.set(v.name, Math.min(...v.leases.map((l) => priorityOf(ctx, l.task))));
+  const lowestOf = (v: WorkerView, q: string): number => {
+    const key = ctx.queues.active ? `${v.name}\u0000${q}` : v.name;
+    let p = lowest.get(key);
+    if (p === undefined) {
+      p = Infinity;
+      for (const l of v.leases) if (ranked(l, q)) p = Math.min(p, priorityOf(ctx, l.task));
+      lowest.set(key, p);
+    }
+    return p;
+  };
   const heads: { entry: QueueEntry; task: Task; waited: boolean }[] = [];
   let nextDue = Infinity;
   for (const s of queue.allShapes()) {
@@ -57,23 +69,24 @@ export function nominate(ctx: SchedulerContext, queue: ClaimQueue, views: readon
     if (due <= now) heads.push({ entry: head, task, waited: true });
     else {
       if (due < nextDue) nextDue = due;
-      if ([...lowest.values()].some((p) => p < head.priority)) heads.push({ entry: head, task, waited: false });
+      if (plain.some((v) => lowestOf(v, s.queue) < head.priority)) heads.push({ entry: head, task, waited: false });
     }
   }
   heads.sort((a, b) => claimOrder(a.entry, b.entry));
   const byWorker = new Map<string, Nomination>();
   for (const h of heads) {
     const tv = taskView(h.task);
+    const q = queueName(h.task.spec);
     if (plain.some((v) => admit(tv, v).ok)) continue; // it will be claimed as it is
     let best: Nomination | undefined;
     for (const v of plain) {
       if (byWorker.has(v.name)) continue;
-      if (!h.waited && !((lowest.get(v.name) ?? Infinity) < h.entry.priority)) continue;
+      if (!h.waited && !(lowestOf(v, q) < h.entry.priority)) continue;
       const b = blockingLeases(ctx, tv, v);
       if (!b) continue;
       let cause: NominationCause = { kind: "waited", threshold_seconds: thresholdMs(h.task, hubSeconds) / 1000 };
       if (!h.waited) {
-        const outranked = b.leases.map((l) => ({ lease: l.task, p: priorityOf(ctx, l.task) })).filter((l) => l.p < h.entry.priority).sort((x, y) => x.p - y.p)[0];
+        const outranked = b.leases.filter((l) => ranked(l, q)).map((l) => ({ lease: l.task, p: priorityOf(ctx, l.task) })).filter((l) => l.p < h.entry.priority).sort((x, y) => x.p - y.p)[0];
         if (!outranked) continue;
         cause = { kind: "outranks", priority: h.entry.priority, lease: outranked.lease, lease_priority: outranked.p };
       }

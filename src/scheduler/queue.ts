@@ -4,6 +4,13 @@
 // shapes a worker could run, best first, and stops as soon as it has what it asked for.
 // Its cost follows the claim's size and the shapes it has to skip (bounded), not the depth
 // of the queue or the number of shapes.
+//
+// Queues: a shape belongs to one Queue, and each Queue has its own heaps. A walk merges them
+// by the queues' fair-share rank first (lowest weighted dominant share first), then claim
+// order, so across queues the one furthest below its share goes first and within a queue
+// priority and arrival decide, as before. With no Queue objects every rank is 0: claim order alone.
+import { demandOf, queueName, addAmounts, type Amounts } from "../admission/queues.ts";
+import { normalise } from "../admission/vector.ts";
 import type { Task } from "../resources/types.ts";
 import { isQueued } from "../resources/types.ts";
 
@@ -41,8 +48,16 @@ export function shapeKey(t: Task): string {
     r.cpu_millis ?? 0, r.memory_mb ?? 0, r.disk_mb ?? 0, r.gpu_count ?? 0,
     [...(r.gpu_types ?? [])].sort(),
     [...(t.status?.excluded_workers ?? [])].sort(),
+    // Only a named queue is part of the key, so without queues the keys are what they were.
+    ...(t.spec.queue ? [t.spec.queue] : []),
   ]);
 }
+
+/**
+ * A queue's fair-share rank when it has taken `extra` more in this walk: lower is claimed
+ * from first. Equal ranks fall back to claim order.
+ */
+export type QueueRank = (queue: string, extra: Amounts) => number;
 
 const capabilityOf = (t: Task) => (t.spec.required_capability ?? "").trim();
 
@@ -113,7 +128,7 @@ class IndexedHeap<T extends { heapIndex: number }> {
 type Entry = QueueEntry & { heapIndex: number };
 
 /** The queued tasks of one requirement shape, best first (a heap: inserting and removing cost O(log n) at any depth). */
-export type Shape = { key: string; capability: string; sample: Task; entries: IndexedHeap<Entry>; heapIndex: number };
+export type Shape = { key: string; capability: string; queue: string; sample: Task; entries: IndexedHeap<Entry>; heapIndex: number };
 
 /** Shapes ordered by their best task. */
 const shapeHeap = () => new IndexedHeap<Shape>((a, b) => claimOrder(a.entries.peek()!, b.entries.peek()!) < 0);
@@ -121,8 +136,10 @@ const shapeHeap = () => new IndexedHeap<Shape>((a, b) => claimOrder(a.entries.pe
 export class ClaimQueue {
   private readonly shapes = new Map<string, Shape>();
   private readonly byName = new Map<string, Entry>();
-  /** Shapes by required capability ("" = any worker). */
-  private readonly heaps = new Map<string, IndexedHeap<Shape>>();
+  /** Shapes by required capability ("" = any worker), then by queue. */
+  private readonly heaps = new Map<string, Map<string, IndexedHeap<Shape>>>();
+  /** Set by the scheduler from its queue ledger; unset, every queue ranks the same. */
+  rank: QueueRank = () => 0;
 
   get size(): number { return this.byName.size; }
 
@@ -139,14 +156,14 @@ export class ClaimQueue {
     }
     if (old) this.remove(name);
     let shape = this.shapes.get(entry.shape);
-    if (!shape) this.shapes.set(entry.shape, (shape = { key: entry.shape, capability: capabilityOf(task), sample: task, entries: new IndexedHeap<Entry>((a, b) => claimOrder(a, b) < 0), heapIndex: -1 }));
+    if (!shape) this.shapes.set(entry.shape, (shape = { key: entry.shape, capability: capabilityOf(task), queue: queueName(task.spec), sample: task, entries: new IndexedHeap<Entry>((a, b) => claimOrder(a, b) < 0), heapIndex: -1 }));
     entry.shape = shape.key; // one string per shape, not one per queued task
     shape.sample = task;
     const head = shape.entries.peek();
     shape.entries.push(entry);
     this.byName.set(name, entry);
-    if (!head) this.heap(shape.capability).push(shape);
-    else if (shape.entries.peek() !== head) this.heap(shape.capability).update(shape);
+    if (!head) this.heap(shape).push(shape);
+    else if (shape.entries.peek() !== head) this.heap(shape).update(shape);
   }
 
   remove(name: string): void {
@@ -156,11 +173,15 @@ export class ClaimQueue {
     const shape = this.shapes.get(e.shape)!;
     const wasHead = shape.entries.peek() === e;
     shape.entries.remove(e);
-    const heap = this.heap(shape.capability);
+    const heap = this.heap(shape);
     if (shape.entries.size === 0) {
       heap.remove(shape);
       this.shapes.delete(e.shape);
-      if (heap.size === 0) this.heaps.delete(shape.capability);
+      if (heap.size === 0) {
+        const byQueue = this.heaps.get(shape.capability)!;
+        byQueue.delete(shape.queue);
+        if (byQueue.size === 0) this.heaps.delete(shape.capability);
+      }
     } else if (wasHead) heap.update(shape);
   }
 
@@ -217,13 +238,15 @@ export class ClaimQueue {
    * written and the informer removes their tasks).
    */
   walk(capabilities: readonly string[]): ClaimWalk {
-    const sources = capabilities.includes("*") ? [...this.heaps.values()] : ["", ...new Set(capabilities)].map((c) => this.heaps.get(c)).filter((h): h is IndexedHeap<Shape> => !!h);
-    return new ClaimWalk(sources);
+    const caps = capabilities.includes("*") ? [...this.heaps.values()] : ["", ...new Set(capabilities)].map((c) => this.heaps.get(c)).filter((m) => !!m);
+    return new ClaimWalk(caps.flatMap((m) => [...m.values()]), this.rank);
   }
 
-  private heap(capability: string): IndexedHeap<Shape> {
-    let h = this.heaps.get(capability);
-    if (!h) this.heaps.set(capability, (h = shapeHeap()));
+  private heap(shape: Shape): IndexedHeap<Shape> {
+    let byQueue = this.heaps.get(shape.capability);
+    if (!byQueue) this.heaps.set(shape.capability, (byQueue = new Map()));
+    let h = byQueue.get(shape.queue);
+    if (!h) byQueue.set(shape.queue, (h = shapeHeap()));
     return h;
   }
 }
@@ -240,15 +263,28 @@ export class ClaimWalk {
   private readonly popped: { shape: Shape; source: IndexedHeap<Shape> }[] = [];
   private readonly taken: { shape: Shape; entry: Entry }[] = [];
   private current: Cursor | undefined;
+  /** What each queue has taken in this walk, and its rank with it (recomputed when it takes more). */
+  private readonly extra = new Map<string, Amounts>();
+  private readonly ranks = new Map<string, number>();
 
-  constructor(sources: IndexedHeap<Shape>[]) {
+  constructor(sources: IndexedHeap<Shape>[], private readonly rank: QueueRank = () => 0) {
     for (const h of sources) this.pull(h);
+  }
+
+  private rankOf(queue: string): number {
+    let r = this.ranks.get(queue);
+    if (r === undefined) this.ranks.set(queue, (r = this.rank(queue, this.extra.get(queue) ?? {})));
+    return r;
   }
 
   /** The best remaining task and its shape, or undefined when the walk is over. */
   next(): { shape: Shape; entry: QueueEntry } | undefined {
     let best: Cursor | undefined;
-    for (const c of this.open) if (!best || claimOrder(c.shape.entries.peek()!, best.shape.entries.peek()!) < 0) best = c;
+    let bestRank = 0;
+    for (const c of this.open) {
+      const r = this.rankOf(c.shape.queue);
+      if (!best || r < bestRank || (r === bestRank && claimOrder(c.shape.entries.peek()!, best.shape.entries.peek()!) < 0)) [best, bestRank] = [c, r];
+    }
     this.current = best;
     return best && { shape: best.shape, entry: best.shape.entries.peek()! };
   }
@@ -256,6 +292,9 @@ export class ClaimWalk {
   /** The last task returned is taken (or gone): its shape offers its next one. */
   take(): void {
     const c = this.current!;
+    const q = c.shape.queue;
+    this.extra.set(q, addAmounts(this.extra.get(q) ?? {}, demandOf(normalise(c.shape.sample.spec.execution_profile?.resources))));
+    this.ranks.delete(q);
     this.taken.push({ shape: c.shape, entry: c.shape.entries.pop()! });
     // Past its first entry this shape may rank below the next shape of its heap.
     this.pullAfter(c);

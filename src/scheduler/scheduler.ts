@@ -18,6 +18,7 @@ export class Scheduler {
 
   constructor(store: Store, cache: Informer, opts: SchedulerOptions, deps?: SchedulerDeps) {
     this.ctx = new SchedulerContext(store, cache, opts, deps);
+    this.queue.rank = (q, extra) => this.ctx.queues.rank(q, extra);
     this.unsubscribe = cache.on((ev) => {
       if (isKind(ev.object, "Task")) {
         const cur = ev.object;
@@ -38,10 +39,12 @@ export class Scheduler {
   /** Rebuild the queue from the cache (after the informer's first sync). */
   resync(): void {
     for (const t of this.ctx.cache.list("Task")) this.queue.upsert(t);
+    this.ctx.queues.rebuild();
   }
 
   stop(): void {
     this.unsubscribe();
+    this.ctx.queues.stop();
     this.ctx.wake();
   }
 
@@ -56,8 +59,9 @@ export class Scheduler {
     for (let attempt = 1; ; attempt++) {
       const { worker, picks, hold } = await this.ctx.decide(() => {
         const worker = requireWorker(this.ctx, workerId);
-        // Admission's concurrency check stops the batch at the worker's limit; `limit` caps it for the Runner.
-        const { picks } = pickForWorker(this.queue, this.ctx, worker, limit);
+        // Admission's concurrency check stops the batch at the worker's limit; `limit` caps it
+        // for the Runner, and one batch is one transaction, so it fits the store's (etcd's 128 ops).
+        const { picks } = pickForWorker(this.queue, this.ctx, worker, Math.min(limit, this.ctx.store.maxWritesPerTxn - 4));
         return { worker, picks, hold: this.ctx.assume(worker.metadata.name, picks.map((p) => p.lease)) };
       });
       try {

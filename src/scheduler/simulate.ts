@@ -1,11 +1,13 @@
 // What-if: the admission engine over a copy of the current workers, leases and queue, with
 // changes applied. Nothing here writes: the copy is plain views, thrown away after the answer.
-import { admits, normalise, taskView, workerView, type LeaseView, type TaskView, type WorkerView } from "../admission/index.ts";
+import { admits, asLease, normalise, taskView, workerView, type LeaseView, type TaskView, type WorkerView } from "../admission/index.ts";
 import { inventoryToWorkers } from "../resources/inventory.ts";
 import { isActive, RESOURCE_FIELDS, type Worker } from "../resources/types.ts";
 import type { SchedulerContext } from "./context.ts";
 import { HubError } from "./errors.ts";
 import { claimOrder, shapeKey, type ClaimQueue, type QueueEntry } from "./queue.ts";
+import { queueLimitsAfter, QueueSim } from "./simulate-queues.ts";
+import type { Amounts, QueueLimits } from "../admission/queues.ts";
 
 export type Changes = {
   /** Worker entries in the inventory file's format (worker_id, max_concurrency, resource_capacity, ...). */
@@ -19,12 +21,14 @@ export type Changes = {
   cancel_tasks?: string[];
   /** Per queued task: a new execution_profile (placement, resources). */
   tasks?: Record<string, { execution_profile?: { placement?: string; resources?: Record<string, unknown> } }>;
+  /** Per Queue: spec fields that replace the stored ones (quota, borrowing_limit, lending_limit, weight); a new name is a new Queue. */
+  queues?: Record<string, Record<string, unknown>>;
 };
 
 export type Placed = { order: number; task: string; worker: string };
 export type SimulationResult = { admitted: Placed[]; queued_before: number; still_queued: number; baseline_admitted: number };
 
-const CHANGE_KEYS = ["add_workers", "inventory", "remove_workers", "workers", "cancel_tasks", "tasks"];
+const CHANGE_KEYS = ["add_workers", "inventory", "remove_workers", "workers", "cancel_tasks", "tasks", "queues"];
 
 const bad = (field: string, detail: string) => new HubError(400, "invalid_simulation", { field, detail });
 
@@ -68,7 +72,9 @@ export function simulate(ctx: SchedulerContext, queue: ClaimQueue, body: unknown
   entries.sort(claimOrder);
   const tasks = new Map<string, TaskView>(entries.map((e) => [e.name, taskView(ctx.task(e.name)!)]));
   const shapes = new Map<string, string>(entries.map((e) => [e.name, e.shape]));
-  const baseline = place(entries, tasks, shapes, [...baseViews.values()]).length;
+  const { limits: current, ...used } = ctx.queues.snapshot();
+  const baseline = place(entries, tasks, shapes, [...baseViews.values()], current, used).length;
+  const limits = queueLimitsAfter(ctx, c.queues);
 
   const views = new Map([...baseViews].map(([k, v]) => [k, { ...v, leases: [...v.leases] }]));
   for (const [i, n] of names(c.remove_workers, "remove_workers").entries()) {
@@ -119,7 +125,7 @@ export function simulate(ctx: SchedulerContext, queue: ClaimQueue, body: unknown
     tasks.set(n, taskView(changed));
     shapes.set(n, shapeKey(changed));
   }
-  const admitted = place(entries.filter((e) => queued.has(e.name)), tasks, shapes, [...views.values()]);
+  const admitted = place(entries.filter((e) => queued.has(e.name)), tasks, shapes, [...views.values()], limits, used);
   return { admitted, queued_before: entries.length, still_queued: queued.size - admitted.length, baseline_admitted: baseline };
 }
 
@@ -128,18 +134,23 @@ export function simulate(ctx: SchedulerContext, queue: ClaimQueue, body: unknown
  * the rest of the run: each shape keeps a cursor into the workers, and the run costs
  * O(tasks + shapes * workers) checks rather than tasks * workers.
  */
-function place(entries: readonly QueueEntry[], tasks: Map<string, TaskView>, shapes: Map<string, string>, views: WorkerView[]): Placed[] {
+function place(entries: readonly QueueEntry[], tasks: Map<string, TaskView>, shapes: Map<string, string>, views: WorkerView[], limits: Map<string, QueueLimits>, used: { used: Map<string, Amounts>; waiting: Map<string, Amounts> }): Placed[] {
   const ws = views.map((v) => ({ ...v, leases: [...v.leases] })).sort((a, b) => (a.name < b.name ? -1 : 1));
+  // A queue's usage is shared by every worker: the simulation moves it with each placement.
+  const sim = new QueueSim(limits, used, ws);
+  sim.attach(ws);
   const cursor = new Map<string, number>();
   const out: Placed[] = [];
-  for (const e of entries) {
+  for (const e of sim.order(entries, tasks)) {
     const shape = shapes.get(e.name)!;
     const tv = tasks.get(e.name)!;
     let i = cursor.get(shape) ?? 0;
     while (i < ws.length && !admits(tv, ws[i])) i++;
     cursor.set(shape, i);
     if (i === ws.length) continue;
-    ws[i].leases.push({ task: tv.name, placement: tv.placement, reservation: tv.requests });
+    const l = asLease(tv);
+    ws[i].leases.push(l);
+    sim.placed(ws[i], l, ws);
     out.push({ order: out.length + 1, task: e.name, worker: ws[i].name });
   }
   return out;

@@ -1,6 +1,7 @@
 // What Runners and operators do to a leased task: start, renew, upload, complete, fail,
 // cancel, retry, and lease expiry. Every call from a Runner is fenced: it must come from
 // the worker holding the task's current lease (and, if it says, the current attempt).
+import { countedAttempts } from "./reclaim.ts";
 import { randomUUID } from "node:crypto";
 import { mkdir, open, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
@@ -100,7 +101,7 @@ function autoRetry(ctx: SchedulerContext, t: Task, issues: string[]): { queued: 
   const hit = issues.filter((i) => cats.includes(i));
   if (!hit.length) return { queued: false };
   const max = p.max_attempts ?? ctx.opts.defaultMaxAttempts;
-  const attempt = t.status?.attempt ?? 1;
+  const attempt = countedAttempts(t.status);
   if (attempt >= max) return { queued: false, reason: "max_attempts_reached", categories: hit };
   const holder = t.status?.lease?.worker;
   if (p.different_worker && holder) {
@@ -313,7 +314,7 @@ export async function expireLease(ctx: SchedulerContext, name: string): Promise<
       const due = leaseDue(t, ctx.renewal(name));
       if (!lease || due === undefined || due >= ctx.now()) return { result: undefined };
       const old = t.status!.state!;
-      const attempt = t.status!.attempt ?? 1;
+      const attempt = countedAttempts(t.status);
       const status = attempt < maxAttemptsForExpiry(ctx, t)
         ? requeue(t.status!, ctx.now(), "lease_expired", "LeaseExpired")
         : markFinal(endLease(t.status!, "lease_expired", ctx.now(), "lease_expired", "LeaseExpired"), ctx.now(), "AttemptsExhausted", `lease on ${lease.worker} expired on attempt ${attempt} of ${maxAttemptsForExpiry(ctx, t)}`);

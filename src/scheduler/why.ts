@@ -4,7 +4,7 @@
 import { admit, declaredSeconds, taskView, type Decision, type LeaseView, type TaskView, type Vector, type WorkerView } from "../admission/index.ts";
 import { RESOURCE_FIELDS, type ResourceSpec, type Task } from "../resources/types.ts";
 import type { SchedulerContext } from "./context.ts";
-import { claimOrder, topK, type ClaimQueue, type QueueEntry } from "./queue.ts";
+import { claimOrder, topK, type ClaimQueue, type QueueEntry, type Shape } from "./queue.ts";
 
 /** At most this many higher-priority tasks ahead are named; the rest are counted. */
 export const NAMED_AHEAD = 10;
@@ -27,7 +27,7 @@ export type QueueStanding = {
  * check per shape and candidate worker (stopping at the first worker a shape reaches), plus
  * the entries ahead: no sort of the queue.
  */
-export function queueStanding(queue: ClaimQueue, task: Task, decisions: readonly { view: WorkerView; decision: Decision }[]): QueueStanding | undefined {
+export function queueStanding(queue: ClaimQueue, task: Task, decisions: readonly { view: WorkerView; decision: Decision }[], only: (s: Shape) => boolean = () => true): QueueStanding | undefined {
   const me = queue.locate(task.metadata.name);
   if (!me) return undefined;
   // Workers this task could ever run on: failures that hold even when empty rule the rest out.
@@ -35,6 +35,7 @@ export function queueStanding(queue: ClaimQueue, task: Task, decisions: readonly
   let ahead = 0;
   const higher: QueueEntry[] = [];
   for (const shape of queue.allShapes()) {
+    if (!only(shape)) continue;
     const sv = taskView(shape.sample);
     const competes = shape === me.shape || candidates.some((v) => !admit(sv, v).unresolvable);
     if (!competes) continue;

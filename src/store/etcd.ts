@@ -3,6 +3,8 @@
 // Layout under a configurable prefix (so several installations can share one etcd):
 //   <prefix>/objects/<Kind>/<name>   the object's JSON, without resourceVersion
 //   <prefix>/allocations/<worker>    that worker's active leases (the lease guard's index)
+//   <prefix>/queue-usage/<queue>     what a Queue's active leases hold (the quota guard's index;
+//                                    only for queues that have a Queue object)
 //   <prefix>/revision                rewritten by every commit: its mod_revision is the
 //                                    revision of this store's last commit
 //
@@ -20,12 +22,14 @@
 // fsync, so concurrent apply() calls are sent as concurrent Txns over one HTTP/2 channel.
 // They are not merged into one Txn: each write keeps its own revision, as the contract asks.
 // A committed Txn is durable on a quorum, so `durable` is resolved when apply() resolves.
-import { Etcd3, type IKeyValue, type IOptions, type IRequestOp, type Watcher } from "etcd3";
+import { Etcd3, type ICompare, type IKeyValue, type IOptions, type IRequestOp, type Watcher } from "etcd3";
 import type { LeaseView } from "../admission/view.ts";
 import { jsonClone } from "../resources/json.ts";
 import { conflict, gone, StoreError, tooLarge } from "./errors.ts";
 import { labelSelectorMatcher } from "./labels.ts";
-import { allocationChange, badRequest, decideOp, guardLease, objectValidator, TxnWrites, type OpView } from "./ops.ts";
+import { allocationChange, badRequest, decideOp, guardLease, objectValidator, QueueUsageTxn, TxnWrites, type OpView } from "./ops.ts";
+import { allocationQueue, usageOf } from "../admission/guard.ts";
+import { queueName, type Amounts } from "../admission/queues.ts";
 import type { Applied, ApplyOptions, Known, ListOptions, ListResult, Store, StoredObject, TxnOp, WatchEvent, WatchEventType, WatchHandle, WatchOptions } from "./store.ts";
 
 export type EtcdStoreOptions = {
@@ -57,6 +61,13 @@ class Stale extends Error {
   }
 }
 
+/** Thrown by a decision that needs a queue's usage summed from every allocation key (a new Queue, or a missing record). */
+class NeedSeed extends Error {
+  constructor(readonly queue: string) {
+    super("queue usage not seeded yet");
+  }
+}
+
 /** Stands for the revision a Txn will commit at, until etcd tells it. */
 // A revision number no etcd reaches (and not "0", which a check reads as "absent"); it is
 // replaced before anything leaves the store.
@@ -78,7 +89,8 @@ const replyTooLarge = (e: unknown) => /RESOURCE_EXHAUSTED|larger than max/.test(
  * read from etcd in this attempt, so the compare at commit is what vouches for it.
  */
 type Entry = { value?: string; obj?: StoredObject; mod: number; assumed?: boolean };
-type Plan = { results: StoredObject[]; reads: Map<string, Entry>; writes: IRequestOp[]; allocationsWritten: [string, string | undefined][] };
+/** `seededAt`: the revision queue usage was summed from the allocation keys at; none of them may change before the commit. */
+type Plan = { results: StoredObject[]; reads: Map<string, Entry>; writes: IRequestOp[]; allocationsWritten: [string, string | undefined][]; seededAt?: number };
 
 /** etcd's defaults: --max-txn-ops 128 and --max-request-bytes 1.5 MiB. */
 export const ETCD_DEFAULT_MAX_TXN_OPS = 128;
@@ -98,9 +110,9 @@ export class EtcdStore extends TxnWrites implements Store {
   private readonly maxRequestBytes: number;
   readonly maxWritesPerTxn: number;
   /**
-   * The allocation keys as this store last wrote or read them (value and mod_revision): a
-   * lease write compares against them instead of reading first. Another replica's write
-   * makes the compare fail, and the key is read again.
+   * The allocation and queue-usage keys as this store last wrote them (value and
+   * mod_revision): a lease write compares against them instead of reading first. Another
+   * replica's write makes the compare fail, and the key is read again.
    */
   private readonly allocations = new Map<string, Entry>();
   private readonly watchers = new Set<Watcher>();
@@ -160,6 +172,9 @@ export class EtcdStore extends TxnWrites implements Store {
   }
   private allocationKey(worker: string): string {
     return `${this.prefix}/allocations/${worker}`;
+  }
+  private queueUsageKey(queue: string): string {
+    return `${this.prefix}/queue-usage/${queue}`;
   }
 
   // ---- reads -------------------------------------------------------------------------
@@ -236,7 +251,8 @@ export class EtcdStore extends TxnWrites implements Store {
         throw e;
       }
       if (plan.writes.length === 0) return { results: plan.results, revision: await this.revision(), durable: Promise.resolve() };
-      const compare = [...plan.reads].map(([key, e]) => ({ key: Buffer.from(key), target: "Mod" as const, result: "Equal" as const, mod_revision: e.mod }));
+      const compare: ICompare[] = [...plan.reads].map(([key, e]) => ({ key: Buffer.from(key), target: "Mod" as const, result: "Equal" as const, mod_revision: e.mod }));
+      if (plan.seededAt !== undefined) compare.push(this.allocationsUnchangedSince(plan.seededAt));
       const writes = [...plan.writes, { request_put: { key: Buffer.from(this.revisionKey), value: Buffer.from("") } }];
       this.checkSize(ops.length, compare.length, writes);
       let res;
@@ -306,6 +322,23 @@ export class EtcdStore extends TxnWrites implements Store {
       if (e.obj !== undefined || e.value === undefined) return e.obj;
       return (e.obj = parseStored(e.value, e.mod));
     };
+    const seeds = new Map<string, Amounts>();
+    let seededAt: number | undefined;
+    const queues = new QueueUsageTxn({
+      queue: (q) => current(this.objectKey("Queue", q)),
+      stored: (q) => {
+        const key = this.queueUsageKey(q);
+        if (optimistic && !reads.has(key) && this.allocations.has(key)) reads.set(key, { ...this.allocations.get(key)!, assumed: true });
+        const e = reads.get(key);
+        if (!e) throw new NeedKeys([key]);
+        return e.value === undefined ? undefined : (JSON.parse(e.value) as Amounts);
+      },
+      seed: (q) => {
+        const s = seeds.get(q);
+        if (!s) throw new NeedSeed(q);
+        return s;
+      },
+    });
     /** A worker's lease set as this transaction sees it; its keys must have been read. */
     const leasesOf = (worker: string): Map<string, LeaseView> => {
       let m = allocations.get(worker);
@@ -325,13 +358,26 @@ export class EtcdStore extends TxnWrites implements Store {
     const view: OpView = {
       current: (kind, name) => current(this.objectKey(kind, name)),
       allocate: (kind, before, after) => {
+        if (kind === "Queue") return queues.queueObject((after ?? before)!.metadata.name, before, after);
         const change = allocationChange(kind, before, after);
         if (!change) return;
         const { was, now: next } = change;
+        // The queues' keys come with the first read of the workers', in the same round trip.
+        const queueKeys = [was, next].filter((a) => a !== undefined).map((a) => this.objectKey("Queue", allocationQueue(a)));
+        // The caller's copies of the Queues (usually: there is none) stand in for reads, as for any object.
+        if (optimistic && known)
+          for (const k of queueKeys) {
+            if (reads.has(k) || objects.has(k)) continue;
+            const q = known("Queue", k.slice(this.objectKey("Queue", "").length));
+            if (q !== undefined) reads.set(k, { obj: q ?? undefined, mod: q ? Number(q.metadata.resourceVersion) : 0, assumed: true });
+          }
+        const missing = queueKeys.filter((k) => !reads.has(k) && !objects.has(k));
+        if (missing.length) throw new NeedKeys([...missing, ...[was, next].filter((a) => a !== undefined).flatMap((a) => [this.allocationKey(a.worker), this.objectKey("Worker", a.worker)])]);
         // Every key is in hand before anything changes, so a NeedKeys retry starts clean.
         const from = was && leasesOf(was.worker);
         const to = next && leasesOf(next.worker);
         if (next) guardLease(current(this.objectKey("Worker", next.worker)), next, [...to!.values()]);
+        queues.lease(was, next);
         if (was) from!.delete(was.task);
         if (next) to!.set(next.task, next.lease);
       },
@@ -347,6 +393,11 @@ export class EtcdStore extends TxnWrites implements Store {
           }
           break;
         } catch (err) {
+          if (err instanceof NeedSeed) {
+            const at = await this.seedQueue(err.queue, seeds);
+            seededAt = seededAt === undefined ? at : Math.min(seededAt, at);
+            continue;
+          }
           if (err instanceof NeedKeys) {
             await this.read(reads, err.keys);
             continue;
@@ -379,7 +430,30 @@ export class EtcdStore extends TxnWrites implements Store {
         allocationsWritten.push([name, undefined]);
       }
     }
-    return { results, reads, writes, allocationsWritten };
+    for (const [q, use] of queues.touched) {
+      const name = this.queueUsageKey(q);
+      const key = Buffer.from(name);
+      const value = use ? JSON.stringify(use) : undefined;
+      if (value) writes.push({ request_put: { key, value: Buffer.from(value) } });
+      else writes.push({ request_delete_range: { key } }); // the Queue is gone (deleting a missing key is harmless)
+      allocationsWritten.push([name, value]);
+    }
+    return { results, reads, writes, allocationsWritten, ...(seededAt !== undefined ? { seededAt } : {}) };
+  }
+
+  /** Sum one queue's usage from every allocation key, at one revision; returns that revision. */
+  private async seedQueue(queue: string, seeds: Map<string, Amounts>): Promise<number> {
+    const prefix = `${this.prefix}/allocations/`;
+    const res = await this.client.kv.range({ key: Buffer.from(prefix), range_end: prefixEnd(prefix) });
+    const leases: LeaseView[] = res.kvs.flatMap((kv) => Object.values(JSON.parse(kv.value.toString()) as Record<string, LeaseView>));
+    seeds.set(queue, usageOf(leases.filter((l) => queueName(l) === queue)));
+    return Number(res.header.revision);
+  }
+
+  /** A compare that fails when any allocation key changed after `rev`: the seed would be stale. */
+  private allocationsUnchangedSince(rev: number): ICompare {
+    const prefix = `${this.prefix}/allocations/`;
+    return { key: Buffer.from(prefix), range_end: prefixEnd(prefix), target: "Mod", result: "Less", mod_revision: rev + 1 };
   }
 
   /** Read the keys not read yet, each batch in one snapshot. */

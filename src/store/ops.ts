@@ -2,7 +2,8 @@
 // identities, preconditions, the object a create/update/updateStatus produces, validation
 // and the lease guard's refusal. Backends differ only in how they read and commit.
 import { randomUUID } from "node:crypto";
-import { allocationOf, leaseViolations, sameAllocation, type Allocation } from "../admission/guard.ts";
+import { allocationOf, allocationQueue, leaseViolations, queueViolations, sameAllocation, type Allocation } from "../admission/guard.ts";
+import { addAmounts, demandOf, type Amounts } from "../admission/queues.ts";
 import type { LeaseView } from "../admission/view.ts";
 import { isKind } from "../resources/types.ts";
 import { loadCrds } from "../resources/crds.ts";
@@ -132,6 +133,22 @@ export function guardLease(worker: StoredObject | undefined, now: Allocation, he
     );
 }
 
+/**
+ * Refuse a lease that takes its queue past nominal + borrowing limit (admission/guard.ts).
+ * `queue` is the Queue object stored under the lease's queue name (undefined: not limited);
+ * `usedWithout` is what the queue's other active leases hold, as this transaction sees them.
+ */
+export function guardQueue(queue: StoredObject | undefined, now: Allocation, usedWithout: Amounts): void {
+  const causes = queueViolations(isKind(queue, "Queue") ? queue : undefined, now, usedWithout);
+  if (causes.length > 0)
+    throw new StoreError(
+      "Conflict",
+      409,
+      `task "${now.task}": a lease in queue "${allocationQueue(now)}" would break its quota: ${causes.map((c) => c.message).join("; ")}`,
+      causes.map((c) => ({ ...c, reason: "FieldValueInvalid" as const })),
+    );
+}
+
 /** The single-object writes, each one txn: what every backend offers on top of apply(). */
 export abstract class TxnWrites {
   abstract apply(ops: TxnOp[], opts?: ApplyOptions): Promise<Applied>;
@@ -221,5 +238,60 @@ export function decideOp(op: TxnOp, view: OpView, now: string, rv: string, valid
       return undefined;
     default:
       throw badRequest(`txn: unknown op ${JSON.stringify((op as { op?: unknown })?.op)}`);
+  }
+}
+
+/**
+ * Per-queue usage inside one transaction, for a backend that keeps one usage record per
+ * Queue (etcd: a key compared and rewritten in the same Txn, as a worker's allocation key
+ * is). The record is an index of the active leases, like the allocations index: it is
+ * seeded from the leases themselves when a Queue is created (or its record is missing), and
+ * moved by exactly each lease change after that. Queues with no Queue object keep none.
+ * Every read happens before any change, so a backend that throws to fetch a key
+ * (NeedKeys) can decide the op again from a clean state.
+ */
+export class QueueUsageTxn {
+  /** Queues touched in this transaction: their usage as it will be stored (null: delete the record). */
+  readonly touched = new Map<string, Amounts | null>();
+
+  constructor(
+    private readonly io: {
+      /** The Queue object stored under this name, as the transaction sees it. */
+      queue(name: string): StoredObject | undefined;
+      /** The stored usage record; undefined when there is none. */
+      stored(name: string): Amounts | undefined;
+      /** The queue's usage summed from every active lease (the seed). */
+      seed(name: string): Amounts;
+    },
+  ) {}
+
+  private usage(q: string, fresh = false): Amounts {
+    const cur = this.touched.get(q);
+    if (cur && !fresh) return cur;
+    return (!fresh && this.io.stored(q)) || this.io.seed(q);
+  }
+
+  /** A Task write moved a lease from `was` to `now`: guard the queue it joins, move both queues' usage. */
+  lease(was: Allocation | undefined, now: Allocation | undefined): void {
+    const wq = was && isKind(this.io.queue(allocationQueue(was)), "Queue") ? allocationQueue(was) : undefined;
+    const nq = now && isKind(this.io.queue(allocationQueue(now)), "Queue") ? allocationQueue(now) : undefined;
+    const wasUse = wq !== undefined ? this.usage(wq) : undefined;
+    let nowUse = nq !== undefined ? (nq === wq ? wasUse! : this.usage(nq)) : undefined;
+    // Reads done: from here on nothing throws for a missing key.
+    if (wq !== undefined) {
+      const after = addAmounts(wasUse!, demandOf(was!.lease.reservation), -1);
+      this.touched.set(wq, after);
+      if (nq === wq) nowUse = after;
+    }
+    if (nq !== undefined) {
+      guardQueue(this.io.queue(nq), now!, nowUse!);
+      this.touched.set(nq, addAmounts(nowUse!, demandOf(now!.lease.reservation)));
+    }
+  }
+
+  /** A Queue was created (seed its record from the leases) or deleted (drop it). */
+  queueObject(name: string, before: StoredObject | undefined, after: StoredObject | undefined): void {
+    if (!after) this.touched.set(name, null);
+    else if (!before) this.touched.set(name, this.usage(name, true));
   }
 }

@@ -14,12 +14,13 @@
 // process (a CLI, a test) can never produce duplicate revisions, but only writes made by
 // this process are streamed live to its watchers.
 import Database from "better-sqlite3";
-import { allocationOf, type Allocation } from "../admission/guard.ts";
+import { allocationOf, allocationQueue, type Allocation } from "../admission/guard.ts";
+import { addAmounts, DEFAULT_QUEUE, TYPED_GPU, type Amounts } from "../admission/queues.ts";
 import type { LeaseView } from "../admission/view.ts";
-import type { Task } from "../resources/types.ts";
+import { RESOURCE_FIELDS, type Task } from "../resources/types.ts";
 import { jsonClone } from "../resources/json.ts";
 import { gone } from "./errors.ts";
-import { allocationChange, badRequest, decideOp, guardLease, objectValidator, TxnWrites, type OpView } from "./ops.ts";
+import { allocationChange, badRequest, decideOp, guardLease, guardQueue, objectValidator, TxnWrites, type OpView } from "./ops.ts";
 import { labelSelectorMatcher } from "./labels.ts";
 import type { Applied, ApplyOptions, ListOptions, ListResult, Store, StoredObject, TxnOp, WatchEvent, WatchEventType, WatchHandle, WatchOptions } from "./store.ts";
 import { Checkpointer, type CheckpointStats } from "./checkpointer.ts";
@@ -31,6 +32,9 @@ export type SqliteStoreOptions = {
   /** How long a write waits for another process's lock, in ms. Default 5000. */
   busyTimeoutMs?: number;
 };
+
+/** The queue an allocations row counts against, as SQL; the same expression as its index, so queries use it. */
+const QUEUE_OF_LEASE = `COALESCE(json_extract(lease, '$.queue'), '${DEFAULT_QUEUE}')`;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS meta (
@@ -67,6 +71,9 @@ CREATE TABLE IF NOT EXISTS allocations (
   lease TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS allocations_by_worker ON allocations (worker);
+-- By queue (the lease's queue, default when its task names none): the quota guard sums one
+-- queue's leases without a scan. An expression index needs no new column and no backfill.
+CREATE INDEX IF NOT EXISTS allocations_by_queue ON allocations (${QUEUE_OF_LEASE});
 `;
 
 /** PRAGMA user_version: 1 = the allocations index exists and is complete. */
@@ -166,6 +173,8 @@ export class SqliteStore extends TxnWrites implements Store {
     nthEventRevision: Database.Statement<[number], number>;
     dropEvents: Database.Statement<[number]>;
     allocsOn: Database.Statement<[string], [string, string]>;
+    queueUse: Database.Statement<[string, string], [number, number, number, number]>;
+    queueGpuTypes: Database.Statement<[string, string], [string, number]>;
     putAlloc: Database.Statement<[string, string, string]>;
     dropAlloc: Database.Statement<[string]>;
   };
@@ -221,6 +230,16 @@ export class SqliteStore extends TxnWrites implements Store {
       allocsOn: db.prepare<[string], [string, string]>("SELECT task, lease FROM allocations WHERE worker = ?").raw(),
       putAlloc: db.prepare("INSERT OR REPLACE INTO allocations (task, worker, lease) VALUES (?, ?, ?)"),
       dropAlloc: db.prepare("DELETE FROM allocations WHERE task = ?"),
+      queueUse: db
+        .prepare<[string, string], [number, number, number, number]>(
+          `SELECT ${RESOURCE_FIELDS.map((f) => `COALESCE(SUM(json_extract(lease, '$.reservation.${f}')), 0)`).join(", ")} FROM allocations WHERE ${QUEUE_OF_LEASE} = ? AND task <> ?`,
+        )
+        .raw(),
+      queueGpuTypes: db
+        .prepare<[string, string], [string, number]>(
+          `SELECT t.value, SUM(json_extract(a.lease, '$.reservation.gpu_count')) FROM allocations a, json_each(a.lease, '$.reservation.gpu_types') t WHERE ${QUEUE_OF_LEASE.replaceAll("lease", "a.lease")} = ? AND a.task <> ? AND json_extract(a.lease, '$.reservation.gpu_count') > 0 GROUP BY t.value`,
+        )
+        .raw(),
     };
     if (Number(db.pragma("user_version", { simple: true })) < SCHEMA_VERSION) this.backfillAllocations();
     this.checkpointer = new Checkpointer(path, (why) => {
@@ -449,8 +468,21 @@ export class SqliteStore extends TxnWrites implements Store {
     if (now) {
       const json = this.st.get.get("Worker", now.worker);
       guardLease(json === undefined ? undefined : JSON.parse(json), now, this.leasesOn(now.worker));
+      this.guardQueueOf(now);
       this.st.putAlloc.run(now.task, now.worker, JSON.stringify(now.lease));
     } else this.st.dropAlloc.run(was!.task);
+  }
+
+  /** The quota guard: one point read for the Queue; only a queue that has one sums its leases. */
+  private guardQueueOf(now: Allocation): void {
+    const q = allocationQueue(now);
+    const json = this.st.get.get("Queue", q);
+    if (json === undefined) return;
+    const sums = this.st.queueUse.get(q, now.task)!;
+    let used: Amounts = {};
+    RESOURCE_FIELDS.forEach((f, i) => (used = addAmounts(used, { [f]: sums[i] })));
+    for (const [t, n] of this.st.queueGpuTypes.all(q, now.task)) used = addAmounts(used, { [TYPED_GPU + t]: n });
+    guardQueue(JSON.parse(json), now, used);
   }
 
   private leasesOn(worker: string): LeaseView[] {

@@ -135,6 +135,7 @@ const SAMPLES: Record<string, { spec: Record<string, unknown>; change: Record<st
   Worker: { spec: { max_concurrency: 2, capabilities: ["linux"] }, change: { max_concurrency: 3 } },
   Task: { spec: { campaign_id: "c1", required_capability: "nobody-has-this" }, change: { priority: 5 } },
   Campaign: { spec: { campaign_id: "camp-1", cases: [] }, change: { defaults: { priority: 2 } } },
+  Queue: { spec: { quota: { gpu_count: 4 }, weight: 1 }, change: { weight: 2, reclaim: "wait" } },
 };
 
 describe("CRUD of every CRD kind", () => {

@@ -26,8 +26,8 @@ function walk(s: JSONSchema, path: string, visit: (s: JSONSchema, path: string) 
 const crds = loadCrds();
 
 describe("CRDs are valid apiextensions.k8s.io/v1 definitions", () => {
-  it("has one CRD per kind: Worker, Task, Campaign", () => {
-    expect([...crds.keys()].sort()).toEqual(["Campaign", "Task", "Worker"]);
+  it("has one CRD per kind: Worker, Task, Campaign, Queue", () => {
+    expect([...crds.keys()].sort()).toEqual(["Campaign", "Queue", "Task", "Worker"]);
   });
 
   for (const crd of crds.values()) {
@@ -68,7 +68,7 @@ describe("CRDs are valid apiextensions.k8s.io/v1 definitions", () => {
   }
 
   it("compiles every kind with ajv", () => {
-    expect(compileAll().sort()).toEqual(["Campaign", "Task", "Worker"]);
+    expect(compileAll().sort()).toEqual(["Campaign", "Queue", "Task", "Worker"]);
   });
 
   it("the generated TypeScript types match the CRDs (run `npm run gen:types` after a CRD change)", () => {

@@ -164,4 +164,15 @@ describe("example payloads run anywhere", () => {
       expect(w.spec.resource_capacity?.memory_mb ?? 0).toBeLessThanOrEqual(8192);
     }
   });
+
+  describe("queues/queues.yaml", () => {
+    const r = loadFile(at("queues/queues.yaml"));
+    it("two Queues, one that borrows and one that lends and preempts", () => {
+      expect(formatInputErrors(r.errors)).toEqual([]);
+      expect(kinds(r)).toEqual({ Queue: 2 });
+      const [a, b] = r.resources as unknown as { spec: { borrowing_limit?: unknown; reclaim?: string; weight?: number } }[];
+      expect(a.spec.borrowing_limit).toEqual({ cpu_millis: 2000 });
+      expect(b.spec).toMatchObject({ reclaim: "preempt", weight: 2 });
+    });
+  });
 });

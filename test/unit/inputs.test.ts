@@ -711,7 +711,7 @@ cases:
 
   it("a resource needs apiVersion loom.dev/v1alpha1 and a known kind", () => {
     const r = parseDocuments(stringify({ kind: "Pod", metadata: { name: "p" }, spec: {} }) + "---\n" + stringify({ ...workerDoc("w"), apiVersion: "v1" }), "k.yaml");
-    expect(fields(r.errors)).toEqual(["apiVersion: required (loom.dev/v1alpha1)", "kind: must be one of: Campaign, Task, Worker", "apiVersion: must be loom.dev/v1alpha1"]);
+    expect(fields(r.errors)).toEqual(["apiVersion: required (loom.dev/v1alpha1)", "kind: must be one of: Campaign, Queue, Task, Worker", "apiVersion: must be loom.dev/v1alpha1"]);
     expect(r.resources).toEqual([]);
   });
 
