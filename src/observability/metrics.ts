@@ -5,8 +5,9 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { InformerEvent } from "../store/cache.ts";
 import { StoreError } from "../store/errors.ts";
-import { isActive, isKind, isQueued, type Task } from "../resources/types.ts";
+import { isActive, isKind, type Task } from "../resources/types.ts";
 import type { SchedulerObserver } from "../scheduler/context.ts";
+import { queuedReason } from "./history.ts";
 
 export const DIMENSIONS = ["cpu_millis", "memory_mb", "disk_mb", "gpu_count"] as const;
 
@@ -25,8 +26,10 @@ export type MetricSources = {
 
 /** The informer index over Task that loom_queued_tasks counts: a queued task's Admitted reason. */
 export const QUEUED_REASON_INDEX = "queuedReason";
-export const queuedReasonIndex = (t: Task): string[] =>
-  isQueued(t.status?.state ?? "queued") ? [t.status?.conditions?.find((c) => c.type === "Admitted")?.reason ?? "Unknown"] : [];
+export const queuedReasonIndex = (t: Task): string[] => {
+  const r = queuedReason(t);
+  return r === undefined ? [] : [r];
+};
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 

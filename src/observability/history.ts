@@ -1,0 +1,197 @@
+// The fleet's recent past, derived at request time from what the store already keeps: each
+// task's attempts and current lease (when leased, started and ended, on which worker, with
+// what reservation) and the NotAdmitted Events (when a queued task's reason changed). Nothing
+// is sampled or stored twice, so a restarted Hub shows the same hour it showed before.
+//
+// Limits that follow from the sources: a task keeps its last 50 attempts, and Events live an
+// hour (or until 5,000 newer ones push them out). A queued stretch with no NotAdmitted Event
+// counts under the task's current reason when it is the stretch still going on, and as
+// WorkerAvailable when it ended in a lease (nothing refused it; it waited for a claim).
+import { isActive, isQueued, type Task } from "../resources/types.ts";
+import type { TaskSpecExecutionProfileResources as Vec } from "../resources/types.gen.ts";
+
+/** One lease on a worker's timeline: open-ended (`ended_at` absent) while it is active. */
+export type LeaseBar = {
+  task: string;
+  attempt: number;
+  leased_at: string;
+  started_at?: string;
+  ended_at?: string;
+  /** leased or running while active; the attempt's outcome (clean, run_error, lease_expired, ...) once ended. */
+  state: string;
+  placement: string;
+  reservation: Vec;
+};
+
+export type FleetHistory = {
+  from: string;
+  to: string;
+  step_seconds: number;
+  /** The end of each step: queue_depth counts are taken there, leases_granted count within the step before it. */
+  times: string[];
+  /** Queued tasks by reason at each time; a reason absent from the hour is absent here. */
+  queue_depth: { reason: string; counts: number[] }[];
+  leases_granted: number[];
+  /** Per worker, the leases that overlap the window, oldest first (at most MAX_BARS, the latest kept). */
+  workers: { worker: string; leases: LeaseBar[]; truncated: number }[];
+};
+
+export type NotAdmittedEvent = { involvedObject: { kind: string; name: string }; reason: string; message: string; firstTimestamp?: string };
+
+export const MAX_BARS = 400;
+export const STEPS = 60;
+/** What a queued task that some worker could take now counts under (the Admitted condition's reason then). */
+export const AVAILABLE = "WorkerAvailable";
+
+const ms = (s: string | undefined) => (s ? Date.parse(s) : NaN);
+
+/** The reason a NotAdmitted Event names: its message starts with the reason code. */
+const eventReason = (e: NotAdmittedEvent) => e.message.split(":", 1)[0].trim() || "Unknown";
+
+/** The task's queued stretches [start, end) in ms; end is Infinity for the one still going on. */
+export function queuedSpans(t: Task): [number, number][] {
+  const st = t.status ?? {};
+  const starts: number[] = [ms(t.metadata.creationTimestamp)];
+  const ends: number[] = [];
+  for (const a of st.attempts ?? []) {
+    ends.push(ms(a.leased_at));
+    starts.push(ms(a.ended_at));
+  }
+  if (st.lease) ends.push(ms(st.lease.leased_at));
+  else if (isQueued(st.state ?? "queued")) ends.push(Infinity);
+  else ends.push(ms(st.finished_at)); // a final task: after its last attempt it waited only if it ended unleased (cancelled while queued)
+  const out: [number, number][] = [];
+  // With 50 attempts kept, the oldest may be gone: pair from the end, where the record is whole.
+  for (let i = 1; i <= Math.min(starts.length, ends.length); i++) {
+    const s = starts[starts.length - i], e = ends[ends.length - i];
+    if (Number.isFinite(s) && e > s) out.unshift([s, e]);
+  }
+  return out;
+}
+
+/** The leases of a task: its finished attempts and its active lease. */
+export function leaseBars(t: Task): (LeaseBar & { worker: string })[] {
+  const st = t.status ?? {};
+  const out: (LeaseBar & { worker: string })[] = [];
+  const placement = t.spec.execution_profile?.placement ?? "shared";
+  for (const a of st.attempts ?? []) {
+    if (!a.worker || !a.leased_at) continue;
+    const adm = (a.admission ?? {}) as { requested?: Vec; placement?: string };
+    out.push({ worker: a.worker, task: t.metadata.name, attempt: a.attempt ?? 0, leased_at: a.leased_at, ...(a.started_at ? { started_at: a.started_at } : {}), ...(a.ended_at ? { ended_at: a.ended_at } : {}), state: a.outcome ?? "ended", placement: adm.placement ?? placement, reservation: stripTypes(adm.requested) });
+  }
+  const l = st.lease;
+  if (l && isActive(st.state)) out.push({ worker: l.worker, task: t.metadata.name, attempt: l.epoch, leased_at: l.leased_at, ...(l.started_at ? { started_at: l.started_at } : {}), state: st.state!, placement: l.placement ?? placement, reservation: stripTypes(l.reservation) });
+  return out;
+}
+
+const stripTypes = (v: Vec | undefined): Vec => {
+  const { cpu_millis = 0, memory_mb = 0, disk_mb = 0, gpu_count = 0, gpu_types } = v ?? {};
+  return { cpu_millis, memory_mb, disk_mb, gpu_count, ...(gpu_types?.length ? { gpu_types } : {}) };
+};
+
+/** The reason a queued task counts under now: its Admitted condition's reason; undefined when it is not queued. */
+export function queuedReason(t: Task): string | undefined {
+  if (!isQueued(t.status?.state ?? "queued")) return undefined;
+  return t.status?.conditions?.find((c) => c.type === "Admitted")?.reason ?? "Unknown";
+}
+
+/** One stretch of a task's life: queued for one reason, leased (not yet started) or running, [start, end) in ms. */
+export type Segment = { kind: "queued"; reason: string; start: number; end: number } | { kind: "leased" | "running"; worker: string; attempt: number; start: number; end: number; outcome: string };
+
+/** The reason-change points of one queued stretch: [time, reason], oldest first. */
+function reasonChanges(t: Task, span: [number, number], events: NotAdmittedEvent[]): [number, string][] {
+  const out: [number, string][] = [];
+  for (const e of events) {
+    const at = ms(e.firstTimestamp);
+    if (at >= span[0] && at < span[1]) out.push([at, eventReason(e)]);
+  }
+  const current = span[1] === Infinity ? queuedReason(t) : undefined;
+  if (current !== undefined) {
+    // The condition's reason holds at least since it last flipped; before that, the Events say.
+    const since = ms(t.status?.conditions?.find((c) => c.type === "Admitted")?.lastTransitionTime);
+    const at = Number.isFinite(since) ? Math.max(since, span[0]) : span[0];
+    if (!out.some(([x]) => x > at)) out.push([at, current]);
+  }
+  out.sort((a, b) => a[0] - b[0]);
+  if (!out.length) out.push([span[0], AVAILABLE]);
+  // Before the first change the task waited for the first conditions pass, moments after it queued: the first reason covers it.
+  out[0] = [span[0], out[0][1]];
+  return out.filter(([at, r], i) => i === 0 || r !== out[i - 1][1] || at !== out[i - 1][0]);
+}
+
+/**
+ * Where a task's time went, oldest first: its queued stretches split by reason, then for each
+ * lease the time leased before the Runner started it and the time running. An open stretch
+ * ends at `now`. `events` are the task's NotAdmitted Events.
+ */
+export function taskSegments(t: Task, events: NotAdmittedEvent[], now: number): Segment[] {
+  const out: Segment[] = [];
+  for (const span of queuedSpans(t)) {
+    const changes = reasonChanges(t, span, events);
+    const end = Math.min(span[1], now);
+    changes.forEach(([at, reason], i) => {
+      const next = i + 1 < changes.length ? changes[i + 1][0] : end;
+      if (next > at) out.push({ kind: "queued", reason, start: at, end: next });
+    });
+  }
+  for (const b of leaseBars(t)) {
+    const start = ms(b.leased_at), end = b.ended_at ? ms(b.ended_at) : now;
+    const started = b.started_at ? Math.min(ms(b.started_at), end) : end;
+    const base = { worker: b.worker, attempt: b.attempt, outcome: b.state };
+    if (started > start) out.push({ kind: "leased", ...base, start, end: started });
+    if (end > started) out.push({ kind: "running", ...base, start: started, end });
+  }
+  return out.sort((a, b) => a.start - b.start);
+}
+
+export function fleetHistory(tasks: Iterable<Task>, events: Iterable<NotAdmittedEvent>, o: { now: number; minutes: number }): FleetHistory {
+  const step = (o.minutes * 60_000) / STEPS;
+  const from = o.now - o.minutes * 60_000;
+  const times = Array.from({ length: STEPS }, (_, i) => from + (i + 1) * step);
+  const byTask = new Map<string, NotAdmittedEvent[]>();
+  for (const e of events) {
+    if (e.reason !== "NotAdmitted" || e.involvedObject.kind !== "Task") continue;
+    const l = byTask.get(e.involvedObject.name);
+    if (l) l.push(e);
+    else byTask.set(e.involvedObject.name, [e]);
+  }
+  const depth = new Map<string, number[]>();
+  const granted = new Array<number>(STEPS).fill(0);
+  const perWorker = new Map<string, LeaseBar[]>();
+  for (const t of tasks) {
+    for (const seg of taskSegments(t, byTask.get(t.metadata.name) ?? [], o.now)) {
+      if (seg.kind !== "queued" || seg.end <= times[0]) continue;
+      let row = depth.get(seg.reason);
+      for (let i = 0; i < STEPS; i++) {
+        const x = times[i];
+        if (x < seg.start || (x >= seg.end && !(x === o.now && seg.end === o.now))) continue; // a stretch still open counts at the last sample
+        if (!row) depth.set(seg.reason, (row = new Array<number>(STEPS).fill(0)));
+        row[i]++;
+      }
+    }
+    for (const b of leaseBars(t)) {
+      const start = ms(b.leased_at);
+      if (start > from && start <= o.now) granted[Math.min(STEPS - 1, Math.floor((start - from) / step))]++;
+      if ((b.ended_at ? ms(b.ended_at) : Infinity) < from || start > o.now) continue;
+      const { worker, ...bar } = b;
+      const l = perWorker.get(worker);
+      if (l) l.push(bar);
+      else perWorker.set(worker, [bar]);
+    }
+  }
+  const workers = [...perWorker].sort(([a], [b]) => a.localeCompare(b)).map(([worker, leases]) => {
+    leases.sort((a, b) => a.leased_at.localeCompare(b.leased_at) || a.task.localeCompare(b.task));
+    const truncated = Math.max(0, leases.length - MAX_BARS);
+    return { worker, leases: truncated ? leases.slice(truncated) : leases, truncated };
+  });
+  const iso = (x: number) => new Date(x).toISOString();
+  return {
+    from: iso(from),
+    to: iso(o.now),
+    step_seconds: step / 1000,
+    times: times.map(iso),
+    queue_depth: [...depth].sort(([a], [b]) => a.localeCompare(b)).map(([reason, counts]) => ({ reason, counts })),
+    leases_granted: granted,
+    workers,
+  };
+}
