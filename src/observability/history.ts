@@ -27,10 +27,12 @@ export type FleetHistory = {
   from: string;
   to: string;
   step_seconds: number;
-  /** The end of each step: queue_depth counts are taken there, leases_granted count within the step before it. */
+  /** The end of each step; queue_depth and leases_granted are about the step that ends there. */
   times: string[];
-  /** Queued tasks by reason at each time; a reason absent from the hour is absent here. */
+  /** Queued tasks by reason, on average over each step (two tasks queued for half of it count 1); a reason absent from the window is absent here. */
   queue_depth: { reason: string; counts: number[] }[];
+  /** Queued tasks by reason at `to`. */
+  queued_now: Record<string, number>;
   leases_granted: number[];
   /** Per worker, the leases that overlap the window, oldest first (at most MAX_BARS, the latest kept). */
   workers: { worker: string; leases: LeaseBar[]; truncated: number }[];
@@ -157,18 +159,21 @@ export function fleetHistory(tasks: Iterable<Task>, events: Iterable<NotAdmitted
   }
   const depth = new Map<string, number[]>();
   const granted = new Array<number>(STEPS).fill(0);
+  const queuedNow = new Map<string, number>();
   const perWorker = new Map<string, LeaseBar[]>();
   for (const t of tasks) {
     for (const seg of taskSegments(t, byTask.get(t.metadata.name) ?? [], o.now)) {
-      if (seg.kind !== "queued" || seg.end <= times[0]) continue;
+      if (seg.kind !== "queued" || seg.end <= from) continue;
       let row = depth.get(seg.reason);
-      for (let i = 0; i < STEPS; i++) {
-        const x = times[i];
-        if (x < seg.start || (x >= seg.end && !(x === o.now && seg.end === o.now))) continue; // a stretch still open counts at the last sample
-        if (!row) depth.set(seg.reason, (row = new Array<number>(STEPS).fill(0)));
-        row[i]++;
+      if (!row) depth.set(seg.reason, (row = new Array<number>(STEPS).fill(0)));
+      // Time-weighted: a task queued for half of a step adds 0.5, so a wait of seconds still shows.
+      for (let i = Math.max(0, Math.floor((seg.start - from) / step)); i < STEPS && from + i * step < seg.end; i++) {
+        const overlap = Math.min(seg.end, from + (i + 1) * step) - Math.max(seg.start, from + i * step);
+        if (overlap > 0) row[i] += overlap / step;
       }
     }
+    const now = queuedReason(t);
+    if (now !== undefined) queuedNow.set(now, (queuedNow.get(now) ?? 0) + 1);
     for (const b of leaseBars(t)) {
       const start = ms(b.leased_at);
       if (start > from && start <= o.now) granted[Math.min(STEPS - 1, Math.floor((start - from) / step))]++;
@@ -190,7 +195,8 @@ export function fleetHistory(tasks: Iterable<Task>, events: Iterable<NotAdmitted
     to: iso(o.now),
     step_seconds: step / 1000,
     times: times.map(iso),
-    queue_depth: [...depth].sort(([a], [b]) => a.localeCompare(b)).map(([reason, counts]) => ({ reason, counts })),
+    queue_depth: [...depth].sort(([a], [b]) => a.localeCompare(b)).map(([reason, counts]) => ({ reason, counts: counts.map((n) => Math.round(n * 100) / 100) })),
+    queued_now: Object.fromEntries([...queuedNow].sort(([a], [b]) => a.localeCompare(b))),
     leases_granted: granted,
     workers,
   };

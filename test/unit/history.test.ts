@@ -40,19 +40,27 @@ describe("fleet history", () => {
     expect(h.step_seconds).toBe(60);
   });
 
-  it("counts each queued stretch under the reason its Events gave at that time", () => {
+  it("counts each queued stretch under the reason its Events gave then, averaged over each step", () => {
     expect(depth("insufficient_memory", 5)).toBe(1);
     expect(depth("concurrency_limit", 15)).toBe(1);
-    expect(depth("concurrency_limit", 20)).toBe(0); // leased at 20
+    expect(depth("concurrency_limit", 20)).toBe(1); // the step [19, 20): leased at 20
+    expect(depth("concurrency_limit", 21)).toBe(0);
     // b's second stretch had no Event: it waited for a claim.
     expect(depth("WorkerAvailable", 30)).toBe(1);
-    expect(depth("WorkerAvailable", 40)).toBe(0);
+    expect(depth("WorkerAvailable", 41)).toBe(0);
     // c: the Event's reason until its condition flipped, then the condition's, up to now.
     expect(depth("insufficient_disk", 52)).toBe(1);
     expect(depth("insufficient_gpu", 56)).toBe(1);
     expect(depth("insufficient_gpu", 60)).toBe(1);
+    expect(h.queued_now).toEqual({ insufficient_gpu: 1 });
     // A Worker's events say nothing about the queue.
     expect(h.queue_depth.map((q) => q.reason)).not.toContain("insufficient_cpu");
+  });
+
+  it("a wait shorter than a step counts for its share of the step", () => {
+    const quick = task("q", 10.25, { state: "running", lease: { worker: "w1", epoch: 1, leased_at: at(10.75), lease_until: at(70), placement: "shared", reservation: {} } });
+    const hq = fleetHistory([quick], [], { now: NOW, minutes: 60 });
+    expect(hq.queue_depth).toEqual([{ reason: "WorkerAvailable", counts: hq.times.map((_, i) => (i === 10 ? 0.5 : 0)) }]);
   });
 
   it("counts leases in the step they were granted", () => {
