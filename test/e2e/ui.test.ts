@@ -179,6 +179,7 @@ describe("web view at /ui in chromium", () => {
     expect(await page.locator(".time-went").textContent()).toMatch(/→ clean after /);
     await shot(page, "2c-task-time");
     await page.getByRole("link", { name: "Workers" }).click();
+    await page.getByRole("heading", { name: "Workers" }).waitFor();
 
     // 5. Dispatch a task through the API; on the queue it appears, runs and finishes, with no reload.
     await page.getByRole("link", { name: "Queue" }).click();

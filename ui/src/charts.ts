@@ -27,7 +27,7 @@ const pct = (el: HTMLElement, prop: "height" | "left" | "width", share: number) 
 const num = (n: number) => String(Math.round(n * 10) / 10);
 
 /** `now` gives each series' (and the total's) current value when it differs from the last column's, as an average over a step does. */
-export function stackedColumns(o: { label: string; unit: string; times: number[]; series: Series[]; step: number; now?: Record<string, number>; per?: string }): HTMLElement {
+export function stackedColumns(o: { label: string; unit: string; times: number[]; series: Series[]; step: number; now?: Record<string, number>; per?: string; nowLabel?: string }): HTMLElement {
   const totals = o.times.map((_, i) => o.series.reduce((n, s) => n + (s.values[i] ?? 0), 0));
   const peak = Math.max(0, ...totals);
   const top = niceCeil(peak);
@@ -36,12 +36,13 @@ export function stackedColumns(o: { label: string; unit: string; times: number[]
     const tip = `${span(t - o.step, t)}: ${num(totals[i])} ${o.unit}${parts.length > 1 ? `\n${parts.map(([s, , v]) => `${s.name} ${num(v)}`).join("\n")}` : ""}`;
     return h("div", { class: "col", title: tip, "data-total": totals[i] }, parts.map(([s, k, v]) => pct(h("span", { class: `seg c${k % 8}`, "data-series": s.name }), "height", top ? v / top : 0)));
   });
-  const latest = (s: Series) => o.now?.[s.name] ?? s.values.at(-1) ?? 0;
+  const latest = (s: Series) => (o.now ? o.now[s.name] ?? 0 : s.values.at(-1) ?? 0);
+  const nowLabel = o.nowLabel ?? "now";
   const legend = h("ul", { class: "legend" }, o.series.map((s, k) =>
-    h("li", { "data-series": s.name }, h("span", { class: `swatch c${k % 8}`, "aria-hidden": "true" }), `${s.name}: now ${num(latest(s))}, peak ${num(Math.max(0, ...s.values))}${o.per ?? ""}`)));
+    h("li", { "data-series": s.name }, h("span", { class: `swatch c${k % 8}`, "aria-hidden": "true" }), `${s.name}: ${nowLabel} ${num(latest(s))}, peak ${num(Math.max(0, ...s.values))}${o.per ?? ""}`)));
   const grid = h("div", { class: "plot" }, h("span", { class: "ymax", "aria-hidden": "true" }, num(top)), h("div", { class: "columns" }, cols));
   const nowTotal = o.now ? Object.values(o.now).reduce((a, b) => a + b, 0) : totals.at(-1) ?? 0;
-  const summary = `${o.label}: now ${num(nowTotal)} ${o.unit}, peak ${num(peak)}${o.per ?? ""}`;
+  const summary = `${o.label}: ${nowLabel} ${num(nowTotal)} ${o.unit}, peak ${num(peak)}${o.per ?? ""}`;
   return h("figure", { class: "chart", role: "group", "aria-label": summary }, h("figcaption", {}, summary), grid, timeAxis(o.times[0] - o.step, o.times.at(-1) ?? 0), o.series.length > 1 || o.series[0]?.name ? legend : null);
 }
 

@@ -16,7 +16,7 @@ export abstract class HistoryPanel {
 
   constructor(protected readonly fleet: Fleet, id: string, title: string, note: string) {
     this.el = h("section", { class: "history", "aria-labelledby": id }, h("h2", { id }, title), h("p", { class: "help" }, note), this.body);
-    this.timer = setInterval(() => this.update(), 5_000);
+    this.timer = setInterval(() => this.update(), 1_000); // the feed fetches only when stale
   }
 
   update(): void {
@@ -49,7 +49,7 @@ export class FleetCharts extends HistoryPanel {
     const depth = d.queue_depth.length
       ? stackedColumns({ label: "Queued tasks", unit: "queued", times, step, now: d.queued_now, per: " (average over a minute)", series: d.queue_depth.map((q) => ({ name: q.reason, values: q.counts })) })
       : h("p", { class: "empty" }, "No task waited in the last hour.");
-    const leases = stackedColumns({ label: `Leases granted per ${d.step_seconds === 60 ? "minute" : `${d.step_seconds} s`}`, unit: "leases", times, step, series: [{ name: "", values: d.leases_granted }] });
+    const leases = stackedColumns({ label: `Leases granted per ${d.step_seconds === 60 ? "minute" : `${d.step_seconds} s`}`, unit: "leases", times, step, nowLabel: "this minute", series: [{ name: "", values: d.leases_granted }] });
     depth.classList.add("queue-depth");
     leases.classList.add("leases-rate");
     return [h("div", { class: "charts" }, depth, leases)];

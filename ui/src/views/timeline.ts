@@ -32,7 +32,8 @@ export class WorkerTimelines extends HistoryPanel {
           key: `${l.task}#${l.attempt}`,
           start, end, split: l.started_at ? Date.parse(l.started_at) : end,
           cls: `st-${STATE_CLASS[l.state] ?? "muted"}${l.placement === "exclusive" ? " exclusive" : ""}`,
-          label: `${l.task} · ${res}`,
+          // Generated names share their campaign's prefix: the bar shows what follows it (the tooltip has it all).
+          label: `${l.task.includes("__") ? l.task.slice(l.task.indexOf("__") + 2) : l.task} · ${res}`,
           tip: `${l.task} (attempt ${l.attempt}): ${l.state}\n${span(start, end)}${l.ended_at ? "" : ", still active"}\n${l.started_at ? `started ${humanDuration(Date.parse(l.started_at) - start)} after the grant` : "not started"}\nreserved: ${res}${l.placement === "exclusive" ? " (exclusive)" : ""}`,
         };
       });
