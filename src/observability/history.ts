@@ -40,7 +40,8 @@ export type FleetHistory = {
 
 export type NotAdmittedEvent = { involvedObject: { kind: string; name: string }; reason: string; message: string; firstTimestamp?: string };
 
-export const MAX_BARS = 400;
+/** Per worker: an hour drawn across a page has room for about this many bars. */
+export const MAX_BARS = 150;
 export const STEPS = 60;
 /** What a queued task that some worker could take now counts under (the Admitted condition's reason then). */
 export const AVAILABLE = "WorkerAvailable";
@@ -146,26 +147,39 @@ export function taskSegments(t: Task, events: NotAdmittedEvent[], now: number): 
   return out.sort((a, b) => a.start - b.start);
 }
 
-export function fleetHistory(tasks: Iterable<Task>, events: Iterable<NotAdmittedEvent>, o: { now: number; minutes: number }): FleetHistory {
-  const step = (o.minutes * 60_000) / STEPS;
-  const from = o.now - o.minutes * 60_000;
-  const times = Array.from({ length: STEPS }, (_, i) => from + (i + 1) * step);
-  const byTask = new Map<string, NotAdmittedEvent[]>();
-  for (const e of events) {
-    if (e.reason !== "NotAdmitted" || e.involvedObject.kind !== "Task") continue;
-    const l = byTask.get(e.involvedObject.name);
-    if (l) l.push(e);
-    else byTask.set(e.involvedObject.name, [e]);
+/**
+ * Builds the history one task at a time, so a caller over many tasks can yield to I/O
+ * between slices (fleetHistory is the one-go form).
+ */
+export class HistoryBuilder {
+  private readonly step: number;
+  private readonly from: number;
+  private readonly byTask = new Map<string, NotAdmittedEvent[]>();
+  private readonly depth = new Map<string, number[]>();
+  private readonly granted = new Array<number>(STEPS).fill(0);
+  private readonly queuedNow = new Map<string, number>();
+  private readonly perWorker = new Map<string, LeaseBar[]>();
+
+  constructor(events: Iterable<NotAdmittedEvent>, private readonly o: { now: number; minutes: number }) {
+    this.step = (o.minutes * 60_000) / STEPS;
+    this.from = o.now - o.minutes * 60_000;
+    for (const e of events) {
+      if (e.reason !== "NotAdmitted" || e.involvedObject.kind !== "Task") continue;
+      const l = this.byTask.get(e.involvedObject.name);
+      if (l) l.push(e);
+      else this.byTask.set(e.involvedObject.name, [e]);
+    }
   }
-  const depth = new Map<string, number[]>();
-  const granted = new Array<number>(STEPS).fill(0);
-  const queuedNow = new Map<string, number>();
-  const perWorker = new Map<string, LeaseBar[]>();
-  for (const t of tasks) {
-    for (const seg of taskSegments(t, byTask.get(t.metadata.name) ?? [], o.now)) {
+
+  add(t: Task): void {
+    const { from, step } = this;
+    const st = t.status;
+    // Most of a long-lived fleet finished before the window: nothing of it shows.
+    if (st?.finished_at && !st.lease && ms(st.finished_at) < from) return;
+    for (const seg of taskSegments(t, this.byTask.get(t.metadata.name) ?? [], this.o.now)) {
       if (seg.kind !== "queued" || seg.end <= from) continue;
-      let row = depth.get(seg.reason);
-      if (!row) depth.set(seg.reason, (row = new Array<number>(STEPS).fill(0)));
+      let row = this.depth.get(seg.reason);
+      if (!row) this.depth.set(seg.reason, (row = new Array<number>(STEPS).fill(0)));
       // Time-weighted: a task queued for half of a step adds 0.5, so a wait of seconds still shows.
       for (let i = Math.max(0, Math.floor((seg.start - from) / step)); i < STEPS && from + i * step < seg.end; i++) {
         const overlap = Math.min(seg.end, from + (i + 1) * step) - Math.max(seg.start, from + i * step);
@@ -173,31 +187,41 @@ export function fleetHistory(tasks: Iterable<Task>, events: Iterable<NotAdmitted
       }
     }
     const now = queuedReason(t);
-    if (now !== undefined) queuedNow.set(now, (queuedNow.get(now) ?? 0) + 1);
+    if (now !== undefined) this.queuedNow.set(now, (this.queuedNow.get(now) ?? 0) + 1);
     for (const b of leaseBars(t)) {
       const start = ms(b.leased_at);
-      if (start > from && start <= o.now) granted[Math.min(STEPS - 1, Math.floor((start - from) / step))]++;
-      if ((b.ended_at ? ms(b.ended_at) : Infinity) < from || start > o.now) continue;
+      if (start > from && start <= this.o.now) this.granted[Math.min(STEPS - 1, Math.floor((start - from) / step))]++;
+      if ((b.ended_at ? ms(b.ended_at) : Infinity) < from || start > this.o.now) continue;
       const { worker, ...bar } = b;
-      const l = perWorker.get(worker);
+      const l = this.perWorker.get(worker);
       if (l) l.push(bar);
-      else perWorker.set(worker, [bar]);
+      else this.perWorker.set(worker, [bar]);
     }
   }
-  const workers = [...perWorker].sort(([a], [b]) => a.localeCompare(b)).map(([worker, leases]) => {
-    leases.sort((a, b) => a.leased_at.localeCompare(b.leased_at) || a.task.localeCompare(b.task));
-    const truncated = Math.max(0, leases.length - MAX_BARS);
-    return { worker, leases: truncated ? leases.slice(truncated) : leases, truncated };
-  });
-  const iso = (x: number) => new Date(x).toISOString();
-  return {
-    from: iso(from),
-    to: iso(o.now),
-    step_seconds: step / 1000,
-    times: times.map(iso),
-    queue_depth: [...depth].sort(([a], [b]) => a.localeCompare(b)).map(([reason, counts]) => ({ reason, counts: counts.map((n) => Math.round(n * 100) / 100) })),
-    queued_now: Object.fromEntries([...queuedNow].sort(([a], [b]) => a.localeCompare(b))),
-    leases_granted: granted,
-    workers,
-  };
+
+  result(): FleetHistory {
+    const { from, step } = this;
+    const workers = [...this.perWorker].sort(([a], [b]) => a.localeCompare(b)).map(([worker, leases]) => {
+      leases.sort((a, b) => a.leased_at.localeCompare(b.leased_at) || a.task.localeCompare(b.task));
+      const truncated = Math.max(0, leases.length - MAX_BARS);
+      return { worker, leases: truncated ? leases.slice(truncated) : leases, truncated };
+    });
+    const iso = (x: number) => new Date(x).toISOString();
+    return {
+      from: iso(from),
+      to: iso(this.o.now),
+      step_seconds: step / 1000,
+      times: Array.from({ length: STEPS }, (_, i) => iso(from + (i + 1) * step)),
+      queue_depth: [...this.depth].sort(([a], [b]) => a.localeCompare(b)).map(([reason, counts]) => ({ reason, counts: counts.map((n) => Math.round(n * 100) / 100) })),
+      queued_now: Object.fromEntries([...this.queuedNow].sort(([a], [b]) => a.localeCompare(b))),
+      leases_granted: this.granted,
+      workers,
+    };
+  }
+}
+
+export function fleetHistory(tasks: Iterable<Task>, events: Iterable<NotAdmittedEvent>, o: { now: number; minutes: number }): FleetHistory {
+  const b = new HistoryBuilder(events, o);
+  for (const t of tasks) b.add(t);
+  return b.result();
 }
