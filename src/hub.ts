@@ -28,7 +28,7 @@ import { parse as parseYaml } from "yaml";
 import { type Check, CommitHealth, within } from "./observability/health.ts";
 import { HubMetrics, QUEUED_REASON_INDEX, queuedReasonIndex } from "./observability/metrics.ts";
 import { ensureSelfSigned } from "./tls/certs.ts";
-import { type LogLevel, logRequests, serverLogOptions } from "./observability/logging.ts";
+import { type LogFormat, type LogLevel, logRequests, serverLogOptions } from "./observability/logging.ts";
 import { capacityEntry } from "./scheduler/workers.ts";
 import type { Worker } from "./resources/types.ts";
 
@@ -64,6 +64,8 @@ export type HubOptions = {
   /** Pacing of the Admitted/Unsatisfiable condition passes. */
   conditions?: Partial<AdmissionConditionsOptions>;
   logLevel: LogLevel;
+  /** auto: short lines on a terminal, JSON in a pipe. */
+  logFormat?: LogFormat;
   env?: NodeJS.ProcessEnv;
   /** The scheduler's clock (ms since the epoch): leases, their expiry, heartbeats, nominations. Default Date.now. */
   now?: () => number;
@@ -218,7 +220,7 @@ export class Hub {
     // What the store says of each worker's last call carries over a restart, within the grace period.
     rememberLiveness(hub.scheduler.ctx);
     // The scheduler follows the informer from before its first list, so its queue is already full.
-    const http = Fastify({ ...serverLogOptions(opts.logLevel), bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true, ...(https ? { https } : {}) });
+    const http = Fastify({ ...serverLogOptions(opts.logLevel, opts.logFormat), bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true, ...(https ? { https } : {}) });
     logRequests(http);
     await http.register(app, { hub, auth: { hubToken, workerTokens } });
     hub.http = http;

@@ -15,6 +15,7 @@ import type { WatchStream } from "./watch.ts";
 import { runnerRoutes } from "./runner.ts";
 import { adminRoutes } from "./admin.ts";
 import { dataRoutes } from "./data.ts";
+import { historyRoutes } from "./history.ts";
 import { v1DataRoutes } from "./v1-data.ts";
 import { discoveryRoutes } from "./discovery.ts";
 import { openApiRoutes } from "./openapi.ts";
@@ -111,6 +112,7 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
   await f.register(runnerRoutes);
   await f.register(adminRoutes);
   await f.register(dataRoutes);
+  await f.register(historyRoutes);
   await f.register(v1DataRoutes);
   await f.register(discoveryRoutes);
   await f.register(openApiRoutes);

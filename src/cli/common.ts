@@ -3,6 +3,7 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
 import { Client, CONTROLLER_ENV, DEFAULT_CONTROLLER, resolveConnection } from "./client.ts";
 import { type OutputFormat, formatObject } from "./printers.ts";
+import { EXIT_WITH_PARENT_ENV, onParentExit, parentToOutlive } from "../runner/process.ts";
 
 export const CA_HELP = "PEM file of the CA that signed the Hub's certificate (env LOOM_CA_FILE), e.g. the one `loom hub --tls-self-signed` prints";
 export const CONTROLLER_HELP = `Hub URL (env ${CONTROLLER_ENV}, default ${DEFAULT_CONTROLLER}); the token comes from env LOOM_HUB_TOKEN`;
@@ -74,9 +75,16 @@ export const err = (s: string): void => void process.stderr.write(s);
  * as soon as a parent reads the first line must reach this handler, not the default action
  * that kills the process.
  */
-export function stopSignal(): Promise<void> {
+export function stopSignal(o: { withParent?: boolean } = {}): Promise<void> {
   return new Promise<void>((resolve) => {
     process.once("SIGINT", () => resolve());
     process.once("SIGTERM", () => resolve());
+    if (o.withParent) onParentExit(() => resolve(), parentToOutlive());
   });
 }
+
+/**
+ * Run by an npm script (npm start, npm run hub), or told to: the process also stops when its
+ * parent is gone, because npm, stopped by a signal, exits without passing it on.
+ */
+export const exitsWithParent = () => Boolean(process.env.npm_lifecycle_event || process.env[EXIT_WITH_PARENT_ENV]);

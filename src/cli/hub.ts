@@ -1,11 +1,12 @@
 // `loom hub`: serve the Hub on the embedded store (or another store).
 import { existsSync, statSync } from "node:fs";
 import { setFlagsFromString } from "node:v8";
-import { Command, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
+import { LOG_FORMATS } from "../observability/logging.ts";
 import { DEFAULT_HUB_OPTIONS, Hub } from "../hub.ts";
 import { migrateStore } from "../store/migrate.ts";
 import { openHubStore, openStoreUrl, storeOption, withEtcdFlags, type EtcdFlags } from "./store-flags.ts";
-import { stopSignal } from "./common.ts";
+import { exitsWithParent, stopSignal } from "./common.ts";
 
 export const intArg = (name: string, min = 0, max = Number.MAX_SAFE_INTEGER) => (v: string) => {
   const n = Number(v);
@@ -24,6 +25,10 @@ const existingPath = (flag: string) => (v: string, acc: string[]) => {
   if (!existsSync(v)) throw new InvalidArgumentError(`${v} does not exist (${flag} takes an existing file or folder)`);
   return [...acc, v];
 };
+
+/** --log-format: short lines on a terminal, JSON in a pipe, unless told. */
+export const logFormatOption = () =>
+  new Option("--log-format <format>", "auto (short lines on a terminal, JSON otherwise), pretty or json").choices(LOG_FORMATS).default("auto");
 
 /** The default of --heap-growth-percent. */
 const HEAP_GROWTH_PERCENT = 30;
@@ -48,13 +53,14 @@ export function hubCommand(): Command {
     .option("--tls-key-file <path>", "the PEM private key of --tls-cert-file")
     .option("--tls-self-signed", "serve HTTPS with a self-signed certificate for --host, kept in DATA_DIR/tls (made once, renewed when it expires)")
     .option("--log-level <level>", "silent, error, warn, info or debug", DEFAULT_HUB_OPTIONS.logLevel)
+    .addOption(logFormatOption())
     .addOption(storeOption())
     .option("--replica-id <id>", "this replica's name among several Hubs on etcd (default: host-pid)")
     .option("--leader-ttl-seconds <n>", "on etcd: a leader silent this long is replaced", intArg("--leader-ttl-seconds", 1), 3)
     .option("--heap-growth-percent <n>", "how far the JS heap may grow past what the last full GC kept before the next one runs (0: V8's own choice, which lets a busy Hub hold about twice the memory)", intArg("--heap-growth-percent", 0, 1000), HEAP_GROWTH_PERCENT)
     .addCommand(migrateCommand())
     .action(async (o) => {
-      const stopRequested = stopSignal(); // before start-up prints anything
+      const stopRequested = stopSignal({ withParent: exitsWithParent() }); // before start-up prints anything
       const roles = await openHubStore(o, (m) => process.stderr.write(`${m}\n`));
       const hub = await Hub.start({
         ...roles,
@@ -70,6 +76,7 @@ export function hubCommand(): Command {
         fairShareHalfLifeSeconds: o.fairShareHalfLifeSeconds,
         defaultMaxAttempts: o.defaultMaxAttempts,
         logLevel: o.logLevel,
+        logFormat: o.logFormat,
         gitopsPaths: [...o.inventory, ...o.manifests],
         tlsCertFile: o.tlsCertFile,
         tlsKeyFile: o.tlsKeyFile,

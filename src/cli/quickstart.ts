@@ -12,8 +12,9 @@ import { Command } from "commander";
 import { Hub } from "../hub.ts";
 import { loadPaths } from "../resources/load.ts";
 import { isKind } from "../resources/types.ts";
-import { intArg } from "./hub.ts";
+import { intArg, logFormatOption } from "./hub.ts";
 import { stopSignal } from "./common.ts";
+import { EXIT_WITH_PARENT_ENV } from "../runner/process.ts";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const BIN = join(ROOT, "bin", "loom.mjs");
@@ -27,16 +28,18 @@ export function quickstartCommand(): Command {
     .option("--manifests <path>", "campaign manifests to sync", join(ROOT, "examples", "loom-resource-admission.manifest.json"))
     .option("--no-runners", "start only the Hub")
     .option("--step-ms <ms>", "how long each step of an example task takes (LOOM_EXAMPLE_STEP_SECONDS for the Runners)", intArg("--step-ms", 0, 60_000), 1000)
+    .addOption(logFormatOption())
     .option("--reset", "start clean: remove the data dir's store, results and Runner state first")
     .action(async (o) => {
-      const stopRequested = stopSignal(); // before start-up prints anything
+      // A signal to any process of the group stops it all: npm, stopped, does not pass the signal on, so the quick start also stops once its parent is gone.
+      const stopRequested = stopSignal({ withParent: true }); // before start-up prints anything
       const dataDir = resolve(o.dataDir);
       // Only the quick start's own folders go, so a --data-dir pointed somewhere odd loses nothing else.
       if (o.reset) for (const sub of ["hub", "runners"]) rmSync(join(dataDir, sub), { recursive: true, force: true });
       const loaded = loadPaths([o.inventory]);
       if (loaded.errors.length) throw new Error(`${o.inventory} does not validate; run loom validate -f ${o.inventory}`);
       const workers = loaded.resources.filter((r) => isKind(r, "Worker"));
-      const hub = await Hub.start({ dataDir: join(dataDir, "hub"), port: o.port, logLevel: "warn", gitopsPaths: [o.inventory, o.manifests] });
+      const hub = await Hub.start({ dataDir: join(dataDir, "hub"), port: o.port, logLevel: "warn", logFormat: o.logFormat, gitopsPaths: [o.inventory, o.manifests] });
       const say = (s: string) => process.stderr.write(`${s}\n`);
       say(`loom hub listening on ${hub.url} (embedded store in ${join(dataDir, "hub")})`);
       say(`web view: ${hub.url}/ui/`);
@@ -54,7 +57,7 @@ export function quickstartCommand(): Command {
           ];
           mkdirSync(join(dataDir, "runners", w.metadata.name), { recursive: true });
           // Own process group: a terminal's Ctrl-C reaches the quickstart, which stops each Runner once, gracefully.
-          const child = spawn(process.execPath, args, { stdio: ["ignore", "inherit", "inherit"], env: { ...process.env, LOOM_EXAMPLE_STEP_SECONDS: String(o.stepMs / 1000) }, detached: true });
+          const child = spawn(process.execPath, args, { stdio: ["ignore", "inherit", "inherit"], env: { ...process.env, LOOM_EXAMPLE_STEP_SECONDS: String(o.stepMs / 1000), [EXIT_WITH_PARENT_ENV]: String(process.pid) }, detached: true });
           children.push(child);
           say(`runner ${w.metadata.name} started (pid ${child.pid})`);
         }

@@ -5,8 +5,9 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { InformerEvent } from "../store/cache.ts";
 import { StoreError } from "../store/errors.ts";
-import { isActive, isKind, isQueued, type Task } from "../resources/types.ts";
+import { isActive, isKind, type Task } from "../resources/types.ts";
 import type { SchedulerObserver } from "../scheduler/context.ts";
+import { queuedReason } from "./history.ts";
 
 export const DIMENSIONS = ["cpu_millis", "memory_mb", "disk_mb", "gpu_count"] as const;
 
@@ -30,8 +31,13 @@ export type QueueUsage = { queue: string; used: Record<string, number>; quota: R
 
 /** The informer index over Task that loom_queued_tasks counts: a queued task's Admitted reason. */
 export const QUEUED_REASON_INDEX = "queuedReason";
-export const queuedReasonIndex = (t: Task): string[] =>
-  isQueued(t.status?.state ?? "queued") ? [t.status?.conditions?.find((c) => c.type === "Admitted")?.reason ?? "Unknown"] : [];
+export const queuedReasonIndex = (t: Task): string[] => {
+  const r = queuedReason(t);
+  return r === undefined ? [] : [r];
+};
+
+/** prom-client's default gauges whose names end in `_total`. */
+export const TOTAL_GAUGES = ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"];
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 
@@ -54,6 +60,9 @@ export class HubMetrics implements SchedulerObserver {
   constructor(sources: MetricSources) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 20 });
+    // prom-client names three gauges with a counter's `_total` suffix, which `promtool check
+    // metrics` refuses; the same counts stay served by type (nodejs_active_handles, ...), whose sum is the total.
+    for (const name of TOTAL_GAUGES) this.registry.removeSingleMetric(name);
     this.granted = new Counter({ name: "loom_leases_granted_total", help: "Leases granted, by how the task reached its worker (pull claim or push).", labelNames: ["mode"], registers });
     this.released = new Counter({ name: "loom_leases_released_total", help: "Leases ended, by the reason recorded on the attempt (completed, failed, lease_expired, cancelled, ...).", labelNames: ["reason"], registers });
     this.claimSeconds = new Histogram({ name: "loom_claim_duration_seconds", help: "Time to decide and durably write one claim's leases, long-poll waiting excluded.", buckets: LATENCY_BUCKETS, registers });

@@ -5,7 +5,7 @@
 import { loadCrds, type PrinterColumn } from "./crds.ts";
 import { evalJsonPath, humanDuration, parseJsonPath } from "./jsonpath.ts";
 import { getCondition, type Condition } from "./meta.ts";
-import { isQueued, type Queue, type ResourceSpec, type Task, type Worker } from "./types.ts";
+import { isQueued, taskWorker, type Queue, type ResourceSpec, type Task, type Worker } from "./types.ts";
 
 export const NONE = "<none>";
 
@@ -99,17 +99,12 @@ const taskReason: Column<Task> = {
   },
 };
 
-/** The lease's worker; once the task is final, the worker that ran its last attempt (a requeued task has none until its next lease). */
-const taskWorker: Column<Task> = {
-  name: "WORKER",
-  priority: 0,
-  cell: (t) => t.status?.lease?.worker ?? (isQueued(t.status?.state ?? "queued") ? undefined : t.status?.attempts?.at(-1)?.worker) ?? NONE,
-};
+const taskWorkerColumn: Column<Task> = { name: "WORKER", priority: 0, cell: (t) => taskWorker(t.status) ?? NONE };
 
 const taskRequests: Column<Task> = { name: "REQUESTS", priority: 0, cell: (t) => formatRequests(t.spec?.execution_profile?.resources) };
 
 export const taskColumns = once((): Column<Task>[] => compose("Task", {
-  replace: { REASON: taskReason, WORKER: taskWorker, PLACEMENT: { name: "PLACEMENT", priority: 1, cell: (t) => t.spec?.execution_profile?.placement ?? "shared" } },
+  replace: { REASON: taskReason, WORKER: taskWorkerColumn, PLACEMENT: { name: "PLACEMENT", priority: 1, cell: (t) => t.spec?.execution_profile?.placement ?? "shared" } },
   after: { PLACEMENT: [taskRequests] },
 }));
 

@@ -255,6 +255,8 @@ export interface TaskStatusAttemptsItem {
   mode?: string;
   /** When the attempt's lease was granted (RFC 3339). */
   leased_at?: string;
+  /** When the Runner reported the attempt started (RFC 3339); absent if it never did. */
+  started_at?: string;
   /** When the attempt's lease ended (RFC 3339). */
   ended_at?: string;
   /** How it ended: a verdict (clean, dirty), run_error, lease_expired, cancelled, ... */

@@ -34,3 +34,7 @@ export function initialStatus(): TaskStatus {
 export const isActive = (s: string | undefined) => ACTIVE_STATES.includes(s as TaskState);
 export const isQueued = (s: string | undefined) => QUEUED_STATES.includes(s as TaskState);
 export const isFinal = (s: string | undefined) => FINAL_STATES.includes(s as TaskState);
+
+/** The lease's worker; once the task is final, the worker that ran its last attempt (a requeued task has none until its next lease). */
+export const taskWorker = (status: TaskStatus | undefined): string | undefined =>
+  status?.lease?.worker ?? (isQueued(status?.state ?? "queued") ? undefined : status?.attempts?.at(-1)?.worker);

@@ -10,7 +10,7 @@ import { DirectServer, DIRECT_DEFAULT_PORT } from "./direct.ts";
 import { isLoopback } from "../security/tokens.ts";
 import { DEFAULT_SCRUBBED_ENV } from "./execute.ts";
 import { CapacityError, hostSnapshot, resolveCapacity } from "./host.ts";
-import { utcNow } from "./process.ts";
+import { EXIT_WITH_PARENT_ENV, onParentExit, parentToOutlive, utcNow } from "./process.ts";
 import { PullLoop, type ConcurrencyPolicy, type PullOptions } from "./pull.ts";
 
 export const CONNECTION_MODES = ["ssh-start", "long-poll", "direct-worker-api", "prestarted"] as const;
@@ -185,12 +185,19 @@ const stderrLog = (workerId: string) => (line: string) => process.stderr.write(`
 /** SIGINT/SIGTERM: the first stops claiming and lets tasks finish; a second stops them now. */
 function onSignals(first: (sig: string) => void, second: (sig: string) => void): () => void {
   let count = 0;
-  const handler = (sig: NodeJS.Signals) => (++count === 1 ? first(sig) : second(sig));
+  const handler = (sig: string) => (++count === 1 ? first(sig) : second(sig));
   process.on("SIGINT", handler);
   process.on("SIGTERM", handler);
+  // Started by `loom quickstart`: a quick start that is gone (even killed) takes its Runners with it,
+  // at once: the Hub it ran went with it, so running tasks have nowhere to report.
+  const gone = () => {
+    while (count < 2) handler("parent exited");
+  };
+  const unwatch = process.env[EXIT_WITH_PARENT_ENV] ? onParentExit(gone, parentToOutlive()) : () => undefined;
   return () => {
     process.off("SIGINT", handler);
     process.off("SIGTERM", handler);
+    unwatch();
   };
 }
 

@@ -269,3 +269,35 @@ export function aggregateUsage(parts: ResourceUsage[], durationSeconds: number):
     measurement_source: measured.length ? "proc_sampled" : "unavailable",
   };
 }
+
+/**
+ * Set in a child's environment, it stops when its parent is gone (see onParentExit). The value
+ * is the parent's pid, so a child whose parent died before it looked still knows whom it outlives.
+ */
+export const EXIT_WITH_PARENT_ENV = "LOOM_EXIT_WITH_PARENT";
+
+/** The pid EXIT_WITH_PARENT_ENV names; this process's parent when it holds no pid. */
+export const parentToOutlive = (): number => {
+  const n = Number(process.env[EXIT_WITH_PARENT_ENV]);
+  return Number.isInteger(n) && n > 1 ? n : process.ppid;
+};
+
+/**
+ * Calls `cb` once when this process's parent has exited. npm, stopped by a signal, does not
+ * pass it on to the script it runs, and a Runner whose quick start was killed must not keep
+ * leasing: both notice here that they were left behind.
+ */
+export function onParentExit(cb: () => void, parent = process.ppid, pollMs = 500): () => void {
+  if (parent <= 1) return () => undefined;
+  const t = setInterval(() => {
+    try {
+      process.kill(parent, 0);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "ESRCH") return; // EPERM: it is alive, only not ours to signal
+      clearInterval(t);
+      cb();
+    }
+  }, pollMs);
+  t.unref();
+  return () => clearInterval(t);
+}

@@ -58,6 +58,7 @@ export function endLease(status: TaskStatus, next: TaskState, now: number, outco
       worker: lease.worker,
       mode: lease.mode,
       leased_at: lease.leased_at,
+      ...(lease.started_at ? { started_at: lease.started_at } : {}),
       ended_at: iso(now),
       outcome,
       reason,

@@ -1,6 +1,7 @@
 // The Hub's log as an operator reads it: in a pipe, JSON lines with ISO times where requests
-// are debug and lifecycle events are info with the object's name; on a terminal, pino-pretty.
-import { spawn, type ChildProcess } from "node:child_process";
+// are debug and lifecycle events are info with the object's name; on a terminal, one short
+// line per entry (--log-format chooses either way).
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
@@ -69,14 +70,47 @@ describe("Hub logs", () => {
     expect(registered.msg).toContain("worker log-worker: Registered");
   }, 60_000);
 
-  it.skipIf(!existsSync("/usr/bin/script"))("on a terminal: human-readable lines from pino-pretty", async () => {
-    // script(1) gives the Hub a pseudo-terminal as its stdout.
-    const { url, out } = await hub((port, dir) => ["/usr/bin/script", ["-qfec", `${process.execPath} bin/loom.mjs hub --port ${port} --data-dir ${dir}`, "/dev/null"]]);
+  // script(1) gives the Hub a pseudo-terminal as its stdout, 80 columns wide.
+  const onTerminal = (flags: string) => (port: number, dir: string): [string, string[]] =>
+    ["/usr/bin/script", ["-qfec", `stty cols 80; exec ${process.execPath} bin/loom.mjs hub --port ${port} --data-dir ${dir} ${flags}`, "/dev/null"]];
+  // eslint-disable-next-line no-control-regex
+  const visible = (l: string) => l.replace(/\x1b\[[0-9;]*m/g, "").replace(/\r$/, "");
+
+  it.skipIf(!existsSync("/usr/bin/script"))("on a terminal: one short line per entry, no JSON, cut to the terminal's width", async () => {
+    const { url, out } = await hub(onTerminal(""));
+    // A worker with a long name: its registration line is longer than 80 columns.
+    const long = `tty-worker-${"x".repeat(60)}`;
     expect((await post(url, "/api/workers/register", registerBody("tty-worker"))).status).toBe(200);
-    const text = await eventually(() => out.text.includes("tty-worker") && out.text, "the registration's log line");
-    const line = text.split("\n").find((l) => l.includes("tty-worker"))!;
-    expect(line).toMatch(/\[\d\d:\d\d:\d\d\.\d{3}\]/);
-    expect(line).toContain("INFO");
-    expect(line.trim().startsWith("{")).toBe(false);
+    expect((await post(url, "/api/workers/register", registerBody(long))).status).toBe(200);
+    const text = await eventually(() => out.text.includes("tty-worker:") && out.text.includes(long.slice(0, 40)) && out.text, "the registrations' log lines");
+    const lines = text.split("\n").map(visible).filter(Boolean);
+    expect(lines.find((l) => l.includes("tty-worker:"))).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO  worker tty-worker: Registered/);
+    const cut = lines.find((l) => l.includes(long.slice(0, 40)))!;
+    expect(cut).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO  worker tty-worker-x+/);
+    expect(cut.endsWith("…")).toBe(true);
+    // The log's lines (the start-up banner on stderr is not the log).
+    for (const l of lines.filter((x) => /^\d\d:\d\d:/.test(x))) expect(l.length, l).toBeLessThanOrEqual(80);
+    expect(lines.some((l) => l.trim().startsWith("{"))).toBe(false);
   }, 60_000);
+
+  it.skipIf(!existsSync("/usr/bin/script"))("on a terminal with --log-format json: JSON lines", async () => {
+    const { url, out } = await hub(onTerminal("--log-format json"));
+    expect((await post(url, "/api/workers/register", registerBody("json-worker"))).status).toBe(200);
+    const text = await eventually(() => out.text.includes("json-worker") && out.text, "the registration's log line");
+    const line = text.split("\n").map(visible).find((l) => l.includes("json-worker"))!;
+    expect(JSON.parse(line)).toMatchObject({ level: 30, kind: "Worker", name: "json-worker", reason: "Registered" });
+  }, 60_000);
+
+  it("in a pipe with --log-format pretty: short lines", async () => {
+    const { url, out } = await hub((port, dir) => [process.execPath, ["bin/loom.mjs", "hub", "--port", String(port), "--data-dir", dir, "--log-format", "pretty"]]);
+    expect((await post(url, "/api/workers/register", registerBody("pipe-worker"))).status).toBe(200);
+    const text = await eventually(() => out.text.includes("pipe-worker") && out.text, "the registration's log line");
+    expect(text.split("\n").find((l) => l.includes("pipe-worker"))).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO  worker pipe-worker: Registered/);
+  }, 60_000);
+
+  it("--log-format refuses what it does not know, naming the choices", async () => {
+    const r = spawnSync(process.execPath, ["bin/loom.mjs", "hub", "--log-format", "xml"], { cwd: ROOT, encoding: "utf8" });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toMatch(/--log-format.*xml.*auto, pretty, json/s);
+  });
 });

@@ -131,6 +131,56 @@ describe("web view at /ui in chromium", () => {
     expect(caps.memory_mb).toBe("0Mi / 6144Mi");
     await shot(page, "2-workers");
 
+    // 4b. One scale per column: evaluation-02 offers half of evaluation-01's CPU, so its track is half as long, from the same left edge.
+    const track = (w: string, dim: string) => page.locator(`.vt-row[data-key="${w}"] .meter[data-dim="${dim}"] .track`).boundingBox();
+    const [cpu1, cpu2] = [await track("evaluation-01", "cpu_millis"), await track("evaluation-02", "cpu_millis")];
+    expect(cpu2!.x).toBeCloseTo(cpu1!.x, 0);
+    expect(cpu2!.width / cpu1!.width).toBeCloseTo(2000 / 4000, 1);
+    // Every bar's numbers are shown whole (the Disk text was clipped).
+    expect(await page.$$eval(".vt-row .meter .num", (els) => els.filter((e) => e.scrollWidth > e.clientWidth + 1).map((e) => e.textContent))).toEqual([]);
+
+    // 4c. The timeline draws one bar per lease each worker held, as the tasks' attempts record them.
+    const tasksNow = (await get(hub.url, "/apis/loom.dev/v1alpha1/tasks", auth)).body.items as { metadata: { name: string }; status?: { state?: string; lease?: { worker: string }; attempts?: { worker?: string }[] } }[];
+    const leasesOn = (w: string) => tasksNow.reduce((n, t) => n + (t.status?.attempts ?? []).filter((a) => a.worker === w).length + (t.status?.lease?.worker === w ? 1 : 0), 0);
+    const ranOn = (w: string) => tasksNow.filter((t) => (t.status?.lease?.worker ?? t.status?.attempts?.at(-1)?.worker) === w).length;
+    expect(leasesOn("evaluation-01")).toBeGreaterThan(0);
+    await expect.poll(() => page.locator('.timeline-row[data-worker="evaluation-01"] .tbar').count(), { timeout: 15_000 }).toBe(leasesOn("evaluation-01"));
+    expect(await page.locator('.timeline-row[data-worker="evaluation-02"] .tbar').count()).toBe(leasesOn("evaluation-02"));
+    const tip = await page.locator('.timeline-row[data-worker="evaluation-01"] .tbar').first().getAttribute("title");
+    expect(tip).toMatch(/\(attempt 1\): clean\n[\s\S]*reserved: cpu \d+m/);
+
+    // 4d. A worker's name opens its tasks: the count is what ran there, the Worker menu shows the filter.
+    await page.locator('.vt-row[data-key="evaluation-01"] .col-name a').click();
+    await page.waitForURL(/#\/queue\?worker=evaluation-01$/);
+    await expect.poll(() => page.locator(".count").textContent()).toBe(`${ranOn("evaluation-01")} of ${tasksNow.length} tasks`);
+    expect(ranOn("evaluation-01")).toBeGreaterThan(0);
+    expect(await page.getByLabel("Worker", { exact: true }).inputValue()).toBe("evaluation-01");
+    expect(await page.locator(".vt-spacer .col-worker").allTextContents()).toEqual(Array(ranOn("evaluation-01")).fill("evaluation-01"));
+    // Whole names: long-context and long-context-2 read apart, nothing clamped, the tooltip has the name.
+    await page.getByLabel("Worker", { exact: true }).selectOption("");
+    const names = await page.$$eval(".vt-spacer .col-name a", (els) => els.map((e) => ({ text: e.textContent, title: e.getAttribute("title"), clipped: e.scrollHeight > e.clientHeight + 1 })));
+    expect(names.length).toBe(tasksNow.length);
+    for (const n of names) expect(n).toEqual({ text: n.title, title: n.title, clipped: false });
+    expect(await page.$$eval(".vt-spacer .wrap2", (els) => els.filter((e) => e.scrollHeight > e.clientHeight + 1).map((e) => e.textContent))).toEqual([]);
+
+    // 4e. The last hour below the queue: the waiting reason now, and every lease granted in the hour.
+    const legend = page.locator(".queue-depth .legend li", { hasText: "exceeds_worker_capacity" });
+    await expect.poll(() => legend.textContent(), { timeout: 15_000 }).toMatch(/^exceeds_worker_capacity: now 1, peak /);
+    const granted = await page.$$eval(".leases-rate .col", (els) => els.reduce((n, e) => n + Number(e.getAttribute("data-total")), 0));
+    expect(granted).toBe(leasesOn("evaluation-01") + leasesOn("evaluation-02"));
+    await shot(page, "2b-queue-history");
+
+    // 4f. A finished task's page: where its time went, queued then leased or running, then its final state.
+    await page.locator(".vt-spacer .col-name a", { hasText: /__tokenize-a__/ }).click();
+    await page.locator(".time-went .timebar .seg").first().waitFor();
+    const kinds = await page.$$eval(".time-went .timebar .seg", (els) => els.map((e) => e.getAttribute("data-kind")));
+    expect(kinds[0]).toBe("queued");
+    expect(kinds).toContain("running");
+    expect(await page.locator(".time-went").textContent()).toMatch(/→ clean after /);
+    await shot(page, "2c-task-time");
+    await page.getByRole("link", { name: "Workers" }).click();
+    await page.getByRole("heading", { name: "Workers" }).waitFor();
+
     // 5. Dispatch a task through the API; on the queue it appears, runs and finishes, with no reload.
     await page.getByRole("link", { name: "Queue" }).click();
     await page.getByRole("grid", { name: "Tasks" }).waitFor();

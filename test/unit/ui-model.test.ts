@@ -93,3 +93,16 @@ describe("the queue", () => {
     expect(c.map((r) => [r.name, r.total, r.pending, r.active, r.final, r.declared])).toEqual([["c1", 3, 1, 1, 1, true], ["c2", 1, 1, 0, 0, false], ["empty", 0, 0, 0, 0, true]]);
   });
 });
+
+describe("a finished task's worker", () => {
+  it("is the worker of its last attempt, so the queue filtered by that worker finds it, holding nothing", () => {
+    const done = taskRow({ ...task("done", { state: "clean" }), status: { state: "clean", attempts: [{ attempt: 1, worker: "w1" }, { attempt: 2, worker: "w2" }] } } as Task);
+    const requeued = taskRow({ ...task("again", { state: "retry_queued" }), status: { state: "retry_queued", attempts: [{ attempt: 1, worker: "w1" }] } } as Task);
+    expect(done.worker).toBe("w2");
+    expect(done.reservation).toBeUndefined();
+    expect(requeued.worker).toBe("");
+    const all = { campaign: "", state: "", reason: "", text: "", selector: () => true };
+    expect(filterTasks([done, requeued], { ...all, worker: "w2" }).map((t) => t.name)).toEqual(["done"]);
+    expect(workerRows([worker("w2")].map(workerObj), [done])[0].active).toEqual([]);
+  });
+});

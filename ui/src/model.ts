@@ -3,7 +3,7 @@
 // on it is active, the way the Hub derives them for /api/data/worker-capacity, so the bars
 // move with the task events themselves and never wait for a worker status pass.
 import { getCondition, type Condition } from "../../src/resources/meta.ts";
-import { isActive, isFinal, isQueued, RESOURCE_FIELDS, type ResourceField } from "../../src/resources/types.ts";
+import { isActive, isFinal, isQueued, RESOURCE_FIELDS, taskWorker, type ResourceField } from "../../src/resources/types.ts";
 import type { Campaign, Task, TaskSpecExecutionProfileResources as Vec, Worker } from "../../src/resources/types.gen.ts";
 
 export type { Campaign, Task, Vec, Worker };
@@ -30,7 +30,9 @@ export type TaskRow = {
   priority: number;
   order: number;
   created: string;
+  /** The lease's worker, or the worker of the last attempt once final. */
   worker: string;
+  /** Set only while a lease is active: what it holds on `worker`. */
   reservation: Vec | undefined;
   resourceVersion: string;
 };
@@ -52,7 +54,7 @@ export function taskRow(t: Task): TaskRow {
     priority: t.spec.priority ?? 0,
     order: st.created_order ?? 0,
     created: t.metadata.creationTimestamp ?? "",
-    worker: lease?.worker ?? "",
+    worker: taskWorker(st) ?? "",
     reservation: lease ? lease.reservation ?? {} : undefined,
     resourceVersion: t.metadata.resourceVersion ?? "",
   };

@@ -59,6 +59,8 @@ export class VirtualTable<T> {
     this.rows = rows;
     this.el.setAttribute("aria-rowcount", String(rows.length + 1));
     this.spacer.style.height = `${rows.length * this.o.rowHeight}px`;
+    // As tall as its rows (the CSS caps it at the window): a short list leaves the room below to what follows.
+    this.body.style.height = `${Math.max(1, rows.length) * this.o.rowHeight + 2}px`;
     this.emptyNote.hidden = rows.length > 0;
     if (this.activeKey !== undefined) {
       const i = rows.findIndex((r) => this.o.rowKey(r) === this.activeKey);

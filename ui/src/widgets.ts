@@ -3,22 +3,39 @@
 import { h } from "./dom.ts";
 import { humanDuration } from "../../src/resources/jsonpath.ts";
 
-/** A reserved-against-capacity bar with its numbers beside it (never colour alone). */
-export function bar(label: string, used: number, total: number | undefined, unit: string, field: string): HTMLElement {
+/**
+ * A reserved-against-capacity bar with its numbers under it (never colour alone). `scale` is
+ * this capacity against the largest in the column (0..1): the track is drawn that long, so
+ * bars in one column share one scale and compare across rows.
+ */
+export function bar(label: string, used: number, total: number | undefined, unit: string, field: string, scale = 1): HTMLElement {
   const cap = total ?? 0;
   const share = cap > 0 ? Math.min(1, used / cap) : used > 0 ? 1 : 0;
   const fill = h("span", { class: `fill${share >= 0.9 ? " high" : ""}` });
   fill.style.width = `${(share * 100).toFixed(1)}%`;
   const text = `${used}${unit} / ${total === undefined ? "?" : `${total}${unit}`}`;
+  const track = h("span", { class: "track", role: "meter", "aria-label": `${label} reserved`, "aria-valuemin": 0, "aria-valuemax": cap, "aria-valuenow": Math.min(used, cap), "aria-valuetext": text }, fill);
+  track.style.width = `${(Math.max(0, Math.min(1, scale)) * 100).toFixed(1)}%`;
   return h(
     "span",
-    { class: "meter", "data-dim": field, "data-used": used, "data-total": total ?? "" },
-    h("span", { class: "track", role: "meter", "aria-label": `${label} reserved`, "aria-valuemin": 0, "aria-valuemax": cap, "aria-valuenow": Math.min(used, cap), "aria-valuetext": text }, fill),
+    { class: "meter", "data-dim": field, "data-used": used, "data-total": total ?? "", title: `${label}: ${text} reserved` },
+    h("span", { class: "lane" }, track),
     h("span", { class: "num" }, text),
   );
 }
 
-const STATE_CLASS: Record<string, string> = {
+/** Break opportunities after the separators of generated names (`__`, `_`, `-`, `.`), so a long name wraps where it reads. */
+export function breakable(text: string): (string | HTMLElement)[] {
+  const out: (string | HTMLElement)[] = [];
+  for (const part of text.split(/(?<=__|[-_.](?![_]))/)) out.push(part, h("wbr"));
+  out.pop();
+  return out;
+}
+
+/** A cell's text that wraps onto two lines at most, the whole text in its tooltip. */
+export const fullText = (text: string, tip = text) => h("span", { class: "wrap2", title: tip }, breakable(text));
+
+export const STATE_CLASS: Record<string, string> = {
   ready: "ok", clean: "ok", accepted: "ok", admitted: "ok", running: "busy", leased: "busy", exclusive: "busy",
   cordoned: "warn", queued: "wait", retry_queued: "wait", "not ready": "bad", unregistered: "muted",
   dirty: "bad", run_error: "bad", lease_expired: "bad", cancelled: "muted", blocked: "warn", needs_review: "warn",
@@ -43,12 +60,16 @@ export function ago(ts: string | undefined, now = Date.now()): string {
   return Number.isNaN(t) ? ts : `${humanDuration(Math.max(0, now - t))} ago`;
 }
 
-export const labelChips = (labels: Record<string, string>) =>
-  h("span", { class: "labels" }, Object.entries(labels).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => h("span", { class: "chip" }, `${k}=${v}`)));
+export const labelChips = (labels: Record<string, string>) => {
+    const pairs = Object.entries(labels).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}=${v}`);
+    return h("span", { class: "labels", title: pairs.join("\n") || undefined }, pairs.map((p) => h("span", { class: "chip" }, p)));
+  };
 
 /** A <select> whose options carry counts; "" is "any". */
 export function select(label: string, value: string, options: [string, string][], onchange: (v: string) => void): HTMLElement {
-  const s = h("select", { onchange: (e: Event) => onchange((e.target as HTMLSelectElement).value) }, h("option", { value: "" }, "any"), options.map(([v, text]) => h("option", { value: v, selected: v === value }, text)));
+  // A value no row has (a link to a worker that ran nothing yet) is still the filter in force: show it.
+  if (value && !options.some(([v]) => v === value)) options = [[value, `${value} (0)`], ...options];
+  const s = h("select", { "aria-label": label, onchange: (e: Event) => onchange((e.target as HTMLSelectElement).value) }, h("option", { value: "" }, "any"), options.map(([v, text]) => h("option", { value: v, selected: v === value }, text)));
   return h("label", { class: "field" }, h("span", {}, label), s);
 }
 

@@ -5,7 +5,8 @@ import { h } from "../dom.ts";
 import type { Fleet } from "../fleet.ts";
 import { countBy, filterTasks, parseSelector, requestText, stateMatches, type TaskFilter, type TaskRow } from "../model.ts";
 import { VirtualTable, type Column } from "../virtual-table.ts";
-import { ago, badge, labelChips, select, textInput } from "../widgets.ts";
+import { FleetCharts } from "./fleet-charts.ts";
+import { ago, badge, breakable, fullText, labelChips, select, textInput } from "../widgets.ts";
 
 /**
  * Hook for the queue position the why-pending issue adds to task status. Until the Hub
@@ -32,24 +33,30 @@ export class QueueView {
   private readonly filters = h("div", { class: "toolbar" });
   private readonly count = h("p", { class: "count", "aria-live": "polite" });
   private readonly error = h("p", { class: "error", role: "alert", hidden: true });
+  private readonly charts: FleetCharts;
 
   constructor(private readonly fleet: Fleet, params: URLSearchParams, private readonly open: (name: string) => void) {
     this.selectorText = params.get("labels") ?? "";
     const sel = parseSelector(this.selectorText);
     this.filter = { campaign: params.get("campaign") ?? "", state: params.get("state") ?? "", reason: params.get("reason") ?? "", worker: params.get("worker") ?? "", text: params.get("q") ?? "", selector: sel.ok ? sel.match : () => true };
     const columns: Column<TaskRow>[] = [
-      { key: "name", title: "Task", width: "minmax(14rem, 2.4fr)", cell: (t) => h("a", { href: `#/task/${encodeURIComponent(t.name)}`, tabindex: -1 }, t.name) },
+      { key: "name", title: "Task", width: "minmax(16rem, 2.2fr)", cell: (t) => h("a", { href: `#/task/${encodeURIComponent(t.name)}`, tabindex: -1, class: "wrap2", title: t.name }, breakable(t.name)) },
       { key: "state", title: "State", width: "7.5rem", cell: (t) => badge(t.state) },
-      { key: "reason", title: "Admitted reason", width: "minmax(11rem, 1.4fr)", cell: (t) => h("span", { title: t.message }, t.reason || "—") },
+      { key: "reason", title: "Admitted reason", width: "minmax(13rem, 1.4fr)", cell: (t) => fullText(t.reason || "—", t.message || t.reason || "no Admitted condition yet") },
       ...(QUEUE_POSITION_COLUMN.available ? [QUEUE_POSITION_COLUMN] : []),
-      { key: "requests", title: "Requests", width: "minmax(12rem, 1.6fr)", cell: (t) => `${t.placement === "exclusive" ? "exclusive · " : ""}${requestText(t.requests)}` },
-      { key: "worker", title: "Worker", width: "minmax(7rem, 1fr)", cell: (t) => t.worker || "—" },
-      { key: "campaign", title: "Campaign", width: "minmax(8rem, 1fr)", cell: (t) => t.campaign || "—" },
-      { key: "labels", title: "Labels", width: "minmax(8rem, 1fr)", cell: (t) => labelChips(t.labels) },
+      { key: "requests", title: "Requests", width: "minmax(15rem, 1.8fr)", cell: (t) => fullText(`${t.placement === "exclusive" ? "exclusive · " : ""}${requestText(t.requests)}`) },
+      // Once final, the worker that ran the last attempt (what `loom get tasks` prints).
+      { key: "worker", title: "Worker", width: "minmax(8rem, 1fr)", cell: (t) => (t.worker ? fullText(t.worker, t.reservation ? `holds a lease on ${t.worker}` : `last ran on ${t.worker}`) : "—") },
+      { key: "campaign", title: "Campaign", width: "minmax(8rem, 1fr)", cell: (t) => (t.campaign ? fullText(t.campaign) : "—") },
+      { key: "labels", title: "Labels", width: "minmax(6rem, .8fr)", cell: (t) => labelChips(t.labels) },
       { key: "age", title: "Age", width: "6rem", cell: (t) => ago(t.created) },
     ];
-    this.table = new VirtualTable<TaskRow>({ label: "Tasks", rowHeight: 36, columns, rowKey: (t) => t.name, onOpen: (t) => this.open(t.name), empty: "No tasks match these filters." });
-    this.el = h("section", { class: "view", "aria-labelledby": "queue-h" }, h("h1", { id: "queue-h" }, "Queue"), this.summary, this.filters, this.error, this.count, this.table.el);
+    this.table = new VirtualTable<TaskRow>({ label: "Tasks", rowHeight: 44, columns, rowKey: (t) => t.name, onOpen: (t) => this.open(t.name), empty: "No tasks match these filters." });
+    this.el = h("section", { class: "view", "aria-labelledby": "queue-h" }, h("h1", { id: "queue-h" }, "Queue"), this.summary, this.filters, this.error, this.count, this.table.el, (this.charts = new FleetCharts(fleet)).el);
+  }
+
+  dispose(): void {
+    this.charts.dispose();
   }
 
   private set(k: keyof Omit<TaskFilter, "selector">, v: string): void {
@@ -69,6 +76,7 @@ export class QueueView {
   }
 
   update(force = false): void {
+    this.charts.update();
     const v = `${this.fleet.versions.tasks}`;
     if (!force && v === this.seen) return;
     this.seen = v;

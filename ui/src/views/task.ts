@@ -8,7 +8,11 @@ import { h } from "../dom.ts";
 import { API, type Fleet } from "../fleet.ts";
 import { ListWatch } from "../list-watch.ts";
 import { DIMENSIONS, requestText, type Task, type Vec } from "../model.ts";
-import { ago, badge, table } from "../widgets.ts";
+import { ago, badge, STATE_CLASS, table } from "../widgets.ts";
+import { span } from "../charts.ts";
+import { humanDuration } from "../../../src/resources/jsonpath.ts";
+import { isFinal } from "../../../src/resources/types.ts";
+import { taskSegments, type NotAdmittedEvent, type Segment } from "../../../src/observability/history.ts";
 
 type EventObj = { metadata: { name: string; creationTimestamp?: string }; type?: string; reason?: string; message?: string; count?: number; firstTimestamp?: string; lastTimestamp?: string; source?: { component?: string } };
 type Logs = { result_id: string; verdict: string | null; files: string[]; logs: { name: string; bytes: number; truncated: boolean; text: string }[] };
@@ -31,6 +35,8 @@ export class TaskView {
   private readonly admission = h("div", { "aria-live": "polite" });
   private readonly events = new Map<string, EventObj>();
   private readonly eventsEl = h("div");
+  private readonly timeEl = h("div", { class: "time-went" });
+  private task: Task | undefined;
   private readonly resultEl = h("div");
   private readonly eventWatch: ListWatch<EventObj>;
   private taskVersion = "";
@@ -42,6 +48,7 @@ export class TaskView {
     this.el = h("section", { class: "view", "aria-labelledby": "task-h" },
       h("p", {}, h("a", { href: "#/queue" }, "← Queue")),
       h("h1", { id: "task-h" }, name),
+      h("h2", {}, "Where the time went"), this.timeEl,
       this.body,
       h("h2", {}, "Admission"), this.admission,
       h("h2", {}, "Events"), this.eventsEl,
@@ -84,6 +91,8 @@ export class TaskView {
       return;
     }
     if (this.stopped) return;
+    this.task = t;
+    this.renderTime();
     void this.loadAdmission();
     const s = t.spec;
     const st = t.status ?? {};
@@ -146,7 +155,41 @@ export class TaskView {
   private renderEvents(): void {
     const at = (e: EventObj) => e.lastTimestamp ?? e.firstTimestamp ?? e.metadata.creationTimestamp ?? "";
     const list = [...this.events.values()].sort((a, b) => at(a).localeCompare(at(b)));
+    this.renderTime();
     this.eventsEl.replaceChildren(table("Events", ["Type", "Reason", "Age", "From", "Message"], list.map((e) => [e.type ?? "—", e.reason ?? "—", `${ago(at(e))}${(e.count ?? 1) > 1 ? ` (×${e.count})` : ""}`, e.source?.component ?? "—", e.message ?? "—"]), "none"));
+  }
+
+  /** One bar from creation to now (or the end): queued by reason, leased, running, then the final state. */
+  private renderTime(): void {
+    const t = this.task;
+    if (!t) return;
+    const state = t.status?.state ?? "queued";
+    const end = isFinal(state) && t.status?.finished_at ? Date.parse(t.status.finished_at) : Date.now();
+    const notAdmitted = [...this.events.values()].filter((e) => e.reason === "NotAdmitted") as unknown as NotAdmittedEvent[];
+    const segs = taskSegments(t, notAdmitted, end);
+    const from = Date.parse(t.metadata.creationTimestamp ?? "") || segs[0]?.start || end;
+    const total = Math.max(1, end - from);
+    const reasons = [...new Set(segs.flatMap((x) => (x.kind === "queued" ? [x.reason] : [])))];
+    const what = (x: Segment) => (x.kind === "queued" ? `queued: ${x.reason}` : `${x.kind} on ${x.worker} (attempt ${x.attempt})`);
+    const cls = (x: Segment) => (x.kind === "queued" ? `seg q c${reasons.indexOf(x.reason) % 8}` : `seg ${x.kind} st-${STATE_CLASS[x.outcome] ?? "busy"}`);
+    const parts = segs.map((x) => {
+      const el = h("span", { class: cls(x), title: `${what(x)}\n${span(x.start, x.end)}`, "data-kind": x.kind });
+      el.style.width = `${((100 * (x.end - x.start)) / total).toFixed(2)}%`;
+      return el;
+    });
+    // The same stretches added up, in the order they first happened.
+    const sums = new Map<string, { label: string; ms: number; cls: string }>();
+    for (const x of segs) {
+      const key = x.kind === "queued" ? `queued: ${x.reason}` : x.kind;
+      const cur = sums.get(key) ?? { label: key, ms: 0, cls: cls(x) };
+      cur.ms += x.end - x.start;
+      sums.set(key, cur);
+    }
+    const final = isFinal(state) ? state : undefined;
+    this.timeEl.replaceChildren(
+      h("div", { class: "meter" }, h("span", { class: "track stacked timebar", role: "img", "aria-label": `${[...sums.values()].map((x) => `${x.label} ${humanDuration(x.ms)}`).join(", ")}${final ? `, then ${final}` : ", so far"}` }, parts), final ? badge(final) : h("span", { class: "num" }, `${state}, ${humanDuration(total)} so far`)),
+      h("ul", { class: "legend" }, [...sums.values()].map((x) => h("li", { "data-part": x.label }, h("span", { class: `swatch ${x.cls}`, "aria-hidden": "true" }), `${x.label}: ${humanDuration(x.ms)}`)), final ? h("li", {}, `→ ${final} after ${humanDuration(total)}`) : null),
+    );
   }
 
   private renderResult(id: string | undefined, r: { verdict?: string; bytes?: number; sha256?: string; uploaded_at?: string } | undefined): void {
