@@ -1,7 +1,9 @@
 // The quick start as a new user runs it (npm start = loom quickstart): a Hub with the
 // examples and local Runners; tasks wait on resources, then run and finish, keeping their
 // worker; the unfitting one is explained; and Ctrl-C stops everything. Task steps are cut
-// from a second to 150 ms (--step-ms), so the campaign takes seconds, not half a minute.
+// from a second to 400 ms (--step-ms), so the campaign takes seconds, not half a minute, and
+// a task that waits behind another waits past the 2 s an Admitted swing must hold before
+// the conditions pass records it.
 import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -29,7 +31,7 @@ describe("npm start (loom quickstart)", () => {
     dir = await mkdtemp(join(tmpdir(), "loom-quickstart-"));
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
-    child = spawn(process.execPath, ["bin/loom.mjs", "quickstart", "--port", String(port), "--data-dir", dir, "--step-ms", "150"], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    child = spawn(process.execPath, ["bin/loom.mjs", "quickstart", "--port", String(port), "--data-dir", dir, "--step-ms", "400"], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
     let err = "";
     child.stderr!.on("data", (d) => (err += d));
     child.stdout!.resume();

@@ -133,7 +133,11 @@ describe("web view at /ui in chromium", () => {
 
     // 4b. One scale per column: evaluation-02 offers half of evaluation-01's CPU, so its track is half as long, from the same left edge.
     const track = (w: string, dim: string) => page.locator(`.vt-row[data-key="${w}"] .meter[data-dim="${dim}"] .track`).boundingBox();
-    const [cpu1, cpu2] = [await track("evaluation-01", "cpu_millis"), await track("evaluation-02", "cpu_millis")];
+    // Both rows drawn (a re-render may be under way when the bars first match the API).
+    const [cpu1, cpu2] = await eventually(async () => {
+      const both = [await track("evaluation-01", "cpu_millis"), await track("evaluation-02", "cpu_millis")];
+      return both.every(Boolean) && both;
+    }, "both workers' CPU tracks to be drawn", 15_000);
     expect(cpu2!.x).toBeCloseTo(cpu1!.x, 0);
     expect(cpu2!.width / cpu1!.width).toBeCloseTo(2000 / 4000, 1);
     // Every bar's numbers are shown whole (the Disk text was clipped).
