@@ -100,7 +100,9 @@ export class QueuesView {
     this.loadStanding();
     const rows = all.map((q) => ({ q, ...amounts(q) }));
     const typed = [...new Set(rows.flatMap((r) => Object.keys(r.quota).filter((k) => k.startsWith("gpu_types."))))].sort();
-    const dims: Dim[] = [...DIMENSIONS.map((d) => ({ key: d.field as string, label: d.label, unit: d.unit })), ...typed.map((k) => ({ key: k, label: `GPU ${k.slice(10)}`, unit: "" }))];
+    // A dimension no queue limits and none uses gets no column (the table stays one screen wide).
+    const dims: Dim[] = [...DIMENSIONS.map((d) => ({ key: d.field as string, label: d.label, unit: d.unit })), ...typed.map((k) => ({ key: k, label: `GPU ${k.slice(10)}`, unit: "" }))]
+      .filter((d) => rows.some((r) => r.quota[d.key] !== undefined || (r.used[d.key] ?? 0) > 0));
     // One scale per column: the largest quota plus borrowing limit (or use) of any queue.
     const top = Object.fromEntries(dims.map((d) => [d.key, Math.max(0, ...rows.map((r) => Math.max((r.quota[d.key] ?? 0) + (r.quota[d.key] === undefined ? 0 : r.borrow[d.key] ?? 0), r.used[d.key] ?? 0)))]));
     const trueConds = (q: Queue) => (q.status?.conditions ?? []).filter((c) => c.status === "True");
@@ -118,7 +120,7 @@ export class QueuesView {
         h("span", { "data-field": "share", title: `decayed share ${st.decayed_share ?? 0}` }, String(st.share ?? 0)),
         q.spec?.reclaim ?? "wait",
         h("span", { class: "labels" }, trueConds(q).map((c) => h("span", { class: `badge ${c.type === "QuotaExhausted" ? "bad" : "warn"}`, title: c.message ?? "" }, c.type))),
-        h("a", { href: `#/queue?queue=${encodeURIComponent(name)}`, class: "queue-tasks" }, `${name}'s tasks`),
+        h("a", { href: `#/queue?queue=${encodeURIComponent(name)}`, class: "queue-tasks", "aria-label": `${name}'s tasks` }, "tasks"),
       ];
     }));
     main.classList.add("queues");
