@@ -19,16 +19,28 @@ export const seedWorker = (i: number): StoredObject => ({
   status: { registration: { registered_at: new Date().toISOString(), runner_api_version: 1 }, desired_concurrency: 64 },
 });
 
+export const queueName = (i: number) => `q${String(i).padStart(3, "0")}`;
+
 /**
- * A queued task. With `shapes` distinct requirement shapes, task i has shape i % shapes;
+ * A Queue with an equal share of a fleet of `workers` seed workers among `queues`, and as
+ * much again to borrow: claims are ordered by fair share across them, and the quota is
+ * checked on every lease (and re-checked by the store), without it running out.
+ */
+export const seedQueue = (i: number, queues: number, workers: number): StoredObject => {
+  const share = { cpu_millis: Math.floor((64_000 * workers) / queues), memory_mb: Math.floor((262_144 * workers) / queues) };
+  return { apiVersion: A, kind: "Queue", metadata: { name: queueName(i) }, spec: { quota: share, borrowing_limit: share, weight: 1 + (i % 3) } };
+};
+
+/**
+ * A queued task (of queue i % `queues`, when there are queues). With `shapes` distinct requirement shapes, task i has shape i % shapes;
  * the shapes differ in requested disk (as exact numbers in real profiles do) and every
  * tenth one needs a GPU, so some workers cannot take it.
  */
-export const seedTask = (i: number, shapes: number): StoredObject => {
+export const seedTask = (i: number, shapes: number, queues = 0): StoredObject => {
   const s = i % shapes;
   return {
     apiVersion: A, kind: "Task", metadata: { name: `t${String(i).padStart(7, "0")}` },
-    spec: { required_capability: s % 10 === 9 ? "gpu" : "linux", priority: i % 3, execution_profile: { placement: "shared", resources: { cpu_millis: 250, memory_mb: 512, disk_mb: 1 + s } }, payload: { runner: "noop" } },
+    spec: { required_capability: s % 10 === 9 ? "gpu" : "linux", priority: i % 3, ...(queues ? { queue: queueName(i % queues) } : {}), execution_profile: { placement: "shared", resources: { cpu_millis: 250, memory_mb: 512, disk_mb: 1 + s } }, payload: { runner: "noop" } },
     status: { state: "queued", attempt: 1 },
   };
 };
@@ -39,13 +51,15 @@ export async function bulkCreate(store: Store, count: number, make: (i: number) 
 
 export type Seeded = Awaited<ReturnType<typeof seeded>>;
 
-/** A store holding `tasks` queued tasks of `shapes` shapes and `workers` live workers, with the informer and scheduler on it. */
-export async function seeded(o: { tasks: number; workers: number; shapes: number }) {
+/** A store holding `tasks` queued tasks of `shapes` shapes (spread over `queues` Queue objects, if any) and `workers` live workers, with the informer and scheduler on it. */
+export async function seeded(o: { tasks: number; workers: number; shapes: number; queues?: number }) {
   const dir = tempDir("seed");
   const store = openSqliteStore(join(dir, "loom.db"));
+  const queues = o.queues ?? 0;
   await bulkCreate(store, o.workers, seedWorker, 1000);
-  await bulkCreate(store, o.tasks, (i) => seedTask(i, o.shapes));
-  const cache = new Informer(store, ["Worker", "Task", "Campaign"]);
+  if (queues) await bulkCreate(store, queues, (i) => seedQueue(i, queues, o.workers), 1000);
+  await bulkCreate(store, o.tasks, (i) => seedTask(i, o.shapes, queues));
+  const cache = new Informer(store, ["Worker", "Task", "Campaign", "Queue"]);
   await cache.start();
   const scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: 3600, defaultMaxAttempts: 3, resultsDir: join(dir, "results") });
   scheduler.resync();

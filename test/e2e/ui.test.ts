@@ -186,7 +186,7 @@ describe("web view at /ui in chromium", () => {
     await page.getByRole("heading", { name: "Workers" }).waitFor();
 
     // 5. Dispatch a task through the API; on the queue it appears, runs and finishes, with no reload.
-    await page.getByRole("link", { name: "Queue" }).click();
+    await page.getByRole("link", { name: "Queue", exact: true }).click();
     await page.getByRole("grid", { name: "Tasks" }).waitFor();
     const seen = await page.evaluateHandle(() => {
       const states = new Set<string>();
@@ -213,7 +213,7 @@ describe("web view at /ui in chromium", () => {
     }, "bars equal to the data API while the task holds a reservation", 15_000);
     await shot(page, "3-workers-busy");
     if (process.env.LOOM_UI_DOCS_IMAGE) await page.screenshot({ path: join(ROOT, "docs", "ui.png") });
-    await page.getByRole("link", { name: "Queue" }).click();
+    await page.getByRole("link", { name: "Queue", exact: true }).click();
     await page.locator('.vt-row[data-key="ui-e2e-live"] .col-state', { hasText: "clean" }).waitFor({ timeout: 30_000 });
     const states = await seen.evaluate((s) => [...s]);
     expect(states).toContain("clean");

@@ -85,6 +85,12 @@ describe("the queue", () => {
     expect(filterTasks(rows, { ...all, worker: "w1" }).map((t) => t.name)).toEqual(["early"]);
     expect(sel.ok && filterTasks(rows, { ...all, selector: sel.match }).map((t) => t.name)).toEqual(["high"]);
   });
+  it("filters by queue; a task that names none is in default", () => {
+    const named = taskRow({ ...task("teamed", { order: 4 }), spec: { ...task("teamed").spec, queue: "team-a" } });
+    expect(named.queue).toBe("team-a");
+    expect(filterTasks([...rows, named], { ...all, queue: "team-a" }).map((t) => t.name)).toEqual(["teamed"]);
+    expect(filterTasks([...rows, named], { ...all, queue: "default" }).map((t) => t.name)).toEqual(["high", "early", "low", "old"]);
+  });
   it("shows the Admitted reason, and admitted when the condition is True", () => {
     expect(rows.map((t) => [t.name, t.reason])).toEqual([["low", "insufficient_resources"], ["high", "admitted"], ["early", ""], ["old", ""]]);
   });

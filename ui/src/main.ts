@@ -1,11 +1,12 @@
 // The Loom web view: a header with navigation and the live state of the watches, one view
-// at a time (workers, queue, campaigns, a task), chosen by the location hash. The token form
+// at a time (workers, queue, campaigns, queues, a task), chosen by the location hash. The token form
 // appears only when the Hub asks for a token.
 import { json, token, Unauthorized } from "./auth.ts";
 import { h } from "./dom.ts";
 import { Fleet, type KindName } from "./fleet.ts";
 import { CampaignsView } from "./views/campaigns.ts";
 import { QueueView } from "./views/queue.ts";
+import { QueuesView } from "./views/queues.ts";
 import { TaskView } from "./views/task.ts";
 import { WorkersView } from "./views/workers.ts";
 import "./style.css";
@@ -20,7 +21,7 @@ const signOut = h("button", { type: "button", class: "quiet", hidden: true, oncl
 let fleet: Fleet | undefined;
 let view: View | undefined;
 
-const ROUTES: [string, string][] = [["workers", "Workers"], ["queue", "Queue"], ["campaigns", "Campaigns"]];
+const ROUTES: [string, string][] = [["workers", "Workers"], ["queue", "Queue"], ["campaigns", "Campaigns"], ["queues", "Queues"]];
 
 function route(): void {
   if (!fleet) return;
@@ -32,6 +33,7 @@ function route(): void {
   if (top === "task" && rest.length) view = new TaskView(f, decodeURIComponent(rest.join("/")));
   else if (top === "queue") view = new QueueView(f, params, (name) => (location.hash = `#/task/${encodeURIComponent(name)}`));
   else if (top === "campaigns") view = new CampaignsView(f);
+  else if (top === "queues") view = new QueuesView(params.get("queue") ?? "");
   else view = new WorkersView(f, (name) => (location.hash = `#/queue?worker=${encodeURIComponent(name)}`));
   const current = top === "task" ? "queue" : ROUTES.some(([r]) => r === top) ? top : "workers";
   nav.replaceChildren(...ROUTES.map(([r, text]) => h("a", { href: `#/${r}`, "aria-current": r === current ? "page" : undefined }, text)));

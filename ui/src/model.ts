@@ -4,9 +4,10 @@
 // move with the task events themselves and never wait for a worker status pass.
 import { getCondition, type Condition } from "../../src/resources/meta.ts";
 import { isActive, isFinal, isQueued, RESOURCE_FIELDS, taskWorker, type ResourceField } from "../../src/resources/types.ts";
-import type { Campaign, Task, TaskSpecExecutionProfileResources as Vec, Worker } from "../../src/resources/types.gen.ts";
+import type { Campaign, Queue, Task, TaskSpecExecutionProfileResources as Vec, Worker } from "../../src/resources/types.gen.ts";
+import { queueName } from "../../src/admission/queues.ts";
 
-export type { Campaign, Task, Vec, Worker };
+export type { Campaign, Queue, Task, Vec, Worker };
 
 export const DIMENSIONS: readonly { field: ResourceField; label: string; unit: string }[] = [
   { field: "cpu_millis", label: "CPU", unit: "m" },
@@ -21,6 +22,8 @@ export type TaskRow = {
   name: string;
   labels: Record<string, string>;
   campaign: string;
+  /** Its Queue's name (`default` when it names none), as admission counts it. */
+  queue: string;
   state: string;
   /** The Admitted condition's reason ("admitted" when it is True), or "" when there is none yet. */
   reason: string;
@@ -46,6 +49,7 @@ export function taskRow(t: Task): TaskRow {
     name: t.metadata.name,
     labels: t.metadata.labels ?? {},
     campaign: t.spec.campaign_id ?? "",
+    queue: queueName(t.spec),
     state,
     reason: admitted ? (admitted.status === "True" ? "admitted" : admitted.reason ?? "") : "",
     message: admitted?.message ?? "",
@@ -150,7 +154,7 @@ export const labelKeys = (rows: Iterable<{ labels: Record<string, string> }>) =>
 
 // ---- the queue
 
-export type TaskFilter = { campaign: string; state: string; reason: string; worker: string; selector: Selector; text: string };
+export type TaskFilter = { campaign: string; state: string; reason: string; worker: string; selector: Selector; text: string; queue?: string };
 
 /** "pending" and "active" group several states; any other value is one state. */
 export function stateMatches(filter: string, state: string): boolean {
@@ -166,6 +170,7 @@ export function filterTasks(rows: Iterable<TaskRow>, f: TaskFilter): TaskRow[] {
   const text = f.text.toLowerCase();
   for (const t of rows) {
     if (f.campaign && t.campaign !== f.campaign) continue;
+    if (f.queue && t.queue !== f.queue) continue;
     if (!stateMatches(f.state, t.state)) continue;
     if (f.reason && t.reason !== f.reason) continue;
     if (f.worker && t.worker !== f.worker) continue;

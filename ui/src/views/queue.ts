@@ -1,5 +1,5 @@
 // The queue: tasks by state with the Admitted reason and the requested resources, in claim
-// order (priority, then dispatch order). Filters: campaign, state, reason, worker, label
+// order (priority, then dispatch order). Filters: campaign, queue, state, reason, worker, label
 // selector and name. The filters live in the location hash, so a view can be linked to.
 import { h } from "../dom.ts";
 import type { Fleet } from "../fleet.ts";
@@ -38,7 +38,7 @@ export class QueueView {
   constructor(private readonly fleet: Fleet, params: URLSearchParams, private readonly open: (name: string) => void) {
     this.selectorText = params.get("labels") ?? "";
     const sel = parseSelector(this.selectorText);
-    this.filter = { campaign: params.get("campaign") ?? "", state: params.get("state") ?? "", reason: params.get("reason") ?? "", worker: params.get("worker") ?? "", text: params.get("q") ?? "", selector: sel.ok ? sel.match : () => true };
+    this.filter = { campaign: params.get("campaign") ?? "", state: params.get("state") ?? "", reason: params.get("reason") ?? "", worker: params.get("worker") ?? "", queue: params.get("queue") ?? "", text: params.get("q") ?? "", selector: sel.ok ? sel.match : () => true };
     const columns: Column<TaskRow>[] = [
       { key: "name", title: "Task", width: "minmax(16rem, 2.2fr)", cell: (t) => h("a", { href: `#/task/${encodeURIComponent(t.name)}`, tabindex: -1, class: "wrap2", title: t.name }, breakable(t.name)) },
       { key: "state", title: "State", width: "7.5rem", cell: (t) => badge(t.state) },
@@ -68,7 +68,7 @@ export class QueueView {
   /** Keep the filters in the hash without a navigation (the view stays as it is). */
   private syncHash(): void {
     const p = new URLSearchParams();
-    for (const k of ["campaign", "state", "reason", "worker"] as const) if (this.filter[k]) p.set(k, this.filter[k]);
+    for (const k of ["campaign", "queue", "state", "reason", "worker"] as const) if (this.filter[k]) p.set(k, this.filter[k]!);
     if (this.filter.text) p.set("q", this.filter.text);
     if (this.selectorText) p.set("labels", this.selectorText);
     const q = p.toString();
@@ -115,11 +115,14 @@ export class QueueView {
     const opts = (m: Map<string, number>) => [...m].filter(([k]) => k).sort(([a], [b]) => a.localeCompare(b)).map(([k, n]): [string, string] => [k, `${k} (${n})`]);
     const active = document.activeElement;
     if (active && menus.contains(active)) return; // never swap a menu out from under the keyboard
+    const queues = countBy(all, (t) => t.queue);
     menus.replaceChildren(
       select("Campaign", this.filter.campaign, opts(countBy(all, (t) => t.campaign)), (v) => this.set("campaign", v)),
       select("State", this.filter.state, [...STATE_GROUPS.map(([g, t]): [string, string] => [g, `${t} (${all.filter((x) => stateMatches(g, x.state)).length})`]), ...opts(countBy(all, (t) => t.state))], (v) => this.set("state", v)),
       select("Reason", this.filter.reason, opts(countBy(all, (t) => t.reason)), (v) => this.set("reason", v)),
       select("Worker", this.filter.worker, opts(countBy(all, (t) => t.worker)), (v) => this.set("worker", v)),
+      // Only once tasks name queues: a fleet without them keeps the menus it had.
+      ...(queues.size > 1 || this.filter.queue ? [select("Queue", this.filter.queue ?? "", opts(queues), (v) => this.set("queue", v))] : []),
     );
   }
 }

@@ -3,7 +3,7 @@
 // snapshots, Events (watched), the result and its logs. It refetches when the watch reports
 // a change to the task (or to a worker, for the admission table), never on a timer.
 import { json, request } from "../auth.ts";
-import type { TaskAdmission, WorkerAdmission, Shortfall } from "../../../src/cli/data-api.ts";
+import type { QueueExplanation, TaskAdmission, WorkerAdmission, Shortfall } from "../../../src/cli/data-api.ts";
 import { h } from "../dom.ts";
 import { API, type Fleet } from "../fleet.ts";
 import { ListWatch } from "../list-watch.ts";
@@ -33,6 +33,8 @@ export class TaskView {
   readonly el: HTMLElement;
   private readonly body = h("div", { class: "task-body" });
   private readonly admission = h("div", { "aria-live": "polite" });
+  /** Empty (no heading either) while the Hub has no Queue objects. */
+  private readonly queueEl = h("div", { class: "queue-standing" });
   private readonly events = new Map<string, EventObj>();
   private readonly eventsEl = h("div");
   private readonly timeEl = h("div", { class: "time-went" });
@@ -51,6 +53,7 @@ export class TaskView {
       h("h2", {}, "Where the time went"), this.timeEl,
       this.body,
       h("h2", {}, "Admission"), this.admission,
+      this.queueEl,
       h("h2", {}, "Events"), this.eventsEl,
       h("h2", {}, "Result and logs"), this.resultEl,
     );
@@ -135,6 +138,7 @@ export class TaskView {
       return;
     }
     if (this.stopped) return;
+    this.queueEl.replaceChildren(...(a.queue ? queueStanding(a.queue) : []));
     const reasons = (w: WorkerAdmission) => (w.reasons?.length ? w.reasons.join(", ") : w.reason ?? "—");
     this.admission.replaceChildren(
       h("p", { class: "summary" }, a.unsatisfiable ? badge("unsatisfiable") : null, " ", a.summary ?? ""),
@@ -217,4 +221,25 @@ export class TaskView {
     a.click();
     setTimeout(() => URL.revokeObjectURL(url), 60_000);
   }
+}
+
+/** The task's queue as task-admission explains it: its place in it, its usage against quota, fair share, and the borrowed leases it waits on. */
+function queueStanding(q: QueueExplanation): HTMLElement[] {
+  const link = h("a", { href: `#/queues?queue=${encodeURIComponent(q.name)}`, class: "queue-link" }, q.name);
+  return [
+    h("h2", { id: "queue-standing-h" }, "Queue"),
+    dl([
+      ["Queue", h("span", {}, link, q.limited ? "" : " (no Queue object: nothing limits it, weight 1)")],
+      ["Position", q.position === null ? "not queued" : h("span", { "data-field": "position" }, `${q.position} in ${q.name}`)],
+      ["Fair share", h("span", { "data-field": "standing" }, q.standing)],
+      ["Share", `${q.share} now, ${q.decayed_share} decayed`],
+      ["Reclaim", q.reclaim],
+    ]),
+    table(`Usage of ${q.name} against its quota`, ["Dimension", "Used", "Requested", "Nominal", "Borrowing limit", "Borrowable"], q.quota.map((l) => [l.dimension, String(l.used), String(l.requested), String(l.nominal), String(l.borrowing_limit), String(l.borrowable)]), `${q.name} sets no quota`),
+    ...(q.waits_on_borrowed?.length ? [table("Borrowed leases it waits on (until: when the last should end, by declared run times)", ["Worker", "Borrowed leases", "Until"], q.waits_on_borrowed.map((w) => [
+      w.worker,
+      h("span", {}, w.leases.map((l, i) => h("span", {}, i ? ", " : "", h("a", { href: `#/task/${encodeURIComponent(l.task)}` }, l.task), ` (${l.queue}${l.ends_at ? `, ends ${l.ends_at}` : ""})`))),
+      w.until ?? "—",
+    ]))] : []),
+  ];
 }
