@@ -45,24 +45,8 @@ export type TaskAdmission = {
   queue?: QueueExplanation;
 };
 
-// The queue shapes as the client reads them (scheduler/queue-explain.ts builds them). Written
-// out here because the web view compiles this file without Node's types.
-export type QuotaLine = { dimension: string; used: number; requested: number; nominal: number; borrowing_limit: number; borrowable: number };
-
-export type QueueExplanation = {
-  name: string;
-  limited: boolean;
-  /** 1 + the queued tasks of its queue ahead of it for the same workers; null when not queued. */
-  position: number | null;
-  quota: QuotaLine[];
-  share: number;
-  decayed_share: number;
-  standings?: { queue: string; share: number }[];
-  /** "team-b has share 0.62, team-a 0.31: team-a goes first". */
-  standing: string;
-  reclaim?: string;
-  waits_on_borrowed?: { worker: string; leases: { task: string; queue: string; ends_at?: string }[]; until?: string }[];
-};
+export type { QueueExplanation, QuotaLine } from "../resources/queue-explanation.ts";
+import type { QueueExplanation } from "../resources/queue-explanation.ts";
 
 type Figures = Record<string, number>;
 

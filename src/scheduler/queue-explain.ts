@@ -5,34 +5,11 @@ import type { Decision, WorkerView } from "../admission/index.ts";
 import { demandOf, queueName, type Amounts } from "../admission/queues.ts";
 import { normalise } from "../admission/vector.ts";
 import type { Task } from "../resources/types.ts";
+import type { QueueExplanation } from "../resources/queue-explanation.ts";
 import type { SchedulerContext } from "./context.ts";
 import { standingSentence } from "./fair-share.ts";
 import type { ClaimQueue } from "./queue.ts";
 import { queueStanding, type BlockingLeases } from "./why.ts";
-
-export type QuotaLine = { dimension: string; used: number; requested: number; nominal: number; borrowing_limit: number; borrowable: number };
-
-export type QueueExplanation = {
-  name: string;
-  /** A Queue object exists for it (otherwise nothing limits it and its weight is 1). */
-  limited: boolean;
-  /** 1 + the queued tasks of the same queue ahead of it for the same workers; null when not queued. */
-  position: number | null;
-  quota: QuotaLine[];
-  share: number;
-  decayed_share: number;
-  /** The queues with work waiting (and this one), by the share claims order them by. */
-  standings: { queue: string; share: number }[];
-  /** "team-b has share 0.62, team-a 0.31: team-a goes first". */
-  standing: string;
-  reclaim: "wait" | "preempt";
-  /**
-   * While its queue is within its quota but other queues' borrowed leases fill the workers it
-   * could use: on each such worker, those borrowed leases, and when the last should end (by
-   * declared run times; absent when one declares none). Soonest first.
-   */
-  waits_on_borrowed?: { worker: string; leases: { task: string; queue: string; ends_at?: string }[]; until?: string }[];
-};
 
 /** Shares are shown as claims compare them: decayed when a half-life is set. */
 function standings(ctx: SchedulerContext, also: string): { queue: string; share: number }[] {
