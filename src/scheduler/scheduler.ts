@@ -1,11 +1,11 @@
 // The scheduler: keeps the claim queue in step with the informer and grants leases for
 // pull claims and Direct Runner pushes through the same admission function and the same
 // atomic lease write.
-import { isActive, isKind } from "../resources/types.ts";
+import { isActive, isKind, isQueued, type Worker } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
 import type { Store } from "../store/store.ts";
 import { isStoreError } from "../store/errors.ts";
-import { commitLeases, newBatchId, pickForWorker, requireWorker, type Leased } from "./claim.ts";
+import { commitLeases, newBatchId, pickForWorker, requireWorker, type Leased, type Pick } from "./claim.ts";
 import { SchedulerContext, type SchedulerDeps, type SchedulerOptions } from "./context.ts";
 import { checkRequest, HubError } from "./errors.ts";
 import { ClaimQueue } from "./queue.ts";
@@ -65,15 +65,37 @@ export class Scheduler {
         return { worker, picks, hold: this.ctx.assume(worker.metadata.name, picks.map((p) => p.lease)) };
       });
       try {
-        return await commitLeases(this.ctx, worker, picks, { mode: "pull", leaseSeconds });
+        return await this.commitRebasing(worker, picks, leaseSeconds);
       } catch (e) {
         if (!isStoreError(e, "Conflict")) throw e;
-        this.ctx.observer.claimRaceLost?.();
         if (attempt >= CLAIM_ATTEMPTS) return [];
         await this.ctx.caughtUp();
       } finally {
         hold.release();
       }
+    }
+  }
+
+  /**
+   * Commit a claim's picks. When the commit loses a race only because a task was rewritten
+   * meanwhile (the conditions pass on another replica, say) and is still queued, the same
+   * picks are committed again on the fresh copies, still held by the assumption: no new walk,
+   * no other claim taking them in between. Anything else (a task leased or gone, the lease
+   * guard refusing) throws for the claim to decide again.
+   */
+  private async commitRebasing(worker: Worker, picks: Pick[], leaseSeconds: number): Promise<Leased[]> {
+    try {
+      return await commitLeases(this.ctx, worker, picks, { mode: "pull", leaseSeconds });
+    } catch (e) {
+      if (!isStoreError(e, "Conflict")) throw e;
+      this.ctx.observer.claimRaceLost?.();
+      await this.ctx.caughtUp();
+      // Still queued, and only its status moved (same generation: the request it was admitted for).
+      const fresh = picks.map((p) => ({ ...p, task: this.ctx.task(p.task.metadata.name) }));
+      if (!fresh.every((p, i) => p.task && isQueued(p.task.status?.state ?? "queued") && p.task.metadata.generation === picks[i].task.metadata.generation)) throw e;
+      const again = fresh as Pick[];
+      if (again.every((p, i) => p.task.metadata.resourceVersion === picks[i].task.metadata.resourceVersion)) throw e; // nothing moved: not a stale copy
+      return commitLeases(this.ctx, this.ctx.worker(worker.metadata.name) ?? worker, again, { mode: "pull", leaseSeconds });
     }
   }
 
