@@ -32,7 +32,8 @@ export const MAX_SKIPPED_SHAPES = 2048;
  *
  * With several Hub replicas (`ctx.stripe.count` > 1) every replica's queue has the same head,
  * and claims through different replicas would pick the same tasks and race for them. So
- * among the first few candidates (a window of `limit` × replicas × 2) a claim takes the
+ * among the first few candidates (a window of (`limit` + the leases this replica's claims
+ * have in flight) × replicas × 2) a claim takes the
  * tasks of its own replica's stripe (a hash of the name) first, and the others only after
  * them. Beyond that window nothing changes: no task waits more than a window's worth of
  * places longer than it would on one Hub, and a stripe whose replica has no Runners is
@@ -43,7 +44,9 @@ export function pickForWorker(queue: ClaimQueue, ctx: SchedulerContext, worker: 
   const picks: Pick[] = [];
   const walk = queue.walk(view.capabilities);
   const { index, count } = ctx.stripe;
-  const window = count > 1 ? limit * count * 2 : 0;
+  // Claims of this replica in flight hold tasks of its stripe near the head too: the window
+  // reaches past them, or a busy replica would fall back on the others' stripes at once.
+  const window = count > 1 ? (limit + ctx.assumedCount) * count * 2 : 0;
   /** Candidates of other stripes, in claim order, taken after this stripe's (see above). */
   const deferred: Task[] = [];
   const pick = (task: Task, tv: ReturnType<typeof taskView>) => {

@@ -125,6 +125,11 @@ export class SchedulerContext {
     return n || queues ? { ...v, ...(n ? { nominee: n } : {}), ...(queues ? { queues } : {}) } : v;
   }
 
+  /** How many tasks decisions in flight hold (see assume()). */
+  get assumedCount(): number {
+    return this.assumed.size;
+  }
+
   /** A decision in flight holds this task (see assume()). */
   isAssumed(task: string): boolean {
     return this.assumed.has(task);
