@@ -65,6 +65,8 @@ export class SchedulerContext {
    * commits outside the lock, so the decisions made meanwhile must count what it holds.
    */
   private readonly assumed = new Map<string, { worker: string; lease: LeaseView }>();
+  /** The same, by worker: what workerView() adds to each worker's leases. */
+  private readonly assumedOn = new Map<string, Map<string, LeaseView>>();
   /** This replica's place among the live replicas: claims prefer their own stripe of the queue's head (claim.ts). */
   stripe: { index: number; count: number } = { index: 0, count: 1 };
   /** The informer's copy of an object: what the store may decide on instead of reading it. */
@@ -114,8 +116,8 @@ export class SchedulerContext {
   workerView(w: Worker): WorkerView {
     const name = w.metadata.name;
     const leases = this.activeTasksOn(name).map(leaseView).filter((l) => l !== undefined);
-    if (this.assumed.size > 0)
-      for (const [task, a] of this.assumed) if (a.worker === name && !leases.some((l) => l.task === task)) leases.push(a.lease);
+    const held = this.assumedOn.get(name);
+    if (held) for (const [task, l] of held) if (!leases.some((x) => x.task === task)) leases.push(l);
     const v = workerView(w, leases, {
       ready: this.liveness.ready(name, this.now()),
       reported_active: this.liveness.get(name)?.reportedActive ?? 0,
@@ -141,10 +143,21 @@ export class SchedulerContext {
    * reached the informer (or failed).
    */
   assume(worker: string, leases: readonly LeaseView[]): { release(): void } {
-    for (const l of leases) this.assumed.set(l.task, { worker, lease: l });
+    if (leases.length === 0) return { release: () => {} };
+    let on = this.assumedOn.get(worker);
+    if (!on) this.assumedOn.set(worker, (on = new Map()));
+    for (const l of leases) {
+      this.assumed.set(l.task, { worker, lease: l });
+      on.set(l.task, l);
+    }
     return {
       release: () => {
-        for (const l of leases) if (this.assumed.get(l.task)?.worker === worker) this.assumed.delete(l.task);
+        for (const l of leases) {
+          if (this.assumed.get(l.task)?.worker !== worker) continue;
+          this.assumed.delete(l.task);
+          on.delete(l.task);
+        }
+        if (on.size === 0 && this.assumedOn.get(worker) === on) this.assumedOn.delete(worker);
       },
     };
   }
