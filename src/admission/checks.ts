@@ -184,9 +184,6 @@ export const queueQuota: Check = {
   },
 };
 
-/** Every check but nomination: what a nominee itself must pass. */
-const FIT_CHECKS: readonly Check[] = [capability, excludedWorker, cordoned, ready, gpuTypes, exclusiveHolder, exclusiveNeedsEmpty, concurrency, resourceFit];
-
 /**
  * Backfill beside a nominee: a worker held for a starving task admits other work only if
  * the nominee still fits beside it once the nominee's blocking leases end, or if its
@@ -199,7 +196,7 @@ export const nomination: Check = {
     if (!n || n.task.name === t.name) return [];
     const leases = w.leases.filter((l) => !n.blockers.includes(l.task));
     const after: WorkerView = { ...w, nominee: undefined, reported_active: Math.max(0, w.reported_active - (w.leases.length - leases.length)), leases: [...leases, asLease(t)] };
-    if (FIT_CHECKS.every((c) => c.run(n.task, after).length === 0)) return [];
+    if (fitChecks().every((c) => c.run(n.task, after).length === 0)) return [];
     // An unknown start (a blocker declares no run time) admits nothing by time: a stream of
     // declared work would otherwise keep the nominee waiting for ever.
     if (t.declared_seconds !== undefined && n.starts_at < Infinity && n.now + t.declared_seconds * 1000 <= n.starts_at) return [];
@@ -220,3 +217,7 @@ export const CHECKS: readonly Check[] = [
   queueQuota,
   nomination,
 ];
+
+/** Every check but nomination, derived from CHECKS: what a nominee itself must pass. */
+let fit: readonly Check[] | undefined;
+export const fitChecks = (): readonly Check[] => (fit ??= CHECKS.filter((c) => c !== nomination));

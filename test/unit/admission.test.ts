@@ -582,3 +582,11 @@ describe("nomination: a worker held for a starving task admits only work that ca
     expect(admit(big, { ...w, leases: w.leases.filter((l) => l.task !== "a") }).ok).toBe(true);
   });
 });
+
+describe("a nominee's fit runs every check but nomination", () => {
+  it("is derived from CHECKS, so a check added there (the queue quota) counts for a held worker too", async () => {
+    const { CHECKS, fitChecks, nomination } = await import("../../src/admission/checks.ts");
+    expect(fitChecks().map((c) => c.name)).toEqual(CHECKS.filter((c) => c !== nomination).map((c) => c.name));
+    expect(fitChecks().map((c) => c.name)).toContain("queue_quota");
+  });
+});
