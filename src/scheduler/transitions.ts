@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { isActive, isFinal, type Task, type TaskStatus } from "../resources/types.ts";
 import { inspectResultFile, issuesFromError, type ResultInspection } from "../results/zip.ts";
 import { isStoreError } from "../store/errors.ts";
+import { conflictOrTaken, retryOnConflict } from "../store/retry.ts";
 import type { StoredObject, TxnOp } from "../store/store.ts";
 import { leaseDue, renewalCheck, renewalObject } from "./renewal.ts";
 import type { SchedulerContext } from "./context.ts";
@@ -69,22 +70,19 @@ export async function start(ctx: SchedulerContext, body: Record<string, unknown>
 export async function renew(ctx: SchedulerContext, body: Record<string, unknown>) {
   const { workerId, taskId } = leaseRequest(ctx, "renew", body);
   const seconds = leaseSecondsOf(body.lease_seconds);
-  for (let i = 0; ; i++) {
+  // Another writer of the task, or of its record (created or dropped meanwhile), is a race the Hub retries.
+  const raced = (e: unknown) => conflictOrTaken(e) || isStoreError(e, "NotFound");
+  return retryOnConflict(async () => {
     const t = ctx.task(taskId);
     if (!t) throw new HubError(404, "task_not_found", { task_id: taskId });
     fence(t, workerId, body.attempt_no);
     const cur = ctx.renewal(taskId);
     const until = new Date(ctx.now() + seconds * 1000).toISOString();
     const op: TxnOp = cur ? { op: "update", object: renewalObject(t, until, cur) } : { op: "create", object: renewalObject(t, until) };
-    try {
-      // The task must still hold this lease when the renewal commits.
-      await ctx.commit([{ op: "check", kind: "Task", name: taskId, resourceVersion: t.metadata.resourceVersion! }, op]);
-      return { ok: true, task_id: taskId, lease_until: until };
-    } catch (e) {
-      if (!(isStoreError(e, "Conflict") || isStoreError(e, "AlreadyExists") || isStoreError(e, "NotFound")) || i >= 7) throw e;
-      await ctx.caughtUp();
-    }
-  }
+    // The task must still hold this lease when the renewal commits.
+    await ctx.commit([{ op: "check", kind: "Task", name: taskId, resourceVersion: t.metadata.resourceVersion! }, op]);
+    return { ok: true, task_id: taskId, lease_until: until };
+  }, { retryable: raced, refresh: () => ctx.caughtUp() });
 }
 
 type RetryPolicy = { max_attempts?: number; retry_categories?: string[]; categories?: string[]; different_worker?: boolean };
