@@ -12,6 +12,14 @@ import { decayTowards, dominantShare } from "./fair-share.ts";
 
 type Contribution = { queue: string; demand: Amounts; admitted: number; pending: number };
 
+/** Two demands alike, dimension by dimension (this runs on every Task event: no encoding). */
+function sameAmounts(a: Amounts | undefined, b: Amounts | undefined): boolean {
+  if (a === b) return true;
+  if (!a || !b) return false;
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((k) => a[k] === b[k]);
+}
+
 function contributionOf(t: Task | undefined): Contribution | undefined {
   if (!t) return undefined;
   const queue = queueName(t.spec);
@@ -94,7 +102,7 @@ export class QueueLedger {
     if (kind === "Task") {
       const before = contributionOf(isKind(ev.old, "Task") ? ev.old : undefined);
       const after = ev.type === "DELETED" ? undefined : contributionOf(ev.object as Task);
-      if (before?.queue === after?.queue && before?.admitted === after?.admitted && before?.pending === after?.pending && JSON.stringify(before?.demand) === JSON.stringify(after?.demand)) return;
+      if (before?.queue === after?.queue && before?.admitted === after?.admitted && before?.pending === after?.pending && sameAmounts(before?.demand, after?.demand)) return;
       this.count(before, -1);
       this.count(after, 1);
     } else if (kind === "Queue") {
