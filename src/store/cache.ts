@@ -6,6 +6,7 @@
 // shared by every reader to keep reads cheap. Callers must not mutate them; copy first
 // (structuredClone) before building an update.
 import { isStoreError } from "./errors.ts";
+import { Interner } from "./intern.ts";
 import type { Kind, ObjectOf } from "../resources/types.ts";
 import type { Store, StoredObject, WatchEvent, WatchEventType, WatchHandle } from "./store.ts";
 
@@ -32,6 +33,8 @@ export class Informer {
   private readonly objects = new Map<string, Map<string, StoredObject>>();
   private readonly indexes = new Map<string, Map<string, Index>>();
   private readonly handlers = new Set<InformerHandler>();
+  /** Shares the parts cached objects repeat (intern.ts). */
+  private readonly interner = new Interner();
   private waiters: Waiter[] = [];
   /** Per kind: events at or below this revision are already reflected by the last list. */
   private readonly listRevision = new Map<string, number>();
@@ -302,6 +305,7 @@ export class Informer {
   }
 
   private put(kind: string, obj: StoredObject, ev: InformerEvent): void {
+    this.interner.object(obj, ev.old);
     if (!ev.old) this.sortedNames.set(kind, undefined);
     this.objects.get(kind)!.set(obj.metadata.name, obj);
     for (const index of this.indexes.get(kind)!.values()) indexPut(index, obj);
