@@ -252,58 +252,67 @@ export class ClaimQueue {
 }
 
 /** `pulled`: the source's next shape has joined the merge (the heap only vouches for this shape's first entry). */
-type Cursor = { shape: Shape; source: IndexedHeap<Shape>; pulled: boolean };
+type Cursor = { shape: Shape; source: IndexedHeap<Shape>; pulled: boolean; heapIndex: number };
+/** One queue's open cursors, best head first, and the queue's rank as this walk has moved it. */
+type QueueCursors = { queue: string; rank: number; cursors: IndexedHeap<Cursor>; heapIndex: number };
+
+const headOf = (c: Cursor): Entry => c.shape.entries.peek()!;
+const cursorHeap = () => new IndexedHeap<Cursor>((a, b) => claimOrder(headOf(a), headOf(b)) < 0);
 
 /**
  * A k-way merge over the capability heaps. Shapes visited are taken off their heap, and the
  * entries taken off their shape, for the length of the walk; close() puts all of them back.
+ * Open cursors sit in a heap per queue, and the queues in a heap by rank, then best head: a
+ * step re-places only the queue it took from, so its cost grows with the log of the queues
+ * and shapes open, not with their number.
  */
 export class ClaimWalk {
-  private readonly open: Cursor[] = [];
   private readonly popped: { shape: Shape; source: IndexedHeap<Shape> }[] = [];
   private readonly taken: { shape: Shape; entry: Entry }[] = [];
   private current: Cursor | undefined;
-  /** What each queue has taken in this walk, and its rank with it (recomputed when it takes more). */
+  /** What each queue has taken in this walk (its rank is recomputed when it takes more). */
   private readonly extra = new Map<string, Amounts>();
-  private readonly ranks = new Map<string, number>();
+  private readonly queues = new Map<string, QueueCursors>();
+  private readonly order = new IndexedHeap<QueueCursors>(
+    (a, b) => a.rank < b.rank || (a.rank === b.rank && claimOrder(headOf(a.cursors.peek()!), headOf(b.cursors.peek()!)) < 0),
+  );
 
   constructor(sources: IndexedHeap<Shape>[], private readonly rank: QueueRank = () => 0) {
     for (const h of sources) this.pull(h);
   }
 
-  private rankOf(queue: string): number {
-    let r = this.ranks.get(queue);
-    if (r === undefined) this.ranks.set(queue, (r = this.rank(queue, this.extra.get(queue) ?? {})));
-    return r;
-  }
-
   /** The best remaining task and its shape, or undefined when the walk is over. */
   next(): { shape: Shape; entry: QueueEntry } | undefined {
-    let best: Cursor | undefined;
-    let bestRank = 0;
-    for (const c of this.open) {
-      const r = this.rankOf(c.shape.queue);
-      if (!best || r < bestRank || (r === bestRank && claimOrder(c.shape.entries.peek()!, best.shape.entries.peek()!) < 0)) [best, bestRank] = [c, r];
-    }
+    const best = this.order.peek()?.cursors.peek();
     this.current = best;
-    return best && { shape: best.shape, entry: best.shape.entries.peek()! };
+    return best && { shape: best.shape, entry: headOf(best) };
   }
 
   /** The last task returned is taken (or gone): its shape offers its next one. */
   take(): void {
     const c = this.current!;
-    const q = c.shape.queue;
-    this.extra.set(q, addAmounts(this.extra.get(q) ?? {}, demandOf(normalise(c.shape.sample.spec.execution_profile?.resources))));
-    this.ranks.delete(q);
+    const q = this.queues.get(c.shape.queue)!;
+    const extra = addAmounts(this.extra.get(q.queue) ?? {}, demandOf(normalise(c.shape.sample.spec.execution_profile?.resources)));
+    this.extra.set(q.queue, extra);
+    q.rank = this.rank(q.queue, extra);
     this.taken.push({ shape: c.shape, entry: c.shape.entries.pop()! });
+    if (c.shape.entries.size === 0) {
+      q.cursors.remove(c);
+      this.current = undefined;
+    } else q.cursors.update(c);
+    this.place(q);
     // Past its first entry this shape may rank below the next shape of its heap.
     this.pullAfter(c);
-    if (c.shape.entries.size === 0) this.drop(c);
   }
 
   /** The last shape returned does not fit this worker: none of its tasks are offered again. */
   skip(): void {
-    this.drop(this.current!);
+    const c = this.current!;
+    const q = this.queues.get(c.shape.queue)!;
+    q.cursors.remove(c);
+    this.place(q);
+    this.current = undefined;
+    this.pullAfter(c);
   }
 
   close(): void {
@@ -311,13 +320,14 @@ export class ClaimWalk {
     for (const { shape, source } of this.popped) source.push(shape);
     this.taken.length = 0;
     this.popped.length = 0;
-    this.open.length = 0;
+    this.queues.clear();
+    while (this.order.pop());
   }
 
-  private drop(c: Cursor): void {
-    this.open.splice(this.open.indexOf(c), 1);
-    this.current = undefined;
-    this.pullAfter(c);
+  /** A queue's rank or best head moved: re-place it among the queues (an empty one leaves). */
+  private place(q: QueueCursors): void {
+    if (q.cursors.size === 0) this.order.remove(q);
+    else this.order.update(q);
   }
 
   private pullAfter(c: Cursor): void {
@@ -330,6 +340,9 @@ export class ClaimWalk {
     const shape = h.pop();
     if (!shape) return;
     this.popped.push({ shape, source: h });
-    this.open.push({ shape, source: h, pulled: false });
+    let q = this.queues.get(shape.queue);
+    if (!q) this.queues.set(shape.queue, (q = { queue: shape.queue, rank: this.rank(shape.queue, {}), cursors: cursorHeap(), heapIndex: -1 }));
+    q.cursors.push({ shape, source: h, pulled: false, heapIndex: -1 });
+    this.place(q);
   }
 }

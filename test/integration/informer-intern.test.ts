@@ -38,7 +38,7 @@ it("tasks listed and watched share equal profiles, payloads and conditions, froz
   const [a, b, c] = ["t1", "t2", "t3"].map((n) => inf!.get("Task", n)!);
   expect(a.spec.execution_profile).toBe(b.spec.execution_profile);
   expect(c.spec.execution_profile).toBe(a.spec.execution_profile);
-  expect(Object.isFrozen(a.spec.execution_profile.resources)).toBe(true);
+  expect(Object.isFrozen(a.spec.execution_profile!.resources)).toBe(true);
   // A payload too large to be shared often is left as each task's own.
   expect(b.spec.payload).not.toBe(c.spec.payload);
   expect(Object.isFrozen(b.spec.payload)).toBe(false);
@@ -46,9 +46,9 @@ it("tasks listed and watched share equal profiles, payloads and conditions, froz
   for (const t of [a, b, c]) expect(t).toEqual(await store.get("Task", t.metadata.name));
   // A write to a shared part cannot reach the other tasks: it throws at the writer.
   expect(() => {
-    (a.spec.execution_profile.resources as { cpu_millis: number }).cpu_millis = 1;
+    (a.spec.execution_profile!.resources as { cpu_millis: number }).cpu_millis = 1;
   }).toThrow(TypeError);
-  expect(c.spec.execution_profile.resources.cpu_millis).toBe(250);
+  expect(c.spec.execution_profile!.resources!.cpu_millis).toBe(250);
 
   // Status writes: equal conditions become one instance; a Worker's status gains no field.
   for (const n of ["t1", "t2"]) {
@@ -63,7 +63,7 @@ it("tasks listed and watched share equal profiles, payloads and conditions, froz
 
 it("the interner leaves absent fields absent and large subtrees alone", () => {
   const i = new Interner();
-  const o: StoredObject = { kind: "Event", metadata: { name: "e" } };
+  const o = { kind: "Event", metadata: { name: "e" } } as StoredObject;
   i.object(o);
   expect(Object.keys(o)).toEqual(["kind", "metadata"]);
   expect(Object.keys(o.metadata)).toEqual(["name"]);

@@ -60,6 +60,46 @@ describe("ClaimQueue.walk", () => {
     );
   });
 
+  it("across queues, always offers the task of the lowest-ranked queue next, its rank moving as it takes", () => {
+    const arbQueued = fc.array(
+      fc.record({ priority: fc.integer({ min: 0, max: 2 }), created: fc.integer({ min: 0, max: 20 }), cap: fc.constantFrom("", "linux", "gpu"), cpu: fc.constantFrom(100, 200, 300), queue: fc.constantFrom("qa", "qb", "qc", "qd") }),
+      { maxLength: 80 },
+    );
+    fc.assert(
+      fc.property(arbQueued, fc.subarray(["linux", "gpu", "*"]), fc.record({ qa: fc.integer({ min: 1, max: 3 }), qb: fc.integer({ min: 1, max: 3 }), qc: fc.integer({ min: 1, max: 3 }), qd: fc.integer({ min: 1, max: 3 }) }), (specs, caps, weight) => {
+        const q = new ClaimQueue();
+        const ts = specs.map((s, i) => {
+          const t = task(`t${String(i).padStart(3, "0")}`, s);
+          t.spec.queue = s.queue;
+          return t;
+        });
+        for (const t of ts) q.upsert(t);
+        // A rank that depends on what the queue has taken in this walk, as fair share does.
+        const base: Record<string, number> = { qa: 0, qb: 150, qc: 300, qd: 50 };
+        const rank = (queue: string, extra: { cpu_millis?: number }) => (base[queue] + (extra.cpu_millis ?? 0)) / weight[queue as keyof typeof weight];
+        q.rank = rank;
+        const seen: string[] = [];
+        const walk = q.walk(caps);
+        for (let n = walk.next(); n; n = walk.next()) (seen.push(n.entry.name), walk.take());
+        walk.close();
+        // The reference: at every step the lowest (rank, claim order) of what is left.
+        const left = ts.filter((t) => caps.includes("*") || t.spec.required_capability === "" || caps.includes(t.spec.required_capability!));
+        const taken: Record<string, number> = {};
+        const want: string[] = [];
+        const entry = (t: Task): QueueEntry => ({ name: t.metadata.name, priority: t.spec.priority ?? 0, created: t.metadata.creationTimestamp!, shape: "" });
+        while (left.length) {
+          const key = (t: Task) => rank(t.spec.queue!, { cpu_millis: taken[t.spec.queue!] ?? 0 });
+          left.sort((a, b) => key(a) - key(b) || claimOrder(entry(a), entry(b)));
+          const t = left.shift()!;
+          want.push(t.metadata.name);
+          taken[t.spec.queue!] = (taken[t.spec.queue!] ?? 0) + t.spec.execution_profile!.resources!.cpu_millis!;
+        }
+        expect(seen).toEqual(want);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it("follows removals and priority changes between walks", () => {
     const q = new ClaimQueue();
     q.upsert(task("a", { priority: 0, created: 1, cap: "linux", cpu: 100 }));
