@@ -127,8 +127,82 @@ class IndexedHeap<T extends { heapIndex: number }> {
 
 type Entry = QueueEntry & { heapIndex: number };
 
+/** Arrival order within one priority: creation time, then name (claim order's tie-breaks). */
+const arrives = (a: QueueEntry, b: QueueEntry) => a.created < b.created || (a.created === b.created && a.name < b.name);
+
+/**
+ * One priority's entries of a shape in arrival order: a sorted array read from `head`, so
+ * the claims that take its first entries cost O(1), and a task dispatched last is appended.
+ */
+class ArrivalRun {
+  private items: (Entry | undefined)[] = [];
+  private head = 0;
+  get size(): number { return this.items.length - this.head; }
+  /** How many entries arrive before `e`. */
+  before(e: QueueEntry): number {
+    let lo = this.head, hi = this.items.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (arrives(this.items[mid]!, e)) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo - this.head;
+  }
+  insert(e: Entry): void {
+    const last = this.items[this.items.length - 1];
+    if (this.size === 0 || arrives(last!, e)) this.items.push(e);
+    else this.items.splice(this.head + this.before(e), 0, e);
+  }
+  remove(e: Entry): void {
+    if (this.items[this.head] === e) {
+      this.items[this.head++] = undefined;
+      if (this.head > 64 && this.head * 2 > this.items.length) [this.items, this.head] = [this.items.slice(this.head), 0];
+      return;
+    }
+    const i = this.head + this.before(e);
+    if (this.items[i] === e) this.items.splice(i, 1);
+  }
+  first(k: number): Entry[] { return this.items.slice(this.head, this.head + k) as Entry[]; }
+}
+
+/** A shape's entries by priority: what task-admission counts ahead of a task without walking them. */
+class PriorityRuns {
+  private readonly runs = new Map<number, ArrivalRun>();
+  /** The priorities present, highest first (recomputed when one appears or empties). */
+  private order: number[] = [];
+  insert(e: Entry): void {
+    let run = this.runs.get(e.priority);
+    if (!run) {
+      this.runs.set(e.priority, (run = new ArrivalRun()));
+      this.order = [...this.runs.keys()].sort((a, b) => b - a);
+    }
+    run.insert(e);
+  }
+  remove(e: Entry): void {
+    const run = this.runs.get(e.priority);
+    if (!run) return;
+    run.remove(e);
+    if (run.size === 0) {
+      this.runs.delete(e.priority);
+      this.order = this.order.filter((p) => p !== e.priority);
+    }
+  }
+  standing(pivot: QueueEntry, name: number): { ahead: number; higher: number; first: QueueEntry[] } {
+    let higher = 0;
+    const first: QueueEntry[] = [];
+    for (const p of this.order) {
+      if (p <= pivot.priority) break;
+      const run = this.runs.get(p)!;
+      higher += run.size;
+      if (first.length < name) first.push(...run.first(name - first.length));
+    }
+    const same = this.runs.get(pivot.priority);
+    return { ahead: higher + (same ? same.before(pivot) : 0), higher, first };
+  }
+}
+
 /** The queued tasks of one requirement shape, best first (a heap: inserting and removing cost O(log n) at any depth). */
-export type Shape = { key: string; capability: string; queue: string; sample: Task; entries: IndexedHeap<Entry>; heapIndex: number };
+export type Shape = { key: string; capability: string; queue: string; sample: Task; entries: IndexedHeap<Entry>; ranks: PriorityRuns; heapIndex: number };
 
 /** Shapes ordered by their best task. */
 const shapeHeap = () => new IndexedHeap<Shape>((a, b) => claimOrder(a.entries.peek()!, b.entries.peek()!) < 0);
@@ -156,11 +230,12 @@ export class ClaimQueue {
     }
     if (old) this.remove(name);
     let shape = this.shapes.get(entry.shape);
-    if (!shape) this.shapes.set(entry.shape, (shape = { key: entry.shape, capability: capabilityOf(task), queue: queueName(task.spec), sample: task, entries: new IndexedHeap<Entry>((a, b) => claimOrder(a, b) < 0), heapIndex: -1 }));
+    if (!shape) this.shapes.set(entry.shape, (shape = { key: entry.shape, capability: capabilityOf(task), queue: queueName(task.spec), sample: task, entries: new IndexedHeap<Entry>((a, b) => claimOrder(a, b) < 0), ranks: new PriorityRuns(), heapIndex: -1 }));
     entry.shape = shape.key; // one string per shape, not one per queued task
     shape.sample = task;
     const head = shape.entries.peek();
     shape.entries.push(entry);
+    shape.ranks.insert(entry);
     this.byName.set(name, entry);
     if (!head) this.heap(shape).push(shape);
     else if (shape.entries.peek() !== head) this.heap(shape).update(shape);
@@ -173,6 +248,7 @@ export class ClaimQueue {
     const shape = this.shapes.get(e.shape)!;
     const wasHead = shape.entries.peek() === e;
     shape.entries.remove(e);
+    shape.ranks.remove(e);
     const heap = this.heap(shape);
     if (shape.entries.size === 0) {
       heap.remove(shape);
@@ -194,32 +270,12 @@ export class ClaimQueue {
   }
 
   /**
-   * How many of a shape's entries come before `pivot` in claim order; `higher` is called for
-   * each of them with a strictly higher priority. O(answer), not O(shape).
+   * How a shape's entries stand against `pivot`: how many come before it in claim order, how
+   * many of those have a strictly higher priority, and the first `name` of those, best first.
+   * O(priorities × log n): task-admission asks this of every competing shape at 200,000 queued.
    */
-  countAhead(shape: Shape, pivot: QueueEntry, higher?: (e: QueueEntry) => void): number {
-    // The heap keeps every entry behind its parent in claim order, so a subtree whose root is
-    // not ahead of the pivot holds nothing ahead of it: the walk visits only what it counts
-    // (and the edge). claimOrder is spelled out against the pivot's fields: at 200,000 queued
-    // this loop is most of what task-admission costs.
-    const items = shape.entries.items;
-    const n = items.length;
-    const { priority, created, name } = pivot;
-    const stack: number[] = n ? [0] : [];
-    let count = 0;
-    while (stack.length) {
-      const i = stack.pop()!;
-      const e = items[i];
-      if (e.priority < priority) continue;
-      if (e.priority === priority) {
-        if (e.created > created || (e.created === created && e.name >= name)) continue;
-      } else higher?.(e);
-      count++;
-      const left = 2 * i + 1;
-      if (left < n) stack.push(left);
-      if (left + 1 < n) stack.push(left + 1);
-    }
-    return count;
+  standing(shape: Shape, pivot: QueueEntry, name: number): { ahead: number; higher: number; first: QueueEntry[] } {
+    return shape.ranks.standing(pivot, name);
   }
 
   allShapes(): IterableIterator<Shape> { return this.shapes.values(); }

@@ -33,15 +33,19 @@ export function queueStanding(queue: ClaimQueue, task: Task, decisions: readonly
   // Workers this task could ever run on: failures that hold even when empty rule the rest out.
   const candidates = decisions.filter((d) => !d.decision.unresolvable).map((d) => d.view);
   let ahead = 0;
+  let higherCount = 0;
   const higher: QueueEntry[] = [];
   for (const shape of queue.allShapes()) {
     if (!only(shape)) continue;
     const sv = taskView(shape.sample);
     const competes = shape === me.shape || candidates.some((v) => !admit(sv, v).unresolvable);
     if (!competes) continue;
-    ahead += queue.countAhead(shape, me.entry, (e) => higher.push(e));
+    const st = queue.standing(shape, me.entry, NAMED_AHEAD);
+    ahead += st.ahead;
+    higherCount += st.higher;
+    higher.push(...st.first);
   }
-  return { queue_position: ahead + 1, higher_priority_ahead: topK(higher, NAMED_AHEAD, claimOrder).map((e) => e.name), higher_priority_ahead_count: higher.length };
+  return { queue_position: ahead + 1, higher_priority_ahead: topK(higher, NAMED_AHEAD, claimOrder).map((e) => e.name), higher_priority_ahead_count: higherCount };
 }
 
 /**

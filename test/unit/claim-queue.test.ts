@@ -116,8 +116,40 @@ describe("ClaimQueue.walk", () => {
   });
 });
 
-describe("ClaimQueue.countAhead", () => {
-  it("counts a shape's entries before any pivot in claim order, and reports the strictly higher priorities", () => {
+describe("ClaimQueue.standing", () => {
+  it("stays exact through many claims from the front, removals anywhere and late arrivals from the past", () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.constantFrom("claim", "cancel", "add"), fc.nat()), { minLength: 200, maxLength: 400 }), (steps) => {
+        const q = new ClaimQueue();
+        let n = 0;
+        const add = (created: number, priority: number) => q.upsert(task(`t${String(n++).padStart(4, "0")}`, { priority, created, cap: "", cpu: 100 }));
+        for (let i = 0; i < 300; i++) add(i, i % 2);
+        for (const [op, k] of steps) {
+          const shape = [...q.allShapes()][0];
+          if (!shape) break;
+          const all = q.namesOf(shape).map((x) => q.locate(x)!.entry).sort(claimOrder);
+          if (op === "claim") q.remove(all[0].name);
+          else if (op === "cancel") q.remove(all[k % all.length].name);
+          else add(k % 300, k % 2);
+        }
+        const shape = [...q.allShapes()][0];
+        if (!shape) return;
+        const all = q.namesOf(shape).map((x) => q.locate(x)!.entry).sort(claimOrder);
+        for (const [i, pivot] of all.entries()) {
+          if (i % 5 !== 0 && i !== all.length - 1) continue;
+          const st = q.standing(shape, pivot, 2);
+          expect(st.ahead).toBe(i);
+          const higher = all.slice(0, i).filter((e) => e.priority > pivot.priority);
+          expect(st.higher).toBe(higher.length);
+          expect(st.first.map((e) => e.name)).toEqual(higher.slice(0, 2).map((e) => e.name));
+        }
+      }),
+      { numRuns: 40 },
+    );
+  });
+
+
+  it("counts a shape's entries before any pivot in claim order, and names the first of the strictly higher priorities", () => {
     fc.assert(
       fc.property(arbTasks, fc.array(fc.nat(), { maxLength: 10 }), (specs, removals) => {
         const q = new ClaimQueue();
@@ -129,11 +161,13 @@ describe("ClaimQueue.countAhead", () => {
           const names = q.namesOf(shape);
           const all = names.map((n) => q.locate(n)!.entry);
           for (const pivot of all) {
-            const higher: string[] = [];
-            const n = q.countAhead(shape, pivot, (e) => higher.push(e.name));
-            const before = all.filter((e) => claimOrder(e, pivot) < 0);
-            expect(n).toBe(before.length);
-            expect(higher.sort()).toEqual(before.filter((e) => e.priority > pivot.priority).map((e) => e.name).sort());
+            const st = q.standing(shape, pivot, 3);
+            const before = all.filter((e) => claimOrder(e, pivot) < 0).sort(claimOrder);
+            const higher = before.filter((e) => e.priority > pivot.priority);
+            expect(st.ahead).toBe(before.length);
+            expect(st.higher).toBe(higher.length);
+            // The first three of them, best first.
+            expect(st.first.map((e) => e.name)).toEqual(higher.slice(0, 3).map((e) => e.name));
           }
         }
       }),
