@@ -63,7 +63,8 @@ export type Summary = {
   unsatisfiable: boolean;
 };
 
-const rank = (c: ReasonCode) => REASON_ORDER.indexOf(c);
+// A code the order does not list ranks last, so it is still counted and shown.
+const rank = (c: ReasonCode) => (REASON_ORDER.includes(c) ? REASON_ORDER.indexOf(c) : REASON_ORDER.length);
 
 function codesByCount(counts: Partial<Record<ReasonCode, number>>): ReasonCode[] {
   return (Object.keys(counts) as ReasonCode[]).sort((a, b) => counts[b]! - counts[a]! || rank(a) - rank(b));

@@ -84,10 +84,11 @@ export const isReasonCode = (s: string): s is ReasonCode => Object.prototype.has
 
 export const v1ReasonOf = (code: ReasonCode): V1Reason => V1_REASON_OF[code];
 
-/** De-duplicated, in REASON_ORDER. */
+/** De-duplicated, in REASON_ORDER; a code the order does not list still appears, after the listed ones. */
 export function orderReasons(codes: Iterable<ReasonCode>): ReasonCode[] {
   const seen = new Set(codes);
-  return REASON_ORDER.filter((c) => seen.has(c));
+  const listed = REASON_ORDER.filter((c) => seen.has(c));
+  return listed.length === seen.size ? listed : [...listed, ...[...seen].filter((c) => !REASON_ORDER.includes(c)).sort()];
 }
 
 /** The single v1 `reason` for a set of fine codes: the first in v1 order, or undefined when there are none. */

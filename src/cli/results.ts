@@ -5,6 +5,8 @@ import { Command } from "commander";
 import { readZip } from "../results/zip.ts";
 import { CliError, type Client } from "./client.ts";
 import { clientOf, err, intFlag, out, withController } from "./common.ts";
+import { list, selectors, watchLoop } from "./get.ts";
+import { resolveKind } from "./kinds.ts";
 import { age, formatTable } from "./printers.ts";
 
 export type ResultRow = { result_id: string; task_id: string; attempt_no: number; worker_id: string | null; verdict: string; bytes: number; issues: string[]; uploaded_at: string };
@@ -40,22 +42,55 @@ export function logsCommand(): Command {
     .action(async (task: string, o: { attempt?: number; follow?: boolean }, cmd: Command) => {
       const client = clientOf(cmd);
       const t = await client.get<TaskObj>(`/apis/loom.dev/v1alpha1/tasks/${encodeURIComponent(task)}`);
-      for (let waited = false; ; waited = true) {
-        const results = await resultsOf(client, task);
-        const attempt = o.attempt ?? (results.length && !o.follow ? Math.max(...results.map((r) => r.attempt_no)) : t.status?.attempt ?? 1);
-        const r = results.filter((x) => x.attempt_no === attempt).at(-1);
-        if (r) {
-          const { stdout, stderr, exitCode } = await attemptOutput(await download(client, r.result_id));
-          out(stdout);
-          out(stderr);
-          err(`--- ${task} attempt ${attempt} on ${r.worker_id ?? "?"}: ${r.verdict}${exitCode === undefined ? "" : `, exit code ${exitCode}`}${r.issues.length ? ` (${r.issues.join(", ")})` : ""}\n`);
-          return;
-        }
-        if (!o.follow) throw new CliError(`attempt ${attempt} of task ${task} has no result yet (state ${t.status?.state ?? "queued"}); -f waits for it`, 1, "NotFound");
-        if (!waited) err(`waiting for the result of ${task} attempt ${attempt}...\n`);
-        await new Promise((res) => setTimeout(res, 1000));
+      // Listed before the results are read: a result uploaded after this revision changes the task after it too.
+      const since = o.follow ? await list(client, tasksKind(), selectors(tasksKind(), {}, task)) : undefined;
+      const results = await resultsOf(client, task);
+      const attempt = o.attempt ?? (results.length && !o.follow ? Math.max(...results.map((r) => r.attempt_no)) : t.status?.attempt ?? 1);
+      let r = latestOf(results, attempt);
+      if (!r) {
+        if (!since) throw new CliError(`attempt ${attempt} of task ${task} has no result yet (state ${t.status?.state ?? "queued"}); -f waits for it`, 1, "NotFound");
+        err(`waiting for the result of ${task} attempt ${attempt}...\n`);
+        r = await awaitResult(client, task, attempt, since);
       }
+      const { stdout, stderr, exitCode } = await attemptOutput(await download(client, r.result_id));
+      out(stdout);
+      out(stderr);
+      err(`--- ${task} attempt ${attempt} on ${r.worker_id ?? "?"}: ${r.verdict}${exitCode === undefined ? "" : `, exit code ${exitCode}`}${r.issues.length ? ` (${r.issues.join(", ")})` : ""}\n`);
     });
+}
+
+const tasksKind = () => resolveKind("tasks");
+const latestOf = (results: ResultRow[], attempt: number) => results.filter((x) => x.attempt_no === attempt).at(-1);
+
+/**
+ * Follow the task's watch from `since` until the attempt has a result. A result is written in
+ * the same transaction as the task's status, so every upload arrives as a change to the task;
+ * each change reads the result list again, one read at a time.
+ */
+async function awaitResult(client: Client, task: string, attempt: number, since: Awaited<ReturnType<typeof list>>): Promise<ResultRow> {
+  const ac = new AbortController();
+  let found: ResultRow | undefined;
+  let failed: { error: unknown } | undefined;
+  let reads = Promise.resolve();
+  const reread = () => {
+    reads = reads.then(async () => {
+      if (ac.signal.aborted) return;
+      try {
+        found = latestOf(await resultsOf(client, task), attempt);
+      } catch (error) {
+        failed = { error };
+      }
+      if (found || failed) ac.abort();
+    });
+  };
+  try {
+    await watchLoop(client, tasksKind(), selectors(tasksKind(), {}, task), since, { show: reread, log: (l) => err(`${l}\n`), signal: ac.signal });
+  } catch (e) {
+    if (!ac.signal.aborted) throw e;
+  }
+  await reads;
+  if (failed) throw failed.error;
+  return found!;
 }
 
 export function getResultsTable(rows: ResultRow[], now = new Date()): string {

@@ -291,7 +291,7 @@ export interface TaskStatus {
   state?: "queued" | "retry_queued" | "leased" | "running" | "imported" | "returned" | "clean" | "dirty" | "run_error" | "needs_review" | "accepted" | "ignored" | "blocked" | "cancelled" | "lease_expired";
   /** The current attempt number, from 1; it is the lease epoch. */
   attempt?: number;
-  /** Dispatch order; ties in priority are claimed in this order */
+  /** Dispatch order; ties in priority are claimed in this order, then by name. */
   created_order?: number;
   /** The active lease. Its reservation is the only record of the resources it holds. */
   lease?: TaskStatusLease;

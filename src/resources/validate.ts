@@ -37,8 +37,19 @@ function closeObjects(s: JSONSchema): JSONSchema {
   return out;
 }
 
+const K8S_ANNOTATIONS: readonly [string, "boolean" | "string" | "array"][] = [
+  ["x-kubernetes-preserve-unknown-fields", "boolean"],
+  ["x-kubernetes-int-or-string", "boolean"],
+  ["x-kubernetes-list-type", "string"],
+  ["x-kubernetes-list-map-keys", "array"],
+];
+
 function makeAjv(): Ajv {
-  const ajv = new Ajv({ allErrors: true, strict: false });
+  const ajv = new Ajv({ allErrors: true, strict: true, allowUnionTypes: true });
+  // Structural-schema markers for a Kubernetes API server; Loom reads preserve-unknown-fields in
+  // closeObjects and checks int-or-string through the anyOf beside it. Declaring them keeps strict
+  // mode, which rejects any other unknown keyword: a misspelt or misplaced key fails compilation.
+  for (const [keyword, schemaType] of K8S_ANNOTATIONS) ajv.addKeyword({ keyword, schemaType });
   ajv.addFormat("int64", true);
   ajv.addFormat("int32", true);
   // RFC 3339 as Kubernetes writes it; Date.parse alone would take "1" or "May 5".

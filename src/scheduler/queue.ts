@@ -16,8 +16,8 @@ import { isQueued } from "../resources/types.ts";
 
 export type QueueEntry = { name: string; priority: number; created: string; shape: string };
 
-/** Claim order: priority descending, then creation time, then name. */
-export function claimOrder(a: QueueEntry, b: QueueEntry): number {
+/** Claim order: priority descending, then creation time, then name. The web view sorts its queue by it too. */
+export function claimOrder(a: Pick<QueueEntry, "name" | "priority" | "created">, b: Pick<QueueEntry, "name" | "priority" | "created">): number {
   return b.priority - a.priority || (a.created < b.created ? -1 : a.created > b.created ? 1 : 0) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
 }
 

@@ -7,18 +7,24 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { writeZip } from "../../src/results/zip.ts";
-import { post, registerBody, startHub, type TestHub } from "../support/hub.ts";
+import { eventually, post, registerBody, startHub, type TestHub } from "../support/hub.ts";
 
 const ROOT = join(import.meta.dirname, "..", "..");
 type Run = { code: number; stdout: string; stderr: string };
 let h: TestHub;
 let dir: string;
 
-const loom = (args: string[]) => new Promise<Run>((resolve) => {
+/** Runs `loom`; what it has written to stderr so far can be read before it ends. */
+const loom = (args: string[]): Promise<Run> & { stderr(): string } => {
   const env: NodeJS.ProcessEnv = { ...process.env, LOOM_CONTROLLER: h.url };
   delete env.LOOM_HUB_TOKEN;
-  execFile(process.execPath, ["bin/loom.mjs", ...args], { cwd: ROOT, env, timeout: 60_000 }, (e, stdout, stderr) => resolve({ code: e ? (typeof e.code === "number" ? e.code : 1) : 0, stdout, stderr }));
-});
+  let stderrSoFar = "";
+  const run = new Promise<Run>((resolve) => {
+    const child = execFile(process.execPath, ["bin/loom.mjs", ...args], { cwd: ROOT, env, timeout: 60_000 }, (e, stdout, stderr) => resolve({ code: e ? (typeof e.code === "number" ? e.code : 1) : 0, stdout, stderr }));
+    child.stderr!.on("data", (d) => (stderrSoFar += d));
+  });
+  return Object.assign(run, { stderr: () => stderrSoFar });
+};
 
 async function finish(task: string, exit: number, stdout: string, stderr: string) {
   const zip = await writeZip([
@@ -74,9 +80,11 @@ describe("loom logs, describe, get results, result download", () => {
     expect((await readFile(zipFile)).subarray(0, 2).toString()).toBe("PK");
   }, 120_000);
 
-  it("logs -f waits for the attempt's result", async () => {
+  it("logs -f follows the task's watch and prints the result once it is uploaded", async () => {
     const follow = loom(["logs", "later", "-f"]);
-    await new Promise((r) => setTimeout(r, 1500));
+    await eventually(() => follow.stderr().includes("waiting for the result of later attempt 1"), "logs -f to wait");
+    // It waits on a watch of the task, not by asking again and again.
+    await eventually(async () => /^loom_watchers 1$/m.test(await (await fetch(`${h.url}/metrics`)).text()), "logs -f to open a watch");
     await finish("later", 0, "done\n", "");
     const r = await follow;
     expect(r.code, r.stderr).toBe(0);

@@ -2,39 +2,31 @@
 // are debug and lifecycle events are info with the object's name; on a terminal, one short
 // line per entry (--log-format chooses either way).
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { eventually, post, registerBody } from "../support/hub.ts";
+import { stopTree } from "../support/processes.ts";
 
 const ROOT = join(import.meta.dirname, "..", "..");
 const freePort = () => new Promise<number>((res) => { const s = createServer().listen(0, "127.0.0.1", () => { const p = (s.address() as { port: number }).port; s.close(() => res(p)); }); });
 const children: ChildProcess[] = [];
 const dirs: string[] = [];
-/**
- * Kill every process whose command line names `arg` (a Hub's own data dir): script(1) runs
- * the Hub in a session of its own, so killing script or its process group leaves it running.
- */
-function killNaming(arg: string): void {
-  for (const pid of readdirSync("/proc").filter((n) => /^\d+$/.test(n))) {
-    try {
-      if (readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").includes(arg)) process.kill(Number(pid), "SIGKILL");
-    } catch {
-      // gone meanwhile, or not ours to read
-    }
-  }
-}
-
 afterEach(async () => {
-  for (const c of children.splice(0)) if (c.exitCode === null) c.kill("SIGKILL");
-  for (const d of dirs.splice(0)) {
-    killNaming(d);
-    await rm(d, { recursive: true, force: true });
-  }
+  // script(1) runs the Hub in a session of its own: stop the whole tree, not script alone.
+  for (const c of children.splice(0)) if (c.pid !== undefined) await stopTree(c.pid);
+  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
 });
+
+/** Without npm's variables: a Hub run by npm stops with its parent, which would hide a Hub the test left running. */
+function hubEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, LOOM_HUB_TOKEN: "" };
+  for (const k of Object.keys(env)) if (k.startsWith("npm_") || k === "LOOM_EXIT_WITH_PARENT") delete env[k];
+  return env;
+}
 
 /** Start a Hub as `cmd` would, and collect what it writes to stdout. */
 async function hub(argv: (port: number, dir: string) => [string, string[]]) {
@@ -42,7 +34,7 @@ async function hub(argv: (port: number, dir: string) => [string, string[]]) {
   dirs.push(dir);
   const port = await freePort();
   const [file, args] = argv(port, dir);
-  const child = spawn(file, args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOOM_HUB_TOKEN: "" } });
+  const child = spawn(file, args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], env: hubEnv() });
   children.push(child);
   const out = { text: "" };
   child.stdout!.on("data", (d) => (out.text += d));

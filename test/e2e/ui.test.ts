@@ -55,12 +55,14 @@ const barTexts = (page: Page, worker: string) =>
 
 const UNITS: Record<string, string> = { cpu_millis: "m", memory_mb: "Mi", disk_mb: "Mi", gpu_count: "" };
 
-/** True when every worker row on the page shows what /api/data/worker-capacity says, at one moment. */
+/** True when every worker row on the page shows what /api/data/worker-capacity says (reserved, active count, limit), at one moment. */
 async function barsMatchApi(page: Page): Promise<{ ok: boolean; reservedSomewhere: boolean; detail: string }> {
-  const api = (await get(hub!.url, "/api/data/worker-capacity", auth)).body.workers as { worker_id: string; capacity: Record<string, number>; reserved: Record<string, number> }[];
+  const api = (await get(hub!.url, "/api/data/worker-capacity", auth)).body.workers as { worker_id: string; capacity: Record<string, number>; reserved: Record<string, number>; active_count: number; effective_limit: number }[];
   let reservedSomewhere = false;
   for (const w of api) {
     const shown = await barTexts(page, w.worker_id);
+    const active = `${w.active_count} / ${w.effective_limit}`;
+    if (shown.active !== active) return { ok: false, reservedSomewhere, detail: `${w.worker_id} active/limit: page ${shown.active}, API ${active}` };
     for (const [dim, unit] of Object.entries(UNITS)) {
       const want = `${w.reserved[dim] ?? 0}${unit} / ${w.capacity[dim] ?? "?"}${unit}`;
       if ((w.reserved[dim] ?? 0) > 0) reservedSomewhere = true;
@@ -162,6 +164,10 @@ describe("web view at /ui in chromium", () => {
     expect(await page.locator(".vt-spacer .col-worker").allTextContents()).toEqual(Array(ranOn("evaluation-01")).fill("evaluation-01"));
     // Whole names: long-context and long-context-2 read apart, nothing clamped, the tooltip has the name.
     await page.getByLabel("Worker", { exact: true }).selectOption("");
+    // The queued task's position is the Hub's (/api/data/queue-positions), not one of the page's own.
+    const positions = (await get(hub.url, "/api/data/queue-positions", auth)).body.positions as Record<string, number>;
+    expect(positions[OVERSIZED]).toBe(1);
+    await expect.poll(() => page.locator(`.vt-row[data-key="${OVERSIZED}"] .col-position`).textContent(), { timeout: 15_000 }).toBe(String(positions[OVERSIZED]));
     const names = await page.$$eval(".vt-spacer .col-name a", (els) => els.map((e) => ({ text: e.textContent, title: e.getAttribute("title"), clipped: e.scrollHeight > e.clientHeight + 1 })));
     expect(names.length).toBe(tasksNow.length);
     for (const n of names) expect(n).toEqual({ text: n.title, title: n.title, clipped: false });

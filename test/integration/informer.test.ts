@@ -131,12 +131,19 @@ describe("events", () => {
     off();
     const w2 = await store.create(worker("w2"));
     await inf.waitForRevision(rv(w2));
-    inf.stop();
-    await store.create(worker("w3"));
-    await new Promise((r) => setTimeout(r, 30));
+    // Stopped by a handler on the first event of a revision that adds two workers: the store
+    // delivers a revision in one synchronous run, so a microtask queued then sees all of it.
+    let afterRun: string[] | undefined;
+    inf.on((e) => {
+      if (e.object.metadata.name !== "w3") return;
+      inf.stop();
+      queueMicrotask(() => (afterRun = [...b]));
+    });
+    await store.txn([{ op: "create", object: worker("w3") }, { op: "create", object: worker("w4") }]);
+    await eventually(() => afterRun !== undefined, "the handler to stop the informer");
     expect(a).toEqual(["w1"]);
-    expect(b).toEqual(["w1", "w2"]);
-    expect(inf.get("Worker", "w3")).toBeUndefined();
+    expect(afterRun).toEqual(["w1", "w2", "w3"]);
+    expect(inf.get("Worker", "w4")).toBeUndefined();
     await expect(inf.waitForRevision(1000)).rejects.toThrow(/stopped/);
   });
 });
@@ -316,11 +323,11 @@ describe("relist after Gone", () => {
     inf.on((e) => events.push(describeEv(e)));
     await inf.relist();
     expect(events).toEqual([]);
-    const w2 = await store.create(worker("w2"));
-    await inf.waitForRevision(rv(w2));
-    await eventually(() => events.length === 1, "one event");
-    await new Promise((r) => setTimeout(r, 20));
-    // Exactly once: the superseded watch must not deliver it a second time.
-    expect(events).toEqual(["ADDED Worker/w2"]);
+    await store.create(worker("w2"));
+    // Exactly once: the superseded watch must not deliver it a second time. A later write
+    // marks the end: what came before its event is all the informer gives for w2.
+    const sentinel = await store.create(worker("sentinel"));
+    await inf.waitForRevision(rv(sentinel));
+    expect(events).toEqual(["ADDED Worker/w2", "ADDED Worker/sentinel"]);
   });
 });

@@ -75,15 +75,24 @@ describe("an idle Direct Runner", () => {
   it("stays Ready past the heartbeat grace, and is Ready again after a Hub restart without a new registration", async () => {
     const port = await freePort();
     const dir = mkdtempSync(path.join(tmp, "hub-"));
-    hub = await startHub({ port, heartbeatGraceSeconds: 1 }, dir);
+    // The Hub's clock, moved on by the test instead of waiting for the grace to pass.
+    let skewMs = 0;
+    const now = () => Date.now() + skewMs;
+    hub = await startHub({ port, heartbeatGraceSeconds: 1, now }, dir);
+    const liveness = hub.hub.scheduler.ctx.liveness;
     const logs: string[] = [];
     const server = new DirectServer(options(`http://127.0.0.1:${port}`, "wd", logs));
     await server.start();
     stops.push(() => server.close(0));
-    await eventually(() => hub!.hub.scheduler.ctx.liveness.ready("wd", Date.now()), "wd alive");
+    await eventually(() => liveness.ready("wd", now()), "wd alive");
     const registeredAt = hub.hub.scheduler.ctx.worker("wd")?.status?.registration?.registered_at;
-    await new Promise((r) => setTimeout(r, 2500)); // past the 1 s grace, with no task at all
-    expect(hub.hub.scheduler.ctx.liveness.ready("wd", Date.now())).toBe(true);
+    // Past the 1 s grace, with no task at all: what the Hub saw before the jump no longer counts...
+    skewMs = 2500;
+    const jumped = now();
+    expect(liveness.ready("wd", jumped)).toBe(false); // no heartbeat can land before this line runs
+    // ...and the idle Runner, heartbeating on its own, proves it alive again.
+    await eventually(() => (liveness.get("wd")?.lastSeen ?? 0) >= jumped, "a heartbeat after the grace");
+    expect(liveness.ready("wd", now())).toBe(true);
 
     await hub.close();
     hub = await startHub({ port, heartbeatGraceSeconds: 1 }, dir);

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import yazl from "yazl";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inspectResultZip, writeZip } from "../../src/results/zip.ts";
-import { post, registerBody, startHub, type TestHub } from "../support/hub.ts";
+import { eventually, post, registerBody, startHub, type TestHub } from "../support/hub.ts";
 
 let h: TestHub;
 const LIMIT = 256 * 1024;
@@ -24,6 +24,7 @@ afterAll(() => h?.close());
 const resultsDir = () => join(h.dir, "results");
 /** Every file under results/, the in-progress folder included. */
 const files = () => readdirSync(resultsDir(), { recursive: true, withFileTypes: true }).filter((d) => d.isFile()).map((d) => d.name).sort();
+const incoming = () => readdirSync(join(resultsDir(), ".incoming"));
 const state = (t: string) => h.hub.scheduler.ctx.task(t)?.status?.state;
 
 function upload(task: string, worker: string, body: Buffer) {
@@ -114,7 +115,7 @@ describe("streaming inspection", () => {
     const body = JSON.parse(text) as { verdict: string; result_id: string; download_url: string };
     expect(body.verdict).toBe("clean");
     expect(files()).toContain(`${body.result_id}.zip`);
-    expect(readdirSync(join(resultsDir(), ".incoming"))).toEqual([]);
+    expect(incoming()).toEqual([]);
     // The reply names the result and where to fetch it, never where it lies on the Hub's disk.
     expect(text).not.toContain(resultsDir());
     expect(body).not.toHaveProperty("path");
@@ -127,7 +128,8 @@ describe("streaming inspection", () => {
 describe("concurrent uploads are limited", () => {
   it("an upload past the limit waits its turn; past the queue or the wait it gets 429 with Retry-After, before its body is read", async () => {
     const first = stalledUpload("t4", "w1", 64 * 1024);
-    await new Promise((r) => setTimeout(r, 200)); // the first is now receiving
+    // The first holds the one slot once its body is being written to a part file.
+    await eventually(() => incoming().length === 1, "the first upload to be receiving");
     const second = stalledUpload("t5", "w1", 64 * 1024);
     const r = await second.answered;
     expect(r.status).toBe(429);
@@ -135,8 +137,7 @@ describe("concurrent uploads are limited", () => {
     second.req.destroy();
     // The first one, cut off by its client, leaves nothing behind either.
     first.req.destroy();
-    await new Promise((r) => setTimeout(r, 300));
-    expect(readdirSync(join(resultsDir(), ".incoming"))).toEqual([]);
+    await eventually(() => incoming().length === 0, "the cut-off upload's part file to be removed");
     expect(state("t4")).toBe("leased");
     // And the slot is free again.
     const ok = await upload("t5", "w1", await writeZip([{ name: "worker-result.json", data: JSON.stringify({ exit_code: 0 }) }]));

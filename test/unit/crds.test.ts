@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { type JSONSchema, loadCrds } from "../../src/resources/crds.ts";
 import { generateTypes, GENERATED_PATH } from "../../src/resources/gen-types.ts";
-import { compileAll, validateObject } from "../../src/resources/validate.ts";
+import { compileAll, compileSchema, validateObject } from "../../src/resources/validate.ts";
 
 // Where a schema may keep fields it does not declare: free-form payloads and snapshots.
 const PRESERVE_ALLOWED = new Set([
@@ -69,6 +69,12 @@ describe("CRDs are valid apiextensions.k8s.io/v1 definitions", () => {
 
   it("compiles every kind with ajv", () => {
     expect(compileAll().sort()).toEqual(["Campaign", "Queue", "Task", "Worker"]);
+  });
+
+  it("compiles in strict mode: a stray key in a schema fails compilation, naming the key", () => {
+    // What a description wrapped onto a second YAML line turns into: a key of its own.
+    const stray = { type: "object", properties: { order: { type: "integer", description: "claimed in this order", "then by name.": null } } };
+    expect(() => compileSchema(stray)).toThrow(/unknown keyword: "then by name\."/);
   });
 
   it("the generated TypeScript types match the CRDs (run `npm run gen:types` after a CRD change)", () => {

@@ -1,51 +1,64 @@
-// The web view's derivations (ui/src/model.ts): what the rows show is computed from the
-// watched objects, the way the Hub computes it.
+// The web view's rows (ui/src/model.ts): what they show is taken from the watched objects,
+// the figures the Hub wrote to a worker's status and the scheduler's claim order.
 import { describe, expect, it } from "vitest";
 import { campaignRows, filterTasks, parseSelector, sortWorkers, taskRow, workerObj, workerRows, type Task, type Worker } from "../../ui/src/model.ts";
 
-const task = (name: string, over: { state?: string; worker?: string; placement?: "shared" | "exclusive"; res?: Record<string, number>; campaign?: string; priority?: number; order?: number; labels?: Record<string, string>; admitted?: { status: "True" | "False"; reason: string } } = {}): Task => ({
+const task = (name: string, over: { state?: string; worker?: string; placement?: "shared" | "exclusive"; res?: Record<string, number>; campaign?: string; priority?: number; created?: string; labels?: Record<string, string>; admitted?: { status: "True" | "False"; reason: string } } = {}): Task => ({
   apiVersion: "loom.dev/v1alpha1",
   kind: "Task",
-  metadata: { name, labels: over.labels ?? {} },
+  metadata: { name, labels: over.labels ?? {}, creationTimestamp: over.created ?? "2026-01-01T00:00:00.000Z" },
   spec: { campaign_id: over.campaign, priority: over.priority ?? 0, execution_profile: { placement: over.placement ?? "shared", resources: over.res ?? {} } },
   status: {
     state: (over.state ?? "queued") as never,
-    created_order: over.order ?? 0,
     ...(over.worker ? { lease: { worker: over.worker, epoch: 1, leased_at: "", lease_until: "", placement: over.placement ?? "shared", reservation: over.res } } : {}),
     conditions: over.admitted ? [{ type: "Admitted", ...over.admitted }] : [],
   },
 });
 
-const worker = (name: string, over: { cap?: Record<string, number>; unschedulable?: boolean; ready?: boolean; labels?: Record<string, string> } = {}): Worker => ({
+type Figures = { reserved?: Record<string, number>; active?: string[]; activeCount?: number; limit?: number; holder?: string };
+const worker = (name: string, over: { cap?: Record<string, number>; unschedulable?: boolean; ready?: boolean; labels?: Record<string, string> } & Figures = {}): Worker => ({
   apiVersion: "loom.dev/v1alpha1",
   kind: "Worker",
   metadata: { name, labels: over.labels ?? {} },
   spec: { max_concurrency: 4, unschedulable: over.unschedulable },
-  status: { capacity: over.cap ?? { cpu_millis: 4000, memory_mb: 8192 }, effective_limit: 2, registration: {}, conditions: [{ type: "Ready", status: over.ready === false ? "False" : "True" }] },
+  status: {
+    capacity: over.cap ?? { cpu_millis: 4000, memory_mb: 8192 },
+    ...(over.limit === undefined ? {} : { effective_limit: over.limit }),
+    ...(over.reserved ? { reserved: over.reserved } : {}),
+    ...(over.active ? { active_task_ids: over.active, active_count: over.activeCount ?? over.active.length } : {}),
+    ...(over.holder ? { exclusive_holder: over.holder } : {}),
+    registration: {},
+    conditions: [{ type: "Ready", status: over.ready === false ? "False" : "True" }],
+  },
 });
 
 describe("worker rows", () => {
-  it("sum the reservations of active leases only, and name the state", () => {
-    const tasks = [
-      task("a", { state: "running", worker: "w1", res: { cpu_millis: 1000, memory_mb: 512 } }),
-      task("b", { state: "leased", worker: "w1", res: { cpu_millis: 500, gpu_count: 1 } }),
-      task("done", { state: "clean", worker: "w1", res: { cpu_millis: 9999 } }), // a finished lease holds nothing
-      task("x", { state: "running", worker: "w2", placement: "exclusive", res: { memory_mb: 100 } }),
-    ].map(taskRow);
-    const rows = workerRows([worker("w1"), worker("w2"), worker("w3", { unschedulable: true }), worker("w4", { ready: false })].map(workerObj), tasks);
+  it("show the reserved vector, active tasks, active count and limit the Hub wrote, and name the state", () => {
+    const rows = workerRows([
+      worker("w1", { reserved: { cpu_millis: 1500, memory_mb: 512, gpu_count: 1 }, active: ["a", "b"], activeCount: 3, limit: 2 }),
+      worker("w2", { reserved: { memory_mb: 100 }, active: ["x"], holder: "x", limit: 1 }),
+      worker("w3", { unschedulable: true, limit: 2 }),
+      worker("w4", { ready: false }),
+    ].map(workerObj));
     const by = Object.fromEntries(rows.map((r) => [r.name, r]));
     expect(by.w1.reserved).toEqual({ cpu_millis: 1500, memory_mb: 512, disk_mb: 0, gpu_count: 1 });
     expect(by.w1.active).toEqual(["a", "b"]);
+    expect(by.w1.activeCount).toBe(3); // a heartbeat reported a run the Hub holds no lease for
+    expect(by.w1.limit).toBe(2);
     expect(by.w1.state).toBe("ready");
     expect(by.w2.state).toBe("exclusive");
     expect(by.w3.state).toBe("cordoned");
+    expect(by.w3.reserved).toEqual({ cpu_millis: 0, memory_mb: 0, disk_mb: 0, gpu_count: 0 });
     expect(by.w4.state).toBe("not ready");
     expect(by.w1.capacity.cpu_millis).toBe(4000);
-    expect(by.w1.limit).toBe(2);
+  });
+
+  it("show no limit before the Hub has written one, rather than one of their own", () => {
+    expect(workerRows([workerObj(worker("new"))])[0].limit).toBeUndefined();
   });
 
   it("sort by a label, absent values last, then by name", () => {
-    const rows = workerRows([worker("b", { labels: { zone: "b" } }), worker("a"), worker("c", { labels: { zone: "a" } })].map(workerObj), []);
+    const rows = workerRows([worker("b", { labels: { zone: "b" } }), worker("a"), worker("c", { labels: { zone: "a" } })].map(workerObj));
     expect(sortWorkers(rows, { key: "label:zone", desc: false }).map((r) => r.name)).toEqual(["c", "b", "a"]);
   });
 });
@@ -66,14 +79,14 @@ describe("label selectors", () => {
 
 describe("the queue", () => {
   const rows = [
-    task("low", { priority: 0, order: 1, campaign: "c1", admitted: { status: "False", reason: "insufficient_resources" } }),
-    task("high", { priority: 5, order: 3, campaign: "c2", labels: { team: "x" }, admitted: { status: "True", reason: "Admitted" } }),
-    task("early", { priority: 0, order: 0, campaign: "c1", state: "running", worker: "w1" }),
-    task("old", { priority: 0, order: 2, campaign: "c1", state: "clean" }),
+    task("low", { priority: 0, created: "2026-01-01T00:00:01.000Z", campaign: "c1", admitted: { status: "False", reason: "insufficient_resources" } }),
+    task("high", { priority: 5, created: "2026-01-01T00:00:03.000Z", campaign: "c2", labels: { team: "x" }, admitted: { status: "True", reason: "Admitted" } }),
+    task("early", { priority: 0, created: "2026-01-01T00:00:00.000Z", campaign: "c1", state: "running", worker: "w1" }),
+    task("old", { priority: 0, created: "2026-01-01T00:00:02.000Z", campaign: "c1", state: "clean" }),
   ].map(taskRow);
   const all = { campaign: "", state: "", reason: "", worker: "", text: "", selector: () => true };
 
-  it("is in claim order: priority, then dispatch order", () => {
+  it("is in claim order: priority, then arrival", () => {
     expect(filterTasks(rows, all).map((t) => t.name)).toEqual(["high", "early", "low", "old"]);
   });
   it("filters by campaign, state group, reason, worker and label", () => {
@@ -86,7 +99,7 @@ describe("the queue", () => {
     expect(sel.ok && filterTasks(rows, { ...all, selector: sel.match }).map((t) => t.name)).toEqual(["high"]);
   });
   it("filters by queue; a task that names none is in default", () => {
-    const named = taskRow({ ...task("teamed", { order: 4 }), spec: { ...task("teamed").spec, queue: "team-a" } });
+    const named = taskRow({ ...task("teamed", { created: "2026-01-01T00:00:04.000Z" }), spec: { ...task("teamed").spec, queue: "team-a" } });
     expect(named.queue).toBe("team-a");
     expect(filterTasks([...rows, named], { ...all, queue: "team-a" }).map((t) => t.name)).toEqual(["teamed"]);
     expect(filterTasks([...rows, named], { ...all, queue: "default" }).map((t) => t.name)).toEqual(["high", "early", "low", "old"]);
@@ -109,6 +122,5 @@ describe("a finished task's worker", () => {
     expect(requeued.worker).toBe("");
     const all = { campaign: "", state: "", reason: "", text: "", selector: () => true };
     expect(filterTasks([done, requeued], { ...all, worker: "w2" }).map((t) => t.name)).toEqual(["done"]);
-    expect(workerRows([worker("w2")].map(workerObj), [done])[0].active).toEqual([]);
   });
 });

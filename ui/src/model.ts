@@ -1,11 +1,12 @@
-// What the page shows, derived from the watched objects: no DOM, so the tests run it under
-// Node. A worker's reserved vector and active count are derived from the tasks whose lease
-// on it is active, the way the Hub derives them for /api/data/worker-capacity, so the bars
-// move with the task events themselves and never wait for a worker status pass.
+// What the page shows, taken from the watched objects: no DOM, so the tests run it under
+// Node. A worker's reserved vector, active count and concurrency limit are the Hub's own
+// figures, which the worker controller writes to its status from the same computation as
+// /api/data/worker-capacity; the queue is in the scheduler's claim order.
 import { getCondition, type Condition } from "../../src/resources/meta.ts";
 import { isActive, isFinal, isQueued, RESOURCE_FIELDS, taskWorker, type ResourceField } from "../../src/resources/types.ts";
 import type { Campaign, Queue, Task, TaskSpecExecutionProfileResources as Vec, Worker } from "../../src/resources/types.gen.ts";
 import { queueName } from "../../src/admission/queues.ts";
+import { claimOrder } from "../../src/scheduler/queue.ts";
 
 export type { Campaign, Queue, Task, Vec, Worker };
 
@@ -31,7 +32,6 @@ export type TaskRow = {
   requests: Vec;
   placement: string;
   priority: number;
-  order: number;
   created: string;
   /** The lease's worker, or the worker of the last attempt once final. */
   worker: string;
@@ -56,7 +56,6 @@ export function taskRow(t: Task): TaskRow {
     requests: t.spec.execution_profile?.resources ?? {},
     placement: t.spec.execution_profile?.placement ?? "shared",
     priority: t.spec.priority ?? 0,
-    order: st.created_order ?? 0,
     created: t.metadata.creationTimestamp ?? "",
     worker: taskWorker(st) ?? "",
     reservation: lease ? lease.reservation ?? {} : undefined,
@@ -64,17 +63,36 @@ export function taskRow(t: Task): TaskRow {
   };
 }
 
-export type WorkerObj = { name: string; labels: Record<string, string>; capacity: Vec; limit: number | undefined; ready: boolean; registered: boolean; cordoned: boolean; resourceVersion: string };
+export type WorkerObj = {
+  name: string;
+  labels: Record<string, string>;
+  capacity: Vec;
+  /** The Hub's effective limit; undefined until the worker controller has written one. */
+  limit: number | undefined;
+  reserved: Required<Omit<Vec, "gpu_types">>;
+  /** The tasks holding an active lease here, and the Hub's active count (which also counts runs a heartbeat reports). */
+  active: string[];
+  activeCount: number;
+  exclusive: boolean;
+  ready: boolean;
+  registered: boolean;
+  cordoned: boolean;
+  resourceVersion: string;
+};
 
 export function workerObj(w: Worker): WorkerObj {
   const st = w.status ?? {};
   const conds = st.conditions as Condition[] | undefined;
-  const max = w.spec.max_concurrency;
+  const active = st.active_task_ids ?? [];
   return {
     name: w.metadata.name,
     labels: w.metadata.labels ?? {},
     capacity: st.capacity ?? w.spec.resource_capacity ?? {},
-    limit: st.effective_limit ?? (max !== undefined ? Math.min(st.desired_concurrency ?? max, max) : undefined),
+    limit: st.effective_limit,
+    reserved: Object.fromEntries(RESOURCE_FIELDS.map((f) => [f, st.reserved?.[f] ?? 0])) as WorkerObj["reserved"],
+    active,
+    activeCount: st.active_count ?? active.length,
+    exclusive: Boolean(st.exclusive_holder),
     ready: getCondition(conds, "Ready")?.status === "True",
     registered: Boolean(st.registration),
     cordoned: Boolean(w.spec.unschedulable) || getCondition(conds, "Cordoned")?.status === "True",
@@ -82,26 +100,11 @@ export function workerObj(w: Worker): WorkerObj {
   };
 }
 
-export type WorkerRow = WorkerObj & { reserved: Required<Omit<Vec, "gpu_types">>; active: string[]; exclusive: boolean; state: "cordoned" | "exclusive" | "ready" | "not ready" | "unregistered" };
+export type WorkerRow = WorkerObj & { state: "cordoned" | "exclusive" | "ready" | "not ready" | "unregistered" };
 
-/** Worker rows with reservations summed from the tasks that hold an active lease on each. */
-export function workerRows(workers: Iterable<WorkerObj>, tasks: Iterable<TaskRow>): WorkerRow[] {
-  const leases = new Map<string, TaskRow[]>();
-  for (const t of tasks) {
-    if (!t.reservation) continue;
-    const l = leases.get(t.worker);
-    if (l) l.push(t);
-    else leases.set(t.worker, [t]);
-  }
+export function workerRows(workers: Iterable<WorkerObj>): WorkerRow[] {
   const out: WorkerRow[] = [];
-  for (const w of workers) {
-    const held = leases.get(w.name) ?? [];
-    const reserved = { cpu_millis: 0, memory_mb: 0, disk_mb: 0, gpu_count: 0 };
-    for (const t of held) for (const f of RESOURCE_FIELDS) reserved[f] += t.reservation?.[f] ?? 0;
-    const exclusive = held.some((t) => t.placement === "exclusive");
-    const state = w.cordoned ? "cordoned" : exclusive ? "exclusive" : !w.registered ? "unregistered" : w.ready ? "ready" : "not ready";
-    out.push({ ...w, reserved, active: held.map((t) => t.name), exclusive, state });
-  }
+  for (const w of workers) out.push({ ...w, state: w.cordoned ? "cordoned" : w.exclusive ? "exclusive" : !w.registered ? "unregistered" : w.ready ? "ready" : "not ready" });
   return out;
 }
 
@@ -138,7 +141,7 @@ export function sortWorkers(rows: WorkerRow[], s: WorkerSort): WorkerRow[] {
   const cmp: (a: WorkerRow, b: WorkerRow) => number = key === "name"
     ? (a, b) => a.name.localeCompare(b.name)
     : key === "active"
-      ? (a, b) => a.active.length - b.active.length
+      ? (a, b) => a.activeCount - b.activeCount
       : key.startsWith("use:")
         ? (a, b) => usage(a, key.slice(4) as ResourceField) - usage(b, key.slice(4) as ResourceField)
         : (a, b) => (a.labels[key.slice(6)] ?? "\uffff").localeCompare(b.labels[key.slice(6)] ?? "\uffff");
@@ -178,8 +181,8 @@ export function filterTasks(rows: Iterable<TaskRow>, f: TaskFilter): TaskRow[] {
     if (!f.selector(t.labels)) continue;
     out.push(t);
   }
-  // Claim order: priority first, then dispatch order (RESOURCE_ADMISSION's queue order).
-  return out.sort((a, b) => b.priority - a.priority || a.order - b.order || a.created.localeCompare(b.created) || a.name.localeCompare(b.name));
+  // The scheduler's claim order (RESOURCE_ADMISSION's queue order), by its own function.
+  return out.sort(claimOrder);
 }
 
 /** Count per value of one field, for the filter menus and the state summary. */

@@ -1,25 +1,14 @@
-// The queue: tasks by state with the Admitted reason and the requested resources, in claim
-// order (priority, then dispatch order). Filters: campaign, queue, state, reason, worker, label
-// selector and name. The filters live in the location hash, so a view can be linked to.
+// The queue: tasks by state with the Admitted reason, the Hub's queue position and the
+// requested resources, in claim order (priority, then arrival). Filters: campaign, queue, state,
+// reason, worker, label selector and name. The filters live in the location hash, so a view can be linked to.
+import { json } from "../auth.ts";
 import { h } from "../dom.ts";
 import type { Fleet } from "../fleet.ts";
 import { countBy, filterTasks, parseSelector, requestText, stateMatches, type TaskFilter, type TaskRow } from "../model.ts";
 import { VirtualTable, type Column } from "../virtual-table.ts";
 import { FleetCharts } from "./fleet-charts.ts";
+import { Refresh } from "../refresh.ts";
 import { ago, badge, breakable, fullText, labelChips, select, textInput } from "../widgets.ts";
-
-/**
- * Hook for the queue position the why-pending issue adds to task status. Until the Hub
- * reports one, the column is not shown: a position computed here could disagree with the
- * scheduler's own order.
- */
-export const QUEUE_POSITION_COLUMN: Column<TaskRow> & { available: boolean } = {
-  key: "position",
-  title: "Position",
-  width: "6rem",
-  available: false,
-  cell: () => "",
-};
 
 const STATE_GROUPS: [string, string][] = [["pending", "pending (queued, retry_queued)"], ["active", "active (leased, running)"], ["final", "final"]];
 
@@ -34,6 +23,13 @@ export class QueueView {
   private readonly count = h("p", { class: "count", "aria-live": "polite" });
   private readonly error = h("p", { class: "error", role: "alert", hidden: true });
   private readonly charts: FleetCharts;
+  /** Each queued task's position as the Hub computes it (tasks ahead that compete for the same workers, plus one). */
+  private positions = new Map<string, number>();
+  private readonly positionsRefresh = new Refresh(() => json<{ positions: Record<string, number> }>("/api/data/queue-positions"), (r) => {
+    if (!r.ok) return; // the column keeps what it showed; the next change asks again
+    this.positions = new Map(Object.entries(r.value.positions));
+    this.update(true);
+  }, 1_000);
 
   constructor(private readonly fleet: Fleet, params: URLSearchParams, private readonly open: (name: string) => void) {
     this.selectorText = params.get("labels") ?? "";
@@ -43,7 +39,7 @@ export class QueueView {
       { key: "name", title: "Task", width: "minmax(16rem, 2.2fr)", cell: (t) => h("a", { href: `#/task/${encodeURIComponent(t.name)}`, tabindex: -1, class: "wrap2", title: t.name }, breakable(t.name)) },
       { key: "state", title: "State", width: "7.5rem", cell: (t) => badge(t.state) },
       { key: "reason", title: "Admitted reason", width: "minmax(13rem, 1.4fr)", cell: (t) => fullText(t.reason || "—", t.message || t.reason || "no Admitted condition yet") },
-      ...(QUEUE_POSITION_COLUMN.available ? [QUEUE_POSITION_COLUMN] : []),
+      { key: "position", title: "Position", width: "6rem", cell: (t) => h("span", { class: "num" }, String(this.positions.get(t.name) ?? "—")) },
       { key: "requests", title: "Requests", width: "minmax(15rem, 1.8fr)", cell: (t) => fullText(`${t.placement === "exclusive" ? "exclusive · " : ""}${requestText(t.requests)}`) },
       // Once final, the worker that ran the last attempt (what `loom get tasks` prints).
       { key: "worker", title: "Worker", width: "minmax(8rem, 1fr)", cell: (t) => (t.worker ? fullText(t.worker, t.reservation ? `holds a lease on ${t.worker}` : `last ran on ${t.worker}`) : "—") },
@@ -56,6 +52,7 @@ export class QueueView {
   }
 
   dispose(): void {
+    this.positionsRefresh.stop();
     this.charts.dispose();
   }
 
@@ -78,6 +75,7 @@ export class QueueView {
   update(force = false): void {
     this.charts.update();
     const v = `${this.fleet.versions.tasks}`;
+    if (v !== this.seen) this.positionsRefresh.request();
     if (!force && v === this.seen) return;
     this.seen = v;
     const all = [...this.fleet.tasks.values()];

@@ -8,6 +8,7 @@ import type { QueuesReport } from "../../../src/cli/data-api.ts";
 import { h } from "../dom.ts";
 import { API } from "../fleet.ts";
 import { ListWatch } from "../list-watch.ts";
+import { Refresh } from "../refresh.ts";
 import { DIMENSIONS, type Queue } from "../model.ts";
 import type { QueueSpecQuota } from "../../../src/resources/types.gen.ts";
 import { ago, badge, table } from "../widgets.ts";
@@ -55,10 +56,12 @@ export class QueuesView {
   private readonly body = h("div", { "aria-live": "polite" });
   private readonly standing = h("p", { class: "summary" });
   private listed = false;
-  private stopped = false;
-  private reportAt = 0;
-  private reportPending = false;
-  private reportAgain = false;
+  /** The Hub's fair-share sentence, again after a queue changes (at most every 2 s). */
+  private readonly report = new Refresh(() => json<QueuesReport>("/api/data/queues"), (r) => {
+    if (!r.ok) return void this.standing.replaceChildren(h("span", { class: "error" }, `Fair share unavailable: ${r.error.message}`));
+    // "no queues" is the sentence for no queue with work waiting.
+    this.standing.replaceChildren(r.value.standing === "no queues" ? "No queue has work waiting." : `Fair share among the queues with work waiting: ${r.value.standing}.`, r.value.half_life_seconds ? ` Shares are of usage decayed over a ${r.value.half_life_seconds} s half-life.` : "");
+  }, 2_000);
 
   /** `current`: the queue a link came for (from a task's page), marked in the table. */
   constructor(private readonly current: string) {
@@ -85,7 +88,7 @@ export class QueuesView {
   }
 
   dispose(): void {
-    this.stopped = true;
+    this.report.stop();
     this.watch.stop();
   }
 
@@ -97,7 +100,7 @@ export class QueuesView {
       this.standing.replaceChildren();
       return void this.body.replaceChildren(h("p", { class: "empty" }, "No Queue objects: every task waits in one queue, by priority, then arrival. Create a Queue to give a team a quota."));
     }
-    this.loadStanding();
+    this.report.request();
     const rows = all.map((q) => ({ q, ...amounts(q) }));
     const typed = [...new Set(rows.flatMap((r) => Object.keys(r.quota).filter((k) => k.startsWith("gpu_types."))))].sort();
     // A dimension no queue limits and none uses gets no column (the table stays one screen wide).
@@ -131,26 +134,5 @@ export class QueuesView {
     }
     const conds = rows.flatMap(({ q }) => (q.status?.conditions ?? []).map((c) => [q.metadata.name, c.type, badge(c.status), c.reason ?? "—", c.message ?? "—", ago(c.lastTransitionTime)]));
     this.body.replaceChildren(main, h("h2", {}, "Conditions"), table("Queue conditions", ["Queue", "Type", "Status", "Reason", "Message", "Since"], conds, "none written yet"));
-  }
-
-  /** The Hub's fair-share sentence, again after a queue changes (at most every 2 s). */
-  private loadStanding(): void {
-    if (this.reportPending) return void (this.reportAgain = true);
-    const wait = Math.max(0, this.reportAt + 2_000 - Date.now());
-    this.reportPending = true;
-    setTimeout(() => {
-      this.reportAt = Date.now();
-      json<QueuesReport>("/api/data/queues").then(
-        // "no queues" is the sentence for no queue with work waiting.
-        (r) => this.standing.replaceChildren(r.standing === "no queues" ? "No queue has work waiting." : `Fair share among the queues with work waiting: ${r.standing}.`, r.half_life_seconds ? ` Shares are of usage decayed over a ${r.half_life_seconds} s half-life.` : ""),
-        (e: Error) => this.standing.replaceChildren(h("span", { class: "error" }, `Fair share unavailable: ${e.message}`)),
-      ).finally(() => {
-        this.reportPending = false;
-        if (this.reportAgain && !this.stopped) {
-          this.reportAgain = false;
-          this.loadStanding();
-        }
-      });
-    }, wait);
   }
 }

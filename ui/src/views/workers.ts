@@ -25,7 +25,7 @@ export class WorkersView {
     const columns: Column<WorkerRow>[] = [
       { key: "name", title: "Worker", width: "minmax(9rem, 1.2fr)", sort: "name", cell: (w) => h("a", { href: `#/queue?worker=${encodeURIComponent(w.name)}`, tabindex: -1 }, w.name) },
       { key: "state", title: "State", width: "7.5rem", cell: (w) => badge(w.state) },
-      { key: "active", title: "Active / limit", width: "9rem", sort: "active", cell: (w) => bar("Active tasks", w.active.length, w.limit, "", "active", this.scaleOf("active", w.limit)) },
+      { key: "active", title: "Active / limit", width: "9rem", sort: "active", cell: (w) => bar("Active tasks", w.activeCount, w.limit, "", "active", this.scaleOf("active", w.limit)) },
       ...DIMENSIONS.map((d): Column<WorkerRow> => ({ key: d.field, title: d.label, width: "minmax(10rem, 1fr)", sort: `use:${d.field}`, cell: (w) => bar(d.label, w.reserved[d.field], w.capacity[d.field], d.unit, d.field, this.scaleOf(d.field, w.capacity[d.field])) })),
       { key: "labels", title: "Labels", width: "minmax(8rem, 1.2fr)", cell: (w) => labelChips(w.labels) },
     ];
@@ -75,10 +75,10 @@ export class WorkersView {
 
   update(force = false): void {
     this.timelines.update();
-    const v = `${this.fleet.versions.workers}/${this.fleet.versions.tasks}`;
+    const v = `${this.fleet.versions.workers}`;
     if (!force && v === this.seen) return;
     this.seen = v;
-    const all = workerRows(this.fleet.workers.values(), this.fleet.tasks.values());
+    const all = workerRows(this.fleet.workers.values());
     this.largest = { active: Math.max(0, ...all.map((w) => w.limit ?? 0)) };
     for (const d of DIMENSIONS) this.largest[d.field] = Math.max(0, ...all.map((w) => w.capacity[d.field] ?? 0));
     const match = this.selector.ok ? this.selector.match : () => true;
