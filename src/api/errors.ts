@@ -1,7 +1,7 @@
 // Errors as data. The v1 surfaces (/api/...) answer `{"error": code, ...}`; the resource
 // API answers Kubernetes Status objects. Bad input is always a 4xx naming the field.
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
-import { HubError } from "../scheduler/errors.ts";
+import { HubError } from "../protocol/errors.ts";
 import { StoreError } from "../store/errors.ts";
 import { ValidationError } from "../resources/validate.ts";
 

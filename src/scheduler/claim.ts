@@ -5,7 +5,7 @@ import { acceptsAny, admit, admits, asLease, taskView, type Decision, type Worke
 import { isQueued, type Task, type Worker } from "../resources/types.ts";
 import { cacheAffinity, type CacheAffinity } from "./affinity.ts";
 import type { SchedulerContext } from "./context.ts";
-import { HubError } from "./errors.ts";
+import { HubError } from "../protocol/errors.ts";
 import { grantLease } from "./lifecycle.ts";
 import { nominationEnded } from "./nomination.ts";
 import type { ClaimQueue } from "./queue.ts";

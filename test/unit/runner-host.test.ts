@@ -2,7 +2,7 @@ import os from "node:os";
 import { describe, expect, it } from "vitest";
 import { CapacityError, defaultCapacityFromHost, parseCapacity } from "../../src/admission/index.ts";
 import { hostSnapshot, resolveCapacity } from "../../src/runner/host.ts";
-import { HubError } from "../../src/scheduler/errors.ts";
+import { HubError } from "../../src/protocol/errors.ts";
 import { normaliseCapacityInput } from "../../src/scheduler/workers.ts";
 
 describe("host snapshot", () => {
