@@ -3,7 +3,7 @@
 import { Command, Option } from "commander";
 import { CliError } from "./client.ts";
 import { clientOf, collect, forScripts, intFlag, keyValueFlag, listFlag, out, outputOption, withController } from "./common.ts";
-import type { CapacityEntry, TaskAdmission } from "./data-api.ts";
+import type { CapacityEntry, TaskAdmission } from "../protocol/types.gen.ts";
 import { DIMENSIONS, formatObject, formatRequests, formatShortfalls, formatTable, NONE, ratio, type Column, visibleColumns } from "./printers.ts";
 
 type Format = "wide" | "json" | "yaml" | "table";

@@ -7,7 +7,7 @@ import type { Campaign, Queue, Task, Worker } from "../resources/types.ts";
 import { ApiError, type Client, RESOURCE_PREFIX } from "./client.ts";
 import { clientOf, out, withController } from "./common.ts";
 import { type KindInfo, resolveKind } from "./kinds.ts";
-import type { CapacityEntry, NominationEntry, QueuesReport, TaskAdmission, Vec } from "./data-api.ts";
+import type { CapacityEntry, NominationEntry, QueuesReport, ResourceVector as Vec, TaskAdmission } from "../protocol/types.gen.ts";
 import { age, DIMENSIONS, formatRequests, formatShortfalls, formatVector, humanDuration, NONE, PrefixWriter, when, writeNested } from "./printers.ts";
 
 type Obj = { kind: string; metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string>; creationTimestamp?: string }; spec?: Record<string, unknown>; status?: Record<string, unknown> };

@@ -3,7 +3,7 @@
 import { Command } from "commander";
 import { RESOURCE_PREFIX } from "./client.ts";
 import { clientOf, out, withController } from "./common.ts";
-import type { CapacityEntry } from "./data-api.ts";
+import type { CapacityEntry } from "../protocol/types.gen.ts";
 import { resolveKind } from "./kinds.ts";
 import { DIMENSIONS, formatTable, NONE, ratio, type Column } from "./printers.ts";
 import type { Worker } from "../resources/types.ts";

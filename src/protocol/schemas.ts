@@ -22,6 +22,8 @@ const TEXT: JSONSchema = { type: "string", maxLength: LIMITS.stringLength };
 const COUNT: JSONSchema = { type: "number", minimum: 0, maximum: MAX_INT };
 /** Checked by hand, or carried without a look: typed `unknown`. */
 const ANY = (description: string): JSONSchema => ({ description });
+/** A number as clients send it; the Hub also takes a numeric string and clamps it as v1 does (clamps.ts). */
+const LOOSE_NUMBER = (description: string): JSONSchema => ({ description, "x-ts-type": "number" });
 const obj = (properties: Record<string, JSONSchema>, required: string[] = []): JSONSchema => ({ type: "object", properties, ...(required.length ? { required } : {}) });
 /** A reply object: it may carry fields beyond those named, and the serializer keeps them. */
 const open = (properties: Record<string, JSONSchema>, required: string[] = []): JSONSchema => ({ ...obj(properties, required), additionalProperties: true });
@@ -119,6 +121,12 @@ const WORKER_ADMISSION: JSONSchema = open({
 }, ["worker_id", "ok"]);
 const SUGGESTION: JSONSchema = open({ kind: { type: "string", enum: ["request", "empty_worker"] }, worker: STR, change: STR, resources: VEC, until: STR }, ["kind", "worker", "change"]);
 const FIGURES: JSONSchema = { type: "object", additionalProperties: NUM };
+const NOMINATION: JSONSchema = obj({ worker_id: STR, task_id: STR, blocking_leases: list(STR), starts_by: STR }, ["worker_id", "task_id", "blocking_leases"]);
+/** One queue's usage, quota, borrowing, counts and fair share. */
+const QUEUE_ROW: JSONSchema = obj({
+  name: STR, limited: BOOL, quota: FIGURES, borrowing_limit: FIGURES, lending_limit: FIGURES, weight: NUM, reclaim: STR,
+  used: FIGURES, borrowed: FIGURES, lent: FIGURES, pending: NUM, admitted: NUM, share: NUM, decayed_share: NUM, rank: NUM,
+}, ["name", "limited", "quota", "borrowing_limit", "lending_limit", "weight", "reclaim", "used", "borrowed", "lent", "pending", "admitted", "share", "decayed_share", "rank"]);
 const LEASE_REPLY = open({ ok: BOOL, task_id: STR, old_state: STR, new_state: STR, state: STR, lease_until: STR, ignored_stale_failure: BOOL, auto_retry: nullable(OPEN_MAP), issues: list(STR), attempt_no: NUM }, ["ok", "task_id"]);
 
 /** Shared shapes, emitted first under these names. */
@@ -133,6 +141,8 @@ export const SHARED: Record<string, JSONSchema> = {
   WorkerAdmission: WORKER_ADMISSION,
   Suggestion: SUGGESTION,
   LeaseReply: LEASE_REPLY,
+  NominationEntry: NOMINATION,
+  QueueReportEntry: QUEUE_ROW,
 };
 
 // ---- requests: validated on the way in ----
@@ -150,12 +160,12 @@ export const REQUESTS = {
   }, ["worker_id", "runner_api_version"]),
   heartbeat: obj({ worker_id: ID, current_runs: { type: "array", maxItems: 1024, items: { type: "object", properties: { task_id: TEXT, package_id: ANY("the run's package"), phase: ANY("where the run is") } } }, health: HEALTH }, ["worker_id"]),
   // The numbers are clamped as v1 does (clamps.ts), so a numeric string is taken too.
-  claim: obj({ worker_id: ID, limit: ANY("1..1024, default 1"), lease_seconds: ANY("at least 30, default 600"), wait_seconds: ANY("0..60"), wait_poll_seconds: ANY("ignored: Loom wakes on change") }, ["worker_id"]),
+  claim: obj({ worker_id: ID, limit: LOOSE_NUMBER("1..1024, default 1"), lease_seconds: LOOSE_NUMBER("at least 30, default 600"), wait_seconds: LOOSE_NUMBER("0..60"), wait_poll_seconds: LOOSE_NUMBER("ignored: Loom wakes on change") }, ["worker_id"]),
   start: obj(FENCED, ["worker_id", "task_id"]),
-  renew: obj({ ...FENCED, lease_seconds: ANY("at least 30, default 600") }, ["worker_id", "task_id"]),
+  renew: obj({ ...FENCED, lease_seconds: LOOSE_NUMBER("at least 30, default 600") }, ["worker_id", "task_id"]),
   complete: obj({ ...FENCED, result: ANY("the Runner's result summary"), upload: ANY("the upload reply") }, ["worker_id", "task_id"]),
   fail: obj({ ...FENCED, controller_concurrency: ANY("the claim's controller_concurrency"), error: { type: "object", properties: { type: TEXT, detail: { type: "string", maxLength: LIMITS.freeStringLength } } } }, ["worker_id", "task_id"]),
-  push: obj({ task_id: ID, worker_id: ID, operator: ANY("who pushed"), lease_seconds: ANY("at least 30, default 600"), push_timeout_seconds: ANY("10..120, default 30") }, ["task_id"]),
+  push: obj({ task_id: ID, worker_id: ID, operator: ANY("who pushed"), lease_seconds: LOOSE_NUMBER("at least 30, default 600"), push_timeout_seconds: LOOSE_NUMBER("10..120, default 30") }, ["task_id"]),
   "cancel-task": obj({ task_id: { type: "string", minLength: 1 } }, ["task_id"]),
   "retry-task": obj({ task_id: { type: "string", minLength: 1 }, preserve_excluded_workers: ANY("true keeps the exclusions") }, ["task_id"]),
   "worker-control": obj({ worker_id: { type: "string", minLength: 1 } }, ["worker_id"]),
@@ -238,12 +248,9 @@ export const REPLIES = {
     active: BOOL,
     half_life_seconds: NUM,
     standing: STR,
-    queues: list(obj({
-      name: STR, limited: BOOL, quota: FIGURES, borrowing_limit: FIGURES, lending_limit: FIGURES, weight: NUM, reclaim: STR,
-      used: FIGURES, borrowed: FIGURES, lent: FIGURES, pending: NUM, admitted: NUM, share: NUM, decayed_share: NUM, rank: NUM,
-    }, ["name", "limited", "quota", "borrowing_limit", "lending_limit", "weight", "reclaim", "used", "borrowed", "lent", "pending", "admitted", "share", "decayed_share", "rank"])),
+    queues: list(QUEUE_ROW),
   }, ["active", "half_life_seconds", "standing", "queues"]),
-  nominations: obj({ nominations: list(obj({ worker_id: STR, task_id: STR, blocking_leases: list(STR), starts_by: STR }, ["worker_id", "task_id", "blocking_leases"])) }, ["nominations"]),
+  nominations: obj({ nominations: list(NOMINATION) }, ["nominations"]),
   "expire-leases": obj({ ok: BOOL, expired: list(obj({ task_id: STR, old_state: STR, new_state: STR }, ["task_id", "old_state", "new_state"])), count: NUM }, ["ok", "expired", "count"]),
   "set-worker-concurrency": obj({ ok: BOOL, worker_id: STR, desired_concurrency: NUM, max_concurrency: NUM }, ["ok", "worker_id", "desired_concurrency", "max_concurrency"]),
 } satisfies Record<string, JSONSchema>;

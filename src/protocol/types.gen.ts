@@ -150,6 +150,31 @@ export interface LeaseReply {
   [key: string]: unknown;
 }
 
+export interface NominationEntry {
+  worker_id: string;
+  task_id: string;
+  blocking_leases: string[];
+  starts_by?: string;
+}
+
+export interface QueueReportEntry {
+  name: string;
+  limited: boolean;
+  quota: Record<string, number>;
+  borrowing_limit: Record<string, number>;
+  lending_limit: Record<string, number>;
+  weight: number;
+  reclaim: string;
+  used: Record<string, number>;
+  borrowed: Record<string, number>;
+  lent: Record<string, number>;
+  pending: number;
+  admitted: number;
+  share: number;
+  decayed_share: number;
+  rank: number;
+}
+
 export interface RegisterRequestHealthResources {
   cpu_count?: number;
   mem_total_mb?: number;
@@ -206,13 +231,13 @@ export interface HeartbeatRequest {
 export interface ClaimRequest {
   worker_id: string;
   /** 1..1024, default 1 */
-  limit?: unknown;
+  limit?: number;
   /** at least 30, default 600 */
-  lease_seconds?: unknown;
+  lease_seconds?: number;
   /** 0..60 */
-  wait_seconds?: unknown;
+  wait_seconds?: number;
   /** ignored: Loom wakes on change */
-  wait_poll_seconds?: unknown;
+  wait_poll_seconds?: number;
 }
 
 export interface StartRequest {
@@ -226,7 +251,7 @@ export interface RenewRequest {
   task_id: string;
   attempt_no?: number;
   /** at least 30, default 600 */
-  lease_seconds?: unknown;
+  lease_seconds?: number;
 }
 
 export interface CompleteRequest {
@@ -259,9 +284,9 @@ export interface PushTaskRequest {
   /** who pushed */
   operator?: unknown;
   /** at least 30, default 600 */
-  lease_seconds?: unknown;
+  lease_seconds?: number;
   /** 10..120, default 30 */
-  push_timeout_seconds?: unknown;
+  push_timeout_seconds?: number;
 }
 
 export interface CancelTaskRequest {
@@ -457,40 +482,15 @@ export interface TaskAdmission {
   [key: string]: unknown;
 }
 
-export interface QueuesReportQueuesItem {
-  name: string;
-  limited: boolean;
-  quota: Record<string, number>;
-  borrowing_limit: Record<string, number>;
-  lending_limit: Record<string, number>;
-  weight: number;
-  reclaim: string;
-  used: Record<string, number>;
-  borrowed: Record<string, number>;
-  lent: Record<string, number>;
-  pending: number;
-  admitted: number;
-  share: number;
-  decayed_share: number;
-  rank: number;
-}
-
 export interface QueuesReport {
   active: boolean;
   half_life_seconds: number;
   standing: string;
-  queues: QueuesReportQueuesItem[];
-}
-
-export interface NominationsReplyNominationsItem {
-  worker_id: string;
-  task_id: string;
-  blocking_leases: string[];
-  starts_by?: string;
+  queues: QueueReportEntry[];
 }
 
 export interface NominationsReply {
-  nominations: NominationsReplyNominationsItem[];
+  nominations: NominationEntry[];
 }
 
 export interface ExpireLeasesReplyExpiredItem {
