@@ -47,11 +47,12 @@ export async function adminRoutes(f: FastifyInstance): Promise<void> {
   const hub = f.hub;
   const scheduler = hub.scheduler;
 
-  f.post("/api/tasks/dispatch", async (req, reply) => {
+  const dispatched = replySchema("dispatch", 200, 201);
+  f.post("/api/tasks/dispatch", dispatched, async (req, reply) => {
     const out = await scheduler.dispatch(parseDispatch(req.body));
     return reply.code(out.status).send(out.body);
   });
-  f.post("/api/tasks/dispatch-repo-run", async (req, reply) => {
+  f.post("/api/tasks/dispatch-repo-run", dispatched, async (req, reply) => {
     const out = await scheduler.dispatch(repoRunRequest(req.body));
     return reply.code(out.status).send(out.body);
   });

@@ -14,7 +14,8 @@ function forSerializer(s: JSONSchema): JSONSchema {
   return out;
 }
 
-/** Route options that serialise a `status` reply of `name` through its schema. */
-export function replySchema(name: keyof typeof REPLIES, status = 200) {
-  return { schema: { response: { [status]: forSerializer(REPLIES[name]) } } };
+/** Route options that serialise the replies of `name` with these statuses (200 when none is given) through its schema. */
+export function replySchema(name: keyof typeof REPLIES, ...statuses: number[]) {
+  const schema = forSerializer(REPLIES[name]);
+  return { schema: { response: Object.fromEntries((statuses.length ? statuses : [200]).map((s) => [s, schema])) } };
 }

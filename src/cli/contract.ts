@@ -3,7 +3,7 @@
 import { Command, Option } from "commander";
 import { CliError } from "./client.ts";
 import { clientOf, collect, forScripts, intFlag, keyValueFlag, listFlag, out, outputOption, withController } from "./common.ts";
-import type { CapacityEntry, TaskAdmission } from "../protocol/types.gen.ts";
+import type { CapacityEntry, DispatchReply, TaskAdmission } from "../protocol/types.gen.ts";
 import { DIMENSIONS, formatObject, formatRequests, formatShortfalls, formatTable, NONE, ratio, type Column, visibleColumns } from "./printers.ts";
 
 type Format = "wide" | "json" | "yaml" | "table";
@@ -112,7 +112,6 @@ export function repoRunBody(o: DispatchFlags): Record<string, unknown> {
   return body;
 }
 
-type DispatchReply = { created: { task_id: string; state?: string }[]; existing: { task_id: string; state?: string }[] };
 
 export function dispatchRepoRunCommand(): Command {
   return withController(new Command("dispatch-repo-run"))

@@ -20,6 +20,9 @@ export function generateProtocolTypes(): string {
   for (const [name, s] of Object.entries(SHARED)) alias(name, s);
   for (const [k, s] of Object.entries(REQUESTS)) alias(REQUEST_TYPES[k as keyof typeof REQUESTS], s);
   for (const [k, s] of Object.entries(REPLIES)) alias(REPLY_TYPES[k as keyof typeof REPLIES], s);
+  // Each checked request's name -> its type, for checkRequest's answer (errors.ts).
+  const names = Object.entries(REQUEST_TYPES).map(([k, t]) => `  ${JSON.stringify(k)}: ${t};`);
+  decls.push(`/** A request's schema name -> its type. */\nexport interface RequestTypes {\n${names.join("\n")}\n}`);
   const imports = Object.entries(EXTERNAL).map(([t, from]) => `import type { ${t} } from "${from}";`);
   return [
     "// Generated from src/protocol/schemas.ts by src/protocol/gen.ts. Do not edit: run `npm run gen:types`.",

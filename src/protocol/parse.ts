@@ -61,19 +61,17 @@ export function parseRegister(b: Body): Registration {
   if (policy !== "fixed" && policy !== "adaptive") throw new HubError(400, "unsupported_concurrency_policy", { received: policy, allowed: ["fixed", "adaptive"] });
   const capabilities = b.capabilities ?? [];
   if (!Array.isArray(capabilities) || capabilities.some((c) => typeof c !== "string")) throw new HubError(400, "invalid_capabilities", { field: "capabilities", detail: "must be a list of strings" });
-  checkRequest("register", b);
-  const reported = normaliseCapacityInput(b.resource_capacity);
-  return { worker_id: id, capabilities, max_concurrency: max, initial_concurrency: initial, concurrency_policy: policy, reported_capacity: reported, health: (isObj(b.health) ? b.health : {}) as Health };
+  const r = checkRequest("register", b);
+  const reported = normaliseCapacityInput(r.resource_capacity);
+  return { worker_id: id, capabilities, max_concurrency: max, initial_concurrency: initial, concurrency_policy: policy, reported_capacity: reported, health: r.health ?? {} };
 }
 
 export type Heartbeat = { worker_id: string; current_runs: HeartbeatRequestCurrentRunsItem[]; health?: Health };
 
 export function parseHeartbeat(b: Body): Heartbeat {
   const id = need(b.worker_id, "worker_id_required");
-  checkRequest("heartbeat", b);
-  // The schema has just checked both: a list of objects, and an object.
-  const runs = Array.isArray(b.current_runs) ? (b.current_runs as HeartbeatRequestCurrentRunsItem[]) : [];
-  return { worker_id: id, current_runs: runs, ...(isObj(b.health) ? { health: b.health as Health } : {}) };
+  const h = checkRequest("heartbeat", b);
+  return { worker_id: id, current_runs: h.current_runs ?? [], ...(h.health ? { health: h.health } : {}) };
 }
 
 /** POST /api/tasks/claim, its numbers clamped as v1 does (clamps.ts). */
@@ -93,8 +91,8 @@ export type Failure = LeaseCall & { error: NonNullable<FailRequest["error"]> & B
 function leaseCall(verb: "start" | "renew" | "complete" | "fail", b: Body): LeaseCall {
   const worker = need(b.worker_id, "worker_id_required");
   const task = need(b.task_id, "task_id_required");
-  checkRequest(verb, b);
-  return { worker_id: worker, task_id: task, ...(typeof b.attempt_no === "number" ? { attempt_no: b.attempt_no } : {}) };
+  const { attempt_no } = checkRequest(verb, b);
+  return { worker_id: worker, task_id: task, ...(attempt_no !== undefined ? { attempt_no } : {}) };
 }
 
 export const parseStart = (b: Body): LeaseCall => leaseCall("start", b);

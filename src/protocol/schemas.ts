@@ -127,6 +127,8 @@ const QUEUE_ROW: JSONSchema = obj({
   name: STR, limited: BOOL, quota: FIGURES, borrowing_limit: FIGURES, lending_limit: FIGURES, weight: NUM, reclaim: STR,
   used: FIGURES, borrowed: FIGURES, lent: FIGURES, pending: NUM, admitted: NUM, share: NUM, decayed_share: NUM, rank: NUM,
 }, ["name", "limited", "quota", "borrowing_limit", "lending_limit", "weight", "reclaim", "used", "borrowed", "lent", "pending", "admitted", "share", "decayed_share", "rank"]);
+/** One task a dispatch created or found already there. */
+const DISPATCHED: JSONSchema = obj({ task_id: STR, task_kind: STR, case_id: nullable(STR), run_id: nullable(STR), setting_id: nullable(STR), state: STR }, ["task_id", "state"]);
 const LEASE_REPLY = open({ ok: BOOL, task_id: STR, old_state: STR, new_state: STR, state: STR, lease_until: STR, ignored_stale_failure: BOOL, auto_retry: nullable(OPEN_MAP), issues: list(STR), attempt_no: NUM }, ["ok", "task_id"]);
 
 /** Shared shapes, emitted first under these names. */
@@ -142,6 +144,7 @@ export const SHARED: Record<string, JSONSchema> = {
   Suggestion: SUGGESTION,
   LeaseReply: LEASE_REPLY,
   NominationEntry: NOMINATION,
+  DispatchedTask: DISPATCHED,
   QueueReportEntry: QUEUE_ROW,
 };
 
@@ -253,6 +256,7 @@ export const REPLIES = {
   nominations: obj({ nominations: list(NOMINATION) }, ["nominations"]),
   "expire-leases": obj({ ok: BOOL, expired: list(obj({ task_id: STR, old_state: STR, new_state: STR }, ["task_id", "old_state", "new_state"])), count: NUM }, ["ok", "expired", "count"]),
   "set-worker-concurrency": obj({ ok: BOOL, worker_id: STR, desired_concurrency: NUM, max_concurrency: NUM }, ["ok", "worker_id", "desired_concurrency", "max_concurrency"]),
+  dispatch: obj({ created: list(DISPATCHED), existing: list(DISPATCHED) }, ["created", "existing"]),
 } satisfies Record<string, JSONSchema>;
 
 /** The TypeScript name of each message (gen.ts). */
@@ -264,7 +268,7 @@ export const REQUEST_TYPES: Record<keyof typeof REQUESTS, string> = {
 export const REPLY_TYPES: Record<keyof typeof REPLIES, string> = {
   register: "RegisterReply", heartbeat: "HeartbeatReply", claim: "ClaimReply", lease: "LeaseReply", upload: "UploadReply", push: "PushTaskReply", execute: "ExecuteReply",
   "worker-capacity": "WorkerCapacityReply", "task-admission": "TaskAdmission", queues: "QueuesReport", nominations: "NominationsReply", "expire-leases": "ExpireLeasesReply",
-  "set-worker-concurrency": "SetWorkerConcurrencyReply",
+  "set-worker-concurrency": "SetWorkerConcurrencyReply", dispatch: "DispatchReply",
 };
 
 /**

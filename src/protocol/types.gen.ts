@@ -157,6 +157,15 @@ export interface NominationEntry {
   starts_by?: string;
 }
 
+export interface DispatchedTask {
+  task_id: string;
+  task_kind?: string;
+  case_id?: string | null;
+  run_id?: string | null;
+  setting_id?: string | null;
+  state: string;
+}
+
 export interface QueueReportEntry {
   name: string;
   limited: boolean;
@@ -510,4 +519,30 @@ export interface SetWorkerConcurrencyReply {
   worker_id: string;
   desired_concurrency: number;
   max_concurrency: number;
+}
+
+export interface DispatchReply {
+  created: DispatchedTask[];
+  existing: DispatchedTask[];
+}
+
+/** A request's schema name -> its type. */
+export interface RequestTypes {
+  "register": RegisterRequest;
+  "heartbeat": HeartbeatRequest;
+  "claim": ClaimRequest;
+  "start": StartRequest;
+  "renew": RenewRequest;
+  "complete": CompleteRequest;
+  "fail": FailRequest;
+  "push": PushTaskRequest;
+  "cancel-task": CancelTaskRequest;
+  "retry-task": RetryTaskRequest;
+  "worker-control": WorkerControlRequest;
+  "set-worker-concurrency": SetWorkerConcurrencyRequest;
+  "override-state": OverrideStateRequest;
+  "register-worker-hosts": RegisterWorkerHostsRequest;
+  "dispatch": DispatchRequest;
+  "repo-run": RepoRunRequest;
+  "execute": ExecuteRequest;
 }

@@ -14,7 +14,7 @@ import { createAllOrNothing } from "../store/chunked.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { SchedulerContext } from "./context.ts";
 import { HubError } from "../protocol/errors.ts";
-import type { DispatchRequest } from "../protocol/types.gen.ts";
+import type { DispatchedTask, DispatchReply, DispatchRequest } from "../protocol/types.gen.ts";
 
 const isObj = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
 const str = (v: unknown) => (typeof v === "string" && v !== "" ? v : typeof v === "number" ? String(v) : undefined);
@@ -79,10 +79,9 @@ function toTask(raw: unknown, defaults: DispatchRequest, at: string): { task?: T
 
 const sameRequest = (a: Task, b: Task) => sameTaskRequest(a.spec, b.spec);
 
-export type DispatchReply = { status: 200 | 201; body: { created: Record<string, unknown>[]; existing: Record<string, unknown>[] } };
 
 /** A dispatch document whose frame protocol/parse.ts has checked; each task request is checked here. */
-export async function dispatch(ctx: SchedulerContext, body: DispatchRequest): Promise<DispatchReply> {
+export async function dispatch(ctx: SchedulerContext, body: DispatchRequest): Promise<{ status: 200 | 201; body: DispatchReply }> {
   const requested: unknown[] = Array.isArray(body.tasks) && body.tasks.length
     ? body.tasks
     : Array.isArray(body.case_ids) && body.case_ids.length
@@ -126,7 +125,7 @@ export async function dispatch(ctx: SchedulerContext, body: DispatchRequest): Pr
       // All or none, also past one transaction of the store (etcd): see createAllOrNothing.
       const written = created.length ? await createAllOrNothing(ctx.store, ops, (chunk) => ctx.commit(chunk)) : [];
       const byName = new Map(written.map((o) => [o.metadata.name, o]));
-      const row = (t: Task) => ({ task_id: t.metadata.name, task_kind: t.spec.task_kind, case_id: t.spec.case_id ?? null, run_id: t.spec.run_id ?? null, setting_id: t.spec.setting_id ?? null, state: t.status?.state ?? "queued" });
+      const row = (t: Task): DispatchedTask => ({ task_id: t.metadata.name, task_kind: t.spec.task_kind, case_id: t.spec.case_id ?? null, run_id: t.spec.run_id ?? null, setting_id: t.spec.setting_id ?? null, state: t.status?.state ?? "queued" });
       for (const t of created) ctx.recordEvent({ object: byName.get(t.metadata.name) ?? t, type: "Normal", reason: "Dispatched", message: `dispatched${str(body.operator) ? ` by ${body.operator}` : ""}` });
       for (const t of created) {
         const cut = truncations.get(t.metadata.name);

@@ -42,6 +42,9 @@ describe("replies through their schemas", () => {
       ],
     }));
     expect(out.status).toBe(201);
+    expectLossless("dispatch", out.body, 201);
+    const again = await s.dispatch(parseDispatch({ schema_version: 1, case_ids: ["c9"] }));
+    expectLossless("dispatch", again.body, 201);
     const claim = await eventually(async () => {
       const r = await s.claim(parseClaim({ worker_id: "w1", limit: 1 }));
       return r.tasks.length ? r : undefined;
