@@ -1,12 +1,12 @@
 // The claim reply in v1's shape. The numbers a claim sends are clamped by protocol/clamps.ts
-// (re-exported here for the callers that read both).
+// (claimParams is re-exported here, where its tests have always found it).
 import type { Worker } from "../resources/types.ts";
 import type { ClaimReply } from "../protocol/types.gen.ts";
 import { claimedTask, type Leased } from "./claim.ts";
 import type { SchedulerContext } from "./context.ts";
 import { capacityEntry, effectiveSettings } from "./workers.ts";
 
-export { CLAMPED_HEADER, claimClamps, clampNotice, claimParams, listParams, type Clamp, type ClaimParams } from "../protocol/clamps.ts";
+export { claimParams } from "../protocol/clamps.ts";
 
 /**
  * v1's claim reply, for the tasks one claim leased on `worker`. `active_count`, and each

@@ -130,5 +130,5 @@ export function capacityEntry(ctx: SchedulerContext, w: Worker) {
     desired_concurrency: s.desired_concurrency,
     active_count: c.active_count,
     effective_limit: c.effective_limit,
-  };
+  } satisfies CapacityEntry;
 }
