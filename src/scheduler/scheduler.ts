@@ -6,7 +6,7 @@ import { isActive, isKind, isQueued, type Task, type Worker } from "../resources
 import type { Informer } from "../store/cache.ts";
 import type { Store } from "../store/store.ts";
 import { isStoreError } from "../store/errors.ts";
-import { commitLeases, newBatchId, pickForWorker, requireWorker, type Leased, type Pick } from "./claim.ts";
+import { commitLeases, newBatchId, pickForWorker, requireWorker, type Leased, type Pick as Picked } from "./claim.ts";
 import { SchedulerContext, type SchedulerDeps, type SchedulerOptions } from "./context.ts";
 import type { Changes, ClaimOrder, Failure, Heartbeat, LeaseCall, PushOrder, Registration, Renewal, StateOverride } from "../protocol/parse.ts";
 import type { ClaimReply, DispatchRequest } from "../protocol/types.gen.ts";
@@ -94,7 +94,7 @@ export class Scheduler {
    * no other claim taking them in between. Anything else (a task leased or gone, the lease
    * guard refusing) throws for the claim to decide again.
    */
-  private async commitRebasing(worker: Worker, picks: Pick[], leaseSeconds: number): Promise<Leased[]> {
+  private async commitRebasing(worker: Worker, picks: Picked[], leaseSeconds: number): Promise<Leased[]> {
     try {
       return await commitLeases(this.ctx, worker, picks, { mode: "pull", leaseSeconds });
     } catch (e) {
@@ -104,7 +104,7 @@ export class Scheduler {
       // Still queued, and only its status moved (same generation: the request it was admitted for).
       const fresh = picks.map((p) => ({ ...p, task: this.ctx.task(p.task.metadata.name) }));
       if (!fresh.every((p, i) => p.task && isQueued(p.task.status?.state ?? "queued") && p.task.metadata.generation === picks[i].task.metadata.generation)) throw e;
-      const again = fresh as Pick[];
+      const again = fresh as Picked[];
       if (again.every((p, i) => p.task.metadata.resourceVersion === picks[i].task.metadata.resourceVersion)) throw e; // nothing moved: not a stale copy
       return commitLeases(this.ctx, this.ctx.worker(worker.metadata.name) ?? worker, again, { mode: "pull", leaseSeconds });
     }
@@ -172,10 +172,7 @@ export class Scheduler {
 const CLAIM_ATTEMPTS = 5;
 
 /** The verbs and reads the API calls; the scheduler's context stays behind them. */
-export type SchedulerApi = { readonly [K in (typeof API_VERBS)[number]]: Scheduler[K] };
-
-export const API_VERBS = [
-  "register", "heartbeat", "claim", "start", "renew", "complete", "fail", "uploadFence", "upload", "resultsDir",
-  "push", "dispatch", "cancel", "retry", "expireLeases", "overrideState", "setBlocked", "setDesiredConcurrency", "registerWorkers",
-  "task", "renewal", "liveness", "capacity", "workerCapacity", "taskAdmission", "queuesReport", "simulate", "nominations", "queuePositions",
-] as const;
+export type SchedulerApi = Pick<Scheduler,
+  | "register" | "heartbeat" | "claim" | "start" | "renew" | "complete" | "fail" | "uploadFence" | "upload" | "resultsDir"
+  | "push" | "dispatch" | "cancel" | "retry" | "expireLeases" | "overrideState" | "setBlocked" | "setDesiredConcurrency" | "registerWorkers"
+  | "task" | "renewal" | "liveness" | "capacity" | "workerCapacity" | "taskAdmission" | "queuesReport" | "simulate" | "nominations" | "queuePositions">;
