@@ -15,7 +15,8 @@ export class HubError extends Error {
     super(message ?? (typeof detail.detail === "string" ? `${code}: ${detail.detail}` : code));
   }
 
-  body(): Record<string, unknown> {
+  /** The reply body: `{"error": code, ...detail}`, as the Hub sends it and the client received it. */
+  get body(): Record<string, unknown> {
     return { error: this.code, ...this.detail };
   }
 

@@ -25,7 +25,7 @@ const ANY = (description: string): JSONSchema => ({ description });
 /** A number as clients send it; the Hub also takes a numeric string and clamps it as v1 does (clamps.ts). */
 const LOOSE_NUMBER = (description: string): JSONSchema => ({ description, "x-ts-type": "number" });
 const obj = (properties: Record<string, JSONSchema>, required: string[] = []): JSONSchema => ({ type: "object", properties, ...(required.length ? { required } : {}) });
-/** A reply object: it may carry fields beyond those named, and the serializer keeps them. */
+/** An object that may carry fields beyond those named: its type says so, and the serializer keeps them. */
 const open = (properties: Record<string, JSONSchema>, required: string[] = []): JSONSchema => ({ ...obj(properties, required), additionalProperties: true });
 const OPEN_MAP: JSONSchema = { type: "object", additionalProperties: true };
 const NUM: JSONSchema = { type: "number" };

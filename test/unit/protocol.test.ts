@@ -15,7 +15,7 @@ function refusal(fn: () => unknown): { status: number; body: Record<string, unkn
   try {
     fn();
   } catch (e) {
-    if (e instanceof HubError) return { status: e.status, body: e.body() };
+    if (e instanceof HubError) return { status: e.status, body: e.body };
     throw e;
   }
   throw new Error("expected a HubError");
@@ -68,6 +68,8 @@ describe("parsing a request", () => {
     expect(e.message).toBe('/api/tasks/start: HTTP 409 {"error":"lease_worker_mismatch","task_id":"t"}');
     expect(HubError.received(0, { error: "timeout" }, "/x").network).toBe(true);
     expect(HubError.received(502, "<html>", "/x")).toMatchObject({ code: "", detail: { body: "<html>" } });
+    // A client reads the reply back as it came.
+    expect(HubError.received(0, { error: "network_error", detail: "ECONNREFUSED" }, "/x").body).toEqual({ error: "network_error", detail: "ECONNREFUSED" });
   });
 });
 

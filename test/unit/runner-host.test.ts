@@ -62,7 +62,7 @@ describe("capacity overrides", () => {
       hubErr = e;
     }
     expect(hubErr).toBeInstanceOf(HubError);
-    expect((hubErr as HubError).body()).toMatchObject({ error: "invalid_resource_capacity", field });
+    expect((hubErr as HubError).body).toMatchObject({ error: "invalid_resource_capacity", field });
   });
   it("empty or missing overrides change nothing", () => {
     expect(parseCapacity(undefined)).toEqual({});
