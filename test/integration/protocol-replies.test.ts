@@ -1,11 +1,15 @@
 // The reply schemas lose nothing: fastify's serializer writes only what a schema names (and
 // coerces what it names to the named type), so each fixed-shape reply of a real Hub is
 // serialised through its route's schema and must read back exactly as JSON.stringify writes it.
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 import fastJsonStringify from "fast-json-stringify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { replySchema } from "../../src/api/reply-schemas.ts";
 import { parseClaim, parseDispatch, parseFail, parseHeartbeat, parseRegister, parseRenew, parseStart } from "../../src/protocol/parse.ts";
 import type { REPLIES } from "../../src/protocol/schemas.ts";
+import { writeZipFile } from "../../src/results/zip.ts";
 import { eventually, registerBody, startHub, type TestHub } from "../support/hub.ts";
 
 let h: TestHub;
@@ -51,8 +55,12 @@ describe("replies through their schemas", () => {
     }, "a claim to lease a task");
     expect(claim.tasks[0].task_id).toBe("small");
     expectLossless("claim", claim);
-    // A full worker gets no resource fields; an empty claim no tasks.
-    expectLossless("claim", await s.claim(parseClaim({ worker_id: "w1", limit: 4 })));
+    // A full worker's claim: no tasks, and no resource fields.
+    expectLossless("set-worker-concurrency", await s.setDesiredConcurrency("w1", 1, "test"));
+    const full = await s.claim(parseClaim({ worker_id: "w1", limit: 4 }));
+    expect(full.tasks).toEqual([]);
+    expect(full).not.toHaveProperty("available_resources");
+    expectLossless("claim", full);
     expectLossless("lease", await s.start(parseStart({ worker_id: "w1", task_id: "small" })));
     expectLossless("lease", await s.renew(parseRenew({ worker_id: "w1", task_id: "small", lease_seconds: 120 })));
     // Queued behind a lease (blocking leases, suggestions) and never satisfiable (a set shortfall).
@@ -64,11 +72,18 @@ describe("replies through their schemas", () => {
     expect(s.taskAdmission("gpu").workers[0].shortfalls).toHaveProperty("gpu_types");
     expectLossless("worker-capacity", s.workerCapacity());
     expectLossless("nominations", s.nominations());
-    expectLossless("set-worker-concurrency", await s.setDesiredConcurrency("w1", 1, "test"));
-    expectLossless("lease", await s.fail(parseFail({ worker_id: "w1", task_id: "small", error: { type: "boom", detail: "x" } })));
-    expectLossless("lease", await s.fail(parseFail({ worker_id: "w1", task_id: "small" }))); // stale: ignored
-    expectLossless("lease", await s.cancel("waits"));
-    expectLossless("lease", await s.retry("waits", false));
+    // A result with a verdict, then a failure report for the task it ended: stale, ignored.
+    const zip = join(h.dir, "attempt-001.zip");
+    const bytes = await writeZipFile([{ name: "worker-result.json", data: JSON.stringify({ exit_code: 0, verdict: "clean" }) }], zip);
+    const sha256 = createHash("sha256").update(await readFile(zip)).digest("hex");
+    const uploaded = await s.upload({ taskId: "small", workerId: "w1" }, { path: zip, bytes, sha256 });
+    expect(uploaded.verdict).toBe("clean");
+    expectLossless("upload", uploaded, 201);
+    expectLossless("lease", await s.fail(parseFail({ worker_id: "w1", task_id: "small" })));
+    const next = await eventually(async () => (await s.claim(parseClaim({ worker_id: "w1", limit: 1 }))).tasks[0], "the next claim");
+    expectLossless("lease", await s.fail(parseFail({ worker_id: "w1", task_id: next.task_id, error: { type: "boom", detail: "x" } })));
+    expectLossless("lease", await s.cancel("gpu"));
+    expectLossless("lease", await s.retry("gpu", false));
     expectLossless("expire-leases", await s.expireLeases());
   });
 
