@@ -7,7 +7,7 @@ import { CapacityError, parseCapacity, type Vector } from "../admission/index.ts
 import type { TaskState } from "../resources/types.ts";
 import { crdField, validateMetadata } from "../resources/validate.ts";
 import { claimParams, leaseSecondsOf, numIn, type ClaimParams } from "./clamps.ts";
-import { checkRequest, HubError } from "./errors.ts";
+import { checkRequest, HubError, type HubErrorCode } from "./errors.ts";
 import type { DispatchRequest, FailRequest, HeartbeatRequestCurrentRunsItem, RegisterRequestHealth } from "./types.gen.ts";
 
 type Body = Record<string, unknown>;
@@ -18,7 +18,7 @@ const isInt = (v: unknown): v is number => typeof v === "number" && Number.isInt
 export const bodyOf = (raw: unknown): Body => (isObj(raw) && !Buffer.isBuffer(raw) ? raw : {});
 
 /** A required id: a non-empty string, or the 400 `code` v1 answers. */
-const need = (v: unknown, code: string, detail: Body = {}): string => {
+const need = (v: unknown, code: HubErrorCode, detail: Body = {}): string => {
   if (typeof v !== "string" || !v) throw new HubError(400, code, detail);
   return v;
 };
