@@ -10,6 +10,7 @@ import { cell, ratio, type Table } from "../lib/report.ts";
 import type { Scenario } from "../lib/scenario.ts";
 import { seeded, timeReps, workerName } from "../lib/seed.ts";
 import { percentile } from "../lib/stats.ts";
+import { parseClaim } from "../../src/protocol/parse.ts";
 
 const LIMIT = 8;
 const WORKERS = 10;
@@ -33,7 +34,7 @@ async function measure(label: string, tasks: number, shapes: number, claims: num
     for (let i = 0; i < claims && (i < 5 || performance.now() - claimStart < BUDGET_MS); i++) {
       // Workers 1-9 take turns (w0 is the GPU one), so no worker fills up.
       const t0 = process.hrtime.bigint();
-      const r = await h.scheduler.claim({ worker_id: workerName(1 + (i % (WORKERS - 1))), limit: LIMIT, lease_seconds: 600 });
+      const r = await h.scheduler.claim(parseClaim({ worker_id: workerName(1 + (i % (WORKERS - 1))), limit: LIMIT, lease_seconds: 600 }));
       claim.push(Number(process.hrtime.bigint() - t0) / 1e6);
       if (r.tasks.length !== LIMIT) throw new Error(`claim ${i} leased ${r.tasks.length} of ${LIMIT} tasks`);
     }

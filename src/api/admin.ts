@@ -1,25 +1,15 @@
 // Operator endpoints (RUNNER_PROTOCOL 1b): dispatch, the task list, and /api/admin/*.
 import { effectiveLeaseUntil, type TaskLease } from "../scheduler/renewal.ts";
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance } from "fastify";
 import { inventoryToWorkers } from "../resources/inventory.ts";
 import { isFinal, isQueued, type Task } from "../resources/types.ts";
-import { dispatch, repoRunRequest } from "../scheduler/dispatch.ts";
-import { CLAMPED_HEADER, clampNotice, listParams } from "../scheduler/claim-params.ts";
-import { HubError } from "../scheduler/errors.ts";
-import { overrideState } from "../scheduler/override.ts";
-import { DEFAULT_ALLOWED_TOKEN_ENV, pushTask, tokenEnvAllowed } from "../scheduler/push.ts";
+import { CLAMPED_HEADER, clampNotice, listParams } from "../protocol/clamps.ts";
+import { HubError } from "../protocol/errors.ts";
+import { bodyOf, parseCancel, parseDispatch, parseOverride, parsePush, parseRetry, parseSetConcurrency, parseWorkerControl, parseWorkerHosts } from "../protocol/parse.ts";
+import { repoRunRequest } from "../protocol/repo-run.ts";
+import { DEFAULT_ALLOWED_TOKEN_ENV, tokenEnvAllowed } from "../scheduler/push.ts";
 import { topK } from "../scheduler/queue.ts";
-import { cancel, expireLeases, retry } from "../scheduler/transitions.ts";
-import { setBlocked, setDesiredConcurrency } from "../scheduler/workers.ts";
-import { applyWorkers } from "../scheduler/hosts.ts";
-
-type Body = Record<string, unknown>;
-const body = (req: FastifyRequest): Body => (req.body && typeof req.body === "object" && !Buffer.isBuffer(req.body) ? (req.body as Body) : {});
-const need = (b: Body, k: string): string => {
-  const v = b[k];
-  if (typeof v !== "string" || !v) throw new HubError(400, `${k}_required`, { field: k });
-  return v;
-};
+import { replySchema } from "./reply-schemas.ts";
 
 /** A v1 task row, with JSON as JSON (section 7.5), never JSON in strings. */
 export function taskRow(t: Task, renewal?: TaskLease) {
@@ -55,14 +45,15 @@ const FILTERS = ["state", "task_id", "case_id", "run_id", "setting_id", "package
 
 export async function adminRoutes(f: FastifyInstance): Promise<void> {
   const hub = f.hub;
-  const ctx = hub.scheduler.ctx;
+  const scheduler = hub.scheduler;
 
-  f.post("/api/tasks/dispatch", async (req, reply) => {
-    const out = await dispatch(ctx, req.body);
+  const dispatched = replySchema("dispatch", 200, 201);
+  f.post("/api/tasks/dispatch", dispatched, async (req, reply) => {
+    const out = await scheduler.dispatch(parseDispatch(req.body));
     return reply.code(out.status).send(out.body);
   });
-  f.post("/api/tasks/dispatch-repo-run", async (req, reply) => {
-    const out = await dispatch(ctx, repoRunRequest(req.body));
+  f.post("/api/tasks/dispatch-repo-run", dispatched, async (req, reply) => {
+    const out = await scheduler.dispatch(repoRunRequest(req.body));
     return reply.code(out.status).send(out.body);
   });
 
@@ -75,34 +66,30 @@ export async function adminRoutes(f: FastifyInstance): Promise<void> {
     const wanted = FILTERS.flatMap((k) => (q[k] ? [[k, new Set(q[k]!.split(",").map((s) => s.trim()).filter(Boolean))] as const] : []));
     // A task_id filter names its tasks: look them up rather than scanning every task.
     const named = wanted.find(([k]) => k === "task_id")?.[1];
-    const candidates = named ? [...named].flatMap((n) => ctx.task(n) ?? []) : ctx.cache.list("Task");
-    const rows = candidates.map((t) => taskRow(t, ctx.renewal(t.metadata.name))).filter((r) => wanted.every(([k, set]) => set.has(String(r[k] ?? ""))));
+    const candidates = named ? [...named].flatMap((n) => scheduler.task(n) ?? []) : hub.cache.list("Task");
+    const rows = candidates.map((t) => taskRow(t, scheduler.renewal(t.metadata.name))).filter((r) => wanted.every(([k, set]) => set.has(String(r[k] ?? ""))));
     const order = (a: ReturnType<typeof taskRow>, b: ReturnType<typeof taskRow>) => b.priority - a.priority || String(a.created_at).localeCompare(String(b.created_at)) || a.task_id.localeCompare(b.task_id);
     // Only the requested page is sorted out of the matches: a selection of offset + limit, not a sort of all.
     const page = topK(rows, offset + limit, order).slice(offset);
     return { tasks: page, total: rows.length, offset, next_offset: offset + limit < rows.length ? offset + limit : null };
   });
 
-  f.post("/api/admin/cancel-task", async (req) => cancel(ctx, need(body(req), "task_id")));
-  f.post("/api/admin/retry-task", async (req) => retry(ctx, need(body(req), "task_id"), body(req).preserve_excluded_workers === true));
-  f.post("/api/admin/expire-leases", async () => expireLeases(ctx));
+  f.post("/api/admin/cancel-task", replySchema("lease"), async (req) => scheduler.cancel(parseCancel(bodyOf(req.body)).task_id));
+  f.post("/api/admin/retry-task", replySchema("lease"), async (req) => {
+    const r = parseRetry(bodyOf(req.body));
+    return scheduler.retry(r.task_id, r.preserve_excluded_workers);
+  });
+  f.post("/api/admin/expire-leases", replySchema("expire-leases"), async () => scheduler.expireLeases());
   // override-state: any task state by hand, through the same status write as every transition.
-  f.post("/api/admin/override-state", async (req) => overrideState(ctx, body(req)));
-  f.post("/api/admin/block-worker", async (req) => setBlocked(ctx, need(body(req), "worker_id"), true));
-  f.post("/api/admin/unblock-worker", async (req) => setBlocked(ctx, need(body(req), "worker_id"), false));
-  f.post("/api/admin/set-worker-concurrency", async (req) => {
-    const b = body(req);
-    return setDesiredConcurrency(ctx, need(b, "worker_id"), b.desired_concurrency as number, typeof b.reason === "string" ? b.reason : "");
+  f.post("/api/admin/override-state", async (req) => scheduler.overrideState(parseOverride(bodyOf(req.body))));
+  f.post("/api/admin/block-worker", async (req) => scheduler.setBlocked(parseWorkerControl(bodyOf(req.body)).worker_id, true));
+  f.post("/api/admin/unblock-worker", async (req) => scheduler.setBlocked(parseWorkerControl(bodyOf(req.body)).worker_id, false));
+  f.post("/api/admin/set-worker-concurrency", replySchema("set-worker-concurrency"), async (req) => {
+    const r = parseSetConcurrency(bodyOf(req.body));
+    return scheduler.setDesiredConcurrency(r.worker_id, r.desired_concurrency, r.reason);
   });
   f.post("/api/admin/register-worker-hosts", async (req) => {
-    const b = body(req);
-    const inv = b.inventory && typeof b.inventory === "object" ? (b.inventory as Body) : undefined;
-    let workers: unknown = inv?.workers ?? b.workers ?? b.hosts;
-    if (inv) {
-      if (inv.inventory_version === undefined) throw new HubError(400, "inventory_version_required");
-      if (inv.inventory_version !== 1) throw new HubError(400, "unsupported_inventory_version", { received: inv.inventory_version });
-    }
-    if (!Array.isArray(workers) || !workers.length) throw new HubError(400, "hosts_required");
+    const { inventory: inv, workers, operator } = parseWorkerHosts(bodyOf(req.body));
     const conv = inventoryToWorkers({ ...(inv ?? {}), inventory_version: 1, workers });
     // A token variable the Hub would refuse to push with is refused now, not at the first push.
     const allowed = hub.opts.directTokenEnv ?? DEFAULT_ALLOWED_TOKEN_ENV;
@@ -114,11 +101,11 @@ export async function adminRoutes(f: FastifyInstance): Promise<void> {
     });
     const errors = [...conv.errors.map(({ field, message }) => ({ field, message })), ...tokenErrors];
     if (errors.length) throw new HubError(400, "invalid_inventory", { errors, detail: errors.map((e) => `${e.field}: ${e.message}`).join("; ") });
-    const registered = await applyWorkers(ctx, conv.workers, typeof b.operator === "string" ? b.operator : undefined);
+    const registered = await scheduler.registerWorkers(conv.workers, operator);
     return { ok: true, registered };
   });
-  f.post("/api/admin/push-task", async (req, reply) => {
-    const out = await pushTask(ctx, body(req), { defaultTokenEnv: hub.opts.runnerTokenEnv, env: hub.opts.env, allowedTokenEnv: hub.opts.directTokenEnv });
+  f.post("/api/admin/push-task", replySchema("push", 202), async (req, reply) => {
+    const out = await scheduler.push(parsePush(bodyOf(req.body)), { defaultTokenEnv: hub.opts.runnerTokenEnv, env: hub.opts.env, allowedTokenEnv: hub.opts.directTokenEnv });
     return reply.code(out.status).send(out.body);
   });
 
@@ -126,7 +113,7 @@ export async function adminRoutes(f: FastifyInstance): Promise<void> {
     const by: Record<string, number> = {};
     let total = 0, final = 0, pending = 0;
     // From the informer's state index: a count per state, not a walk over every task.
-    for (const [s, n] of ctx.cache.indexCounts("Task", "state")) {
+    for (const [s, n] of hub.cache.indexCounts("Task", "state")) {
       by[s] = n;
       total += n;
       if (isFinal(s)) final += n;

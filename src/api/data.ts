@@ -1,14 +1,8 @@
 // The contract's data API and the Hub's health and meta: worker-capacity, task-admission.
-import { effectiveLeaseUntil } from "../scheduler/renewal.ts";
 import type { FastifyInstance } from "fastify";
-import { explainTask, explainWorker, summarize, taskView } from "../admission/index.ts";
-import { cacheAffinity } from "../scheduler/affinity.ts";
-import { decideAll } from "../scheduler/claim.ts";
-import { HubError } from "../scheduler/errors.ts";
-import { simulate } from "../scheduler/simulate.ts";
-import { type BlockingLeases, blockingLeases, queuePositions, queueStanding, suggestions } from "../scheduler/why.ts";
-import { capacityEntry } from "../scheduler/workers.ts";
-import { explainQueue, queuesReport } from "../scheduler/queue-explain.ts";
+import { HubError } from "../protocol/errors.ts";
+import { parseChanges } from "../protocol/parse.ts";
+import { replySchema } from "./reply-schemas.ts";
 
 export const CORE_PREVIEW_VERSION = "0.4.0";
 import { PRODUCT_VERSION } from "../version.ts";
@@ -31,15 +25,9 @@ export const LOOM_CAPABILITIES = [
 ];
 export const CAPABILITIES = [...V1_CAPABILITIES, ...LOOM_CAPABILITIES];
 
-/** A worker blocked only by leases: which (smallest set found) and when the last should end. */
-function blockingFields(b: BlockingLeases | undefined) {
-  if (!b) return {};
-  return { blocking_leases: b.leases, ...(b.until ? { blocking_until: b.until } : {}) };
-}
-
 export async function dataRoutes(f: FastifyInstance): Promise<void> {
   const hub = f.hub;
-  const ctx = hub.scheduler.ctx;
+  const scheduler = hub.scheduler;
 
   f.get("/api/healthz", async () => {
     // `synced` claims that the store reflects every declared file: not while one is rejected.
@@ -59,69 +47,24 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
     api_version: 1, capabilities: CAPABILITIES, auth_required: hub.authRequired, runner_token_env: hub.opts.runnerTokenEnv, store: hub.store.backend,
   }));
 
-  f.get("/api/data/worker-capacity", async () => ({
-    workers: ctx.cache.list("Worker").filter((w) => !w.spec.unschedulable).map((w) => capacityEntry(ctx, w)),
-  }));
+  f.get("/api/data/worker-capacity", replySchema("worker-capacity"), async () => scheduler.workerCapacity());
 
-  f.get("/api/data/task-admission", async (req) => {
+  f.get("/api/data/task-admission", replySchema("task-admission"), async (req) => {
     const taskId = (req.query as Record<string, string | undefined>).task_id;
     if (!taskId) throw new HubError(400, "task_id_required");
-    const task = ctx.task(taskId);
-    if (!task) throw new HubError(404, "task_not_found", { task_id: taskId, detail: `no task named "${taskId}"` });
-    const all = decideAll(ctx, task);
-    const decisions = all.map((x) => x.decision);
-    const s = summarize(decisions);
-    // Why it is pending: only a queued task has a place in the queue or leases in its way.
-    const standing = queueStanding(hub.scheduler.queue, task, all);
-    const tv = taskView(task);
-    const blocking = new Map(standing ? all.map(({ view, decision }) => [view.name, blockingLeases(ctx, tv, view, decision)] as const) : []);
-    const queue = explainQueue(ctx, hub.scheduler.queue, task, all, blocking);
-    return {
-      task_id: taskId,
-      state: task.status?.state ?? "queued",
-      // The lease's end with renewals counted (they live in a TaskLease record, not the Task).
-      lease_until: effectiveLeaseUntil(task, ctx.renewal(taskId)) ?? null,
-      execution_profile: task.spec.execution_profile ?? { placement: "shared", resources: {} },
-      required_capability: task.spec.required_capability ?? "",
-      eligible_worker_count: s.admittable.length,
-      unsatisfiable: s.unsatisfiable,
-      summary: explainTask(decisions),
-      queue_position: standing?.queue_position ?? null,
-      nominated_worker: task.status?.nominated_worker ?? null,
-      higher_priority_ahead: standing?.higher_priority_ahead ?? [],
-      higher_priority_ahead_count: standing?.higher_priority_ahead_count ?? 0,
-      suggestions: standing ? suggestions(ctx, task, all, blocking) : [],
-      // Only once some Queue exists: without queues the reply is what it always was.
-      ...(queue ? { queue } : {}),
-      workers: all.map(({ worker, decision }) => ({
-        worker_id: worker.metadata.name,
-        ...decision.admission,
-        reason: decision.admission.reason,
-        reasons: decision.reasons,
-        explanation: explainWorker(decision),
-        cache_affinity: cacheAffinity(task, worker.metadata.name, ctx.liveness.get(worker.metadata.name)),
-        ...blockingFields(blocking.get(worker.metadata.name)),
-      })),
-    };
+    return scheduler.taskAdmission(taskId);
   });
 
   // Every queue's usage, quota, borrowing, counts and fair share: `loom get queues`, `describe queue`, the UI.
-  f.get("/api/data/queues", async () => queuesReport(ctx));
+  f.get("/api/data/queues", async () => scheduler.queuesReport());
 
   // What-if over a copy of the current state; nothing is written.
-  f.post("/api/simulate", async (req) => simulate(ctx, hub.scheduler.queue, req.body));
+  f.post("/api/simulate", async (req) => scheduler.simulate(parseChanges(req.body)));
 
   // worker -> the starving task it is held for, with what it waits on: the stored
   // nominations, as every claim on any replica sees them.
-  f.get("/api/data/nominations", async () => ({
-    nominations: ctx.cache.list("Worker").flatMap((w) => {
-      const n = ctx.workerView(w).nominee;
-      return n ? [{ worker_id: w.metadata.name, task_id: n.task.name, blocking_leases: n.blockers, ...(n.starts_at < Infinity ? { starts_by: new Date(n.starts_at).toISOString() } : {}) }] : [];
-    }),
-  }));
+  f.get("/api/data/nominations", replySchema("nominations"), async () => scheduler.nominations());
 
   // Every queued task's queue_position, for `loom get tasks -o wide`.
-  f.get("/api/data/queue-positions", async () => ({
-    positions: Object.fromEntries(queuePositions(hub.scheduler.queue, ctx.cache.list("Worker").map((w) => ctx.workerView(w)))),
-  }));
+  f.get("/api/data/queue-positions", async () => ({ positions: Object.fromEntries(scheduler.queuePositions()) }));
 }

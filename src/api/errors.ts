@@ -1,12 +1,12 @@
 // Errors as data. The v1 surfaces (/api/...) answer `{"error": code, ...}`; the resource
 // API answers Kubernetes Status objects. Bad input is always a 4xx naming the field.
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
-import { HubError } from "../scheduler/errors.ts";
+import { HubError } from "../protocol/errors.ts";
 import { StoreError } from "../store/errors.ts";
 import { ValidationError } from "../resources/validate.ts";
 
 export function v1ErrorBody(e: unknown): { status: number; body: Record<string, unknown> } {
-  if (e instanceof HubError) return { status: e.status, body: e.body() };
+  if (e instanceof HubError) return { status: e.status, body: e.body };
   if (e instanceof StoreError) {
     const code = { NotFound: "not_found", AlreadyExists: "already_exists", Conflict: "conflict", Invalid: "invalid", Gone: "gone", BadRequest: "bad_request", RequestEntityTooLarge: "too_large" }[e.reason];
     return { status: e.code, body: { error: code, detail: e.message, ...(e.causes.length ? { errors: e.causes.map(({ field, message }) => ({ field, message })) } : {}) } };

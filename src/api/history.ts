@@ -3,7 +3,7 @@
 import type { FastifyInstance } from "fastify";
 import { HistoryBuilder, type FleetHistory } from "../observability/history.ts";
 import type { EventObject } from "../reconciler/events.ts";
-import { HubError } from "../scheduler/errors.ts";
+import { HubError } from "../protocol/errors.ts";
 
 export async function historyRoutes(f: FastifyInstance): Promise<void> {
   const recent = new Map<number, { key: string; at: number; body: FleetHistory }>();

@@ -7,7 +7,7 @@
 // which validates it against the CRD schema, and the reply waits until the informer has seen
 // the write, so a client always reads its own writes. Errors are Status objects (status.ts).
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from "fastify";
-import type { ApiHub } from "./app.ts";
+import type { ApiHub } from "./hub.ts";
 import { API_VERSION, GROUP, loadCrds } from "../resources/crds.ts";
 import { initialStatus, type Task, type TaskStatus } from "../resources/types.ts";
 import { settleAdmission } from "../scheduler/lifecycle.ts";
@@ -26,7 +26,6 @@ import { authRefusalAsStatus, badRequest, sendStatus, status, statusErrorHandler
 import { DEFAULT_WATCH_CONFIG, WatchStream, type WatchConfig } from "./watch.ts";
 import { bookmarkTable, includeObjectParam, toTable, wantsTable, type IncludeObject } from "./table.ts";
 import { taskColumnsWithPosition, type Column } from "../resources/columns.ts";
-import { queuePositions } from "../scheduler/why.ts";
 import { FOREGROUND_FINALIZER, ORPHAN_FINALIZER } from "../reconciler/campaign.ts";
 
 export const API_PREFIX = `/apis/${API_VERSION}`;
@@ -139,8 +138,7 @@ function tableColumns(c: RouteContext, kind: string): Column[] | undefined {
   if (kind !== "Task") return undefined;
   const now = Date.now();
   if (!c.positions || now - c.positions.at > POSITIONS_TTL_MS) {
-    const views = c.hub.cache.list("Worker").map((w) => c.hub.scheduler.ctx.workerView(w));
-    c.positions = { at: now, byName: queuePositions(c.hub.scheduler.queue, views) };
+    c.positions = { at: now, byName: c.hub.scheduler.queuePositions() };
   }
   const byName = c.positions.byName;
   return taskColumnsWithPosition((t) => byName.get(t.metadata.name));

@@ -4,7 +4,7 @@
 import { readFile } from "node:fs/promises";
 import type { FastifyInstance } from "fastify";
 import { readZip, ZipError } from "../results/zip.ts";
-import { HubError } from "../scheduler/errors.ts";
+import { HubError } from "../protocol/errors.ts";
 
 export const LOG_TAIL_BYTES = 64 * 1024;
 const isLog = (name: string) => /(^|[/.])(stdout|stderr)\.txt$/.test(name) || name.endsWith(".log");

@@ -1,34 +1,33 @@
 // The Runner API v1 (RUNNER_PROTOCOL 1a): what pull Runners call. Paths, fields and codes
 // are v1's, so an existing Runner works unchanged; section 7's fencing applies throughout.
+// Each body is parsed into its typed request (protocol/parse.ts) before the scheduler sees
+// it, and each reply is written through its schema.
 import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
-import type { FastifyInstance, FastifyRequest } from "fastify";
-import { CLAMPED_HEADER, claimClamps, clampNotice } from "../scheduler/claim-params.ts";
-import { HubError } from "../scheduler/errors.ts";
-import * as transitions from "../scheduler/transitions.ts";
-import { heartbeat, register } from "../scheduler/workers.ts";
-import { assertActsAs } from "./app.ts";
+import type { FastifyInstance } from "fastify";
+import { CLAMPED_HEADER, claimClamps, clampNotice } from "../protocol/clamps.ts";
+import { HubError } from "../protocol/errors.ts";
+import { bodyOf, parseClaim, parseComplete, parseFail, parseHeartbeat, parseRegister, parseRenew, parseStart } from "../protocol/parse.ts";
+import { assertActsAs } from "./hub.ts";
+import { replySchema } from "./reply-schemas.ts";
 import { uploadRoute } from "./upload.ts";
-
-type Body = Record<string, unknown>;
-const body = (req: FastifyRequest): Body => (req.body && typeof req.body === "object" && !Buffer.isBuffer(req.body) ? (req.body as Body) : {});
 
 export async function runnerRoutes(f: FastifyInstance): Promise<void> {
   const hub = f.hub;
-  const ctx = hub.scheduler.ctx;
+  const scheduler = hub.scheduler;
 
-  f.post("/api/workers/register", async (req) => {
-    const b = body(req);
+  f.post("/api/workers/register", replySchema("register"), async (req) => {
+    const b = bodyOf(req.body);
     assertActsAs(req, b.worker_id);
-    return register(ctx, b);
+    return scheduler.register(parseRegister(b));
   });
-  f.post("/api/workers/heartbeat", async (req) => {
-    const b = body(req);
+  f.post("/api/workers/heartbeat", replySchema("heartbeat"), async (req) => {
+    const b = bodyOf(req.body);
     assertActsAs(req, b.worker_id);
-    return heartbeat(ctx, b);
+    return scheduler.heartbeat(parseHeartbeat(b));
   });
-  f.post("/api/tasks/claim", async (req, reply) => {
-    const b = body(req);
+  f.post("/api/tasks/claim", replySchema("claim"), async (req, reply) => {
+    const b = bodyOf(req.body);
     assertActsAs(req, b.worker_id);
     // A client that goes away (the response closes before it is written) ends its long-poll.
     const ac = new AbortController();
@@ -39,16 +38,23 @@ export async function runnerRoutes(f: FastifyInstance): Promise<void> {
     const clamped = clampNotice(claimClamps(b));
     if (clamped) reply.header(CLAMPED_HEADER, clamped);
     try {
-      return await hub.scheduler.claim(b, ac.signal);
+      return await scheduler.claim(parseClaim(b), ac.signal);
     } finally {
       hub.stopping.removeEventListener("abort", stop);
     }
   });
-  for (const verb of ["start", "renew", "complete", "fail"] as const) {
-    f.post(`/api/tasks/${verb}`, async (req) => {
-      const b = body(req);
+  const lease = replySchema("lease");
+  const verbs = {
+    start: (b: Record<string, unknown>) => scheduler.start(parseStart(b)),
+    renew: (b: Record<string, unknown>) => scheduler.renew(parseRenew(b)),
+    complete: (b: Record<string, unknown>) => scheduler.complete(parseComplete(b)),
+    fail: (b: Record<string, unknown>) => scheduler.fail(parseFail(b)),
+  };
+  for (const [verb, run] of Object.entries(verbs)) {
+    f.post(`/api/tasks/${verb}`, lease, async (req) => {
+      const b = bodyOf(req.body);
       assertActsAs(req, b.worker_id);
-      return transitions[verb](ctx, b);
+      return run(b);
     });
   }
   await f.register(uploadRoute);

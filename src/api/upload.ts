@@ -9,9 +9,10 @@ import { join } from "node:path";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { HubError } from "../scheduler/errors.ts";
-import { upload, uploadFence, type UploadedFile } from "../scheduler/transitions.ts";
-import { assertActsAs } from "./app.ts";
+import { HubError } from "../protocol/errors.ts";
+import type { UploadedFile } from "../scheduler/transitions.ts";
+import { assertActsAs } from "./hub.ts";
+import { replySchema } from "./reply-schemas.ts";
 
 const header = (req: FastifyRequest, name: string): string | undefined => {
   const v = req.headers[name];
@@ -47,9 +48,9 @@ async function receive(source: NodeJS.ReadableStream, path: string, limit: numbe
 
 export async function uploadRoute(f: FastifyInstance): Promise<void> {
   const hub = f.hub;
-  const ctx = hub.scheduler.ctx;
+  const scheduler = hub.scheduler;
   const limit = hub.opts.uploadLimitBytes;
-  const incoming = join(ctx.opts.resultsDir, ".incoming");
+  const incoming = join(scheduler.resultsDir, ".incoming");
   // Whatever a crash left half-written is nobody's result.
   await rm(incoming, { recursive: true, force: true });
   await mkdir(incoming, { recursive: true });
@@ -84,7 +85,7 @@ export async function uploadRoute(f: FastifyInstance): Promise<void> {
   f.removeAllContentTypeParsers();
   f.addContentTypeParser("*", (_req, payload, done) => done(null, payload));
 
-  f.post("/api/results/upload", async (req, reply) => {
+  f.post("/api/results/upload", replySchema("upload", 201), async (req, reply) => {
     // A refusal before the body is read leaves it to Node, which discards it unread.
     const taskId = header(req, "x-task-id");
     const workerId = header(req, "x-worker-id");
@@ -93,16 +94,16 @@ export async function uploadRoute(f: FastifyInstance): Promise<void> {
     if (length === undefined) throw new HubError(411, "content_length_required");
     if (Number(length) > limit) throw new HubError(413, "body_too_large", { detail: `the upload is ${length} bytes; the limit is ${limit}`, limit });
     assertActsAs(req, workerId);
-    uploadFence(ctx, { taskId, workerId });
+    scheduler.uploadFence({ taskId, workerId });
     if (!(await slot())) {
       reply.header("retry-after", "2");
       throw new HubError(429, "too_many_uploads", { detail: `${running} uploads are running and ${waiting.length} waiting; retry shortly`, limit: hub.opts.uploadConcurrency });
     }
     try {
       // The fence again: the lease may have changed while this upload waited for its slot.
-      uploadFence(ctx, { taskId, workerId });
+      scheduler.uploadFence({ taskId, workerId });
       const file = await receive(req.body as NodeJS.ReadableStream, join(incoming, `${randomUUID()}.zip.part`), limit);
-      const out = await upload(ctx, { taskId, workerId }, file);
+      const out = await scheduler.upload({ taskId, workerId }, file);
       return reply.code(201).send(out);
     } finally {
       release();

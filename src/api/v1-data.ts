@@ -4,9 +4,8 @@
 // Loom runs no Oracle children, so the Oracle paths answer that plainly.
 import type { FastifyInstance } from "fastify";
 import type { Worker } from "../resources/types.ts";
-import { HubError } from "../scheduler/errors.ts";
+import { HubError } from "../protocol/errors.ts";
 import { directEndpoint } from "../scheduler/push.ts";
-import { capacityEntry } from "../scheduler/workers.ts";
 import type { StoredObject } from "../store/store.ts";
 
 type Q = Record<string, string | undefined>;
@@ -26,13 +25,13 @@ const GROUP_BY = ["state", "case_id", "run_id", "setting_id", "package_id", "lea
 
 export async function v1DataRoutes(f: FastifyInstance): Promise<void> {
   const hub = f.hub;
-  const ctx = hub.scheduler.ctx;
-  const workers = () => ctx.cache.list("Worker").sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
-  const status = (w: Worker) => capacityEntry(ctx, w).status;
+  const scheduler = hub.scheduler;
+  const workers = () => hub.cache.list("Worker").sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+  const status = (w: Worker) => scheduler.capacity(w).status;
 
   f.get("/api/data/worker-cache", async () => ({
     workers: workers().map((w) => {
-      const live = ctx.liveness.get(w.metadata.name);
+      const live = scheduler.liveness(w.metadata.name);
       return { worker_id: w.metadata.name, status: status(w), last_seen_at: iso(live?.lastSeen), source_cache: live?.health?.source_cache ?? null };
     }),
   }));
@@ -49,10 +48,10 @@ export async function v1DataRoutes(f: FastifyInstance): Promise<void> {
     const maxAge = intParam(req.query as Q, "max_age_seconds", 120, 0, 10 ** 9);
     const cutoff = Date.now() - maxAge * 1000;
     const rows = workers()
-      .map((w) => ({ w, live: ctx.liveness.get(w.metadata.name) }))
+      .map((w) => ({ w, live: scheduler.liveness(w.metadata.name) }))
       .filter(({ w, live }) => !w.spec.unschedulable && live && live.lastSeen >= cutoff)
       .sort((a, b) => b.live!.lastSeen - a.live!.lastSeen)
-      .map(({ w, live }) => ({ ...capacityEntry(ctx, w), last_seen_at: iso(live!.lastSeen), current_runs: live!.currentRuns, capabilities: w.spec.capabilities ?? w.status?.registration?.capabilities ?? [] }));
+      .map(({ w, live }) => ({ ...scheduler.capacity(w), last_seen_at: iso(live!.lastSeen), current_runs: live!.currentRuns, capabilities: w.spec.capabilities ?? w.status?.registration?.capabilities ?? [] }));
     return { workers: rows, cutoff: iso(cutoff) };
   });
 
@@ -78,7 +77,7 @@ export async function v1DataRoutes(f: FastifyInstance): Promise<void> {
     const windowSeconds = intParam(q, "window_seconds", 86400, 1, 10 ** 9);
     const since = Date.now() - windowSeconds * 1000;
     const buckets = new Map<string, { total: number; errors: number }>();
-    for (const t of ctx.cache.list("Task")) {
+    for (const t of hub.cache.list("Task")) {
       if (Date.parse(t.metadata.creationTimestamp ?? "") < since && !t.status?.attempts?.length) continue;
       const state = t.status?.state ?? "queued";
       const key = by === "state" ? state : by === "lease_worker_id" ? (t.status?.lease?.worker ?? "") : String((t.spec as Record<string, unknown>)[by] ?? "");

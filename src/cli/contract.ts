@@ -3,7 +3,7 @@
 import { Command, Option } from "commander";
 import { CliError } from "./client.ts";
 import { clientOf, collect, forScripts, intFlag, keyValueFlag, listFlag, out, outputOption, withController } from "./common.ts";
-import type { CapacityEntry, TaskAdmission } from "./data-api.ts";
+import type { CapacityEntry, DispatchReply, TaskAdmission, WorkerCapacityReply } from "../protocol/types.gen.ts";
 import { DIMENSIONS, formatObject, formatRequests, formatShortfalls, formatTable, NONE, ratio, type Column, visibleColumns } from "./printers.ts";
 
 type Format = "wide" | "json" | "yaml" | "table";
@@ -31,7 +31,7 @@ export function workerCapacityCommand(): Command {
     .description("every worker's capacity, reserved resources, available headroom and active/limit (GET /api/data/worker-capacity); JSON when piped")
     .addOption(outputOption(["table", "wide", "json", "yaml"]))
     .action(async (o: { output?: Format }, cmd: Command) => {
-      const body = await clientOf(cmd).get<{ workers: CapacityEntry[] }>("/api/data/worker-capacity");
+      const body = await clientOf(cmd).get<WorkerCapacityReply>("/api/data/worker-capacity");
       const output = forScripts(o.output);
       if (output === "json" || output === "yaml") return out(formatObject(body, output));
       if (!body.workers.length) return void process.stderr.write("No workers.\n");
@@ -112,7 +112,6 @@ export function repoRunBody(o: DispatchFlags): Record<string, unknown> {
   return body;
 }
 
-type DispatchReply = { created: { task_id: string; state?: string }[]; existing: { task_id: string; state?: string }[] };
 
 export function dispatchRepoRunCommand(): Command {
   return withController(new Command("dispatch-repo-run"))

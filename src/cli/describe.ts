@@ -7,7 +7,7 @@ import type { Campaign, Queue, Task, Worker } from "../resources/types.ts";
 import { ApiError, type Client, RESOURCE_PREFIX } from "./client.ts";
 import { clientOf, out, withController } from "./common.ts";
 import { type KindInfo, resolveKind } from "./kinds.ts";
-import type { CapacityEntry, NominationEntry, QueuesReport, TaskAdmission, Vec } from "./data-api.ts";
+import type { CapacityEntry, NominationsReply, QueuesReport, ResourceVector as Vec, TaskAdmission, WorkerCapacityReply } from "../protocol/types.gen.ts";
 import { age, DIMENSIONS, formatRequests, formatShortfalls, formatVector, humanDuration, NONE, PrefixWriter, when, writeNested } from "./printers.ts";
 
 type Obj = { kind: string; metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string>; creationTimestamp?: string }; spec?: Record<string, unknown>; status?: Record<string, unknown> };
@@ -208,13 +208,13 @@ async function describeWorker(client: Client, wk: Worker & Obj, now: Date): Prom
   w.kv(1, "Schedulable", wk.spec?.unschedulable ? "false (cordoned)" : "true");
   w.kv(1, "Desired Concurrency", st.desired_concurrency);
   w.kv(1, "Exclusive Holder", st.exclusive_holder);
-  const nom = await unlessRefused(client.get<{ nominations: NominationEntry[] }>("/api/data/nominations").then((r) => r.nominations.find((n) => n.worker_id === wk.metadata.name)));
+  const nom = await unlessRefused(client.get<NominationsReply>("/api/data/nominations").then((r) => r.nominations.find((n) => n.worker_id === wk.metadata.name)));
   // Held for a starving task: only work that cannot delay it is admitted here.
   w.kv(1, "Nominated For", nom ? `${nom.task_id} (waits on ${nom.blocking_leases.join(", ") || NONE}${nom.starts_by ? `, starts by ${when(nom.starts_by, now)}` : ""})` : NONE);
   conditions(w, st.conditions as Condition[] | undefined);
 
   // The data API derives headroom from the leases at read time; the status may lag a pass behind.
-  const cap = await unlessRefused(client.get<{ workers: CapacityEntry[] }>("/api/data/worker-capacity").then((r) => r.workers.find((x) => x.worker_id === wk.metadata.name)));
+  const cap = await unlessRefused(client.get<WorkerCapacityReply>("/api/data/worker-capacity").then((r) => r.workers.find((x) => x.worker_id === wk.metadata.name)));
   const h: CapacityEntry = cap ?? { worker_id: wk.metadata.name, capacity: st.capacity, reserved: st.reserved, available: st.available, active_count: st.active_count, effective_limit: st.effective_limit };
   w.write(0, "Headroom:");
   w.kv(1, "Active/Limit", `${h.active_count ?? "?"}/${h.effective_limit ?? "?"}`);

@@ -5,7 +5,7 @@ import { stringify } from "yaml";
 import { evalJsonPath, humanDuration, parseJsonPath } from "../resources/jsonpath.ts";
 
 export { evalJsonPath, humanDuration, parseJsonPath };
-import type { Shortfall, Vec } from "./data-api.ts";
+import type { ResourceVector as Vec, Shortfall } from "../protocol/types.gen.ts";
 
 export { NONE, age, crdColumn, ratio, formatRequests, type Column } from "../resources/columns.ts";
 import { NONE, age, type Column } from "../resources/columns.ts";

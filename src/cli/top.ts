@@ -3,7 +3,7 @@
 import { Command } from "commander";
 import { RESOURCE_PREFIX } from "./client.ts";
 import { clientOf, out, withController } from "./common.ts";
-import type { CapacityEntry } from "./data-api.ts";
+import type { CapacityEntry, WorkerCapacityReply } from "../protocol/types.gen.ts";
 import { resolveKind } from "./kinds.ts";
 import { DIMENSIONS, formatTable, NONE, ratio, type Column } from "./printers.ts";
 import type { Worker } from "../resources/types.ts";
@@ -42,7 +42,7 @@ export function topCommand(): Command {
       resolveKind(type, ["Worker"]);
       const client = clientOf(cmd);
       const [cap, list] = await Promise.all([
-        client.get<{ workers: CapacityEntry[] }>("/api/data/worker-capacity"),
+        client.get<WorkerCapacityReply>("/api/data/worker-capacity"),
         client.get<{ items: Worker[] }>(`${RESOURCE_PREFIX}/workers`),
       ]);
       // The capacity API leaves cordoned workers out; their (last written) status still says what they hold.

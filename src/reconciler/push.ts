@@ -4,7 +4,8 @@ import { concurrencyOf } from "../admission/index.ts";
 import type { Worker } from "../resources/types.ts";
 import { pickForWorker } from "../scheduler/claim.ts";
 import type { SchedulerContext } from "../scheduler/context.ts";
-import { HubError } from "../scheduler/errors.ts";
+import { HubError } from "../protocol/errors.ts";
+import { parsePush } from "../protocol/parse.ts";
 import { confirmDirectRunners } from "../scheduler/direct-liveness.ts";
 import { directEndpoint, pushTask, type PushOptions } from "../scheduler/push.ts";
 import type { ClaimQueue } from "../scheduler/queue.ts";
@@ -57,7 +58,7 @@ export class PushDispatcher implements Reconciler {
       for (const p of picks) {
         if (signal?.aborted) return rested;
         try {
-          await pushTask(this.ctx, { task_id: p.task.metadata.name, worker_id: w.metadata.name }, this.push);
+          await pushTask(this.ctx, parsePush({ task_id: p.task.metadata.name, worker_id: w.metadata.name }), this.push);
           this.pushes++;
         } catch (e) {
           // A refusal or an unknown outcome: rest this worker a while instead of hammering it.

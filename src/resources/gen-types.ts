@@ -5,13 +5,23 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type JSONSchema, loadCrds } from "./crds.ts";
 
-const pascal = (s: string) => s.split(/[^A-Za-z0-9]+/).filter(Boolean).map((w) => w[0].toUpperCase() + w.slice(1)).join("");
+export const pascal = (s: string) => s.split(/[^A-Za-z0-9]+/).filter(Boolean).map((w) => w[0].toUpperCase() + w.slice(1)).join("");
 
-export function generateTypes(): string {
+/**
+ * Turns JSON schemas into TypeScript declarations. An object shape met twice (a YAML anchor,
+ * a message reused inside another) becomes one interface, named where it is first met.
+ */
+export function typeEmitter(opts: { external?: (s: JSONSchema) => string | undefined } = {}) {
   const decls: string[] = [];
-  const byShape = new Map<string, string>(); // structure -> interface name, so a shape repeated by YAML anchors gets one type
+  const byShape = new Map<string, string>(); // structure -> interface name
 
   const typeOf = (s: JSONSchema, name: string): string => {
+    const t = baseType(s, name);
+    return s.nullable ? `${wrap(t)} | null` : t;
+  };
+  const baseType = (s: JSONSchema, name: string): string => {
+    const external = opts.external?.(s);
+    if (external) return external;
     if (s.enum) return s.enum.map((v) => JSON.stringify(v)).join(" | ");
     if (s["x-kubernetes-int-or-string"]) return "number | string";
     switch (s.type) {
@@ -29,7 +39,7 @@ export function generateTypes(): string {
           const doc = v.description ? `  /** ${v.description} */\n` : "";
           return `${doc}  ${k}${req.has(k) ? "" : "?"}: ${typeOf(v, name + pascal(k))};`;
         });
-        if (s["x-kubernetes-preserve-unknown-fields"]) body.push("  [key: string]: unknown;");
+        if (s["x-kubernetes-preserve-unknown-fields"] || s.additionalProperties === true) body.push("  [key: string]: unknown;");
         const shape = body.join("\n");
         const existing = byShape.get(shape);
         if (existing) return existing;
@@ -41,7 +51,11 @@ export function generateTypes(): string {
     }
   };
   const wrap = (t: string) => (t.includes("|") ? `(${t})` : t);
+  return { typeOf, decls };
+}
 
+export function generateTypes(): string {
+  const { typeOf, decls } = typeEmitter();
   const kinds: string[] = [];
   for (const crd of loadCrds().values()) {
     const props = crd.schema.properties ?? {};

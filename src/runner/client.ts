@@ -1,33 +1,12 @@
 // The Runner's side of RUNNER_PROTOCOL §1a: JSON over fetch, the Hub token as a Bearer
 // header. The token is held privately and never appears in an error or a log line.
+import { HubError } from "../protocol/errors.ts";
+import type { ClaimReply, ClaimRequest, CompleteRequest, FailRequest, HeartbeatReply, HeartbeatRequest, LeaseReply, RegisterReply, RegisterRequest, RenewRequest, UploadReply } from "../protocol/types.gen.ts";
 import { type Fetch, fetchTrusting } from "../tls/fetch.ts";
 
-/** A non-2xx or non-JSON reply; status 0 means no HTTP reply at all (network error, timeout). */
-export class HubError extends Error {
-  constructor(
-    readonly status: number,
-    readonly body: unknown,
-    readonly path: string,
-  ) {
-    super(`${path}: ${status === 0 ? "no reply" : `HTTP ${status}`} ${describeBody(body)}`.trim());
-    this.name = "HubError";
-  }
-  /** True when the Hub was not reached, so retrying later may help. */
-  get network(): boolean {
-    return this.status === 0;
-  }
-  /** The v1 error code of the reply, e.g. "lease_worker_mismatch". */
-  get code(): string | undefined {
-    const b = this.body as { error?: unknown } | null;
-    return b && typeof b === "object" && typeof b.error === "string" ? b.error : undefined;
-  }
-}
-
-function describeBody(body: unknown): string {
-  if (body === undefined || body === null) return "";
-  const text = typeof body === "string" ? body : JSON.stringify(body);
-  return text.length > 300 ? text.slice(0, 300) + "…" : text;
-}
+// A non-2xx or non-JSON reply is a HubError (status 0: no reply at all), as on the Hub's side.
+export { HubError };
+export type { ClaimReply, ClaimRequest, HeartbeatReply, RegisterReply, RegisterRequest, UploadReply };
 
 export interface HubClientOptions {
   /** Base URL of the Hub, e.g. http://127.0.0.1:8765 */
@@ -42,59 +21,6 @@ export interface HubClientOptions {
   uploadTimeoutMs?: number;
   /** PEM of the CA that signed the Hub's certificate; without it the system CAs are trusted. */
   ca?: Buffer;
-}
-
-export interface HubConcurrency {
-  desired_concurrency?: number;
-  max_concurrency?: number;
-  initial_concurrency?: number;
-  concurrency_policy?: string;
-  resource_capacity?: Record<string, unknown>;
-}
-export interface RegisterReply extends HubConcurrency {
-  ok: boolean;
-  worker_id: string;
-}
-export interface HeartbeatReply extends HubConcurrency {
-  /** false when the Hub holds no registration for this worker (Loom only; v1 Hubs leave it out). */
-  registered?: boolean;
-  ok: boolean;
-  worker_id: string;
-  time?: string;
-}
-export interface ClaimReply extends HubConcurrency {
-  tasks: import("./execute.ts").ClaimedTask[];
-  active_count?: number;
-  reserved_resources?: Record<string, unknown>;
-  available_resources?: Record<string, unknown>;
-}
-export interface UploadReply {
-  ok: boolean;
-  result_id: string;
-  attempt_no?: number;
-  verdict?: string;
-  path?: string;
-  auto_retry?: { queued?: boolean; [k: string]: unknown } | null;
-  [k: string]: unknown;
-}
-export type HubReply = Record<string, unknown>;
-
-export interface RegisterRequest {
-  worker_id: string;
-  capabilities: string[];
-  max_concurrency: number;
-  initial_concurrency: number;
-  concurrency_policy: string;
-  resource_capacity: Record<string, unknown>;
-  runner_api_version: 1;
-  health: Record<string, unknown>;
-}
-export interface ClaimRequest {
-  worker_id: string;
-  limit: number;
-  lease_seconds: number;
-  wait_seconds?: number;
-  wait_poll_seconds?: number;
 }
 
 export class HubClient {
@@ -126,17 +52,17 @@ export class HubClient {
       res = await this.#fetch(this.baseUrl + path, { method: "POST", headers, body: init.body, signal });
     } catch (e) {
       const cause = e instanceof Error ? ((e.cause as Error | undefined)?.message ?? e.message) : String(e);
-      throw new HubError(0, { error: timeout.aborted ? "timeout" : init.signal?.aborted ? "aborted" : "network_error", detail: cause }, path);
+      throw HubError.received(0, { error: timeout.aborted ? "timeout" : init.signal?.aborted ? "aborted" : "network_error", detail: cause }, path);
     }
     const text = await res.text().catch(() => "");
     let body: unknown = text;
     try {
       body = text === "" ? {} : JSON.parse(text);
     } catch {
-      throw new HubError(res.status, text, path); // v1 Runners raise on a non-JSON reply too
+      throw HubError.received(res.status, text, path); // v1 Runners raise on a non-JSON reply too
     }
-    if (!res.ok) throw new HubError(res.status, body, path);
-    if (body === null || typeof body !== "object") throw new HubError(res.status, body, path);
+    if (!res.ok) throw HubError.received(res.status, body, path);
+    if (body === null || typeof body !== "object") throw HubError.received(res.status, body, path);
     return body as T;
   }
 
@@ -148,7 +74,7 @@ export class HubClient {
     return this.post("/api/workers/register", body);
   }
 
-  heartbeat(body: { worker_id: string; current_runs: { task_id: string; package_id?: string; phase: string }[]; health: Record<string, unknown> }): Promise<HeartbeatReply> {
+  heartbeat(body: HeartbeatRequest): Promise<HeartbeatReply> {
     return this.post("/api/workers/heartbeat", body);
   }
 
@@ -158,12 +84,13 @@ export class HubClient {
     return this.post("/api/tasks/claim", body, Math.max(this.#timeoutMs, waitMs + 15_000), signal);
   }
 
-  start(workerId: string, taskId: string): Promise<HubReply> {
+  start(workerId: string, taskId: string): Promise<LeaseReply> {
     return this.post("/api/tasks/start", { worker_id: workerId, task_id: taskId });
   }
 
-  renew(workerId: string, taskId: string, leaseSeconds: number): Promise<HubReply> {
-    return this.post("/api/tasks/renew", { worker_id: workerId, task_id: taskId, lease_seconds: leaseSeconds });
+  renew(workerId: string, taskId: string, leaseSeconds: number): Promise<LeaseReply> {
+    const body: RenewRequest = { worker_id: workerId, task_id: taskId, lease_seconds: leaseSeconds };
+    return this.post("/api/tasks/renew", body);
   }
 
   /** The raw ZIP as the body (not multipart), as v1 does. */
@@ -175,11 +102,11 @@ export class HubClient {
     });
   }
 
-  complete(body: { worker_id: string; task_id: string; result: unknown; upload: unknown }): Promise<HubReply> {
+  complete(body: CompleteRequest): Promise<LeaseReply> {
     return this.post("/api/tasks/complete", body);
   }
 
-  fail(body: { worker_id: string; task_id: string; controller_concurrency: unknown; error: { type: string; detail: string } }): Promise<HubReply> {
+  fail(body: FailRequest): Promise<LeaseReply> {
     return this.post("/api/tasks/fail", body);
   }
 }

@@ -2,12 +2,14 @@
 // instead of the Runner pulling them. A pushed task runs through the same
 // start/renew/upload/complete path as a pulled one.
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
-import type { ClaimedTask } from "./execute.ts";
+import type { ClaimedTask, ExecuteReply } from "../protocol/types.gen.ts";
 import { hostSnapshot, resolveCapacity } from "./host.ts";
 import { runClaimedTask, type TaskReport } from "./lifecycle.ts";
 import { HubError } from "./client.ts";
 import { heartbeatBody, isFatal, PullLoop, registerWithRetry, registrationBody, type PullOptions } from "./pull.ts";
 import { utcNow } from "./process.ts";
+
+const isObj = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
 import { isLoopback, presentedToken, tokenEquals } from "../security/tokens.ts";
 
 export const DIRECT_DEFAULT_PORT = 9876;
@@ -164,21 +166,22 @@ export class DirectServer {
 
   /** POST /api/tasks/execute: accept one pushed task. */
   private async execute(req: FastifyRequest, reply: FastifyReply) {
-    const task = (req.body as { task?: unknown } | undefined)?.task as ClaimedTask | undefined;
+    const task = isObj(req.body) && isObj(req.body.task) ? req.body.task : undefined;
     const workerId = this.o.workerId;
-    if (!task || typeof task !== "object" || Array.isArray(task)) return reply.code(400).send({ error: "task_object_required" });
+    if (!task) return reply.code(400).send({ error: "task_object_required" });
     const taskId = typeof task.task_id === "string" ? task.task_id : "";
     if (!taskId) return reply.code(400).send({ error: "task_id_required" });
     if (String(task.assigned_worker_id ?? "") !== workerId) {
       return reply.code(409).send({ error: "assigned_worker_mismatch", worker_id: workerId, task_id: taskId, received: task.assigned_worker_id ?? null });
     }
     if (this.loop) return reply.code(409).send({ error: "pull_loop_active", task_id: taskId });
-    if (this.pushes.has(taskId)) return reply.code(202).send({ ok: true, state: "already_running", task_id: taskId, worker_id: workerId });
+    if (this.pushes.has(taskId)) return reply.code(202).send({ ok: true, state: "already_running", task_id: taskId, worker_id: workerId } satisfies ExecuteReply);
     if (this.pushes.size >= this.o.maxConcurrency) {
       return reply.code(429).send({ error: "worker_capacity_reached", worker_id: workerId, active_pushes: this.activePushes, max_concurrency: this.o.maxConcurrency });
     }
-    this.accept(task);
-    return reply.code(202).send({ ok: true, state: "accepted", task_id: taskId, worker_id: workerId });
+    // The rest of the task is the Hub's claim-shaped task, saved as it came (task.json).
+    this.accept({ ...task, task_id: taskId });
+    return reply.code(202).send({ ok: true, state: "accepted", task_id: taskId, worker_id: workerId } satisfies ExecuteReply);
   }
 
   private accept(task: ClaimedTask): void {

@@ -5,26 +5,14 @@ import { createReadStream } from "node:fs";
 import { appendFile, copyFile, lstat, mkdir, readdir, realpath, rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { pipeline } from "node:stream/promises";
+import type { ClaimedTask } from "../protocol/types.gen.ts";
 import { writeZipFile, type ZipEntryInput } from "../results/zip.ts";
 import { hostSnapshot, type HostResources } from "./host.ts";
 import { aggregateUsage, runProcess, STOPPED_EXIT_CODE, utcNow, type ResourceUsage } from "./process.ts";
 import { materializeSource, resolveSource, type SourceSummary } from "./source.ts";
 
 /** A task as `/api/tasks/claim` (or a direct push) hands it over; saved verbatim as task.json. */
-export interface ClaimedTask {
-  task_id: string;
-  task_kind?: string;
-  attempt_no?: number;
-  assigned_worker_id?: string;
-  case_id?: string;
-  run_id?: string;
-  setting_id?: string;
-  package_id?: string;
-  lease_until?: string;
-  payload?: Record<string, unknown>;
-  controller_concurrency?: Record<string, unknown>;
-  [key: string]: unknown;
-}
+export type { ClaimedTask };
 
 export interface WorkerResult {
   task_id: string;

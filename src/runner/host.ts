@@ -7,14 +7,15 @@ import { defaultCapacityFromHost, overlayCapacity, parseCapacity, type Vector } 
 
 export { CapacityError } from "../admission/index.ts";
 
-export interface HostResources {
+// A type, not an interface, so it fits the protocol's open health.resources map.
+export type HostResources = {
   cpu_count: number;
   mem_total_mb: number;
   mem_available_mb: number;
   disk_total_mb: number;
   disk_available_mb: number;
   loadavg: number[] | null;
-}
+};
 
 export interface HostSnapshot {
   hostname: string;

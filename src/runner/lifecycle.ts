@@ -41,7 +41,7 @@ export function renewIntervalSeconds(leaseSeconds: number): number {
 /** The abort reason that means "the Hub says this lease is no longer ours". */
 export const LEASE_LOST = "lease_lost";
 
-const isLeaseGone = (e: unknown) => e instanceof HubError && (e.status === 409 || e.status === 404);
+const isLeaseGone = (e: unknown): e is HubError => e instanceof HubError && (e.status === 409 || e.status === 404);
 
 /** Retries only when the Hub was not reached; an HTTP answer is final. */
 export async function withNetworkRetry<T>(fn: () => Promise<T>, delaysMs: number[] = [1000, 2000, 4000]): Promise<T> {
@@ -84,8 +84,9 @@ export async function runClaimedTask(task: ClaimedTask, ctx: TaskContext, abort:
       (e: unknown) => {
         if (isLeaseGone(e)) {
           if (!abort.signal.aborted) {
-            log(`task ${id} lease lost (${(e as HubError).code ?? (e as HubError).status}); stopping it`);
-            abort.abort(`${LEASE_LOST}: ${(e as HubError).code ?? (e as HubError).status}`);
+            const why = e.code || e.status;
+            log(`task ${id} lease lost (${why}); stopping it`);
+            abort.abort(`${LEASE_LOST}: ${why}`);
           }
         } else {
           // The lease may still be ours; keep trying, and say so once per streak of errors.

@@ -3,7 +3,7 @@
 // again as soon as a slot frees up instead of waiting for the whole batch, and it backs off
 // on errors instead of crashing.
 import { HubError, type ClaimRequest, type RegisterReply, type RegisterRequest } from "./client.ts";
-import type { ClaimedTask } from "./execute.ts";
+import type { ClaimedTask, HeartbeatRequest } from "../protocol/types.gen.ts";
 import { hostSnapshot, resolveCapacity, type HostSnapshot, type ResourceCapacity } from "./host.ts";
 import { runClaimedTask, type TaskContext, type TaskPhase, type TaskReport } from "./lifecycle.ts";
 
@@ -56,7 +56,7 @@ export async function registrationBody(w: WorkerIdentity, snap?: HostSnapshot): 
   };
 }
 
-export async function heartbeatBody(w: WorkerIdentity, currentRuns: { task_id: string; package_id?: string; phase: string }[], phase: string) {
+export async function heartbeatBody(w: WorkerIdentity, currentRuns: { task_id: string; package_id?: string | null; phase: string }[], phase: string): Promise<HeartbeatRequest> {
   const s = await hostSnapshot(w.workDir);
   return {
     worker_id: w.workerId,
@@ -75,7 +75,7 @@ export function isFatal(e: unknown, during: "register" | "loop"): boolean {
 /** The Hub no longer knows this worker as registered (pruned and declared again, or its store was reset). */
 export function notRegistered(e: unknown): boolean {
   if (!(e instanceof HubError) || e.status !== 403) return false;
-  const detail = (e.body as { detail?: unknown } | null)?.detail;
+  const detail = e.detail.detail;
   return typeof detail === "string" && detail.includes("not registered");
 }
 

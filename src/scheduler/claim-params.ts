@@ -1,84 +1,19 @@
-// The numbers a v1 client sends with a claim or a task listing, clamped into range as v1
-// does (RUNNER_PROTOCOL 1a/1b) rather than refused, and the claim reply in v1's shape. A v1
-// Runner started with --claim-wait-seconds 90 must still run; what was clamped is said in
-// the X-Loom-Clamped header, so nothing is changed silently.
+// The claim reply in v1's shape. The numbers a claim sends are clamped by protocol/clamps.ts
+// (claimParams is re-exported here, where its tests have always found it).
 import type { Worker } from "../resources/types.ts";
+import type { ClaimReply } from "../protocol/types.gen.ts";
 import { claimedTask, type Leased } from "./claim.ts";
 import type { SchedulerContext } from "./context.ts";
-import { HubError } from "./errors.ts";
-import { leaseSecondsOf } from "./transitions.ts";
 import { capacityEntry, effectiveSettings } from "./workers.ts";
 
-export const CLAMPED_HEADER = "x-loom-clamped";
-
-/** One value moved into range: the field, what was asked, what is used. */
-export type Clamp = { field: string; asked: number; used: number };
-
-/** `zeroIsDefault`: v1 wrote `int(x or default)` there, so a 0 means the default. */
-type Range = { min: number; max: number; dflt: number; integer: boolean; zeroIsDefault: boolean };
-
-/**
- * v1's rules: integers are truncated (`int(x)`), a missing value means the default, then the
- * result is clamped to [min, max]. Anything that is not a number is still a 400 naming the
- * field: v1 answered that with a 500.
- */
-function clamp(v: unknown, field: string, r: Range, clamps: Clamp[]): number {
-  if (v === undefined || v === null) return r.dflt;
-  const n = typeof v === "string" && v.trim() !== "" ? Number(v) : v;
-  if (typeof n !== "number" || !Number.isFinite(n)) throw new HubError(400, `invalid_${field}`, { field, detail: `must be a number (${r.min} to ${r.max}; others are clamped)`, received: v });
-  const base = (r.integer ? Math.trunc(n) : n) || (r.zeroIsDefault ? r.dflt : 0);
-  const used = Math.min(r.max, Math.max(r.min, base));
-  if (used !== n) clamps.push({ field, asked: n, used });
-  return used;
-}
-
-// v1's claim: limit in 1..1024 (default 1); wait_seconds in 0..60.
-const LIMIT: Range = { min: 1, max: 1024, dflt: 1, integer: true, zeroIsDefault: true };
-const WAIT: Range = { min: 0, max: 60, dflt: 0, integer: false, zeroIsDefault: true };
-// v1's /api/tasks: limit in 1..500 (default 100), offset at least 0.
-const LIST_LIMIT: Range = { min: 1, max: 500, dflt: 100, integer: true, zeroIsDefault: false };
-const OFFSET: Range = { min: 0, max: Number.MAX_SAFE_INTEGER, dflt: 0, integer: true, zeroIsDefault: false };
-
-export type ClaimParams = { limit: number; waitMs: number; leaseSeconds: number; clamps: Clamp[] };
-
-export function claimParams(body: Record<string, unknown>): ClaimParams {
-  const clamps: Clamp[] = [];
-  const limit = clamp(body.limit, "limit", LIMIT, clamps);
-  const wait = clamp(body.wait_seconds, "wait_seconds", WAIT, clamps);
-  // lease_seconds follows the rule every lease call shares (at least 30, whole seconds).
-  const leaseSeconds = leaseSecondsOf(body.lease_seconds);
-  if (typeof body.lease_seconds === "number" && body.lease_seconds !== leaseSeconds) clamps.push({ field: "lease_seconds", asked: body.lease_seconds, used: leaseSeconds });
-  return { limit, waitMs: wait * 1000, leaseSeconds, clamps };
-}
-
-export function listParams(q: Record<string, string | undefined>): { limit: number; offset: number; clamps: Clamp[] } {
-  const clamps: Clamp[] = [];
-  // `?limit=` (empty) is v1's default too.
-  const limit = clamp(q.limit || undefined, "limit", LIST_LIMIT, clamps);
-  const offset = clamp(q.offset || undefined, "offset", OFFSET, clamps);
-  return { limit, offset, clamps };
-}
-
-/** `limit=1024 (asked 2000), wait_seconds=60 (asked 100)`, or undefined when nothing moved. */
-export function clampNotice(clamps: Clamp[]): string | undefined {
-  return clamps.length ? clamps.map((c) => `${c.field}=${c.used} (asked ${c.asked})`).join(", ") : undefined;
-}
-
-/** The clamps a claim body asks for, for the reply header; a body the claim refuses has none. */
-export function claimClamps(body: Record<string, unknown>): Clamp[] {
-  try {
-    return claimParams(body).clamps;
-  } catch {
-    return [];
-  }
-}
+export { claimParams } from "../protocol/clamps.ts";
 
 /**
  * v1's claim reply, for the tasks one claim leased on `worker`. `active_count`, and each
  * task's `active_count_at_claim`, is the count before this claim, as v1 gives it; a worker
  * that was already full gets no resource fields, as v1 and the protocol leave them out.
  */
-export function claimReply(ctx: SchedulerContext, worker: Worker, leased: Leased[], batch: { id: string; size: number } | undefined) {
+export function claimReply(ctx: SchedulerContext, worker: Worker, leased: Leased[], batch: { id: string; size: number } | undefined): ClaimReply {
   const s = effectiveSettings(worker);
   const e = capacityEntry(ctx, worker);
   // Before the claim: the leases it wrote were not there; what the Runner reported was.

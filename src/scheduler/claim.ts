@@ -5,7 +5,8 @@ import { acceptsAny, admit, admits, asLease, taskView, type Decision, type Worke
 import { isQueued, type Task, type Worker } from "../resources/types.ts";
 import { cacheAffinity, type CacheAffinity } from "./affinity.ts";
 import type { SchedulerContext } from "./context.ts";
-import { HubError } from "./errors.ts";
+import { HubError } from "../protocol/errors.ts";
+import type { ClaimedTask, ClaimedTaskControllerConcurrency } from "../protocol/types.gen.ts";
 import { grantLease } from "./lifecycle.ts";
 import { nominationEnded } from "./nomination.ts";
 import type { ClaimQueue } from "./queue.ts";
@@ -135,10 +136,10 @@ export function claimedTask(
   l: Leased,
   settings: { desired_concurrency: number; max_concurrency: number; initial_concurrency: number; concurrency_policy: string },
   batch: { id: string; size: number } | undefined,
-  extra: Record<string, unknown> = {},
-) {
+  extra: Partial<ClaimedTaskControllerConcurrency> = {},
+): ClaimedTask & { controller_concurrency: ClaimedTaskControllerConcurrency } {
   const t = l.task;
-  const payload = (t.spec.payload ?? {}) as Record<string, unknown>;
+  const payload = t.spec.payload ?? {};
   return {
     task_id: t.metadata.name,
     task_kind: t.spec.task_kind ?? "execution",

@@ -7,7 +7,7 @@ import type { Informer } from "../store/cache.ts";
 import { isStoreError } from "../store/errors.ts";
 import { retryOnConflict, type RetryOptions } from "../store/retry.ts";
 import type { Applied, Known, Store, StoredObject, TxnOp } from "../store/store.ts";
-import { HubError } from "./errors.ts";
+import { HubError } from "../protocol/errors.ts";
 import { RENEWAL_KIND, type TaskLease } from "./renewal.ts";
 import { Liveness } from "./liveness.ts";
 import { Mutex } from "./mutex.ts";

@@ -13,7 +13,8 @@ import type { TxnOp } from "../store/store.ts";
 import { createAllOrNothing } from "../store/chunked.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { SchedulerContext } from "./context.ts";
-import { checkRequest, HubError } from "./errors.ts";
+import { HubError } from "../protocol/errors.ts";
+import type { DispatchedTask, DispatchReply, DispatchRequest } from "../protocol/types.gen.ts";
 
 const isObj = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
 const str = (v: unknown) => (typeof v === "string" && v !== "" ? v : typeof v === "number" ? String(v) : undefined);
@@ -21,7 +22,7 @@ const str = (v: unknown) => (typeof v === "string" && v !== "" ? v : typeof v ==
 const TASK_KEYS = ["task_id", "task_kind", "case_id", "run_id", "setting_id", "case_version", "scenario_id", "package_id", "campaign_id", "queue", "priority", "required_capability", "execution_profile", "retry_policy", "payload", "expected"];
 
 /** One requested task -> a Task resource (not yet stored), or field errors under `at`. */
-function toTask(raw: unknown, defaults: Record<string, unknown>, at: string): { task?: Task; errors: FieldError[]; truncated?: Truncation[] } {
+function toTask(raw: unknown, defaults: DispatchRequest, at: string): { task?: Task; errors: FieldError[]; truncated?: Truncation[] } {
   if (!isObj(raw)) return { errors: [{ field: at, message: "must be an object", reason: "FieldValueTypeInvalid" }] };
   const errors: FieldError[] = [];
   for (const k of Object.keys(raw)) if (!TASK_KEYS.includes(k)) errors.push({ field: `${at}.${k}`, message: "unknown field", reason: "FieldUnknown" });
@@ -78,14 +79,9 @@ function toTask(raw: unknown, defaults: Record<string, unknown>, at: string): { 
 
 const sameRequest = (a: Task, b: Task) => sameTaskRequest(a.spec, b.spec);
 
-export type DispatchReply = { status: 200 | 201; body: { created: Record<string, unknown>[]; existing: Record<string, unknown>[] } };
 
-export async function dispatch(ctx: SchedulerContext, body: unknown): Promise<DispatchReply> {
-  if (!isObj(body)) throw new HubError(400, "invalid_dispatch", { detail: "body must be a JSON object" });
-  if (body.schema_version === undefined) throw new HubError(400, "dispatch_requires_schema_version");
-  if (body.schema_version !== 1) throw new HubError(400, "unsupported_dispatch_schema_version", { received: body.schema_version, expected: 1 });
-  if (body.tasks !== undefined && !Array.isArray(body.tasks)) throw new HubError(400, "invalid_task_extensions", { errors: [{ field: "tasks", message: "must be a list" }] });
-  if (body.case_ids !== undefined && (!Array.isArray(body.case_ids) || body.case_ids.some((c) => !str(c)))) throw new HubError(400, "invalid_task_extensions", { errors: [{ field: "case_ids", message: "must be a list of ids" }] });
+/** A dispatch document whose frame protocol/parse.ts has checked; each task request is checked here. */
+export async function dispatch(ctx: SchedulerContext, body: DispatchRequest): Promise<{ status: 200 | 201; body: DispatchReply }> {
   const requested: unknown[] = Array.isArray(body.tasks) && body.tasks.length
     ? body.tasks
     : Array.isArray(body.case_ids) && body.case_ids.length
@@ -129,7 +125,7 @@ export async function dispatch(ctx: SchedulerContext, body: unknown): Promise<Di
       // All or none, also past one transaction of the store (etcd): see createAllOrNothing.
       const written = created.length ? await createAllOrNothing(ctx.store, ops, (chunk) => ctx.commit(chunk)) : [];
       const byName = new Map(written.map((o) => [o.metadata.name, o]));
-      const row = (t: Task) => ({ task_id: t.metadata.name, task_kind: t.spec.task_kind, case_id: t.spec.case_id ?? null, run_id: t.spec.run_id ?? null, setting_id: t.spec.setting_id ?? null, state: t.status?.state ?? "queued" });
+      const row = (t: Task): DispatchedTask => ({ task_id: t.metadata.name, task_kind: t.spec.task_kind, case_id: t.spec.case_id ?? null, run_id: t.spec.run_id ?? null, setting_id: t.spec.setting_id ?? null, state: t.status?.state ?? "queued" });
       for (const t of created) ctx.recordEvent({ object: byName.get(t.metadata.name) ?? t, type: "Normal", reason: "Dispatched", message: `dispatched${str(body.operator) ? ` by ${body.operator}` : ""}` });
       for (const t of created) {
         const cut = truncations.get(t.metadata.name);
@@ -145,57 +141,4 @@ export async function dispatch(ctx: SchedulerContext, body: unknown): Promise<Di
       throw e;
     }
   }
-}
-
-/** A command may span lines and hold tabs; any other control character is a mistake or an attack on the terminal. */
-const COMMAND_CONTROL = /[\u0000-\u0008\u000B-\u001F\u007F]/;
-
-const REPO_RUN_KEYS = ["repo_url", "command", "commands", "commit", "ref", "depth", "source_token_env", "placement", "cpu_millis", "memory_mb", "disk_mb", "gpu_count", "gpu_types", "task_id", "package_id", "campaign_id", "case_id", "setting_id", "run_id", "required_capability", "priority", "timeout_seconds", "materialize_timeout_seconds", "continue_on_error", "env", "operator", "artifact_paths"];
-
-/**
- * The contract's dispatch-repo-run: one repo task from flags, no manifest needed. Several
- * commands become steps in order (`step-1`, `step-2`, ...). Without a task_id or run_id the
- * run is a fresh uuid, so two dispatches in the same instant are two tasks.
- */
-export function repoRunRequest(body: unknown): Record<string, unknown> {
-  if (!isObj(body)) throw new HubError(400, "invalid_dispatch", { detail: "body must be a JSON object" });
-  const errors: { field: string; message: string }[] = [];
-  for (const k of Object.keys(body)) if (!REPO_RUN_KEYS.includes(k)) errors.push({ field: k, message: "unknown field" });
-  if (!str(body.repo_url)) errors.push({ field: "repo_url", message: "required" });
-  const commands = body.commands !== undefined ? body.commands : body.command !== undefined ? [body.command] : undefined;
-  if (commands === undefined) errors.push({ field: "command", message: "required" });
-  else if (!Array.isArray(commands) || !commands.length || commands.some((c) => !str(c))) errors.push({ field: body.commands !== undefined ? "commands" : "command", message: "must be one or more non-empty commands" });
-  else if (commands.some((c) => COMMAND_CONTROL.test(c as string))) errors.push({ field: body.commands !== undefined ? "commands" : "command", message: "must not contain control characters other than tab and newline" });
-  if (errors.length) throw new HubError(400, "invalid_dispatch", { detail: errors.map((e) => `${e.field}: ${e.message}`).join("; "), errors });
-  checkRequest("repo-run", body);
-  const resources: Record<string, unknown> = {};
-  for (const f of ["cpu_millis", "memory_mb", "disk_mb", "gpu_count", "gpu_types"]) if (body[f] !== undefined) resources[f] = body[f];
-  const caseId = str(body.case_id) ?? "repo-run";
-  const campaign = str(body.campaign_id) ?? "dispatch";
-  const setting = str(body.setting_id) ?? "default";
-  // A named task keeps one run id, so sending it again is recognised as the same request.
-  const run = str(body.run_id) ?? (str(body.task_id) ? slug(str(body.task_id)!) : randomUUID());
-  const source = { type: "git", url: body.repo_url, ...(str(body.commit) ? { commit: body.commit } : {}), ...(str(body.ref) ? { ref: body.ref } : {}), ...(body.depth !== undefined ? { depth: body.depth } : {}), ...(str(body.source_token_env) ? { token_env: body.source_token_env } : {}) };
-  const optional = (keys: string[]) => Object.fromEntries(keys.filter((k) => body[k] !== undefined).map((k) => [k, body[k]]));
-  return {
-    schema_version: 1,
-    operator: body.operator,
-    tasks: [{
-      task_id: str(body.task_id) ?? `${slug(campaign)}__${slug(caseId)}__${slug(setting)}__run-${slug(run)}`,
-      campaign_id: campaign,
-      case_id: caseId,
-      setting_id: setting,
-      run_id: run,
-      ...optional(["required_capability", "priority", "package_id"]),
-      execution_profile: { placement: body.placement ?? "shared", resources },
-      payload: {
-        runner: "repo",
-        source,
-        // One `command` is the step "run", as before; a `commands` list is v1's step-1, step-2, ...
-        commands: (commands as string[]).map((command, i) => ({ name: body.commands === undefined ? "run" : `step-${i + 1}`, command })),
-        ...optional(["timeout_seconds", "materialize_timeout_seconds", "continue_on_error", "env", "artifact_paths"]),
-        normalized: { campaign_id: campaign, case_id: caseId, setting_id: setting, run_id: run },
-      },
-    }],
-  };
 }

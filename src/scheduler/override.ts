@@ -2,35 +2,15 @@
 // hand, with a reason. It goes through the same status write as every other transition,
 // so the lease rules hold: leaving the active states ends the lease and so releases its
 // reservation, and an active state is only ever kept, never made up without a lease.
-import { isActive, isFinal, isQueued, type TaskState, type TaskStatus } from "../resources/types.ts";
+import { isActive, isFinal, isQueued, type TaskStatus } from "../resources/types.ts";
 import { jsonClone } from "../resources/json.ts";
 import type { SchedulerContext } from "./context.ts";
-import { HubError } from "./errors.ts";
+import { HubError } from "../protocol/errors.ts";
 import { endLease, markFinal } from "./lifecycle.ts";
-import { crdField } from "../resources/validate.ts";
+import type { StateOverride } from "../protocol/parse.ts";
 
-/** Every state a task may be in, as the Task schema lists them. */
-const TASK_STATES = (crdField("Task", "status.state").enum ?? []) as TaskState[];
-
-/** A field as v1 reads it (`str(x or "")`); a list or an object is an error naming the field. */
-function text(body: Record<string, unknown>, field: string): string {
-  const v = body[field];
-  if (v === undefined || v === null || v === "") return "";
-  if (typeof v === "string") return v.trim();
-  if (typeof v === "number" || typeof v === "boolean") return String(v);
-  throw new HubError(400, "invalid_request", { field, detail: `${field}: must be a string` });
-}
-
-export async function overrideState(ctx: SchedulerContext, body: Record<string, unknown>) {
-  const targetType = text(body, "target_type") || "task";
-  const taskId = text(body, "target_id") || text(body, "task_id");
-  const state = text(body, "state") as TaskState;
-  const reason = text(body, "reason");
-  const operator = text(body, "operator") || "local-admin";
-  // v1's code for any of the four missing; the field says which.
-  const missing = targetType !== "task" ? "target_type" : !taskId ? "target_id" : !state ? "state" : !reason ? "reason" : undefined;
-  if (missing) throw new HubError(400, "target_type_task_target_id_state_reason_required", { field: missing, detail: missing === "target_type" ? `only "task" can be overridden, not "${targetType}"` : `${missing} is required` });
-  if (!TASK_STATES.includes(state)) throw new HubError(400, "invalid_state", { field: "state", received: state, allowed: TASK_STATES, detail: `"${state}" is not a task state` });
+export async function overrideState(ctx: SchedulerContext, o: StateOverride) {
+  const { task_id: taskId, state, reason, operator } = o;
 
   let released: string | undefined;
   const out = await ctx.updateTask<{ ok: true; task_id: string; old_state: string; new_state: string }>(taskId, (t) => {

@@ -8,12 +8,12 @@ import { admit, concurrencyOf, taskView, type Decision } from "../admission/inde
 import { isQueued, type Worker } from "../resources/types.ts";
 import { claimedTask, commitLeases, requireWorker } from "./claim.ts";
 import type { SchedulerContext } from "./context.ts";
-import { checkRequest, HubError } from "./errors.ts";
+import { HubError } from "../protocol/errors.ts";
 import { confirmBeforePush } from "./direct-liveness.ts";
 import { endLease } from "./lifecycle.ts";
 import { effectiveSettings } from "./workers.ts";
-import { numIn } from "./scheduler.ts";
-import { leaseSecondsOf } from "./transitions.ts";
+import type { PushOrder } from "../protocol/parse.ts";
+import type { PushTaskReply } from "../protocol/types.gen.ts";
 
 /** Where a worker's Direct Runner listens, if it has one. */
 export function directEndpoint(w: Worker): string | undefined {
@@ -88,13 +88,8 @@ function releasePush(ctx: SchedulerContext, taskId: string, pushId: string, outc
   });
 }
 
-export async function pushTask(ctx: SchedulerContext, body: Record<string, unknown>, o: PushOptions) {
-  const taskId = body.task_id;
-  if (typeof taskId !== "string" || !taskId) throw new HubError(400, "task_id_required");
-  checkRequest("push", body);
-  const leaseSeconds = leaseSecondsOf(body.lease_seconds);
-  const timeoutMs = numIn(body.push_timeout_seconds, 10, 120, 30, "push_timeout_seconds") * 1000;
-  const explicit = typeof body.worker_id === "string" && body.worker_id ? body.worker_id : undefined;
+export async function pushTask(ctx: SchedulerContext, order: PushOrder, o: PushOptions): Promise<{ status: 202; body: PushTaskReply }> {
+  const { task_id: taskId, lease_seconds: leaseSeconds, timeout_ms: timeoutMs, worker_id: explicit } = order;
 
   // A Direct Runner that has been quiet is asked whether it is alive before admission decides.
   await confirmBeforePush(ctx, o, explicit);

@@ -1,15 +1,26 @@
 // The scheduler: keeps the claim queue in step with the informer and grants leases for
 // pull claims and Direct Runner pushes through the same admission function and the same
-// atomic lease write.
-import { isActive, isKind, isQueued, type Worker } from "../resources/types.ts";
+// atomic lease write. The API sees it only through `SchedulerApi` (end of file): verbs that
+// take typed requests (protocol/parse.ts) and reads that answer in the protocol's shapes.
+import { isActive, isKind, isQueued, type Task, type Worker } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
 import type { Store } from "../store/store.ts";
 import { isStoreError } from "../store/errors.ts";
-import { commitLeases, newBatchId, pickForWorker, requireWorker, type Leased, type Pick } from "./claim.ts";
+import { commitLeases, newBatchId, pickForWorker, requireWorker, type Leased, type Pick as Picked } from "./claim.ts";
 import { SchedulerContext, type SchedulerDeps, type SchedulerOptions } from "./context.ts";
-import { checkRequest, HubError } from "./errors.ts";
+import type { Changes, ClaimOrder, Failure, Heartbeat, LeaseCall, PushOrder, Registration, Renewal, StateOverride } from "../protocol/parse.ts";
+import type { ClaimReply, DispatchRequest } from "../protocol/types.gen.ts";
 import { ClaimQueue } from "./queue.ts";
-import { claimParams, claimReply } from "./claim-params.ts";
+import { claimReply } from "./claim-params.ts";
+import { dispatch } from "./dispatch.ts";
+import { applyWorkers } from "./hosts.ts";
+import { nominations, positions, taskAdmission, workerCapacity } from "./inspect.ts";
+import { overrideState } from "./override.ts";
+import { pushTask, type PushOptions } from "./push.ts";
+import { queuesReport } from "./queue-explain.ts";
+import { simulate } from "./simulate.ts";
+import * as transitions from "./transitions.ts";
+import { capacityEntry, heartbeat, register, setBlocked, setDesiredConcurrency } from "./workers.ts";
 
 export class Scheduler {
   readonly ctx: SchedulerContext;
@@ -83,7 +94,7 @@ export class Scheduler {
    * no other claim taking them in between. Anything else (a task leased or gone, the lease
    * guard refusing) throws for the claim to decide again.
    */
-  private async commitRebasing(worker: Worker, picks: Pick[], leaseSeconds: number): Promise<Leased[]> {
+  private async commitRebasing(worker: Worker, picks: Picked[], leaseSeconds: number): Promise<Leased[]> {
     try {
       return await commitLeases(this.ctx, worker, picks, { mode: "pull", leaseSeconds });
     } catch (e) {
@@ -93,19 +104,53 @@ export class Scheduler {
       // Still queued, and only its status moved (same generation: the request it was admitted for).
       const fresh = picks.map((p) => ({ ...p, task: this.ctx.task(p.task.metadata.name) }));
       if (!fresh.every((p, i) => p.task && isQueued(p.task.status?.state ?? "queued") && p.task.metadata.generation === picks[i].task.metadata.generation)) throw e;
-      const again = fresh as Pick[];
+      const again = fresh as Picked[];
       if (again.every((p, i) => p.task.metadata.resourceVersion === picks[i].task.metadata.resourceVersion)) throw e; // nothing moved: not a stale copy
       return commitLeases(this.ctx, this.ctx.worker(worker.metadata.name) ?? worker, again, { mode: "pull", leaseSeconds });
     }
   }
 
+  // ---- the Runner API ----
+  register(r: Registration) { return register(this.ctx, r); }
+  heartbeat(h: Heartbeat) { return heartbeat(this.ctx, h); }
+  start(c: LeaseCall) { return transitions.start(this.ctx, c); }
+  renew(c: Renewal) { return transitions.renew(this.ctx, c); }
+  complete(c: LeaseCall) { return transitions.complete(this.ctx, c); }
+  fail(c: Failure) { return transitions.fail(this.ctx, c); }
+  /** The checks an upload passes before its body is read (transitions.ts). */
+  uploadFence(h: { taskId?: string; workerId?: string }) { return transitions.uploadFence(this.ctx, h); }
+  upload(h: { taskId?: string; workerId?: string }, file: transitions.UploadedFile) { return transitions.upload(this.ctx, h, file); }
+  get resultsDir(): string { return this.ctx.opts.resultsDir; }
+
+  // ---- the operator's verbs ----
+  push(order: PushOrder, o: PushOptions) { return pushTask(this.ctx, order, o); }
+  dispatch(req: DispatchRequest) { return dispatch(this.ctx, req); }
+  cancel(taskId: string) { return transitions.cancel(this.ctx, taskId); }
+  retry(taskId: string, preserveExcluded: boolean) { return transitions.retry(this.ctx, taskId, preserveExcluded); }
+  expireLeases() { return transitions.expireLeases(this.ctx); }
+  overrideState(o: StateOverride) { return overrideState(this.ctx, o); }
+  setBlocked(workerId: string, blocked: boolean) { return setBlocked(this.ctx, workerId, blocked); }
+  setDesiredConcurrency(workerId: string, desired: number, reason: string) { return setDesiredConcurrency(this.ctx, workerId, desired, reason); }
+  /** Declared workers (register-worker-hosts), already converted from the inventory. */
+  registerWorkers(workers: Worker[], operator?: string) { return applyWorkers(this.ctx, workers, operator); }
+
+  // ---- reads, in the protocol's shapes ----
+  task(name: string): Task | undefined { return this.ctx.task(name); }
+  renewal(name: string) { return this.ctx.renewal(name); }
+  /** What the worker's Runner last said, and when. */
+  liveness(name: string) { return this.ctx.liveness.get(name); }
+  capacity(w: Worker) { return capacityEntry(this.ctx, w); }
+  workerCapacity() { return workerCapacity(this.ctx); }
+  taskAdmission(taskId: string) { return taskAdmission(this.ctx, this.queue, taskId); }
+  queuesReport() { return queuesReport(this.ctx); }
+  simulate(changes: Changes) { return simulate(this.ctx, this.queue, changes); }
+  nominations() { return nominations(this.ctx); }
+  queuePositions() { return positions(this.ctx, this.queue); }
+
   /** POST /api/tasks/claim: lease up to `limit` tasks, long-polling up to wait_seconds for work. */
-  async claim(body: Record<string, unknown>, signal?: AbortSignal) {
-    const workerId = body.worker_id;
-    if (typeof workerId !== "string" || !workerId) throw new HubError(400, "worker_id_required");
-    checkRequest("claim", body);
-    // Out-of-range numbers are clamped as v1 does (claim-params.ts); the route says which.
-    const { limit, waitMs, leaseSeconds } = claimParams(body);
+  async claim(order: ClaimOrder, signal?: AbortSignal): Promise<ClaimReply> {
+    // Out-of-range numbers were clamped as v1 does (protocol/clamps.ts); the route says which.
+    const { worker_id: workerId, limit, waitMs, leaseSeconds } = order;
     const deadline = this.ctx.now() + waitMs;
     for (;;) {
       this.ctx.liveness.touch(workerId, this.ctx.now());
@@ -126,8 +171,8 @@ export class Scheduler {
 /** Decisions one claim makes before it answers with nothing, when every commit lost a race. */
 const CLAIM_ATTEMPTS = 5;
 
-export function numIn(v: unknown, min: number, max: number, dflt: number, field: string): number {
-  if (v === undefined || v === null) return dflt;
-  if (typeof v !== "number" || !Number.isFinite(v) || v < min || v > max) throw new HubError(400, `invalid_${field}`, { field, detail: `must be a number from ${min} to ${max}`, received: v });
-  return v;
-}
+/** The verbs and reads the API calls; the scheduler's context stays behind them. */
+export type SchedulerApi = Pick<Scheduler,
+  | "register" | "heartbeat" | "claim" | "start" | "renew" | "complete" | "fail" | "uploadFence" | "upload" | "resultsDir"
+  | "push" | "dispatch" | "cancel" | "retry" | "expireLeases" | "overrideState" | "setBlocked" | "setDesiredConcurrency" | "registerWorkers"
+  | "task" | "renewal" | "liveness" | "capacity" | "workerCapacity" | "taskAdmission" | "queuesReport" | "simulate" | "nominations" | "queuePositions">;

@@ -7,7 +7,7 @@ import type { LeaseView, TaskView, WorkerView } from "../admission/view.ts";
 import type { Queue } from "../resources/types.ts";
 import { validateObject } from "../resources/validate.ts";
 import type { SchedulerContext } from "./context.ts";
-import { HubError } from "./errors.ts";
+import { HubError } from "../protocol/errors.ts";
 import { dominantShare } from "./fair-share.ts";
 import { claimOrder, type QueueEntry } from "./queue.ts";
 

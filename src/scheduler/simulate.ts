@@ -4,31 +4,14 @@ import { admits, asLease, normalise, taskView, workerView, type LeaseView, type 
 import { inventoryToWorkers } from "../resources/inventory.ts";
 import { isActive, RESOURCE_FIELDS, type Worker } from "../resources/types.ts";
 import type { SchedulerContext } from "./context.ts";
-import { HubError } from "./errors.ts";
+import { HubError } from "../protocol/errors.ts";
+import type { Changes } from "../protocol/parse.ts";
 import { claimOrder, shapeKey, type ClaimQueue, type QueueEntry } from "./queue.ts";
 import { queueLimitsAfter, QueueSim } from "./simulate-queues.ts";
 import type { Amounts, QueueLimits } from "../admission/queues.ts";
 
-export type Changes = {
-  /** Worker entries in the inventory file's format (worker_id, max_concurrency, resource_capacity, ...). */
-  add_workers?: unknown[];
-  /** A whole inventory document: its workers are added, replacing any of the same name. */
-  inventory?: unknown;
-  remove_workers?: string[];
-  /** Per worker: a new resource_capacity (fields given replace the effective ones), max or desired concurrency. */
-  workers?: Record<string, { resource_capacity?: Record<string, unknown>; max_concurrency?: number; desired_concurrency?: number }>;
-  /** Queued tasks leave the queue; active ones release their lease. */
-  cancel_tasks?: string[];
-  /** Per queued task: a new execution_profile (placement, resources). */
-  tasks?: Record<string, { execution_profile?: { placement?: string; resources?: Record<string, unknown> } }>;
-  /** Per Queue: spec fields that replace the stored ones (quota, borrowing_limit, lending_limit, weight); a new name is a new Queue. */
-  queues?: Record<string, Record<string, unknown>>;
-};
-
 export type Placed = { order: number; task: string; worker: string };
 export type SimulationResult = { admitted: Placed[]; queued_before: number; still_queued: number; baseline_admitted: number };
-
-const CHANGE_KEYS = ["add_workers", "inventory", "remove_workers", "workers", "cancel_tasks", "tasks", "queues"];
 
 const bad = (field: string, detail: string) => new HubError(400, "invalid_simulation", { field, detail });
 
@@ -61,10 +44,7 @@ function positiveInt(v: unknown, field: string): number | undefined {
  * lease then counting against that worker. Also runs without the changes
  * (`baseline_admitted`) so the answer says what the changes are worth.
  */
-export function simulate(ctx: SchedulerContext, queue: ClaimQueue, body: unknown): SimulationResult {
-  if (!isObj(body)) throw bad("", "the changes must be an object");
-  for (const k of Object.keys(body)) if (!CHANGE_KEYS.includes(k)) throw bad(k, `unknown change; one of: ${CHANGE_KEYS.join(", ")}`);
-  const c = body as Changes;
+export function simulate(ctx: SchedulerContext, queue: ClaimQueue, c: Changes): SimulationResult {
   const baseViews = new Map<string, WorkerView>();
   for (const w of ctx.cache.list("Worker")) baseViews.set(w.metadata.name, ctx.workerView(w));
   const entries: QueueEntry[] = [];

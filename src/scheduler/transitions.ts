@@ -12,51 +12,36 @@ import { conflictOrTaken, retryOnConflict } from "../store/retry.ts";
 import type { StoredObject, TxnOp } from "../store/store.ts";
 import { leaseDue, renewalCheck, renewalObject } from "./renewal.ts";
 import type { SchedulerContext } from "./context.ts";
-import { checkRequest, HubError } from "./errors.ts";
-import { LIMITS } from "../resources/limits.ts";
+import { HubError } from "../protocol/errors.ts";
+import type { Failure, LeaseCall, Renewal } from "../protocol/parse.ts";
+import type { LeaseReply, UploadReply } from "../protocol/types.gen.ts";
 import { endLease, markFinal, requeue } from "./lifecycle.ts";
 import { nominationEnded } from "./nomination.ts";
 import { adjustConcurrency } from "./tuning.ts";
 import { jsonClone } from "../resources/json.ts";
 
-const MIN_LEASE_SECONDS = 30;
-export const leaseSecondsOf = (v: unknown, dflt = 600) => {
-  if (v === undefined || v === null) return dflt;
-  if (typeof v !== "number" || !Number.isFinite(v)) throw new HubError(400, "invalid_lease_seconds", { field: "lease_seconds", detail: "must be a number of seconds" });
-  if (v > LIMITS.leaseSeconds) throw new HubError(400, "invalid_lease_seconds", { field: "lease_seconds", detail: `must be at most ${LIMITS.leaseSeconds} seconds (7 days)` });
-  return Math.max(MIN_LEASE_SECONDS, Math.floor(v));
-};
-
 /** The fence: the caller must hold the task's current, active lease. */
-function fence(t: Task, workerId: string, attemptNo: unknown): void {
+function fence(t: Task, workerId: string, attemptNo: number | undefined): void {
   const st = t.status;
   if (st?.state === "cancelled") throw new HubError(409, "task_cancelled", { task_id: t.metadata.name, state: st.state });
   if (!st?.lease || !isActive(st.state)) throw new HubError(409, "stale_lease", { task_id: t.metadata.name, state: st?.state ?? "queued", detail: "the task holds no active lease" });
   if (st.lease.worker !== workerId) throw new HubError(409, "lease_worker_mismatch", { task_id: t.metadata.name, lease_worker_id: st.lease.worker, worker_id: workerId });
-  if (attemptNo !== undefined && attemptNo !== null && !(Number.isSafeInteger(attemptNo) && (attemptNo as number) >= 0))
+  if (attemptNo !== undefined && !(Number.isSafeInteger(attemptNo) && attemptNo >= 0))
     throw new HubError(400, "invalid_attempt_no", { field: "attempt_no", detail: "must be a non-negative integer", received: attemptNo });
-  if (attemptNo !== undefined && attemptNo !== null && attemptNo !== st.lease.epoch)
+  if (attemptNo !== undefined && attemptNo !== st.lease.epoch)
     throw new HubError(409, "stale_lease", { task_id: t.metadata.name, attempt_no: st.lease.epoch, received: attemptNo });
 }
 
-const need = (v: unknown, code: string): string => {
-  if (typeof v !== "string" || !v) throw new HubError(400, code);
-  return v;
-};
-
-/** What every lease holder's request is checked for first: who asks, about which task, in a well-formed body. The asking Runner is alive. */
-function leaseRequest(ctx: SchedulerContext, verb: "start" | "renew" | "complete" | "fail", body: Record<string, unknown>): { workerId: string; taskId: string } {
-  const workerId = need(body.worker_id, "worker_id_required");
-  const taskId = need(body.task_id, "task_id_required");
-  checkRequest(verb, body);
-  ctx.liveness.touch(workerId, ctx.now());
-  return { workerId, taskId };
+/** A lease holder's call: the asking Runner is alive, whatever the answer. */
+function leaseCall(ctx: SchedulerContext, call: LeaseCall): { workerId: string; taskId: string } {
+  ctx.liveness.touch(call.worker_id, ctx.now());
+  return { workerId: call.worker_id, taskId: call.task_id };
 }
 
-export async function start(ctx: SchedulerContext, body: Record<string, unknown>) {
-  const { workerId, taskId } = leaseRequest(ctx, "start", body);
-  return ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
-    fence(t, workerId, body.attempt_no);
+export async function start(ctx: SchedulerContext, call: LeaseCall): Promise<LeaseReply> {
+  const { workerId, taskId } = leaseCall(ctx, call);
+  return ctx.updateTask<LeaseReply>(taskId, (t) => {
+    fence(t, workerId, call.attempt_no);
     const old = t.status!.state!;
     if (old === "running") return { result: { ok: true, task_id: taskId, old_state: old, new_state: "running" } };
     const status = jsonClone(t.status!);
@@ -67,15 +52,15 @@ export async function start(ctx: SchedulerContext, body: Record<string, unknown>
 }
 
 /** A renew writes the task's small TaskLease record (renewal.ts), never the Task itself. */
-export async function renew(ctx: SchedulerContext, body: Record<string, unknown>) {
-  const { workerId, taskId } = leaseRequest(ctx, "renew", body);
-  const seconds = leaseSecondsOf(body.lease_seconds);
+export async function renew(ctx: SchedulerContext, call: Renewal): Promise<LeaseReply> {
+  const { workerId, taskId } = leaseCall(ctx, call);
+  const seconds = call.lease_seconds;
   // Another writer of the task, or of its record (created or dropped meanwhile), is a race the Hub retries.
   const raced = (e: unknown) => conflictOrTaken(e) || isStoreError(e, "NotFound");
   return retryOnConflict(async () => {
     const t = ctx.task(taskId);
     if (!t) throw new HubError(404, "task_not_found", { task_id: taskId });
-    fence(t, workerId, body.attempt_no);
+    fence(t, workerId, call.attempt_no);
     const cur = ctx.renewal(taskId);
     const until = new Date(ctx.now() + seconds * 1000).toISOString();
     const op: TxnOp = cur ? { op: "update", object: renewalObject(t, until, cur) } : { op: "create", object: renewalObject(t, until) };
@@ -140,7 +125,7 @@ export function uploadFence(ctx: SchedulerContext, headers: { taskId?: string; w
 }
 
 /** Score the streamed result, move it into place and commit the verdict; the temp file never outlives the call. */
-export async function upload(ctx: SchedulerContext, headers: { taskId?: string; workerId?: string }, file: UploadedFile) {
+export async function upload(ctx: SchedulerContext, headers: { taskId?: string; workerId?: string }, file: UploadedFile): Promise<UploadReply> {
   let final: string | undefined;
   try {
     const { taskId, workerId } = uploadFence(ctx, headers);
@@ -168,7 +153,7 @@ async function syncDir(dir: string): Promise<void> {
   }
 }
 
-async function commitUpload(ctx: SchedulerContext, taskId: string, workerId: string, file: UploadedFile, resultId: string, inspection: ResultInspection) {
+async function commitUpload(ctx: SchedulerContext, taskId: string, workerId: string, file: UploadedFile, resultId: string, inspection: ResultInspection): Promise<UploadReply> {
   const { path, sha256, bytes } = file;
   return ctx.readModifyWrite(async () => {
     const t = ctx.task(taskId);
@@ -214,15 +199,15 @@ async function commitUpload(ctx: SchedulerContext, taskId: string, workerId: str
   });
 }
 
-export async function complete(ctx: SchedulerContext, body: Record<string, unknown>) {
-  const { workerId, taskId } = leaseRequest(ctx, "complete", body);
+export async function complete(ctx: SchedulerContext, call: LeaseCall): Promise<LeaseReply> {
+  const { workerId, taskId } = leaseCall(ctx, call);
   let released: Task | undefined;
-  const out = await ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
+  const out = await ctx.updateTask<LeaseReply>(taskId, (t) => {
     const state = t.status?.state;
     released = undefined; // a retried try decides afresh
     // A task already final answers as v1 does; anything else must come from the lease holder.
     if (isFinal(state)) return { result: { ok: true, task_id: taskId, state } };
-    fence(t, workerId, body.attempt_no);
+    fence(t, workerId, call.attempt_no);
     // Complete without an upload: v1 parks the task in `returned`, which holds no reservation.
     const status = endLease(t.status!, "returned", ctx.now(), "returned", "CompletedWithoutResult");
     released = t;
@@ -232,15 +217,14 @@ export async function complete(ctx: SchedulerContext, body: Record<string, unkno
   return out;
 }
 
-export async function fail(ctx: SchedulerContext, body: Record<string, unknown>) {
-  const { workerId, taskId } = leaseRequest(ctx, "fail", body);
-  const error = body.error ?? { type: "run_error" };
-  if (typeof error !== "object" || error === null || Array.isArray(error)) throw new HubError(400, "invalid_request", { field: "error", detail: "error: must be an object" });
-  const out = await ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
+export async function fail(ctx: SchedulerContext, call: Failure): Promise<LeaseReply> {
+  const { workerId, taskId } = leaseCall(ctx, call);
+  const error = call.error;
+  const out = await ctx.updateTask<LeaseReply>(taskId, (t) => {
     try {
-      fence(t, workerId, body.attempt_no);
+      fence(t, workerId, call.attempt_no);
     } catch {
-      return { result: { ok: true, ignored_stale_failure: true, task_id: taskId, state: t.status?.state } as Record<string, unknown> };
+      return { result: { ok: true, ignored_stale_failure: true, task_id: taskId, state: t.status?.state } };
     }
     const issues = issuesFromError(error);
     const now = ctx.now();
@@ -250,26 +234,26 @@ export async function fail(ctx: SchedulerContext, body: Record<string, unknown>)
     if (retry.queued) status = requeue(t.status!, now, "run_error", "AutoRetry", { excludeWorker: retry.excludeWorker });
     else {
       status = endLease(t.status!, "run_error", now, "run_error", "RunnerReportedFailure");
-      status.error = error as Record<string, unknown>;
+      status.error = error;
       status.issues = issues;
       markFinal(status, now, "RunnerReportedFailure", `runner reported: ${JSON.stringify(error).slice(0, 200)}`);
     }
     return {
       status,
-      result: { ok: true, task_id: taskId, old_state: old, new_state: status.state, auto_retry: retry.queued ? { queued: true, attempt_no: status.attempt, categories: retry.categories } : null, issues } as Record<string, unknown>,
+      result: { ok: true, task_id: taskId, old_state: old, new_state: status.state, auto_retry: retry.queued ? { queued: true, attempt_no: status.attempt, categories: retry.categories } : null, issues },
     };
   });
   if (!out.ignored_stale_failure) {
     const t = ctx.task(taskId);
     if (t) ctx.recordEvent({ object: t, type: "Warning", reason: out.new_state === "retry_queued" ? "Requeued" : "LeaseReleased", message: `${workerId} reported a failure; ${out.new_state === "retry_queued" ? `retrying as attempt ${t.status?.attempt}` : "reservation released"}` });
-    await adjustConcurrency(ctx, workerId, { verdict: "run_error", issues: out.issues as string[], entries: null });
+    await adjustConcurrency(ctx, workerId, { verdict: "run_error", issues: out.issues ?? [], entries: null });
   }
   return out;
 }
 
-export async function cancel(ctx: SchedulerContext, taskId: string) {
+export async function cancel(ctx: SchedulerContext, taskId: string): Promise<LeaseReply> {
   let held: string | undefined;
-  const out = await ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
+  const out = await ctx.updateTask<LeaseReply>(taskId, (t) => {
     const old = t.status?.state ?? "queued";
     held = t.status?.nominated_worker;
     if (old === "cancelled") return { result: { ok: true, task_id: taskId, old_state: old, new_state: old } };
@@ -283,8 +267,8 @@ export async function cancel(ctx: SchedulerContext, taskId: string) {
   return out;
 }
 
-export async function retry(ctx: SchedulerContext, taskId: string, preserveExcluded: boolean) {
-  const out = await ctx.updateTask<Record<string, unknown>>(taskId, (t) => {
+export async function retry(ctx: SchedulerContext, taskId: string, preserveExcluded: boolean): Promise<LeaseReply> {
+  const out = await ctx.updateTask<LeaseReply>(taskId, (t) => {
     const old = t.status?.state ?? "queued";
     const status = requeue(t.status ?? { state: "queued", attempt: 1 }, ctx.now(), "retried", "OperatorRetry", { clearExclusions: !preserveExcluded });
     return { status, result: { ok: true, task_id: taskId, old_state: old, new_state: "retry_queued", attempt_no: status.attempt } };

@@ -1,12 +1,13 @@
 // Runner registration and heartbeats, and the operator's worker controls. Registration
 // lands in the Worker's status; a worker no file declares is created from it, the way a
 // kubelet registers its Node. Where the inventory declares a field, the inventory wins.
-import { CapacityError, concurrencySettings, defaultCapacityFromHost, effectiveCapacity, parseCapacity, overlayCapacity, concurrencyOf, reservedOf, sub, type Vector } from "../admission/index.ts";
+import { concurrencySettings, defaultCapacityFromHost, effectiveCapacity, overlayCapacity, concurrencyOf, reservedOf, sub } from "../admission/index.ts";
 import { API_VERSION } from "../resources/crds.ts";
 import { isActive, setCondition, type Worker, type WorkerStatus } from "../resources/types.ts";
-import { validateMetadata } from "../resources/validate.ts";
 import type { SchedulerContext } from "./context.ts";
-import { checkRequest, HubError } from "./errors.ts";
+import { HubError } from "../protocol/errors.ts";
+import type { Heartbeat, Registration } from "../protocol/parse.ts";
+import type { CapacityEntry, HeartbeatReply, RegisterReply, SetWorkerConcurrencyReply } from "../protocol/types.gen.ts";
 import { jsonClone } from "../resources/json.ts";
 import { conflictOrTaken } from "../store/retry.ts";
 
@@ -17,36 +18,11 @@ export function effectiveSettings(w: Worker) {
   return { ...concurrencySettings(w), resource_capacity: effectiveCapacity(w).capacity };
 }
 
-/** A capacity in a registration body; a broken rule is a 400 naming the field. */
-export function normaliseCapacityInput(raw: unknown, field = "resource_capacity"): Partial<Vector> {
-  try {
-    return parseCapacity(raw, field);
-  } catch (e) {
-    if (e instanceof CapacityError) throw new HubError(400, "invalid_resource_capacity", { field: e.field, detail: e.detail });
-    throw e;
-  }
-}
+export { normaliseCapacityInput } from "../protocol/parse.ts";
 
-const isInt = (v: unknown) => typeof v === "number" && Number.isInteger(v);
-
-export async function register(ctx: SchedulerContext, body: Record<string, unknown>) {
-  if (body.runner_api_version === undefined || body.runner_api_version === null) throw new HubError(400, "runner_api_version_required");
-  if (body.runner_api_version !== 1) throw new HubError(400, "unsupported_runner_api_version", { received: body.runner_api_version, expected: 1 });
-  const id = body.worker_id;
-  if (typeof id !== "string" || !id) throw new HubError(400, "worker_id_required");
-  if (validateMetadata({ metadata: { name: id } }).length) throw new HubError(400, "invalid_worker_id", { field: "worker_id", detail: "must be 1-253 characters of A-Z a-z 0-9 _ . - starting with a letter or digit" });
-  const max = body.max_concurrency ?? 1;
-  const initial = body.initial_concurrency ?? max;
-  if (!isInt(max) || !isInt(initial)) throw new HubError(400, "concurrency_values_must_be_integers", { received: { max_concurrency: max, initial_concurrency: initial } });
-  if ((initial as number) < 1 || (initial as number) > (max as number)) throw new HubError(400, "initial_concurrency_must_be_between_one_and_max_concurrency", { received: { max_concurrency: max, initial_concurrency: initial } });
-  const policy = body.concurrency_policy ?? "fixed";
-  if (policy !== "fixed" && policy !== "adaptive") throw new HubError(400, "unsupported_concurrency_policy", { received: policy, allowed: ["fixed", "adaptive"] });
-  const capabilities = body.capabilities ?? [];
-  if (!Array.isArray(capabilities) || capabilities.some((c) => typeof c !== "string")) throw new HubError(400, "invalid_capabilities", { field: "capabilities", detail: "must be a list of strings" });
-  checkRequest("register", body);
-  const reported = normaliseCapacityInput(body.resource_capacity);
-  const health = (body.health && typeof body.health === "object" ? body.health : {}) as Record<string, unknown>;
-  const hostResources = (health.resources && typeof health.resources === "object" ? health.resources : undefined) as Record<string, unknown> | undefined;
+export async function register(ctx: SchedulerContext, r: Registration): Promise<RegisterReply> {
+  const { worker_id: id, max_concurrency: max, initial_concurrency: initial, concurrency_policy: policy, capabilities, reported_capacity: reported, health } = r;
+  const hostResources = health.resources && typeof health.resources === "object" ? health.resources : undefined;
   // A v1 Runner sends a complete vector; a partial one is completed from its host snapshot, as v1 does.
   const fullReported = overlayCapacity(defaultCapacityFromHost(hostResources), reported);
 
@@ -60,9 +36,9 @@ export async function register(ctx: SchedulerContext, body: Record<string, unkno
       runner_api_version: 1,
       ...(typeof health.hostname === "string" ? { hostname: health.hostname } : {}),
       ...(typeof health.platform === "string" ? { platform: health.platform } : {}),
-      capabilities: capabilities as string[],
-      max_concurrency: max as number,
-      initial_concurrency: initial as number,
+      capabilities,
+      max_concurrency: max,
+      initial_concurrency: initial,
       concurrency_policy: policy,
       resource_capacity: { ...fullReported, ...(fullReported.gpu_types.length ? {} : { gpu_types: undefined }) },
       ...(hostResources ? { host_resources: hostResources } : {}),
@@ -85,30 +61,26 @@ export async function register(ctx: SchedulerContext, body: Record<string, unkno
   }, { retryable: conflictOrTaken });
 }
 
-export function heartbeat(ctx: SchedulerContext, body: Record<string, unknown>) {
-  const id = body.worker_id;
-  if (typeof id !== "string" || !id) throw new HubError(400, "worker_id_required");
-  checkRequest("heartbeat", body);
+export function heartbeat(ctx: SchedulerContext, hb: Heartbeat): HeartbeatReply {
+  const id = hb.worker_id;
   const now = ctx.now();
   const w = ctx.worker(id);
   // A run the Hub already saw end (uploaded, failed, cancelled, requeued) no longer counts: a
   // heartbeat built just before a task finished must not hold its slot until the next one.
   // Runs the Hub does not know keep counting, as v1 counts them.
-  const runs = (Array.isArray(body.current_runs) ? body.current_runs : []).filter((r: unknown) => {
-    const taskId = r && typeof r === "object" ? (r as { task_id?: unknown }).task_id : undefined;
-    const t = typeof taskId === "string" ? ctx.task(taskId) : undefined;
+  const runs = hb.current_runs.filter((r) => {
+    const t = typeof r.task_id === "string" ? ctx.task(r.task_id) : undefined;
     return !t || (isActive(t.status?.state) && t.status?.lease?.worker === id);
   });
   // An unknown worker gets 200 with defaults (v1); nothing is recorded for it.
-  if (w) ctx.liveness.heartbeat(id, now, runs, body.health as Record<string, unknown> | undefined);
+  if (w) ctx.liveness.heartbeat(id, now, runs, hb.health);
   const s = w ? effectiveSettings(w) : { initial_concurrency: 1, desired_concurrency: 1, max_concurrency: 1, concurrency_policy: "fixed", resource_capacity: defaultCapacityFromHost(undefined) };
   if (w && (runs.length < ctx.activeTasksOn(id).length || runs.length === 0)) ctx.wake();
   // A Runner told it is not registered (its worker was pruned and declared again, the store was reset) registers again.
   return { ok: true, worker_id: id, time: new Date(now).toISOString(), registered: w?.status?.registration !== undefined, ...s };
 }
 
-export async function setDesiredConcurrency(ctx: SchedulerContext, workerId: string, desired: number, reason: string) {
-  if (!isInt(desired)) throw new HubError(400, "desired_concurrency_must_be_integer", { field: "desired_concurrency" });
+export async function setDesiredConcurrency(ctx: SchedulerContext, workerId: string, desired: number, reason: string): Promise<SetWorkerConcurrencyReply> {
   return ctx.readModifyWrite(async () => {
     const w = ctx.worker(workerId);
     if (!w) throw new HubError(404, "worker_not_found", { worker_id: workerId });
@@ -158,5 +130,5 @@ export function capacityEntry(ctx: SchedulerContext, w: Worker) {
     desired_concurrency: s.desired_concurrency,
     active_count: c.active_count,
     effective_limit: c.effective_limit,
-  };
+  } satisfies CapacityEntry;
 }

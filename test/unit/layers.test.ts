@@ -1,7 +1,8 @@
 // Dependencies point inward (DESIGN.md §2b): a file may import from its own room and from
 // rooms below it, never from a room above. The rooms, lowest first:
 //   leaves with no Loom imports (version, security, tls, results), then resources (kinds,
-//   schemas, files -> resources), admission (decisions; only resources below it), store,
+//   schemas, files -> resources), admission (decisions; only resources below it), protocol
+//   (the wire types, their schemas and parsers), store,
 //   scheduler (claims and transitions), reconciler (controllers), gitops (file sync),
 //   observability, roles (leadership), api, runner (the agent), hub.ts (the composition
 //   root) and cli (which starts a Hub or a Runner).
@@ -10,7 +11,7 @@ import { dirname, join, posix, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 
-export const ROOMS = ["version", "security", "tls", "results", "resources", "admission", "store", "scheduler", "reconciler", "gitops", "observability", "roles", "api", "runner", "hub", "cli"] as const;
+export const ROOMS = ["version", "security", "tls", "results", "resources", "admission", "protocol", "store", "scheduler", "reconciler", "gitops", "observability", "roles", "api", "runner", "hub", "cli"] as const;
 
 /** The room of a path relative to src/: its first folder, or the file's name for a file at the top. */
 export function roomOf(path: string): string {

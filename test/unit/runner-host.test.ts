@@ -2,7 +2,7 @@ import os from "node:os";
 import { describe, expect, it } from "vitest";
 import { CapacityError, defaultCapacityFromHost, parseCapacity } from "../../src/admission/index.ts";
 import { hostSnapshot, resolveCapacity } from "../../src/runner/host.ts";
-import { HubError } from "../../src/scheduler/errors.ts";
+import { HubError } from "../../src/protocol/errors.ts";
 import { normaliseCapacityInput } from "../../src/scheduler/workers.ts";
 
 describe("host snapshot", () => {
@@ -62,7 +62,7 @@ describe("capacity overrides", () => {
       hubErr = e;
     }
     expect(hubErr).toBeInstanceOf(HubError);
-    expect((hubErr as HubError).body()).toMatchObject({ error: "invalid_resource_capacity", field });
+    expect((hubErr as HubError).body).toMatchObject({ error: "invalid_resource_capacity", field });
   });
   it("empty or missing overrides change nothing", () => {
     expect(parseCapacity(undefined)).toEqual({});

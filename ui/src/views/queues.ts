@@ -4,7 +4,7 @@
 // conditions. The fair-share sentence is the Hub's own (/api/data/queues). Nothing here is
 // computed again: the queue controller writes these figures from the leases.
 import { json, request } from "../auth.ts";
-import type { QueuesReport } from "../../../src/cli/data-api.ts";
+import type { QueuesReport } from "../../../src/protocol/types.gen.ts";
 import { h } from "../dom.ts";
 import { API } from "../fleet.ts";
 import { ListWatch } from "../list-watch.ts";

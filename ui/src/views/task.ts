@@ -3,7 +3,8 @@
 // snapshots, Events (watched), the result and its logs. It refetches when the watch reports
 // a change to the task (or to a worker, for the admission table), never on a timer.
 import { json, request } from "../auth.ts";
-import type { QueueExplanation, TaskAdmission, WorkerAdmission, Shortfall } from "../../../src/cli/data-api.ts";
+import type { QueueExplanation } from "../../../src/resources/queue-explanation.ts";
+import type { TaskAdmission, WorkerAdmission, Shortfall } from "../../../src/protocol/types.gen.ts";
 import { h } from "../dom.ts";
 import { API, type Fleet } from "../fleet.ts";
 import { ListWatch } from "../list-watch.ts";
