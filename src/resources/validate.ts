@@ -42,6 +42,8 @@ const K8S_ANNOTATIONS: readonly [string, "boolean" | "string" | "array"][] = [
   ["x-kubernetes-int-or-string", "boolean"],
   ["x-kubernetes-list-type", "string"],
   ["x-kubernetes-list-map-keys", "array"],
+  // The protocol schemas' note to their type generator (protocol/gen.ts): the TypeScript type of a field checked by hand.
+  ["x-ts-type", "string"],
 ];
 
 function makeAjv(): Ajv {
