@@ -1,17 +1,9 @@
 // The Hub's HTTP API: a fastify plugin tree with no listen() of its own (`loom hub`
 // listens). Every route shares one Hub (store, informer, scheduler) and one auth hook.
 import type { FastifyInstance } from "fastify";
-import { authenticate, type AuthConfig, type Principal } from "./auth.ts";
+import { authenticate, type AuthConfig } from "./auth.ts";
 import { v1ErrorHandler } from "./errors.ts";
-import { HubError } from "../scheduler/errors.ts";
 import { jsonTooDeep, LIMITS } from "../resources/limits.ts";
-import type { Leadership } from "../roles/leader.ts";
-import type { Check } from "../observability/health.ts";
-import type { HubMetrics } from "../observability/metrics.ts";
-import type { Scheduler } from "../scheduler/scheduler.ts";
-import type { Informer } from "../store/cache.ts";
-import type { Store } from "../store/store.ts";
-import type { WatchStream } from "./watch.ts";
 import { runnerRoutes } from "./runner.ts";
 import { adminRoutes } from "./admin.ts";
 import { dataRoutes } from "./data.ts";
@@ -25,42 +17,8 @@ import { isUiPath, uiRoutes } from "./ui.ts";
 import { healthRoutes, PROBE_PATH } from "./health.ts";
 import { resultRoutes } from "./results.ts";
 
-/** The settings the routes read. */
-export type ApiSettings = {
-  runnerTokenEnv: string;
-  directTokenEnv: string[];
-  env?: NodeJS.ProcessEnv;
-  uploadLimitBytes: number;
-  uploadConcurrency: number;
-  uploadQueue: number;
-  uploadWaitMs: number;
-};
-
-/** What the routes use of the running Hub; the composition root (hub.ts) provides it. */
-export interface ApiHub {
-  readonly store: Store;
-  readonly cache: Informer;
-  readonly scheduler: Scheduler;
-  readonly gitops: { rejectedFiles(): string[] } | undefined;
-  readonly leadership: Leadership;
-  readonly metrics: HubMetrics;
-  readonly checks: { livez: Check[]; readyz: Check[] };
-  readonly opts: ApiSettings;
-  readonly authRequired: boolean;
-  /** Aborted when the Hub shuts down. */
-  readonly stopping: AbortSignal;
-  /** Open watch streams of the resource API (the API adds and removes them). */
-  readonly watchStreams: Set<WatchStream>;
-}
-
-declare module "fastify" {
-  interface FastifyInstance {
-    hub: ApiHub;
-  }
-  interface FastifyRequest {
-    principal: Principal;
-  }
-}
+export type { ApiHub, ApiSettings } from "./api-hub.ts";
+import type { ApiHub } from "./api-hub.ts";
 
 export type AppOptions = { hub: ApiHub; auth: AuthConfig };
 
@@ -121,11 +79,4 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
   await f.register(uiRoutes);
   await f.register(healthRoutes);
   await f.register(resultRoutes);
-}
-
-/** A per-worker token may act only as its own worker. */
-export function assertActsAs(req: { principal: Principal }, workerId: unknown): void {
-  if (req.principal.kind === "worker" && req.principal.workerId !== workerId) {
-    throw new HubError(403, "forbidden", { detail: `this token belongs to worker ${req.principal.workerId}`, worker_id: workerId });
-  }
 }

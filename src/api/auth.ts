@@ -2,6 +2,7 @@
 // an optional per-worker Runner token lets a Runner act only as its own worker_id.
 import type { FastifyRequest } from "fastify";
 import { presentedToken, tokenEquals } from "../security/tokens.ts";
+import { HubError } from "../scheduler/errors.ts";
 
 export type Principal = { kind: "anonymous" } | { kind: "admin" } | { kind: "worker"; workerId: string };
 
@@ -26,3 +27,9 @@ export function authenticate(req: FastifyRequest, cfg: AuthConfig): Principal | 
   return cfg.hubToken ? undefined : { kind: "admin" };
 }
 
+/** A per-worker token may act only as its own worker. */
+export function assertActsAs(req: { principal: Principal }, workerId: unknown): void {
+  if (req.principal.kind === "worker" && req.principal.workerId !== workerId) {
+    throw new HubError(403, "forbidden", { detail: `this token belongs to worker ${req.principal.workerId}`, worker_id: workerId });
+  }
+}

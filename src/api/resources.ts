@@ -7,7 +7,7 @@
 // which validates it against the CRD schema, and the reply waits until the informer has seen
 // the write, so a client always reads its own writes. Errors are Status objects (status.ts).
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from "fastify";
-import type { ApiHub } from "./app.ts";
+import type { ApiHub } from "./api-hub.ts";
 import { API_VERSION, GROUP, loadCrds } from "../resources/crds.ts";
 import { initialStatus, type Task, type TaskStatus } from "../resources/types.ts";
 import { settleAdmission } from "../scheduler/lifecycle.ts";

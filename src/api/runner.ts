@@ -7,7 +7,7 @@ import { CLAMPED_HEADER, claimClamps, clampNotice } from "../scheduler/claim-par
 import { HubError } from "../scheduler/errors.ts";
 import * as transitions from "../scheduler/transitions.ts";
 import { heartbeat, register } from "../scheduler/workers.ts";
-import { assertActsAs } from "./app.ts";
+import { assertActsAs } from "./auth.ts";
 import { uploadRoute } from "./upload.ts";
 
 type Body = Record<string, unknown>;

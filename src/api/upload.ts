@@ -11,7 +11,7 @@ import { pipeline } from "node:stream/promises";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { HubError } from "../scheduler/errors.ts";
 import { upload, uploadFence, type UploadedFile } from "../scheduler/transitions.ts";
-import { assertActsAs } from "./app.ts";
+import { assertActsAs } from "./auth.ts";
 
 const header = (req: FastifyRequest, name: string): string | undefined => {
   const v = req.headers[name];

@@ -13,7 +13,7 @@ import { Liveness } from "./liveness.ts";
 import { Mutex } from "./mutex.ts";
 import { NOMINATED_INDEX, nominatedIndexFn, storedNominee } from "./nomination.ts";
 import { QueueLedger } from "./queue-ledger.ts";
-import { BatchTally } from "./tuning.ts";
+import { BatchTally } from "./batches.ts";
 
 export type SchedulerOptions = {
   /** A worker whose last call is older than this is not Ready. */
