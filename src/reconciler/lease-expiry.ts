@@ -4,9 +4,8 @@
 // happens at lease_until, not at the next sweep over all tasks; a renewal moves lease_until
 // later and the early wake-up only queues the key again for the new time. The decision reads
 // lease_until from the store's object, so a new leader never expires a lease early.
-import { expireLease } from "../scheduler/transitions.ts";
 import { currentRenewal, leaseDue, RENEWAL_KIND } from "../scheduler/renewal.ts";
-import type { SchedulerContext } from "../scheduler/context.ts";
+import type { ControllerServices } from "../scheduler/controller-services.ts";
 import type { Task } from "../resources/types.ts";
 import type { Reconciler, Result } from "./controller.ts";
 import { isStoreError } from "../store/errors.ts";
@@ -14,9 +13,12 @@ import { isStoreError } from "../store/errors.ts";
 /** A wake-up this late after lease_until makes sure the clock has passed it. */
 const SLACK_MS = 5;
 
+/** What the lease controller uses: tasks with their renewals, the clock, and the expiry itself. */
+export type LeaseExpiryDeps = Pick<ControllerServices, "store" | "now" | "task" | "tasksInState" | "renewal" | "expireLease">;
+
 export class LeaseExpiry implements Reconciler {
   readonly name = "lease-expiry";
-  constructor(private readonly ctx: SchedulerContext) {}
+  constructor(private readonly ctx: LeaseExpiryDeps) {}
 
   /** Every task holding an active lease. */
   keys(): string[] {
@@ -47,7 +49,7 @@ export class LeaseExpiry implements Reconciler {
     const wait = this.delayOf(t);
     if (wait === undefined) return this.dropRenewal(t); // no active lease: nothing to expire
     if (wait > SLACK_MS) return { requeueAfterMs: wait };
-    const expired = await expireLease(this.ctx, name);
+    const expired = await this.ctx.expireLease(name);
     if (expired) return { writes: 1 };
     // Not due after all (renewed meanwhile): look again when the lease as it stands falls due.
     const fresh = this.ctx.task(name);

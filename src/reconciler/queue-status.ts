@@ -6,7 +6,7 @@
 import { TYPED_GPU, type Amounts } from "../admission/queues.ts";
 import { RESOURCE_FIELDS, setCondition, type QueueSpecQuota, type QueueStatus } from "../resources/types.ts";
 import { jsonClone } from "../resources/json.ts";
-import type { SchedulerContext } from "../scheduler/context.ts";
+import type { ControllerServices } from "../scheduler/controller-services.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { Reconciler, Result } from "./controller.ts";
 
@@ -27,9 +27,14 @@ export function amountsText(a: Amounts): string {
 /** Two decimals: a share that moves in the third is not news worth a write. */
 const round = (x: number) => Math.round(x * 100) / 100;
 
+/** What the queue controller uses: Queue objects, each queue's figures, the clock. */
+export type QueueControllerDeps = Pick<ControllerServices, "store" | "cache" | "now"> & {
+  readonly queues: Pick<ControllerServices["queues"], "figures">;
+};
+
 export class QueueStatusReconciler implements Reconciler {
   readonly name = "queue";
-  constructor(private readonly ctx: SchedulerContext) {}
+  constructor(private readonly ctx: QueueControllerDeps) {}
 
   keys(): string[] {
     try {

@@ -24,3 +24,10 @@ export function checkRequest(name: RequestName, body: unknown): void {
     errors: errors.map(({ field, message }) => ({ field, message })),
   });
 }
+
+/** A number field of a request: `dflt` when absent, else a 400 naming the field unless it is within [min, max]. */
+export function numIn(v: unknown, min: number, max: number, dflt: number, field: string): number {
+  if (v === undefined || v === null) return dflt;
+  if (typeof v !== "number" || !Number.isFinite(v) || v < min || v > max) throw new HubError(400, `invalid_${field}`, { field, detail: `must be a number from ${min} to ${max}`, received: v });
+  return v;
+}

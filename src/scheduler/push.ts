@@ -8,11 +8,10 @@ import { admit, concurrencyOf, taskView, type Decision } from "../admission/inde
 import { isQueued, type Worker } from "../resources/types.ts";
 import { claimedTask, commitLeases, requireWorker } from "./claim.ts";
 import type { SchedulerContext } from "./context.ts";
-import { checkRequest, HubError } from "./errors.ts";
+import { checkRequest, HubError, numIn } from "./errors.ts";
 import { confirmBeforePush } from "./direct-liveness.ts";
 import { endLease } from "./lifecycle.ts";
 import { effectiveSettings } from "./workers.ts";
-import { numIn } from "./scheduler.ts";
 import { leaseSecondsOf } from "./transitions.ts";
 import { directEndpoint, runnerToken, type PushOptions } from "./direct-endpoint.ts";
 

@@ -10,15 +10,20 @@ import { SchedulerContext, type SchedulerDeps, type SchedulerOptions } from "./c
 import { checkRequest, HubError } from "./errors.ts";
 import { ClaimQueue } from "./queue.ts";
 import { claimParams, claimReply } from "./claim-params.ts";
+import { controllerServices, type ControllerServices } from "./controller-services.ts";
+import { rememberLiveness } from "./direct-liveness.ts";
 
 export class Scheduler {
   readonly ctx: SchedulerContext;
   readonly queue = new ClaimQueue();
+  /** What the controllers use of it (reconciler/ never sees the context). */
+  readonly controllers: ControllerServices;
   private unsubscribe: () => void;
 
   constructor(store: Store, cache: Informer, opts: SchedulerOptions, deps?: SchedulerDeps) {
     this.ctx = new SchedulerContext(store, cache, opts, deps);
     this.queue.rank = (q, extra) => this.ctx.queues.rank(q, extra);
+    this.controllers = controllerServices(this.ctx, this.queue);
     this.unsubscribe = cache.on((ev) => {
       if (isKind(ev.object, "Task")) {
         const cur = ev.object;
@@ -40,6 +45,11 @@ export class Scheduler {
   resync(): void {
     for (const t of this.ctx.cache.list("Task")) this.queue.upsert(t);
     this.ctx.queues.rebuild();
+  }
+
+  /** Once the informer has synced: each worker's last call as stored carries over a restart, within the grace period. */
+  synced(): void {
+    rememberLiveness(this.ctx);
   }
 
   stop(): void {
@@ -125,9 +135,3 @@ export class Scheduler {
 
 /** Decisions one claim makes before it answers with nothing, when every commit lost a race. */
 const CLAIM_ATTEMPTS = 5;
-
-export function numIn(v: unknown, min: number, max: number, dflt: number, field: string): number {
-  if (v === undefined || v === null) return dflt;
-  if (typeof v !== "number" || !Number.isFinite(v) || v < min || v > max) throw new HubError(400, `invalid_${field}`, { field, detail: `must be a number from ${min} to ${max}`, received: v });
-  return v;
-}

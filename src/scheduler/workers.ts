@@ -139,6 +139,8 @@ export async function setBlocked(ctx: SchedulerContext, workerId: string, blocke
 }
 
 /** Worker status facts for the capacity API, all derived at read time. */
+export type CapacityEntry = ReturnType<typeof capacityEntry>;
+
 export function capacityEntry(ctx: SchedulerContext, w: Worker) {
   const view = ctx.workerView(w);
   const s = effectiveSettings(w);

@@ -61,6 +61,25 @@ export function layerViolations(files: ReadonlyMap<string, string>, rooms: reado
 }
 
 /**
+ * Modules private to their folder: the scheduler's shared context is handed to nothing
+ * outside scheduler/ (the controllers get ControllerServices, the API the Scheduler).
+ */
+export const PRIVATE: ReadonlyMap<string, string> = new Map([["src/scheduler/context.ts", "src/scheduler/"]]);
+
+/** "file imports target": one line per import of a private module from outside its folder. */
+export function privateImports(files: ReadonlyMap<string, string>, priv: ReadonlyMap<string, string> = PRIVATE): string[] {
+  const out: string[] = [];
+  for (const [file, text] of files) {
+    for (const spec of importsOf(text)) {
+      const target = targetOf(file, spec);
+      const inside = target === undefined ? undefined : priv.get(target);
+      if (inside !== undefined && !file.startsWith(inside)) out.push(`${file} imports ${target}, private to ${inside}`);
+    }
+  }
+  return out;
+}
+
+/**
  * Every import cycle among `files`, one per strongly connected group, as the path
  * "a -> b -> a" from the group's first file (type-only and dynamic imports count: a
  * cycle of types is still two modules that cannot be read apart).
@@ -193,6 +212,22 @@ describe("layering", () => {
     expect(files.size).toBeGreaterThan(50);
     expect([...files.keys()].some((f) => f.startsWith("ui/src/views/"))).toBe(true);
     expect(layerViolations(files, ROOMS)).toEqual([]);
+  });
+
+  it("finds a private module imported from outside its folder, type-only imports too", () => {
+    const files = new Map([
+      ["src/scheduler/claim.ts", 'import type { SchedulerContext } from "./context.ts";'],
+      ["src/reconciler/worker.ts", 'import type { SchedulerContext } from "../scheduler/context.ts";\nimport { x } from "../scheduler/claim.ts";'],
+      ["src/hub.ts", 'import { SchedulerContext } from "./scheduler/context.ts";'],
+    ]);
+    expect(privateImports(files)).toEqual([
+      "src/reconciler/worker.ts imports src/scheduler/context.ts, private to src/scheduler/",
+      "src/hub.ts imports src/scheduler/context.ts, private to src/scheduler/",
+    ]);
+  });
+
+  it("no file outside scheduler/ imports the scheduler's context", () => {
+    expect(privateImports(sourceFiles(repo, ["src", "ui/src"]))).toEqual([]);
   });
 
   it("no module in src or ui imports itself through others", () => {
