@@ -7,10 +7,10 @@
 // swing is written once the new answer has held for `settleMs`. A message that only moved
 // its numbers is refreshed at most every `refreshMs`.
 import { admit, explainTask, summarize, taskView, type Decision } from "../admission/index.ts";
-import { getCondition, isQueued, setCondition, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
+import { getCondition, isQueued, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { LoomEvent } from "../resources/meta.ts";
 import type { ControllerServices } from "../scheduler/controller-services.ts";
-import { admissionUnsettled, settleAdmission } from "../scheduler/lifecycle.ts";
+import { admissionUnsettled, settleAdmission, writeAdmission, type AdmissionAnswer } from "../scheduler/lifecycle.ts";
 import { nominationChanged, setNomination, type Nomination } from "../scheduler/nomination.ts";
 import type { Shape } from "../scheduler/queue.ts";
 import { without } from "../scheduler/why.ts";
@@ -41,9 +41,7 @@ export const DEFAULT_CONDITIONS: AdmissionConditionsOptions = { minIntervalMs: 5
  */
 type Standing = "admissible" | "waiting" | "blocked";
 
-type Wanted = {
-  admitted: { status: "True" | "False"; reason: string; message: string };
-  unsatisfiable?: { reason: string; message: string };
+type Wanted = AdmissionAnswer & {
   standing: Standing;
   /** Since when (ms) this shape's answer has been what it is now. */
   since: number;
@@ -319,13 +317,6 @@ export class AdmissionConditions implements Reconciler {
       this.nextDue = Math.min(this.nextDue, (last?.at ?? 0) + this.opts.refreshMs); // owed, but not yet
       return undefined;
     }
-    const next: TaskStatus = jsonClone(st);
-    next.conditions ??= [];
-    const iso = new Date(now).toISOString();
-    setCondition(next.conditions, { type: "Admitted", ...w.admitted, observedGeneration: t.metadata.generation }, iso);
-    if (w.unsatisfiable) {
-      setCondition(next.conditions, { type: "Unsatisfiable", status: "True", ...w.unsatisfiable, observedGeneration: t.metadata.generation }, iso);
-    } else if (curUnsat) setCondition(next.conditions, { type: "Unsatisfiable", status: "False", reason: "Satisfiable", message: "some worker could admit this task", observedGeneration: t.metadata.generation }, iso);
-    return next;
+    return writeAdmission(jsonClone(st), new Date(now).toISOString(), { answer: w, generation: t.metadata.generation });
   }
 }
