@@ -21,7 +21,7 @@ import { openBackend, type Backend, type BackendSpec } from "./roles/backend.ts"
 import type { Store, StoredObject } from "./store/store.ts";
 import type { LoomEvent } from "./resources/meta.ts";
 import { parse as parseYaml } from "yaml";
-import { type Check, CommitHealth, within } from "./observability/health.ts";
+import { type HealthCheck, CommitHealth, within } from "./observability/health.ts";
 import { HubMetrics, QUEUED_REASON_INDEX, queuedReasonIndex } from "./observability/metrics.ts";
 import { ensureSelfSigned } from "./tls/certs.ts";
 import { type LogFormat, type LogLevel, logRequests, serverLogOptions } from "./observability/logging.ts";
@@ -172,7 +172,7 @@ export class Hub {
   };
 
   /** The probes of /livez and /readyz (the Kubernetes way: /healthz runs them all). */
-  readonly checks: { livez: Check[]; readyz: Check[] } = {
+  readonly checks: { livez: HealthCheck[]; readyz: HealthCheck[] } = {
     livez: [
       { name: "ping", run: async () => undefined },
       { name: "shutdown", run: async () => (this.stopping.aborted ? "the Hub is shutting down" : undefined) },

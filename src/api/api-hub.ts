@@ -1,7 +1,7 @@
 // What the routes use of the running Hub (hub.ts provides it), and what fastify carries for them.
 import type { Principal } from "./auth.ts";
 import type { Leadership } from "../roles/leader.ts";
-import type { Check } from "../observability/health.ts";
+import type { HealthCheck } from "../observability/health.ts";
 import type { HubMetrics } from "../observability/metrics.ts";
 import type { Scheduler } from "../scheduler/scheduler.ts";
 import type { Informer } from "../store/cache.ts";
@@ -27,7 +27,7 @@ export interface ApiHub {
   readonly gitops: { rejectedFiles(): string[] } | undefined;
   readonly leadership: Leadership;
   readonly metrics: HubMetrics;
-  readonly checks: { livez: Check[]; readyz: Check[] };
+  readonly checks: { livez: HealthCheck[]; readyz: HealthCheck[] };
   readonly opts: ApiSettings;
   readonly authRequired: boolean;
   /** Aborted when the Hub shuts down. */
