@@ -455,6 +455,25 @@ async function filesUnder(dir: string, rel = ""): Promise<string[]> {
   return out;
 }
 
+/** Run the attempt with its payload's runner; what it throws is exit code 2 with the error in stderr.txt. */
+async function runAttempt(runner: string, task: ClaimedTask, ctx: RunContext): Promise<RunOutcome> {
+  const { opts, attemptDir } = ctx;
+  try {
+    if (opts.signal?.aborted) return { exitCode: STOPPED_EXIT_CODE, usage: [], timedOut: false, stopped: String(opts.signal.reason ?? "aborted") };
+    if (runner === "noop") {
+      await writeFile(path.join(attemptDir, "stdout.txt"), "noop ok\n");
+      return { exitCode: 0, usage: [], timedOut: false };
+    }
+    if (runner === "shell") return await runShell(ctx);
+    if (runner === "repo") return await runRepo(task, ctx);
+    await writeFile(path.join(attemptDir, "stderr.txt"), `unsupported runner: ${runner}\n`);
+    return { exitCode: 2, usage: [], timedOut: false };
+  } catch (e) {
+    await appendFile(path.join(attemptDir, "stderr.txt"), `${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}\n`);
+    return { exitCode: 2, usage: [], timedOut: false };
+  }
+}
+
 /** Runs the task and writes <work>/<task>/attempt-NNN.zip. Never throws for a failing task: that is exit_code. */
 export async function executeTask(task: ClaimedTask, opts: ExecuteOptions): Promise<ExecutionOutcome> {
   if (!task || typeof task.task_id !== "string" || task.task_id === "") throw new Error("task.task_id is required");
@@ -478,22 +497,7 @@ export async function executeTask(task: ClaimedTask, opts: ExecuteOptions): Prom
   };
   const startedAt = utcNow();
   const t0 = performance.now();
-  let outcome: RunOutcome;
-  try {
-    if (opts.signal?.aborted) outcome = { exitCode: STOPPED_EXIT_CODE, usage: [], timedOut: false, stopped: String(opts.signal.reason ?? "aborted") };
-    else if (runner === "noop") {
-      await writeFile(path.join(attemptDir, "stdout.txt"), "noop ok\n");
-      outcome = { exitCode: 0, usage: [], timedOut: false };
-    } else if (runner === "shell") outcome = await runShell(ctx);
-    else if (runner === "repo") outcome = await runRepo(task, ctx);
-    else {
-      await writeFile(path.join(attemptDir, "stderr.txt"), `unsupported runner: ${runner}\n`);
-      outcome = { exitCode: 2, usage: [], timedOut: false };
-    }
-  } catch (e) {
-    await appendFile(path.join(attemptDir, "stderr.txt"), `${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}\n`);
-    outcome = { exitCode: 2, usage: [], timedOut: false };
-  }
+  const outcome = await runAttempt(runner, task, ctx);
   const finishedAt = utcNow();
   const host = await hostSnapshot(opts.workDir);
   const cc = isObj(task.controller_concurrency) ? task.controller_concurrency : {};
