@@ -113,12 +113,12 @@ export class AdmissionConditions implements Reconciler {
 
   private readonly queue: ConditionsControllerDeps["queue"];
 
-  constructor(private readonly ctx: ConditionsControllerDeps, opts: Partial<AdmissionConditionsOptions> = {}) {
+  constructor(private readonly deps: ConditionsControllerDeps, opts: Partial<AdmissionConditionsOptions> = {}) {
     this.opts = { ...DEFAULT_CONDITIONS, ...opts };
-    this.queue = ctx.queue;
+    this.queue = deps.queue;
     // Tasks out of the queue whose admission conditions contradict their state; every write
     // path settles them already, so this holds only what was stored some other way.
-    ctx.cache.addIndex("Task", UNSETTLED_INDEX, (t) => (admissionUnsettled(t.status) ? ["1"] : []));
+    deps.cache.addIndex("Task", UNSETTLED_INDEX, (t) => (admissionUnsettled(t.status) ? ["1"] : []));
   }
 
   keys(): string[] {
@@ -131,7 +131,7 @@ export class AdmissionConditions implements Reconciler {
     const deferred = await this.pass();
     const due = this.nextDue;
     this.nextDue = Infinity;
-    const after = Math.min(deferred ? this.opts.minIntervalMs : Infinity, due === Infinity ? Infinity : Math.max(0, due - this.ctx.now()));
+    const after = Math.min(deferred ? this.opts.minIntervalMs : Infinity, due === Infinity ? Infinity : Math.max(0, due - this.deps.now()));
     return { writes: this.writes - writesBefore, ...(after < Infinity ? { requeueAfterMs: after } : {}) };
   }
 
@@ -143,7 +143,7 @@ export class AdmissionConditions implements Reconciler {
    * writes were left for the next pass (more than maxWritesPerPass were owed).
    */
   async pass(): Promise<boolean> {
-    const now = this.ctx.now();
+    const now = this.deps.now();
     const slice = new TimeSlice();
     const { views, nominees } = await this.viewsWithNominations(slice, now);
     /** Each worker as it would be with its leases ended, built on first use. */
@@ -164,11 +164,11 @@ export class AdmissionConditions implements Reconciler {
   /** Every worker's view, with the nominations this pass takes (first, so its answers see them; claims see them once stored). */
   private async viewsWithNominations(slice: TimeSlice, now: number): Promise<{ views: View[]; nominees: Map<string, Nomination> }> {
     const views: View[] = [];
-    for (const w of this.ctx.cache.list<Worker & StoredObject>("Worker")) {
-      views.push(this.ctx.workerView(w));
+    for (const w of this.deps.cache.list<Worker & StoredObject>("Worker")) {
+      views.push(this.deps.workerView(w));
       if (slice.due()) await slice.pause();
     }
-    const nom = this.ctx.nominate(views, now);
+    const nom = this.deps.nominate(views, now);
     const nominees = new Map<string, Nomination>([...nom.byWorker.values()].map((n) => [n.task.name, n]));
     if (nom.nextDue < Infinity) this.nextDue = Math.min(this.nextDue, nom.nextDue);
     for (const [i, v] of views.entries()) {
@@ -212,7 +212,7 @@ export class AdmissionConditions implements Reconciler {
     for (const name of this.queue.namesOf(shape)) {
       if (slice.due()) await slice.pause();
       if (owed.ops.length >= this.opts.maxWritesPerPass) { owed.deferred = true; return; }
-      const t = this.ctx.task(name);
+      const t = this.deps.task(name);
       if (!t || !isQueued(t.status?.state ?? "queued")) continue;
       let next = this.apply(t, wanted, now);
       const admittedWritten = next !== undefined;
@@ -234,7 +234,7 @@ export class AdmissionConditions implements Reconciler {
 
   /** The one other writer of these conditions, for tasks out of the queue: what their state says. */
   private oweSettling(owed: Owed, now: number): void {
-    for (const t of this.ctx.cache.byIndex<Task & StoredObject>("Task", UNSETTLED_INDEX, "1", { sorted: false })) {
+    for (const t of this.deps.cache.byIndex<Task & StoredObject>("Task", UNSETTLED_INDEX, "1", { sorted: false })) {
       if (owed.ops.length >= this.opts.maxWritesPerPass) { owed.deferred = true; break; }
       owed.ops.push({ op: "updateStatus", object: { ...t, status: settleAdmission(jsonClone(t.status ?? {}), new Date(now).toISOString()) } });
       owed.news.push([]);
@@ -250,15 +250,15 @@ export class AdmissionConditions implements Reconciler {
       // meanwhile is left to the next pass, which sees it as it is now. Checked against the
       // informer right before the commit (nothing in between yields), so this process's own
       // writes never make the chunk conflict.
-      const chunk = range(i, Math.min(i + Math.min(200, this.ctx.store.maxWritesPerTxn), ops.length)).filter((j) => this.unchanged(ops[j]));
+      const chunk = range(i, Math.min(i + Math.min(200, this.deps.store.maxWritesPerTxn), ops.length)).filter((j) => this.unchanged(ops[j]));
       if (chunk.length === 0) continue;
       try {
-        await this.ctx.store.txn(chunk.map((j) => ops[j]));
+        await this.deps.store.txn(chunk.map((j) => ops[j]));
         written.push(...chunk);
       } catch (e) {
         // Another replica changed a task under us: write the rest one by one; the next pass redoes the loser.
         if (!isStoreError(e, "Conflict")) throw e;
-        for (const j of chunk) await this.ctx.store.txn([ops[j]]).then(() => written.push(j), (err) => { if (!isStoreError(err, "Conflict")) throw err; });
+        for (const j of chunk) await this.deps.store.txn([ops[j]]).then(() => written.push(j), (err) => { if (!isStoreError(err, "Conflict")) throw err; });
       }
     }
     return written;
@@ -267,7 +267,7 @@ export class AdmissionConditions implements Reconciler {
   /** After the writes: their Events (only for a write that landed, so a lost write never repeats one), when each was written, and memory kept bounded. */
   private remember(owed: Owed, written: readonly number[], now: number): void {
     for (const j of written) {
-      for (const e of owed.news[j]) this.ctx.recordEvent(e);
+      for (const e of owed.news[j]) this.deps.recordEvent(e);
       const standing = owed.standings[j];
       const op = owed.ops[j];
       if (standing && op.op === "updateStatus") this.lastWrite.set(op.object.metadata.name, { at: now, standing });
@@ -283,7 +283,7 @@ export class AdmissionConditions implements Reconciler {
   /** Whether the task an op writes is still as the pass read it (and still queued, or still out of the queue). */
   private unchanged(op: TxnOp): boolean {
     if (op.op !== "updateStatus") return true;
-    const t = this.ctx.task(op.object.metadata.name);
+    const t = this.deps.task(op.object.metadata.name);
     const queued = (s: TaskStatus | undefined) => isQueued(s?.state ?? "queued");
     return t !== undefined && t.metadata.resourceVersion === op.object.metadata.resourceVersion && queued(t.status) === queued(op.object.status as TaskStatus);
   }

@@ -25,8 +25,8 @@ export class PushDispatcher implements Reconciler {
   private readonly resting = new Map<string, number>();
   pushes = 0;
 
-  constructor(private readonly ctx: PushControllerDeps, private readonly push: PushOptions, private readonly log: Logger, private readonly restMs = 5000) {
-    ctx.cache.addIndex("Worker", "pushMode", (w) => (isPushWorker(w) ? ["push"] : []));
+  constructor(private readonly deps: PushControllerDeps, private readonly push: PushOptions, private readonly log: Logger, private readonly restMs = 5000) {
+    deps.cache.addIndex("Worker", "pushMode", (w) => (isPushWorker(w) ? ["push"] : []));
   }
 
   keys(): string[] {
@@ -43,26 +43,26 @@ export class PushDispatcher implements Reconciler {
   /** Push what fits to every ready push-mode worker; true if a worker was put to rest. */
   async pass(signal?: AbortSignal): Promise<boolean> {
     let rested = false;
-    const now = this.ctx.now();
-    const workers = this.ctx.cache.byIndex<Worker & StoredObject>("Worker", "pushMode", "push");
+    const now = this.deps.now();
+    const workers = this.deps.cache.byIndex<Worker & StoredObject>("Worker", "pushMode", "push");
     // An idle v1 Direct Runner does not heartbeat: the quiet ones are asked before the pass.
-    await this.ctx.confirmDirectRunners(workers.filter((w) => (this.resting.get(w.metadata.name) ?? 0) <= now), this.push);
+    await this.deps.confirmDirectRunners(workers.filter((w) => (this.resting.get(w.metadata.name) ?? 0) <= now), this.push);
     for (const w of workers) {
       if (w.spec.unschedulable || !w.status?.registration) continue;
       if ((this.resting.get(w.metadata.name) ?? 0) > now) continue;
-      const view = this.ctx.workerView(w);
+      const view = this.deps.workerView(w);
       if (!view.ready) continue;
       const c = concurrencyOf(view);
-      const { picks } = this.ctx.pickForWorker(w, Math.max(0, c.effective_limit - c.active_count));
+      const { picks } = this.deps.pickForWorker(w, Math.max(0, c.effective_limit - c.active_count));
       for (const p of picks) {
         if (signal?.aborted) return rested;
         try {
-          await this.ctx.pushTask({ task_id: p.task.metadata.name, worker_id: w.metadata.name }, this.push);
+          await this.deps.pushTask({ task_id: p.task.metadata.name, worker_id: w.metadata.name }, this.push);
           this.pushes++;
         } catch (e) {
           // A refusal or an unknown outcome: rest this worker a while instead of hammering it.
           if (e instanceof HubError && e.status < 500 && e.code === "task_not_queueable") continue;
-          this.resting.set(w.metadata.name, this.ctx.now() + this.restMs);
+          this.resting.set(w.metadata.name, this.deps.now() + this.restMs);
           this.log("warn", `push to ${w.metadata.name} failed`, { err: (e as Error).message });
           rested = true;
           break;

@@ -34,22 +34,22 @@ export type QueueControllerDeps = Pick<ControllerServices, "store" | "cache" | "
 
 export class QueueStatusReconciler implements Reconciler {
   readonly name = "queue";
-  constructor(private readonly ctx: QueueControllerDeps) {}
+  constructor(private readonly deps: QueueControllerDeps) {}
 
   keys(): string[] {
     try {
-      return this.ctx.cache.list("Queue").map((q) => q.metadata.name);
+      return this.deps.cache.list("Queue").map((q) => q.metadata.name);
     } catch {
       return []; // an informer without the Queue kind
     }
   }
 
   async reconcile(name: string): Promise<Result> {
-    const ctx = this.ctx;
-    const q = ctx.cache.get("Queue", name);
+    const deps = this.deps;
+    const q = deps.cache.get("Queue", name);
     if (!q || q.kind !== "Queue") return;
-    const f = ctx.queues.figures(name);
-    const iso = new Date(ctx.now()).toISOString();
+    const f = deps.queues.figures(name);
+    const iso = new Date(deps.now()).toISOString();
     const st: QueueStatus = jsonClone((q.status ?? {}) as QueueStatus);
     st.observedGeneration = q.metadata.generation;
     st.used = quotaObject(f.used);
@@ -70,7 +70,7 @@ export class QueueStatusReconciler implements Reconciler {
       : { type: "QuotaExhausted", status: "False", reason: "QuotaAvailable", message: "some of its nominal quota is free" }, iso);
     if (JSON.stringify(st) === JSON.stringify(q.status ?? {})) return;
     try {
-      await ctx.store.updateStatus({ ...q, status: st });
+      await deps.store.updateStatus({ ...q, status: st });
     } catch (e) {
       if (!isStoreError(e, "Conflict") && !isStoreError(e, "NotFound")) throw e;
       return { requeueAfterMs: 50 };

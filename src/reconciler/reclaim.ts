@@ -11,22 +11,22 @@ export type ReclaimControllerDeps = Pick<ControllerServices, "cache" | "recordEv
 
 export class ReclaimController implements Reconciler {
   readonly name = "reclaim";
-  constructor(private readonly ctx: ReclaimControllerDeps) {}
+  constructor(private readonly deps: ReclaimControllerDeps) {}
 
   keys(): string[] {
     return [ALL];
   }
 
   async reconcile(): Promise<Result> {
-    const ctx = this.ctx;
-    if (!ctx.queues.active) return;
+    const deps = this.deps;
+    if (!deps.queues.active) return;
     let writes = 0;
-    for (const plan of ctx.planReclaim()) {
-      for (const v of plan.victims) if (await ctx.reclaimLease(plan, v)) writes++;
-      const q = ctx.cache.get("Queue", plan.queue);
-      if (q && writes) ctx.recordEvent({ object: q, type: "Normal", reason: "Reclaimed", message: `ended ${plan.victims.map((v) => `${v.task} (${v.queue})`).join(", ")} on ${plan.worker} for ${plan.task}: ${plan.why}` });
+    for (const plan of deps.planReclaim()) {
+      for (const v of plan.victims) if (await deps.reclaimLease(plan, v)) writes++;
+      const q = deps.cache.get("Queue", plan.queue);
+      if (q && writes) deps.recordEvent({ object: q, type: "Normal", reason: "Reclaimed", message: `ended ${plan.victims.map((v) => `${v.task} (${v.queue})`).join(", ")} on ${plan.worker} for ${plan.task}: ${plan.why}` });
     }
-    const preempting = [...ctx.queues.book().limits.values()].some((l) => l.reclaim === "preempt");
+    const preempting = [...deps.queues.book().limits.values()].some((l) => l.reclaim === "preempt");
     return { writes, ...(preempting ? { requeueAfterMs: 1000 } : {}) };
   }
 }

@@ -44,30 +44,30 @@ export type WorkerControllerDeps = Pick<ControllerServices, "store" | "cache" | 
 
 export class WorkerReconciler implements Reconciler {
   readonly name = "worker";
-  constructor(private readonly ctx: WorkerControllerDeps) {}
+  constructor(private readonly deps: WorkerControllerDeps) {}
 
   keys(): string[] {
-    return this.ctx.cache.list<StoredObject>("Worker").map((w) => w.metadata.name);
+    return this.deps.cache.list<StoredObject>("Worker").map((w) => w.metadata.name);
   }
 
   async reconcile(name: string): Promise<Result> {
-    const ctx = this.ctx;
-    const w = ctx.worker(name);
+    const deps = this.deps;
+    const w = deps.worker(name);
     if (!w) return;
-    const now = ctx.now();
-    const view = ctx.workerView(w);
+    const now = deps.now();
+    const view = deps.workerView(w);
     if (w.metadata.annotations?.[PRUNED_ANNOTATION] === "true" && view.leases.length === 0) {
       try {
-        await ctx.store.delete("Worker", name, { resourceVersion: w.metadata.resourceVersion });
-        ctx.recordEvent({ object: w, type: "Normal", reason: "Deleted", message: "no longer declared and no active lease: deleted" });
+        await deps.store.delete("Worker", name, { resourceVersion: w.metadata.resourceVersion });
+        deps.recordEvent({ object: w, type: "Normal", reason: "Deleted", message: "no longer declared and no active lease: deleted" });
       } catch (e) {
         if (!isStoreError(e, "Conflict") && !isStoreError(e, "NotFound")) throw e;
       }
       return;
     }
-    const e = ctx.capacityEntry(w);
+    const e = deps.capacityEntry(w);
     const s = effectiveSettings(w);
-    const live = ctx.liveness.get(name);
+    const live = deps.liveness.get(name);
     const iso = new Date(now).toISOString();
     const st: WorkerStatus = jsonClone(w.status ?? {});
     st.observedGeneration = w.metadata.generation;
@@ -88,22 +88,22 @@ export class WorkerReconciler implements Reconciler {
       : { type: "Registered", status: "False", reason: "NotRegistered", message: "no Runner has registered as this worker" }, iso);
     const ready = view.ready;
     setCondition(st.conditions, ready
-      ? { type: "Ready", status: "True", reason: "RunnerAlive", message: `last call within ${ctx.heartbeatGraceSeconds}s` }
-      : { type: "Ready", status: "False", reason: live ? "HeartbeatMissing" : "NoHeartbeat", message: live ? `no call since ${new Date(live.lastSeen).toISOString()} (grace ${ctx.heartbeatGraceSeconds}s)` : "no heartbeat since the Hub started" }, iso);
+      ? { type: "Ready", status: "True", reason: "RunnerAlive", message: `last call within ${deps.heartbeatGraceSeconds}s` }
+      : { type: "Ready", status: "False", reason: live ? "HeartbeatMissing" : "NoHeartbeat", message: live ? `no call since ${new Date(live.lastSeen).toISOString()} (grace ${deps.heartbeatGraceSeconds}s)` : "no heartbeat since the Hub started" }, iso);
     if (w.spec.unschedulable) setCondition(st.conditions, { type: "Cordoned", status: "True", reason: w.metadata.annotations?.[PRUNED_ANNOTATION] === "true" ? "NoLongerDeclared" : "Blocked", message: "no new leases are admitted" }, iso);
     else if (st.conditions.some((c) => c.type === "Cordoned")) setCondition(st.conditions, { type: "Cordoned", status: "False", reason: "Schedulable", message: "accepting leases" }, iso);
     if (exclusiveActive(view)) setCondition(st.conditions, { type: "ExclusiveHeld", status: "True", reason: "ExclusiveLease", message: `held by ${holder}` }, iso);
     else if (st.conditions.some((c) => c.type === "ExclusiveHeld")) setCondition(st.conditions, { type: "ExclusiveHeld", status: "False", reason: "NoExclusiveLease", message: "no exclusive lease is active" }, iso);
 
-    if (comparable(st) !== comparable(w.status) || lastCallWorthKeeping(w, live?.lastSeen, ctx.heartbeatGraceSeconds * 1000)) {
+    if (comparable(st) !== comparable(w.status) || lastCallWorthKeeping(w, live?.lastSeen, deps.heartbeatGraceSeconds * 1000)) {
       try {
-        await ctx.store.updateStatus({ ...w, status: st });
+        await deps.store.updateStatus({ ...w, status: st });
       } catch (err) {
         if (!isStoreError(err, "Conflict")) throw err;
         return { requeueAfterMs: 50 }; // someone else wrote: look again with fresh data
       }
     }
     // Come back when Ready would flip by the clock alone.
-    if (ready && live) return { requeueAfterMs: Math.max(1000, live.lastSeen + ctx.heartbeatGraceSeconds * 1000 - now + 50) };
+    if (ready && live) return { requeueAfterMs: Math.max(1000, live.lastSeen + deps.heartbeatGraceSeconds * 1000 - now + 50) };
   }
 }
