@@ -187,19 +187,17 @@ export class Hub {
 
   /** Open the store, sync the informer, and serve HTTP. */
   static async start(partial: Partial<HubOptions> & { dataDir: string }): Promise<Hub> {
-    const opts: HubOptions = { ...DEFAULT_HUB_OPTIONS, ...partial, dataDir: resolve(partial.dataDir) };
-    const env = opts.env ?? process.env;
-    const hubToken = env[opts.authTokenEnv] || undefined;
-    const workerTokens = opts.workerTokensFile ? readWorkerTokens(opts.workerTokensFile) : undefined;
-    if (!hubToken && !isLoopback(opts.host))
-      throw new Error(`refusing to listen on ${opts.host} without a token: set ${opts.authTokenEnv} (or --auth-token-env NAME), or bind 127.0.0.1`);
-    if (workerTokens && !hubToken) throw new Error(`per-worker tokens need a Hub token as well: set ${opts.authTokenEnv}`);
-    if (!!opts.tlsCertFile !== !!opts.tlsKeyFile) throw new Error("--tls-cert-file and --tls-key-file go together");
-    if (opts.tlsSelfSigned && opts.tlsCertFile) throw new Error("--tls-self-signed makes its own certificate: drop --tls-cert-file and --tls-key-file, or --tls-self-signed");
-    if (opts.tlsSelfSigned) {
-      const made = ensureSelfSigned(join(opts.dataDir, "tls"), opts.host);
-      [opts.tlsCertFile, opts.tlsKeyFile] = [made.certFile, made.keyFile];
-    }
+    const given: HubOptions = { ...DEFAULT_HUB_OPTIONS, ...partial, dataDir: resolve(partial.dataDir) };
+    const env = given.env ?? process.env;
+    const hubToken = env[given.authTokenEnv] || undefined;
+    const workerTokens = given.workerTokensFile ? readWorkerTokens(given.workerTokensFile) : undefined;
+    if (!hubToken && !isLoopback(given.host))
+      throw new Error(`refusing to listen on ${given.host} without a token: set ${given.authTokenEnv} (or --auth-token-env NAME), or bind 127.0.0.1`);
+    if (workerTokens && !hubToken) throw new Error(`per-worker tokens need a Hub token as well: set ${given.authTokenEnv}`);
+    if (!!given.tlsCertFile !== !!given.tlsKeyFile) throw new Error("--tls-cert-file and --tls-key-file go together");
+    if (given.tlsSelfSigned && given.tlsCertFile) throw new Error("--tls-self-signed makes its own certificate: drop --tls-cert-file and --tls-key-file, or --tls-self-signed");
+    const made = given.tlsSelfSigned ? ensureSelfSigned(join(given.dataDir, "tls"), given.host) : undefined;
+    const opts: HubOptions = made ? { ...given, tlsCertFile: made.certFile, tlsKeyFile: made.keyFile } : given;
     const https = opts.tlsCertFile ? { cert: readFileSync(opts.tlsCertFile), key: readFileSync(opts.tlsKeyFile!) } : undefined;
     compileAll();
     mkdirSync(opts.dataDir, { recursive: true });
