@@ -11,25 +11,20 @@ import { EventRecorder } from "./reconciler/events.ts";
 import { ControllerManager } from "./reconciler/manager.ts";
 import type { AdmissionConditionsOptions } from "./reconciler/admission-conditions.ts";
 import { GitopsSync } from "./gitops/index.ts";
-import { queuesReport } from "./scheduler/queue-explain.ts";
 import { compileAll } from "./resources/validate.ts";
 import { DEFAULT_ALLOWED_TOKEN_ENV } from "./scheduler/push.ts";
-import { rememberLiveness } from "./scheduler/direct-liveness.ts";
 import { Scheduler } from "./scheduler/scheduler.ts";
-import type { SchedulerObserver } from "./scheduler/context.ts";
+import type { SchedulerObserver } from "./scheduler/options.ts";
 import { Informer } from "./store/cache.ts";
-import { lockDataDir } from "./store/dir-lock.ts";
-import { SoleLeader, type Leadership } from "./roles/leader.ts";
-import { hostname } from "node:os";
-import { openSqliteStore } from "./store/sqlite.ts";
+import type { Leadership } from "./roles/leader.ts";
+import { openBackend, type Backend, type BackendSpec } from "./roles/backend.ts";
 import type { Store, StoredObject } from "./store/store.ts";
 import type { LoomEvent } from "./resources/meta.ts";
 import { parse as parseYaml } from "yaml";
-import { type Check, CommitHealth, within } from "./observability/health.ts";
+import { type HealthCheck, CommitHealth, within } from "./observability/health.ts";
 import { HubMetrics, QUEUED_REASON_INDEX, queuedReasonIndex } from "./observability/metrics.ts";
 import { ensureSelfSigned } from "./tls/certs.ts";
 import { type LogFormat, type LogLevel, logRequests, serverLogOptions } from "./observability/logging.ts";
-import { capacityEntry } from "./scheduler/workers.ts";
 import type { Worker } from "./resources/types.ts";
 
 export type HubOptions = {
@@ -77,10 +72,8 @@ export type HubOptions = {
   tlsKeyFile?: string;
   /** Without a certificate given: make (or reuse) a self-signed one under dataDir/tls for the listen address. */
   tlsSelfSigned?: boolean;
-  /** Use this store instead of opening SQLite under dataDir (tests, etcd). */
-  store?: Store;
-  /** Who runs the singleton work; the sole Hub of a SQLite store always does. */
-  leadership?: Leadership;
+  /** The store and who leads on it: SQLite under dataDir (the default; its sole Hub always leads), or etcd shared by replicas. */
+  backend?: BackendSpec;
 };
 
 export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, "dataDir"> = {
@@ -121,6 +114,7 @@ const REPLICA_LOOK_MS = 2000;
 const EVENTS = { maxEvents: 5000, ttlMs: 3_600_000, everyMs: 10_000 };
 
 export class Hub {
+  readonly store: Store;
   readonly scheduler: Scheduler;
   readonly events: EventRecorder;
   controllers: ControllerManager | undefined;
@@ -129,34 +123,39 @@ export class Hub {
   private readonly abort = new AbortController();
   /** Aborted when the Hub shuts down. */
   readonly stopping = this.abort.signal;
-  http: FastifyInstance | undefined;
-  url = "";
+  /** Where it listens, once it does. */
+  private listening = "";
   readonly metrics: HubMetrics;
   /** Open watch streams of the resource API (the API adds and removes them). */
   readonly watchStreams = new Set<WatchStream>();
   readonly commitHealth = new CommitHealth();
-  private unlock: () => void = () => {};
   readonly leadership: Leadership;
+  /** Lets go of what the backend holds besides the store (the data dir's lock). */
+  private readonly release: () => void;
+  /** This replica's place among the live replicas (followReplicas), for the claims' stripes. */
+  private stripe = { index: 0, count: 1 };
   /** Starts and stops of the singleton work, one at a time. */
   private roleChange: Promise<void> = Promise.resolve();
 
-  private constructor(readonly store: Store, readonly cache: Informer, readonly opts: HubOptions) {
-    this.leadership = opts.leadership ?? new SoleLeader(`${hostname()}-${process.pid}`);
+  private constructor(backend: Backend, readonly cache: Informer, readonly http: FastifyInstance, readonly opts: HubOptions) {
+    const store = (this.store = backend.store);
+    this.leadership = backend.leadership;
+    this.release = backend.release;
     setMaxListeners(0, this.stopping); // every waiting long-poll claim listens
-    this.events = new EventRecorder(store, { maxEvents: EVENTS.maxEvents, flushMs: 100, onError: (e) => this.http?.log.warn({ err: e }, "event write failed"), onDrop: (reason) => this.metrics.eventDropped(reason), now: opts.now });
+    this.events = new EventRecorder(store, { maxEvents: EVENTS.maxEvents, flushMs: 100, onError: (e) => this.http.log.warn({ err: e }, "event write failed"), onDrop: (reason) => this.metrics.eventDropped(reason), now: opts.now });
     this.metrics = new HubMetrics({
       taskCounts: (index) => cache.indexCounts("Task", index),
-      workers: () => cache.list<Worker & StoredObject>("Worker").map((w) => ({ worker: w.metadata.name, ...capacityEntry(this.scheduler.ctx, w) })),
+      workers: () => cache.list<Worker & StoredObject>("Worker").map((w) => ({ worker: w.metadata.name, ...this.scheduler.controllers.capacityEntry(w) })),
       watchers: () => this.watchStreams.size,
       rejectedFiles: () => this.gitops?.rejectedFiles().length ?? 0,
-      queues: () => queuesReport(this.scheduler.ctx).queues.filter(() => this.scheduler.ctx.queues.active).map((q) => ({ queue: q.name, used: q.used, quota: q.quota, pending: q.pending, admitted: q.admitted, share: q.rank })),
+      queues: () => this.scheduler.controllers.queuesReport().queues.filter(() => this.scheduler.controllers.queues.active).map((q) => ({ queue: q.name, used: q.used, quota: q.quota, pending: q.pending, admitted: q.admitted, share: q.rank })),
     });
     const observer: SchedulerObserver = {
       commit: (...a) => { this.commitHealth.commit(...a); this.metrics.commit(...a); },
       claim: (...a) => this.metrics.claim(...a),
       claimRaceLost: () => this.metrics.claimRaceLost(),
     };
-    this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, nominateAfterSeconds: opts.nominateAfterSeconds, fairShareHalfLifeSeconds: opts.fairShareHalfLifeSeconds, resultsDir: join(opts.dataDir, "results") }, { recordEvent: this.record, observer, now: opts.now });
+    this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, nominateAfterSeconds: opts.nominateAfterSeconds, fairShareHalfLifeSeconds: opts.fairShareHalfLifeSeconds, resultsDir: join(opts.dataDir, "results") }, { recordEvent: this.record, observer, now: opts.now, stripe: () => this.stripe });
     cache.addIndex("Task", QUEUED_REASON_INDEX, queuedReasonIndex);
     cache.on((ev) => this.metrics.onTaskChange(ev));
     const env = opts.env ?? process.env;
@@ -169,11 +168,11 @@ export class Hub {
     // The log line follows the Event: one over its reason's budget is counted, not logged either.
     if (!this.events.record(e)) return;
     // GitOps logs its own file events, with the errors in full.
-    if (e.object.kind !== "File") this.http?.log[e.type === "Warning" ? "warn" : "info"]({ kind: e.object.kind, name: e.object.metadata.name, reason: e.reason }, `${e.object.kind.toLowerCase()} ${e.object.metadata.name}: ${e.reason}: ${e.message}`);
+    if (e.object.kind !== "File") this.http.log[e.type === "Warning" ? "warn" : "info"]({ kind: e.object.kind, name: e.object.metadata.name, reason: e.reason }, `${e.object.kind.toLowerCase()} ${e.object.metadata.name}: ${e.reason}: ${e.message}`);
   };
 
   /** The probes of /livez and /readyz (the Kubernetes way: /healthz runs them all). */
-  readonly checks: { livez: Check[]; readyz: Check[] } = {
+  readonly checks: { livez: HealthCheck[]; readyz: HealthCheck[] } = {
     livez: [
       { name: "ping", run: async () => undefined },
       { name: "shutdown", run: async () => (this.stopping.aborted ? "the Hub is shutting down" : undefined) },
@@ -188,48 +187,35 @@ export class Hub {
 
   /** Open the store, sync the informer, and serve HTTP. */
   static async start(partial: Partial<HubOptions> & { dataDir: string }): Promise<Hub> {
-    const opts: HubOptions = { ...DEFAULT_HUB_OPTIONS, ...partial, dataDir: resolve(partial.dataDir) };
-    const env = opts.env ?? process.env;
-    const hubToken = env[opts.authTokenEnv] || undefined;
-    const workerTokens = opts.workerTokensFile ? readWorkerTokens(opts.workerTokensFile) : undefined;
-    if (!hubToken && !isLoopback(opts.host))
-      throw new Error(`refusing to listen on ${opts.host} without a token: set ${opts.authTokenEnv} (or --auth-token-env NAME), or bind 127.0.0.1`);
-    if (workerTokens && !hubToken) throw new Error(`per-worker tokens need a Hub token as well: set ${opts.authTokenEnv}`);
-    if (!!opts.tlsCertFile !== !!opts.tlsKeyFile) throw new Error("--tls-cert-file and --tls-key-file go together");
-    if (opts.tlsSelfSigned && opts.tlsCertFile) throw new Error("--tls-self-signed makes its own certificate: drop --tls-cert-file and --tls-key-file, or --tls-self-signed");
-    if (opts.tlsSelfSigned) {
-      const made = ensureSelfSigned(join(opts.dataDir, "tls"), opts.host);
-      [opts.tlsCertFile, opts.tlsKeyFile] = [made.certFile, made.keyFile];
-    }
+    const given: HubOptions = { ...DEFAULT_HUB_OPTIONS, ...partial, dataDir: resolve(partial.dataDir) };
+    const env = given.env ?? process.env;
+    const hubToken = env[given.authTokenEnv] || undefined;
+    const workerTokens = given.workerTokensFile ? readWorkerTokens(given.workerTokensFile) : undefined;
+    if (!hubToken && !isLoopback(given.host))
+      throw new Error(`refusing to listen on ${given.host} without a token: set ${given.authTokenEnv} (or --auth-token-env NAME), or bind 127.0.0.1`);
+    if (workerTokens && !hubToken) throw new Error(`per-worker tokens need a Hub token as well: set ${given.authTokenEnv}`);
+    if (!!given.tlsCertFile !== !!given.tlsKeyFile) throw new Error("--tls-cert-file and --tls-key-file go together");
+    if (given.tlsSelfSigned && given.tlsCertFile) throw new Error("--tls-self-signed makes its own certificate: drop --tls-cert-file and --tls-key-file, or --tls-self-signed");
+    const made = given.tlsSelfSigned ? ensureSelfSigned(join(given.dataDir, "tls"), given.host) : undefined;
+    const opts: HubOptions = made ? { ...given, tlsCertFile: made.certFile, tlsKeyFile: made.keyFile } : given;
     const https = opts.tlsCertFile ? { cert: readFileSync(opts.tlsCertFile), key: readFileSync(opts.tlsKeyFile!) } : undefined;
     compileAll();
     mkdirSync(opts.dataDir, { recursive: true });
-    // One Hub per SQLite file; replicas on another store coordinate through it instead.
-    const unlock = opts.store ? () => {} : lockDataDir(opts.dataDir);
-    let store: Store;
-    try {
-      store = opts.store ?? openSqliteStore(join(opts.dataDir, "loom.db"));
-    } catch (e) {
-      unlock();
-      throw e;
-    }
-    const cache = new Informer(store, ["Worker", "Task", "Campaign", "Queue", RENEWAL_KIND], { pending: true });
-    const hub = new Hub(store, cache, opts);
-    hub.unlock = unlock;
-    await cache.start();
-    // What the store says of each worker's last call carries over a restart, within the grace period.
-    rememberLiveness(hub.scheduler.ctx);
-    // The scheduler follows the informer from before its first list, so its queue is already full.
+    const backend = await openBackend(opts.backend ?? { kind: "sqlite" }, opts.dataDir);
+    const cache = new Informer(backend.store, ["Worker", "Task", "Campaign", "Queue", RENEWAL_KIND], { pending: true });
     const http = Fastify({ ...serverLogOptions(opts.logLevel, opts.logFormat), bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true, ...(https ? { https } : {}) });
     logRequests(http);
-    await http.register(app, { hub, auth: { hubToken, workerTokens } });
-    hub.http = http;
-    hub.leadership.onChange((leading) => hub.lead(leading));
+    const hub = new Hub(backend, cache, http, opts);
     try {
+      // The scheduler follows the informer from before its first list, so its queue is already full.
+      await cache.start();
+      // What the store says of each worker's last call carries over a restart, within the grace period.
+      hub.scheduler.synced();
+      await http.register(app, { hub, auth: { hubToken, workerTokens } });
+      hub.leadership.onChange((leading) => hub.lead(leading));
       // The sole Hub leads from the start: declared workers exist before any Runner can register as them.
       if (hub.leadership.isLeader()) await hub.lead(true);
-      hub.url = await http.listen({ host: opts.host, port: opts.port });
-      await hub.leadership.start(hub.url);
+      await hub.listen();
       if (hub.leadership.mode === "elected") hub.followReplicas();
     } catch (e) {
       await hub.close(); // and release the data directory (a port in use must not leave it locked)
@@ -238,14 +224,25 @@ export class Hub {
     return hub;
   }
 
+  /** Where the Hub serves, once it listens. */
+  get url(): string {
+    return this.listening;
+  }
+
+  /** Listen, then take part among the replicas under that URL. */
+  private async listen(): Promise<void> {
+    this.listening = await this.http.listen({ host: this.opts.host, port: this.opts.port });
+    await this.leadership.start(this.listening);
+  }
+
   /** Keep this replica's stripe of the queue (claim.ts) in step with the live replicas. */
   private followReplicas(): void {
     const look = async () => {
       const ids = (await this.leadership.replicas()).map((r) => r.id).sort();
       const index = ids.indexOf(this.leadership.identity);
-      this.scheduler.ctx.stripe = index < 0 ? { index: 0, count: 1 } : { index, count: ids.length };
+      this.stripe = index < 0 ? { index: 0, count: 1 } : { index, count: ids.length };
     };
-    const tick = () => void look().catch((e) => this.http?.log.warn({ err: e }, "listing the Hub replicas failed"));
+    const tick = () => void look().catch((e) => this.http.log.warn({ err: e }, "listing the Hub replicas failed"));
     tick();
     const timer = setInterval(tick, REPLICA_LOOK_MS);
     timer.unref();
@@ -254,17 +251,17 @@ export class Hub {
 
   /** Start or stop the singleton work: the controllers (campaigns, workers, conditions, push, lease expiry, Event GC) and GitOps sync. */
   private lead(leading: boolean): Promise<void> {
-    this.roleChange = this.roleChange.then(() => (leading ? this.startSingletons() : this.stopSingletons())).catch((e) => this.http?.log.error({ err: e }, "changing role failed"));
+    this.roleChange = this.roleChange.then(() => (leading ? this.startSingletons() : this.stopSingletons())).catch((e) => this.http.log.error({ err: e }, "changing role failed"));
     return this.roleChange;
   }
 
   private async startSingletons(): Promise<void> {
     if (this.controllers || this.abort.signal.aborted) return;
-    const http = this.http!;
+    const http = this.http;
     const opts = this.opts;
     const log = (level: "info" | "warn" | "error", msg: string, extra?: object) => http.log[level](extra ?? {}, msg);
     this.controllers = new ControllerManager(
-      { ctx: this.scheduler.ctx, queue: this.scheduler.queue, log, observe: (...a) => this.metrics.reconciled(...a), eventsDropped: (names) => this.events.forget(names) },
+      { scheduler: this.scheduler.controllers, log, observe: (...a) => this.metrics.reconciled(...a), eventsDropped: (names) => this.events.forget(names) },
       {
         resyncMs: opts.resyncMs,
         leaseResyncMs: opts.leaseSweepMs,
@@ -292,10 +289,10 @@ export class Hub {
     await this.lead(false);
     this.abort.abort();
     this.scheduler.stop();
-    await this.http?.close();
+    await this.http.close();
     await this.events.close();
     this.cache.stop();
     await this.store.close();
-    this.unlock();
+    this.release();
   }
 }

@@ -21,7 +21,7 @@ import { median } from "../lib/stats.ts";
 async function inProcessPass(tasks: number, workers: number): Promise<string[][]> {
   const h = await seeded({ tasks, workers, shapes: 10 });
   try {
-    const ac = new AdmissionConditions(h.scheduler.ctx, h.scheduler.queue, { minIntervalMs: 0, refreshMs: 3_600_000, maxWritesPerPass: tasks });
+    const ac = new AdmissionConditions(h.scheduler.controllers, { minIntervalMs: 0, refreshMs: 3_600_000, maxWritesPerPass: tasks });
     const loop = monitorEventLoopDelay({ resolution: 1 });
     loop.enable();
     let t0 = performance.now();

@@ -2,14 +2,14 @@
 // components do, and say nothing but check names and short reasons. /metrics is
 // Prometheus text and needs the token like every other path.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { type Check, renderChecks, runChecks } from "../observability/health.ts";
+import { type HealthCheck, renderChecks, runChecks } from "../observability/health.ts";
 
 /** Paths that answer without a token. */
 export const PROBE_PATH = /^\/(livez|readyz|healthz)(\/[a-z-]+)?$/;
 
 export async function healthRoutes(f: FastifyInstance): Promise<void> {
   const hub = f.hub;
-  const probe = (endpoint: string, checks: () => Check[]) => {
+  const probe = (endpoint: string, checks: () => HealthCheck[]) => {
     const answer = async (req: FastifyRequest, reply: FastifyReply, only?: string) => {
       const q = req.query as Record<string, string | string[] | undefined>;
       const exclude = ([] as string[]).concat(q.exclude ?? []);

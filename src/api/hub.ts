@@ -2,7 +2,7 @@
 // rule every Runner route shares (a per-worker token acts only as its own worker). Its own
 // module, so app.ts and the route plugins it registers import this and not each other.
 import type { Leadership } from "../roles/leader.ts";
-import type { Check } from "../observability/health.ts";
+import type { HealthCheck } from "../observability/health.ts";
 import type { HubMetrics } from "../observability/metrics.ts";
 import { HubError } from "../protocol/errors.ts";
 import type { SchedulerApi } from "../scheduler/scheduler.ts";
@@ -31,7 +31,7 @@ export interface ApiHub {
   readonly gitops: { rejectedFiles(): string[] } | undefined;
   readonly leadership: Leadership;
   readonly metrics: HubMetrics;
-  readonly checks: { livez: Check[]; readyz: Check[] };
+  readonly checks: { livez: HealthCheck[]; readyz: HealthCheck[] };
   readonly opts: ApiSettings;
   readonly authRequired: boolean;
   /** Aborted when the Hub shuts down. */

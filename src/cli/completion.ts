@@ -53,14 +53,14 @@ autoload -U +X bashcompinit && bashcompinit
 ${bash(entries).split("\n").slice(1).join("\n")}`;
 }
 
-export function completionCommand(): Command {
+/** `build` is the whole program (main.ts passes it in), whose commands the script completes. */
+export function completionCommand(build: (argv: string[]) => Promise<Command>): Command {
   return new Command("completion")
     .description("print a shell completion script: source <(loom completion bash), or zsh")
     .argument("<shell>", "bash or zsh")
     .action(async (shell: string) => {
       if (shell !== "bash" && shell !== "zsh") throw new UsageError(`completion: unknown shell ${JSON.stringify(shell)}; one of bash, zsh`);
-      const { buildProgram } = await import("./main.ts");
-      const entries = completionTable(await buildProgram(["node", "loom"]));
+      const entries = completionTable(await build(["node", "loom"]));
       out(shell === "bash" ? bash(entries) : zsh(entries));
     });
 }

@@ -53,11 +53,23 @@ async function events(w: PrefixWriter, client: Client, o: Obj, now: Date): Promi
 
 // --- Task
 
+type PendingAdmission = Promise<{ a: TaskAdmission } | { e: unknown }>;
+
 async function describeTask(client: Client, t: Task & Obj, now: Date): Promise<string> {
   // Asked at once, used below: the admission table, and the lease's end with renewals counted.
-  const admission = client.get<TaskAdmission>("/api/data/task-admission", { task_id: t.metadata.name }).then((a) => ({ a }), (e: unknown) => ({ e }));
+  const admission: PendingAdmission = client.get<TaskAdmission>("/api/data/task-admission", { task_id: t.metadata.name }).then((a) => ({ a }), (e: unknown) => ({ e }));
   const w = new PrefixWriter();
   identity(w, t, now);
+  taskSpec(w, t);
+  await taskStatus(w, client, t, now);
+  await taskLease(w, t, admission, now);
+  taskAttempts(w, t, now);
+  await taskAdmission(w, admission, now);
+  await events(w, client, t, now);
+  return w.toString();
+}
+
+function taskSpec(w: PrefixWriter, t: Task): void {
   const s = t.spec ?? {};
   w.write(0, "Spec:");
   w.kv(1, "Task Kind", s.task_kind);
@@ -73,7 +85,10 @@ async function describeTask(client: Client, t: Task & Obj, now: Date): Promise<s
   w.kv(1, "Requests", formatRequests(s.execution_profile?.resources));
   if (s.retry_policy) w.kv(1, "Retry Policy", Object.entries(s.retry_policy).map(([k, v]) => `${k}=${Array.isArray(v) ? v.join("|") : v}`).join(", "));
   w.kv(1, "Runner", (s.payload as { runner?: string } | undefined)?.runner);
+}
 
+/** The state, the result, and for a result that is not clean why it failed, read from the result itself. */
+async function taskStatus(w: PrefixWriter, client: Client, t: Task, now: Date): Promise<void> {
   const st = t.status ?? {};
   w.write(0, "Status:");
   w.kv(1, "State", st.state);
@@ -96,7 +111,11 @@ async function describeTask(client: Client, t: Task & Obj, now: Date): Promise<s
   }
   if (st.finished_at) w.kv(1, "Finished", when(st.finished_at, now));
   conditions(w, st.conditions as Condition[] | undefined);
+}
 
+/** The lease, its end as the Hub counts renewals, and what the worker held before it. */
+async function taskLease(w: PrefixWriter, t: Task, admission: PendingAdmission, now: Date): Promise<void> {
+  const st = t.status ?? {};
   const l = st.lease;
   if (!l) w.kv(0, "Lease", NONE);
   else {
@@ -115,12 +134,18 @@ async function describeTask(client: Client, t: Task & Obj, now: Date): Promise<s
       w.kv(1, "Available Before", formatVector(a.available_before));
     }
   }
+}
 
+function taskAttempts(w: PrefixWriter, t: Task, now: Date): void {
+  const st = t.status ?? {};
   w.section(0, "Attempts", ["ATTEMPT", "WORKER", "OUTCOME", "REASON", "ENDED", "REQUESTED", "RESERVED BEFORE", "AVAILABLE BEFORE"], (st.attempts ?? []).map((x) => {
     const a = (x.admission ?? {}) as { requested?: Vec; reserved_before?: Vec; available_before?: Vec };
     return [String(x.attempt ?? NONE), x.worker ?? NONE, x.outcome ?? NONE, x.reason ?? NONE, x.ended_at ? `${age(x.ended_at, now)} ago` : NONE, formatVector(a.requested), formatVector(a.reserved_before), formatVector(a.available_before)];
   }));
+}
 
+/** Admission's answer for each worker, where the task stands in the queue, and what it waits on. */
+async function taskAdmission(w: PrefixWriter, admission: PendingAdmission, now: Date): Promise<void> {
   try {
     const got = await admission;
     if ("e" in got) throw got.e;
@@ -135,8 +160,6 @@ async function describeTask(client: Client, t: Task & Obj, now: Date): Promise<s
     if (!(e instanceof ApiError)) throw e;
     w.kv(0, "Admission", `<unavailable: ${e.reason}: ${e.message}>`);
   }
-  await events(w, client, t, now);
-  return w.toString();
 }
 
 /** Where the task stands in the queue and which queued tasks outrank it. */

@@ -5,7 +5,8 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import { LOG_FORMATS } from "../observability/logging.ts";
 import { DEFAULT_HUB_OPTIONS, Hub } from "../hub.ts";
 import { migrateStore } from "../store/migrate.ts";
-import { openHubStore, openStoreUrl, storeOption, withEtcdFlags, type EtcdFlags } from "./store-flags.ts";
+import { hubBackend, storeOption, storeUrl, withEtcdFlags, type EtcdFlags } from "./store-flags.ts";
+import { openStore } from "../roles/backend.ts";
 import { exitsWithParent, stopSignal } from "./common.ts";
 
 export const intArg = (name: string, min = 0, max = Number.MAX_SAFE_INTEGER) => (v: string) => {
@@ -61,9 +62,9 @@ export function hubCommand(): Command {
     .addCommand(migrateCommand())
     .action(async (o) => {
       const stopRequested = stopSignal({ withParent: exitsWithParent() }); // before start-up prints anything
-      const roles = await openHubStore(o, (m) => process.stderr.write(`${m}\n`));
+      const backend = hubBackend(o, (m) => process.stderr.write(`${m}\n`));
       const hub = await Hub.start({
-        ...roles,
+        backend,
         dataDir: o.dataDir,
         host: o.host,
         port: o.port,
@@ -100,7 +101,7 @@ export function hubCommand(): Command {
       // Everything is closed; a follower's etcd3 election campaign still watches its
       // predecessor's key after resigning (the client offers no way to cancel that wait),
       // which would keep the process alive.
-      if (roles.leadership) process.exit(0);
+      if (backend.kind === "etcd") process.exit(0);
     });
 }
 
@@ -110,9 +111,9 @@ function migrateCommand(): Command {
     .requiredOption("--from <store>", "sqlite:DIR (the Hub's --data-dir) or etcd:URL[,URL...]")
     .requiredOption("--to <store>", "sqlite:DIR or etcd:URL[,URL...] (must be empty; the etcd prefix is --etcd-prefix)")
     .action(async (o: EtcdFlags & { from: string; to: string }) => {
-      const from = await openStoreUrl(o.from, o, "--from");
+      const from = await openStore(storeUrl(o.from, o, "--from"));
       try {
-        const to = await openStoreUrl(o.to, o, "--to");
+        const to = await openStore(storeUrl(o.to, o, "--to"));
         try {
           const r = await migrateStore(from, to, (kind, n) => process.stderr.write(`\r${kind}: ${n}`));
           process.stderr.write("\n");

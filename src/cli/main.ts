@@ -34,7 +34,7 @@ const VERBS: [names: string[], load: () => Promise<Command[]>][] = [
   [["certs"], async () => [(await import("./certs.ts")).certsCommand()]],
   [["logs", "result"], async () => { const m = await import("./results.ts"); return [m.logsCommand(), m.resultCommand()]; }],
   [["version"], async () => [(await import("./version.ts")).versionCommand()]],
-  [["completion"], async () => [(await import("./completion.ts")).completionCommand()]],
+  [["completion"], async () => [(await import("./completion.ts")).completionCommand(buildProgram)]],
 ];
 
 /** The verb an argv names: the first word that is not a program option (or its value). */

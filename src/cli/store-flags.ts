@@ -1,13 +1,10 @@
-// Which store a Hub (or `loom hub migrate`) opens: the embedded SQLite file under the data
-// dir, or an etcd cluster shared by several Hub replicas.
+// Which store a Hub (or `loom hub migrate`) opens, as its flags say: the embedded SQLite
+// file under the data dir, or an etcd cluster shared by several Hub replicas. The flags
+// become a spec; roles/backend.ts opens it.
 import { readFileSync } from "node:fs";
-import { hostname } from "node:os";
-import { join } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
-import type { Leadership } from "../roles/leader.ts";
-import type { EtcdStoreOptions, openEtcdStore } from "../store/etcd.ts";
-import { openSqliteStore } from "../store/sqlite.ts";
-import type { Store } from "../store/store.ts";
+import type { BackendSpec, StoreSpec } from "../roles/backend.ts";
+import type { EtcdStoreOptions } from "../store/etcd.ts";
 import { UsageError } from "./client.ts";
 
 export type EtcdFlags = { etcdEndpoints?: string[]; etcdPrefix: string; etcdCaFile?: string; etcdCertFile?: string; etcdKeyFile?: string; etcdUsername?: string; etcdPasswordEnv: string; etcdMaxTxnOps?: number; etcdMaxRequestBytes?: number };
@@ -55,26 +52,20 @@ export function etcdOptions(o: EtcdFlags, endpoints: string[] | undefined = o.et
   return { endpoints, prefix: o.etcdPrefix, tls, auth, maxTxnOps: o.etcdMaxTxnOps, maxRequestBytes: o.etcdMaxRequestBytes };
 }
 
-/** The etcd client and everything under it (gRPC, protobuf) load only when a Hub uses etcd. */
-const openEtcd: typeof openEtcdStore = async (o) => (await import("../store/etcd.ts")).openEtcdStore(o);
-
-/** The store and leadership of a Hub started with these flags; undefined store: SQLite under the data dir. */
-export async function openHubStore(o: EtcdFlags & { store: string; replicaId?: string; leaderTtlSeconds: number }, log: (m: string) => void): Promise<{ store?: Store; leadership?: Leadership }> {
+/** The backend of a Hub started with these flags. */
+export function hubBackend(o: EtcdFlags & { store: string; replicaId?: string; leaderTtlSeconds: number }, log: (m: string) => void): BackendSpec {
   if (o.store !== "etcd") {
     if (o.etcdEndpoints) throw new UsageError("--etcd-endpoints needs --store etcd");
-    return {};
+    return { kind: "sqlite" };
   }
-  const store = await openEtcd(etcdOptions(o));
-  const { EtcdLeadership } = await import("../roles/etcd-leader.ts");
-  const id = o.replicaId ?? `${hostname()}-${process.pid}`;
-  return { store, leadership: new EtcdLeadership(store.etcd, store.prefix, id, { ttlSeconds: o.leaderTtlSeconds, log }) };
+  return { kind: "etcd", etcd: etcdOptions(o), replicaId: o.replicaId, leaderTtlSeconds: o.leaderTtlSeconds, log };
 }
 
 /** `sqlite:DIR` or `etcd:URL[,URL...]` of `loom hub migrate`. */
-export async function openStoreUrl(spec: string, o: EtcdFlags, flag: string): Promise<Store> {
+export function storeUrl(spec: string, o: EtcdFlags, flag: string): StoreSpec {
   const i = spec.indexOf(":");
   const [scheme, rest] = i < 0 ? [spec, ""] : [spec.slice(0, i), spec.slice(i + 1)];
-  if (scheme === "sqlite" && rest) return openSqliteStore(join(rest, "loom.db"));
+  if (scheme === "sqlite" && rest) return { kind: "sqlite", dataDir: rest };
   if (scheme === "etcd" && rest) {
     let endpoints: string[];
     try {
@@ -82,7 +73,7 @@ export async function openStoreUrl(spec: string, o: EtcdFlags, flag: string): Pr
     } catch (e) {
       throw new UsageError(`${flag}: ${(e as Error).message.replace("--etcd-endpoints", "etcd:")}`);
     }
-    return openEtcd(etcdOptions(o, endpoints));
+    return { kind: "etcd", etcd: etcdOptions(o, endpoints) };
   }
   throw new UsageError(`${flag}: expected sqlite:DIR or etcd:URL[,URL...], got "${spec}"`);
 }

@@ -3,7 +3,7 @@
 // with a short reason when it fails; nothing in a reason is sensitive (no paths, no tokens).
 import { StoreError } from "../store/errors.ts";
 
-export type Check = { name: string; run(): Promise<string | undefined> };
+export type HealthCheck = { name: string; run(): Promise<string | undefined> };
 export type CheckResult = { name: string; ok: boolean; reason?: string };
 
 /** Tracks the scheduler's commits: the store is failing from a failed commit until the next success. */
@@ -31,7 +31,7 @@ export async function within(p: Promise<unknown>, ms: number, what: string): Pro
   }
 }
 
-export async function runChecks(checks: Check[], exclude: string[] = []): Promise<CheckResult[]> {
+export async function runChecks(checks: HealthCheck[], exclude: string[] = []): Promise<CheckResult[]> {
   return Promise.all(checks.filter((c) => !exclude.includes(c.name)).map(async (c) => {
     const reason = await c.run().catch((e: unknown) => `check failed: ${(e as Error)?.message ?? e}`);
     return reason === undefined ? { name: c.name, ok: true } : { name: c.name, ok: false, reason };

@@ -6,7 +6,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 import type { InformerEvent } from "../store/cache.ts";
 import { StoreError } from "../store/errors.ts";
 import { isActive, isKind, type Task } from "../resources/types.ts";
-import type { SchedulerObserver } from "../scheduler/context.ts";
+import type { SchedulerObserver } from "../scheduler/options.ts";
 import { queuedReason } from "./history.ts";
 
 export const DIMENSIONS = ["cpu_millis", "memory_mb", "disk_mb", "gpu_count"] as const;

@@ -7,11 +7,12 @@
 // swing is written once the new answer has held for `settleMs`. A message that only moved
 // its numbers is refreshed at most every `refreshMs`.
 import { admit, explainTask, summarize, taskView, type Decision } from "../admission/index.ts";
-import { getCondition, isQueued, setCondition, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
-import type { LoomEvent, SchedulerContext } from "../scheduler/context.ts";
-import { admissionUnsettled, settleAdmission } from "../scheduler/lifecycle.ts";
-import { nominate, nominationChanged, setNomination, type Nomination } from "../scheduler/nomination.ts";
-import type { ClaimQueue } from "../scheduler/queue.ts";
+import { getCondition, isQueued, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
+import type { LoomEvent } from "../resources/meta.ts";
+import type { ControllerServices } from "../scheduler/controller-services.ts";
+import { admissionUnsettled, settleAdmission, writeAdmission, type AdmissionAnswer } from "../scheduler/lifecycle.ts";
+import { nominationChanged, setNomination, type Nomination } from "../scheduler/nomination.ts";
+import type { Shape } from "../scheduler/queue.ts";
 import { without } from "../scheduler/why.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { StoredObject, TxnOp } from "../store/store.ts";
@@ -40,12 +41,28 @@ export const DEFAULT_CONDITIONS: AdmissionConditionsOptions = { minIntervalMs: 5
  */
 type Standing = "admissible" | "waiting" | "blocked";
 
-type Wanted = {
-  admitted: { status: "True" | "False"; reason: string; message: string };
-  unsatisfiable?: { reason: string; message: string };
+type Wanted = AdmissionAnswer & {
   standing: Standing;
   /** Since when (ms) this shape's answer has been what it is now. */
   since: number;
+};
+
+/** What the conditions controller uses: the queue's shapes, the workers' views, nominations, and the store it writes in batches. */
+export type ConditionsControllerDeps = Pick<ControllerServices, "store" | "cache" | "now" | "recordEvent" | "task" | "workerView" | "nominate"> & {
+  readonly queue: Pick<ControllerServices["queue"], "allShapes" | "namesOf" | "has" | "size" | "shapeCount">;
+};
+
+type View = ReturnType<ControllerServices["workerView"]>;
+
+/** The writes one pass owes, in order: ops[i] with the Events it announces and the standing its Admitted condition says. */
+type Owed = {
+  ops: TxnOp[];
+  /** news[i]: the Events ops[i] announces once it is written (a changed reason or shortfall, a nomination taken or ended). */
+  news: LoomEvent[][];
+  /** standings[i]: what ops[i]'s Admitted condition says, or undefined when it only rewrites the nomination. */
+  standings: (Standing | undefined)[];
+  /** More were owed than maxWritesPerPass: the rest wait for the next pass. */
+  deferred: boolean;
 };
 
 const range = (from: number, to: number) => Array.from({ length: to - from }, (_, k) => from + k);
@@ -94,11 +111,14 @@ export class AdmissionConditions implements Reconciler {
 
   readonly opts: AdmissionConditionsOptions;
 
-  constructor(private readonly ctx: SchedulerContext, private readonly queue: ClaimQueue, opts: Partial<AdmissionConditionsOptions> = {}) {
+  private readonly queue: ConditionsControllerDeps["queue"];
+
+  constructor(private readonly deps: ConditionsControllerDeps, opts: Partial<AdmissionConditionsOptions> = {}) {
     this.opts = { ...DEFAULT_CONDITIONS, ...opts };
+    this.queue = deps.queue;
     // Tasks out of the queue whose admission conditions contradict their state; every write
     // path settles them already, so this holds only what was stored some other way.
-    ctx.cache.addIndex("Task", UNSETTLED_INDEX, (t) => (admissionUnsettled(t.status) ? ["1"] : []));
+    deps.cache.addIndex("Task", UNSETTLED_INDEX, (t) => (admissionUnsettled(t.status) ? ["1"] : []));
   }
 
   keys(): string[] {
@@ -111,7 +131,7 @@ export class AdmissionConditions implements Reconciler {
     const deferred = await this.pass();
     const due = this.nextDue;
     this.nextDue = Infinity;
-    const after = Math.min(deferred ? this.opts.minIntervalMs : Infinity, due === Infinity ? Infinity : Math.max(0, due - this.ctx.now()));
+    const after = Math.min(deferred ? this.opts.minIntervalMs : Infinity, due === Infinity ? Infinity : Math.max(0, due - this.deps.now()));
     return { writes: this.writes - writesBefore, ...(after < Infinity ? { requeueAfterMs: after } : {}) };
   }
 
@@ -123,109 +143,133 @@ export class AdmissionConditions implements Reconciler {
    * writes were left for the next pass (more than maxWritesPerPass were owed).
    */
   async pass(): Promise<boolean> {
-    const now = this.ctx.now();
+    const now = this.deps.now();
     const slice = new TimeSlice();
-    const views: ReturnType<SchedulerContext["workerView"]>[] = [];
-    for (const w of this.ctx.cache.list<Worker & StoredObject>("Worker")) {
-      views.push(this.ctx.workerView(w));
+    const { views, nominees } = await this.viewsWithNominations(slice, now);
+    /** Each worker as it would be with its leases ended, built on first use. */
+    const emptied: (View | undefined)[] = [];
+    const emptiedAt = (i: number) => (emptied[i] ??= without(views[i], new Set(views[i].leases.map((l) => l.task))));
+    const owed: Owed = { ops: [], news: [], standings: [], deferred: false };
+    // A snapshot of the shapes: the queue may change while the pass yields.
+    for (const shape of [...this.queue.allShapes()]) {
+      const wanted = await this.answer(shape, views, emptiedAt, slice, now);
+      await this.oweQueued(owed, shape, wanted, nominees, slice, now);
+    }
+    this.oweSettling(owed, now);
+    const written = await this.commit(owed.ops);
+    this.remember(owed, written, now);
+    return owed.deferred;
+  }
+
+  /** Every worker's view, with the nominations this pass takes (first, so its answers see them; claims see them once stored). */
+  private async viewsWithNominations(slice: TimeSlice, now: number): Promise<{ views: View[]; nominees: Map<string, Nomination> }> {
+    const views: View[] = [];
+    for (const w of this.deps.cache.list<Worker & StoredObject>("Worker")) {
+      views.push(this.deps.workerView(w));
       if (slice.due()) await slice.pause();
     }
-    // Nominations first, so this pass's answers see them; claims see them once stored.
-    const nom = nominate(this.ctx, this.queue, views, now, this.ctx.opts.nominateAfterSeconds ?? 60);
+    const nom = this.deps.nominate(views, now);
     const nominees = new Map<string, Nomination>([...nom.byWorker.values()].map((n) => [n.task.name, n]));
     if (nom.nextDue < Infinity) this.nextDue = Math.min(this.nextDue, nom.nextDue);
     for (const [i, v] of views.entries()) {
       const n = nom.byWorker.get(v.name);
       views[i] = n ? { ...v, nominee: { task: n.task, blockers: n.blockers, starts_at: n.starts_at, now } } : { ...v, nominee: undefined };
     }
-    /** Each worker as it would be with its leases ended, built on first use. */
-    const emptied: (ReturnType<typeof without> | undefined)[] = [];
-    const emptiedAt = (i: number) => (emptied[i] ??= without(views[i], new Set(views[i].leases.map((l) => l.task))));
-    const ops: TxnOp[] = [];
-    /** news[i]: the Events ops[i] announces once it is written (a changed reason or shortfall, a nomination taken or ended). */
-    const news: LoomEvent[][] = [];
-    /** standings[i]: what ops[i]'s Admitted condition says, or undefined when it only rewrites the nomination. */
-    const standings: (Standing | undefined)[] = [];
-    let deferred = false;
-    // A snapshot of the shapes: the queue may change while the pass yields.
-    for (const shape of [...this.queue.allShapes()]) {
-      const decisions: Decision[] = [];
-      const tv = taskView(shape.sample);
-      let waiting = false;
-      for (const [i, v] of views.entries()) {
-        const d = admit(tv, v);
-        decisions.push(d);
-        if (!d.ok && !d.unresolvable && !waiting) waiting = admit(tv, emptiedAt(i)).ok;
-        if (slice.due()) await slice.pause();
+    return { views, nominees };
+  }
+
+  /** What every task of one shape should say: admit() once per worker (and on the worker emptied, to tell waiting from blocked). */
+  private async answer(shape: Shape, views: readonly View[], emptiedAt: (i: number) => View, slice: TimeSlice, now: number): Promise<Wanted> {
+    const decisions: Decision[] = [];
+    const tv = taskView(shape.sample);
+    let waiting = false;
+    for (const [i, v] of views.entries()) {
+      const d = admit(tv, v);
+      decisions.push(d);
+      if (!d.ok && !d.unresolvable && !waiting) waiting = admit(tv, emptiedAt(i)).ok;
+      if (slice.due()) await slice.pause();
+    }
+    const s = summarize(decisions);
+    const message = decisions.length ? explainTask(decisions) : "no workers are declared or registered";
+    // A task that can never fit is explained by what can never change, not by what might.
+    const reason = s.unsatisfiable ? dominantUnresolvable(decisions) : s.dominant ?? "NoWorkers";
+    const standing: Standing = s.admittable.length ? "admissible" : waiting ? "waiting" : "blocked";
+    const answer = `${standing} ${reason} ${standing === "admissible" ? "" : skeleton(message)}`;
+    const held = this.answers.get(shape.key);
+    if (held?.answer !== answer) this.answers.set(shape.key, { answer, since: now });
+    return {
+      admitted: s.admittable.length
+        ? { status: "True", reason: "WorkerAvailable", message }
+        : { status: "False", reason, message },
+      ...(s.unsatisfiable ? { unsatisfiable: { reason, message: "no worker could ever admit this task, even empty" } } : {}),
+      standing,
+      since: held?.answer === answer ? held.since : now,
+    };
+  }
+
+  /** The writes owed to the queued tasks of one shape: their conditions, when due, and their nominations. */
+  private async oweQueued(owed: Owed, shape: Shape, wanted: Wanted, nominees: ReadonlyMap<string, Nomination>, slice: TimeSlice, now: number): Promise<void> {
+    for (const name of this.queue.namesOf(shape)) {
+      if (slice.due()) await slice.pause();
+      if (owed.ops.length >= this.opts.maxWritesPerPass) { owed.deferred = true; return; }
+      const t = this.deps.task(name);
+      if (!t || !isQueued(t.status?.state ?? "queued")) continue;
+      let next = this.apply(t, wanted, now);
+      const admittedWritten = next !== undefined;
+      const events: (LoomEvent | undefined)[] = next ? pendingNews(t, wanted) : [];
+      // A nomination taken, moved or ended is written at once: other replicas' claims read it.
+      const n = nominees.get(name);
+      if (nominationChanged(t.status, n)) {
+        next ??= jsonClone(t.status ?? {});
+        const ended = wanted.admitted.status === "True" ? { reason: "WorkerAvailable", message: "a worker admits it now" } : { reason: "NotNominated", message: "no worker is held for it now" };
+        events.push(setNomination(t, next, n, new Date(now).toISOString(), ended));
       }
-      const s = summarize(decisions);
-      const message = decisions.length ? explainTask(decisions) : "no workers are declared or registered";
-      // A task that can never fit is explained by what can never change, not by what might.
-      const reason = s.unsatisfiable ? dominantUnresolvable(decisions) : s.dominant ?? "NoWorkers";
-      const standing: Standing = s.admittable.length ? "admissible" : waiting ? "waiting" : "blocked";
-      const answer = `${standing} ${reason} ${standing === "admissible" ? "" : skeleton(message)}`;
-      const held = this.answers.get(shape.key);
-      if (held?.answer !== answer) this.answers.set(shape.key, { answer, since: now });
-      const wanted: Wanted = {
-        admitted: s.admittable.length
-          ? { status: "True", reason: "WorkerAvailable", message }
-          : { status: "False", reason, message },
-        ...(s.unsatisfiable ? { unsatisfiable: { reason, message: "no worker could ever admit this task, even empty" } } : {}),
-        standing,
-        since: held?.answer === answer ? held.since : now,
-      };
-      for (const name of this.queue.namesOf(shape)) {
-        if (slice.due()) await slice.pause();
-        if (ops.length >= this.opts.maxWritesPerPass) { deferred = true; break; }
-        const t = this.ctx.task(name);
-        if (!t || !isQueued(t.status?.state ?? "queued")) continue;
-        let next = this.apply(t, wanted, now);
-        const admittedWritten = next !== undefined;
-        const events: (LoomEvent | undefined)[] = next ? pendingNews(t, wanted) : [];
-        // A nomination taken, moved or ended is written at once: other replicas' claims read it.
-        const n = nominees.get(name);
-        if (nominationChanged(t.status, n)) {
-          next ??= jsonClone(t.status ?? {});
-          const ended = wanted.admitted.status === "True" ? { reason: "WorkerAvailable", message: "a worker admits it now" } : { reason: "NotNominated", message: "no worker is held for it now" };
-          events.push(setNomination(t, next, n, new Date(now).toISOString(), ended));
-        }
-        if (next) {
-          ops.push({ op: "updateStatus", object: { ...t, status: next } });
-          news.push(events.filter((e) => e !== undefined));
-          standings.push(admittedWritten ? wanted.standing : undefined);
-        }
+      if (next) {
+        owed.ops.push({ op: "updateStatus", object: { ...t, status: next } });
+        owed.news.push(events.filter((e) => e !== undefined));
+        owed.standings.push(admittedWritten ? wanted.standing : undefined);
       }
     }
-    // The one other writer of these conditions, for tasks out of the queue: what their state says.
-    for (const t of this.ctx.cache.byIndex<Task & StoredObject>("Task", UNSETTLED_INDEX, "1", { sorted: false })) {
-      if (ops.length >= this.opts.maxWritesPerPass) { deferred = true; break; }
-      ops.push({ op: "updateStatus", object: { ...t, status: settleAdmission(jsonClone(t.status ?? {}), new Date(now).toISOString()) } });
-      news.push([]);
-      standings.push(undefined);
+  }
+
+  /** The one other writer of these conditions, for tasks out of the queue: what their state says. */
+  private oweSettling(owed: Owed, now: number): void {
+    for (const t of this.deps.cache.byIndex<Task & StoredObject>("Task", UNSETTLED_INDEX, "1", { sorted: false })) {
+      if (owed.ops.length >= this.opts.maxWritesPerPass) { owed.deferred = true; break; }
+      owed.ops.push({ op: "updateStatus", object: { ...t, status: settleAdmission(jsonClone(t.status ?? {}), new Date(now).toISOString()) } });
+      owed.news.push([]);
+      owed.standings.push(undefined);
     }
-    // An Event is recorded only for a write that landed, so a lost write never repeats one.
-    const announce = (j: number) => { for (const e of news[j]) this.ctx.recordEvent(e); };
+  }
+
+  /** Write the ops in chunks of one transaction each; returns the indexes of those that landed. */
+  private async commit(ops: readonly TxnOp[]): Promise<number[]> {
     const written: number[] = [];
     for (let i = 0; i < ops.length; i += 200) {
       // The pass yielded since it read these tasks: a task claimed, cancelled or rewritten
       // meanwhile is left to the next pass, which sees it as it is now. Checked against the
       // informer right before the commit (nothing in between yields), so this process's own
       // writes never make the chunk conflict.
-      const chunk = range(i, Math.min(i + Math.min(200, this.ctx.store.maxWritesPerTxn), ops.length)).filter((j) => this.unchanged(ops[j]));
+      const chunk = range(i, Math.min(i + Math.min(200, this.deps.store.maxWritesPerTxn), ops.length)).filter((j) => this.unchanged(ops[j]));
       if (chunk.length === 0) continue;
       try {
-        await this.ctx.store.txn(chunk.map((j) => ops[j]));
+        await this.deps.store.txn(chunk.map((j) => ops[j]));
         written.push(...chunk);
       } catch (e) {
         // Another replica changed a task under us: write the rest one by one; the next pass redoes the loser.
         if (!isStoreError(e, "Conflict")) throw e;
-        for (const j of chunk) await this.ctx.store.txn([ops[j]]).then(() => written.push(j), (err) => { if (!isStoreError(err, "Conflict")) throw err; });
+        for (const j of chunk) await this.deps.store.txn([ops[j]]).then(() => written.push(j), (err) => { if (!isStoreError(err, "Conflict")) throw err; });
       }
     }
+    return written;
+  }
+
+  /** After the writes: their Events (only for a write that landed, so a lost write never repeats one), when each was written, and memory kept bounded. */
+  private remember(owed: Owed, written: readonly number[], now: number): void {
     for (const j of written) {
-      announce(j);
-      const standing = standings[j];
-      const op = ops[j];
+      for (const e of owed.news[j]) this.deps.recordEvent(e);
+      const standing = owed.standings[j];
+      const op = owed.ops[j];
       if (standing && op.op === "updateStatus") this.lastWrite.set(op.object.metadata.name, { at: now, standing });
     }
     this.writes += written.length;
@@ -234,13 +278,12 @@ export class AdmissionConditions implements Reconciler {
       const live = new Set([...this.queue.allShapes()].map((sh) => sh.key));
       for (const k of this.answers.keys()) if (!live.has(k)) this.answers.delete(k);
     }
-    return deferred;
   }
 
   /** Whether the task an op writes is still as the pass read it (and still queued, or still out of the queue). */
   private unchanged(op: TxnOp): boolean {
     if (op.op !== "updateStatus") return true;
-    const t = this.ctx.task(op.object.metadata.name);
+    const t = this.deps.task(op.object.metadata.name);
     const queued = (s: TaskStatus | undefined) => isQueued(s?.state ?? "queued");
     return t !== undefined && t.metadata.resourceVersion === op.object.metadata.resourceVersion && queued(t.status) === queued(op.object.status as TaskStatus);
   }
@@ -274,13 +317,6 @@ export class AdmissionConditions implements Reconciler {
       this.nextDue = Math.min(this.nextDue, (last?.at ?? 0) + this.opts.refreshMs); // owed, but not yet
       return undefined;
     }
-    const next: TaskStatus = jsonClone(st);
-    next.conditions ??= [];
-    const iso = new Date(now).toISOString();
-    setCondition(next.conditions, { type: "Admitted", ...w.admitted, observedGeneration: t.metadata.generation }, iso);
-    if (w.unsatisfiable) {
-      setCondition(next.conditions, { type: "Unsatisfiable", status: "True", ...w.unsatisfiable, observedGeneration: t.metadata.generation }, iso);
-    } else if (curUnsat) setCondition(next.conditions, { type: "Unsatisfiable", status: "False", reason: "Satisfiable", message: "some worker could admit this task", observedGeneration: t.metadata.generation }, iso);
-    return next;
+    return writeAdmission(jsonClone(st), new Date(now).toISOString(), { answer: w, generation: t.metadata.generation });
   }
 }

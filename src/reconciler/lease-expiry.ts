@@ -4,9 +4,8 @@
 // happens at lease_until, not at the next sweep over all tasks; a renewal moves lease_until
 // later and the early wake-up only queues the key again for the new time. The decision reads
 // lease_until from the store's object, so a new leader never expires a lease early.
-import { expireLease } from "../scheduler/transitions.ts";
 import { currentRenewal, leaseDue, RENEWAL_KIND } from "../scheduler/renewal.ts";
-import type { SchedulerContext } from "../scheduler/context.ts";
+import type { ControllerServices } from "../scheduler/controller-services.ts";
 import type { Task } from "../resources/types.ts";
 import type { Reconciler, Result } from "./controller.ts";
 import { isStoreError } from "../store/errors.ts";
@@ -14,27 +13,30 @@ import { isStoreError } from "../store/errors.ts";
 /** A wake-up this late after lease_until makes sure the clock has passed it. */
 const SLACK_MS = 5;
 
+/** What the lease controller uses: tasks with their renewals, the clock, and the expiry itself. */
+export type LeaseExpiryDeps = Pick<ControllerServices, "store" | "now" | "task" | "tasksInState" | "renewal" | "expireLease">;
+
 export class LeaseExpiry implements Reconciler {
   readonly name = "lease-expiry";
-  constructor(private readonly ctx: SchedulerContext) {}
+  constructor(private readonly deps: LeaseExpiryDeps) {}
 
   /** Every task holding an active lease. */
   keys(): string[] {
-    return [...this.ctx.tasksInState("leased"), ...this.ctx.tasksInState("running")].map((t) => t.metadata.name);
+    return [...this.deps.tasksInState("leased"), ...this.deps.tasksInState("running")].map((t) => t.metadata.name);
   }
 
   /** How long from now until this task's lease falls due, if it holds one. */
   delayOf(t: Task): number | undefined {
-    const due = leaseDue(t, this.ctx.renewal(t.metadata.name));
-    return due === undefined ? undefined : Math.max(0, due - this.ctx.now() + SLACK_MS);
+    const due = leaseDue(t, this.deps.renewal(t.metadata.name));
+    return due === undefined ? undefined : Math.max(0, due - this.deps.now() + SLACK_MS);
   }
 
   /** A renewal left from a lease that has ended is deleted (as it was read: a new renewal stays). */
   private async dropRenewal(t: Task): Promise<Result> {
-    const r = this.ctx.renewal(t.metadata.name);
+    const r = this.deps.renewal(t.metadata.name);
     if (!r || currentRenewal(t, r)) return;
     try {
-      await this.ctx.store.delete(RENEWAL_KIND, r.metadata.name, { resourceVersion: r.metadata.resourceVersion });
+      await this.deps.store.delete(RENEWAL_KIND, r.metadata.name, { resourceVersion: r.metadata.resourceVersion });
     } catch (e) {
       if (!isStoreError(e, "NotFound") && !isStoreError(e, "Conflict")) throw e;
     }
@@ -42,15 +44,15 @@ export class LeaseExpiry implements Reconciler {
   }
 
   async reconcile(name: string): Promise<Result> {
-    const t = this.ctx.task(name);
+    const t = this.deps.task(name);
     if (!t) return;
     const wait = this.delayOf(t);
     if (wait === undefined) return this.dropRenewal(t); // no active lease: nothing to expire
     if (wait > SLACK_MS) return { requeueAfterMs: wait };
-    const expired = await expireLease(this.ctx, name);
+    const expired = await this.deps.expireLease(name);
     if (expired) return { writes: 1 };
     // Not due after all (renewed meanwhile): look again when the lease as it stands falls due.
-    const fresh = this.ctx.task(name);
+    const fresh = this.deps.task(name);
     const again = fresh && this.delayOf(fresh);
     return again === undefined ? undefined : { requeueAfterMs: again };
   }

@@ -2,9 +2,8 @@
 // Every controller is level-triggered, so a missed or duplicated wake-up costs a pass, never
 // a wrong result; each has a periodic resync that backs up the watch.
 import { isKind, type Task } from "../resources/types.ts";
-import type { SchedulerContext } from "../scheduler/context.ts";
-import type { PushOptions } from "../scheduler/push.ts";
-import type { ClaimQueue } from "../scheduler/queue.ts";
+import type { ControllerServices } from "../scheduler/controller-services.ts";
+import type { PushOptions } from "../scheduler/direct-endpoint.ts";
 import type { InformerEvent } from "../store/cache.ts";
 import { AdmissionConditions, type AdmissionConditionsOptions } from "./admission-conditions.ts";
 import { CampaignReconciler } from "./campaign.ts";
@@ -29,8 +28,8 @@ export type ManagerOptions = {
 
 /** What the controllers are built from; the Hub (the composition root) passes it in. */
 export type ManagerDeps = {
-  ctx: SchedulerContext;
-  queue: ClaimQueue;
+  /** What the controllers use of the scheduler; each is handed the part it names. */
+  scheduler: ControllerServices;
   log: Logger;
   observe?: ReconcileObserver;
   /** Told which Events the GC dropped. */
@@ -49,25 +48,26 @@ export class ControllerManager {
   private readonly all: Controller[];
   private readonly minIntervalMs: number;
   private unsubscribe: () => void = () => {};
-  private readonly ctx: SchedulerContext;
+  /** What the manager itself reads: informer events, liveness changes, whether queues are in use. */
+  private readonly sources: Pick<ControllerServices, "cache" | "liveness" | "queues">;
   private readonly leaseExpiry: LeaseExpiry;
 
   constructor(deps: ManagerDeps, opts: ManagerOptions) {
-    const { ctx, queue, log, observe } = deps;
-    this.ctx = ctx;
+    const { scheduler: s, log, observe } = deps;
+    this.sources = s;
     const every = (resyncMs: number) => ({ log, observe, resyncMs });
-    this.campaigns = new Controller(new CampaignReconciler(ctx.store, ctx.cache, ctx.recordEvent), every(opts.resyncMs));
-    this.workers = new Controller(new WorkerReconciler(ctx), every(opts.resyncMs));
-    const conditions = new AdmissionConditions(ctx, queue, opts.conditions);
+    this.campaigns = new Controller(new CampaignReconciler(s.store, s.cache, s.recordEvent), every(opts.resyncMs));
+    this.workers = new Controller(new WorkerReconciler(s), every(opts.resyncMs));
+    const conditions = new AdmissionConditions(s, opts.conditions);
     this.minIntervalMs = conditions.opts.minIntervalMs;
     this.admission = new Controller(conditions, every(opts.resyncMs));
-    this.push = new Controller(new PushDispatcher(ctx, queue, opts.push, log), every(opts.resyncMs));
-    this.leaseExpiry = new LeaseExpiry(ctx);
+    this.push = new Controller(new PushDispatcher(s, opts.push, log), every(opts.resyncMs));
+    this.leaseExpiry = new LeaseExpiry(s);
     this.leases = new Controller(this.leaseExpiry, every(opts.leaseResyncMs));
     // The GC requeues itself every `everyMs`; a resync would only add passes.
-    this.events = new Controller(new EventGc(ctx.store, { ...opts.events, dropped: deps.eventsDropped }), every(0));
-    this.queues = new Controller(new QueueStatusReconciler(ctx), every(opts.resyncMs));
-    this.reclaim = new Controller(new ReclaimController(ctx, queue), every(opts.resyncMs));
+    this.events = new Controller(new EventGc(s.store, { ...opts.events, dropped: deps.eventsDropped }), every(0));
+    this.queues = new Controller(new QueueStatusReconciler(s), every(opts.resyncMs));
+    this.reclaim = new Controller(new ReclaimController(s), every(opts.resyncMs));
     this.all = [this.campaigns, this.workers, this.admission, this.push, this.leases, this.events, this.queues, this.reclaim];
   }
 
@@ -75,7 +75,7 @@ export class ControllerManager {
   private wakeQueuePasses(): void {
     this.admission.enqueue(ALL, this.minIntervalMs);
     this.push.enqueue(ALL);
-    if (this.ctx.queues.active) this.reclaim.enqueue(ALL, 200);
+    if (this.sources.queues.active) this.reclaim.enqueue(ALL, 200);
   }
 
   private onChange(ev: InformerEvent): void {
@@ -93,7 +93,7 @@ export class ControllerManager {
       // Counting is coalesced: a burst of task changes becomes one campaign pass.
       if (campaign) this.campaigns.enqueue(campaign, ev.type === "DELETED" ? 0 : 300);
       // A queue's figures are coalesced the same way, and only a Queue object has a status.
-      if (this.ctx.queues.active) for (const q of new Set([queueName(o.spec), ...(ev.old && isKind(ev.old, "Task") ? [queueName(ev.old.spec)] : [])])) this.queues.enqueue(q, 500);
+      if (this.sources.queues.active) for (const q of new Set([queueName(o.spec), ...(ev.old && isKind(ev.old, "Task") ? [queueName(ev.old.spec)] : [])])) this.queues.enqueue(q, 500);
       for (const t of [o, ev.old] as (Task | undefined)[]) {
         const w = t?.status?.lease?.worker;
         if (w) this.workers.enqueue(w, 100);
@@ -107,8 +107,8 @@ export class ControllerManager {
   }
 
   start(): void {
-    this.unsubscribe = this.ctx.cache.on((ev) => this.onChange(ev));
-    const stopLiveness = this.ctx.liveness.subscribe((w) => {
+    this.unsubscribe = this.sources.cache.on((ev) => this.onChange(ev));
+    const stopLiveness = this.sources.liveness.subscribe((w) => {
       this.workers.enqueue(w);
       this.wakeQueuePasses();
     });

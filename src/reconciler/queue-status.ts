@@ -6,7 +6,7 @@
 import { TYPED_GPU, type Amounts } from "../admission/queues.ts";
 import { RESOURCE_FIELDS, setCondition, type QueueSpecQuota, type QueueStatus } from "../resources/types.ts";
 import { jsonClone } from "../resources/json.ts";
-import type { SchedulerContext } from "../scheduler/context.ts";
+import type { ControllerServices } from "../scheduler/controller-services.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { Reconciler, Result } from "./controller.ts";
 
@@ -27,24 +27,29 @@ export function amountsText(a: Amounts): string {
 /** Two decimals: a share that moves in the third is not news worth a write. */
 const round = (x: number) => Math.round(x * 100) / 100;
 
+/** What the queue controller uses: Queue objects, each queue's figures, the clock. */
+export type QueueControllerDeps = Pick<ControllerServices, "store" | "cache" | "now"> & {
+  readonly queues: Pick<ControllerServices["queues"], "figures">;
+};
+
 export class QueueStatusReconciler implements Reconciler {
   readonly name = "queue";
-  constructor(private readonly ctx: SchedulerContext) {}
+  constructor(private readonly deps: QueueControllerDeps) {}
 
   keys(): string[] {
     try {
-      return this.ctx.cache.list("Queue").map((q) => q.metadata.name);
+      return this.deps.cache.list("Queue").map((q) => q.metadata.name);
     } catch {
       return []; // an informer without the Queue kind
     }
   }
 
   async reconcile(name: string): Promise<Result> {
-    const ctx = this.ctx;
-    const q = ctx.cache.get("Queue", name);
+    const deps = this.deps;
+    const q = deps.cache.get("Queue", name);
     if (!q || q.kind !== "Queue") return;
-    const f = ctx.queues.figures(name);
-    const iso = new Date(ctx.now()).toISOString();
+    const f = deps.queues.figures(name);
+    const iso = new Date(deps.now()).toISOString();
     const st: QueueStatus = jsonClone((q.status ?? {}) as QueueStatus);
     st.observedGeneration = q.metadata.generation;
     st.used = quotaObject(f.used);
@@ -65,7 +70,7 @@ export class QueueStatusReconciler implements Reconciler {
       : { type: "QuotaExhausted", status: "False", reason: "QuotaAvailable", message: "some of its nominal quota is free" }, iso);
     if (JSON.stringify(st) === JSON.stringify(q.status ?? {})) return;
     try {
-      await ctx.store.updateStatus({ ...q, status: st });
+      await deps.store.updateStatus({ ...q, status: st });
     } catch (e) {
       if (!isStoreError(e, "Conflict") && !isStoreError(e, "NotFound")) throw e;
       return { requeueAfterMs: 50 };

@@ -6,9 +6,9 @@
 // stopped declaring is deleted once it holds no active lease.
 import { exclusiveActive } from "../admission/index.ts";
 import { setCondition, type Worker, type WorkerStatus } from "../resources/types.ts";
-import type { SchedulerContext } from "../scheduler/context.ts";
-import { directEndpoint } from "../scheduler/push.ts";
-import { capacityEntry, effectiveSettings } from "../scheduler/workers.ts";
+import type { ControllerServices } from "../scheduler/controller-services.ts";
+import { directEndpoint } from "../scheduler/direct-endpoint.ts";
+import { effectiveSettings } from "../scheduler/workers.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { StoredObject } from "../store/store.ts";
 import type { Reconciler, Result } from "./controller.ts";
@@ -37,32 +37,37 @@ function lastCallWorthKeeping(w: Worker, lastSeen: number | undefined, graceMs: 
   return Number.isNaN(stored) || lastSeen - stored > graceMs / 2;
 }
 
+/** What the worker controller reads and writes: workers, their views and capacity, their last calls. */
+export type WorkerControllerDeps = Pick<ControllerServices, "store" | "cache" | "now" | "recordEvent" | "worker" | "workerView" | "capacityEntry" | "heartbeatGraceSeconds"> & {
+  readonly liveness: Pick<ControllerServices["liveness"], "get">;
+};
+
 export class WorkerReconciler implements Reconciler {
   readonly name = "worker";
-  constructor(private readonly ctx: SchedulerContext) {}
+  constructor(private readonly deps: WorkerControllerDeps) {}
 
   keys(): string[] {
-    return this.ctx.cache.list<StoredObject>("Worker").map((w) => w.metadata.name);
+    return this.deps.cache.list<StoredObject>("Worker").map((w) => w.metadata.name);
   }
 
   async reconcile(name: string): Promise<Result> {
-    const ctx = this.ctx;
-    const w = ctx.worker(name);
+    const deps = this.deps;
+    const w = deps.worker(name);
     if (!w) return;
-    const now = ctx.now();
-    const view = ctx.workerView(w);
+    const now = deps.now();
+    const view = deps.workerView(w);
     if (w.metadata.annotations?.[PRUNED_ANNOTATION] === "true" && view.leases.length === 0) {
       try {
-        await ctx.store.delete("Worker", name, { resourceVersion: w.metadata.resourceVersion });
-        ctx.recordEvent({ object: w, type: "Normal", reason: "Deleted", message: "no longer declared and no active lease: deleted" });
+        await deps.store.delete("Worker", name, { resourceVersion: w.metadata.resourceVersion });
+        deps.recordEvent({ object: w, type: "Normal", reason: "Deleted", message: "no longer declared and no active lease: deleted" });
       } catch (e) {
         if (!isStoreError(e, "Conflict") && !isStoreError(e, "NotFound")) throw e;
       }
       return;
     }
-    const e = capacityEntry(ctx, w);
+    const e = deps.capacityEntry(w);
     const s = effectiveSettings(w);
-    const live = ctx.liveness.get(name);
+    const live = deps.liveness.get(name);
     const iso = new Date(now).toISOString();
     const st: WorkerStatus = jsonClone(w.status ?? {});
     st.observedGeneration = w.metadata.generation;
@@ -83,22 +88,22 @@ export class WorkerReconciler implements Reconciler {
       : { type: "Registered", status: "False", reason: "NotRegistered", message: "no Runner has registered as this worker" }, iso);
     const ready = view.ready;
     setCondition(st.conditions, ready
-      ? { type: "Ready", status: "True", reason: "RunnerAlive", message: `last call within ${ctx.opts.heartbeatGraceSeconds}s` }
-      : { type: "Ready", status: "False", reason: live ? "HeartbeatMissing" : "NoHeartbeat", message: live ? `no call since ${new Date(live.lastSeen).toISOString()} (grace ${ctx.opts.heartbeatGraceSeconds}s)` : "no heartbeat since the Hub started" }, iso);
+      ? { type: "Ready", status: "True", reason: "RunnerAlive", message: `last call within ${deps.heartbeatGraceSeconds}s` }
+      : { type: "Ready", status: "False", reason: live ? "HeartbeatMissing" : "NoHeartbeat", message: live ? `no call since ${new Date(live.lastSeen).toISOString()} (grace ${deps.heartbeatGraceSeconds}s)` : "no heartbeat since the Hub started" }, iso);
     if (w.spec.unschedulable) setCondition(st.conditions, { type: "Cordoned", status: "True", reason: w.metadata.annotations?.[PRUNED_ANNOTATION] === "true" ? "NoLongerDeclared" : "Blocked", message: "no new leases are admitted" }, iso);
     else if (st.conditions.some((c) => c.type === "Cordoned")) setCondition(st.conditions, { type: "Cordoned", status: "False", reason: "Schedulable", message: "accepting leases" }, iso);
     if (exclusiveActive(view)) setCondition(st.conditions, { type: "ExclusiveHeld", status: "True", reason: "ExclusiveLease", message: `held by ${holder}` }, iso);
     else if (st.conditions.some((c) => c.type === "ExclusiveHeld")) setCondition(st.conditions, { type: "ExclusiveHeld", status: "False", reason: "NoExclusiveLease", message: "no exclusive lease is active" }, iso);
 
-    if (comparable(st) !== comparable(w.status) || lastCallWorthKeeping(w, live?.lastSeen, ctx.opts.heartbeatGraceSeconds * 1000)) {
+    if (comparable(st) !== comparable(w.status) || lastCallWorthKeeping(w, live?.lastSeen, deps.heartbeatGraceSeconds * 1000)) {
       try {
-        await ctx.store.updateStatus({ ...w, status: st });
+        await deps.store.updateStatus({ ...w, status: st });
       } catch (err) {
         if (!isStoreError(err, "Conflict")) throw err;
         return { requeueAfterMs: 50 }; // someone else wrote: look again with fresh data
       }
     }
     // Come back when Ready would flip by the clock alone.
-    if (ready && live) return { requeueAfterMs: Math.max(1000, live.lastSeen + ctx.opts.heartbeatGraceSeconds * 1000 - now + 50) };
+    if (ready && live) return { requeueAfterMs: Math.max(1000, live.lastSeen + deps.heartbeatGraceSeconds * 1000 - now + 50) };
   }
 }

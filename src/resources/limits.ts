@@ -3,7 +3,7 @@
 // no maxItems) gets the defaults below when the schemas are compiled, and the parts a schema
 // passes through unchecked (payload, host snapshot, error details) are walked with the same
 // bounds. Nothing here recurses, so hostile nesting cannot exhaust the stack.
-import type { FieldError } from "./validate.ts";
+import type { FieldError } from "./field-error.ts";
 
 export const LIMITS = {
   /** Deepest JSON/YAML nesting accepted anywhere (objects and arrays). */

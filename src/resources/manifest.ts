@@ -55,34 +55,34 @@ export type ExpandResult = { tasks: Task[]; errors: ItemFieldError[] };
 export type ManifestResult = { campaign?: Campaign; tasks: Task[]; errors: ItemFieldError[]; notes: ItemFieldError[] };
 
 type Obj = Record<string, unknown>;
-type Check = (v: unknown, field: string) => ItemFieldError[];
+type FieldCheck = (v: unknown, field: string) => ItemFieldError[];
 
 const ok: ItemFieldError[] = [];
 const bad = (field: string, message: string, reason: ItemFieldError["reason"] = "FieldValueInvalid") => [fieldError(field, message, reason)];
 
 const isId = (v: unknown) => (typeof v === "string" && v !== "" && !HAS_CONTROL.test(v)) || Number.isSafeInteger(v);
-const checkString: Check = (v, f) => (typeof v === "string" ? ok : bad(f, "must be a string", "FieldValueTypeInvalid"));
-const checkBool: Check = (v, f) => (typeof v === "boolean" ? ok : bad(f, "must be a boolean", "FieldValueTypeInvalid"));
-const checkPositive: Check = (v, f) => (typeof v === "number" && Number.isFinite(v) && v > 0 ? ok : bad(f, "must be a positive number"));
-const checkStringList: Check = (v, f) => {
+const checkString: FieldCheck = (v, f) => (typeof v === "string" ? ok : bad(f, "must be a string", "FieldValueTypeInvalid"));
+const checkBool: FieldCheck = (v, f) => (typeof v === "boolean" ? ok : bad(f, "must be a boolean", "FieldValueTypeInvalid"));
+const checkPositive: FieldCheck = (v, f) => (typeof v === "number" && Number.isFinite(v) && v > 0 ? ok : bad(f, "must be a positive number"));
+const checkStringList: FieldCheck = (v, f) => {
   if (!Array.isArray(v)) return bad(f, "must be a list of strings", "FieldValueTypeInvalid");
   return v.flatMap((x, i) => (typeof x === "string" ? [] : bad(`${f}[${i}]`, "must be a string", "FieldValueTypeInvalid")));
 };
-const checkCommand: Check = (v, f) => (typeof v === "string" ? (v.trim() ? ok : bad(f, "must not be empty")) : checkStringList(v, f));
-const checkEnv: Check = (v, f) => {
+const checkCommand: FieldCheck = (v, f) => (typeof v === "string" ? (v.trim() ? ok : bad(f, "must not be empty")) : checkStringList(v, f));
+const checkEnv: FieldCheck = (v, f) => {
   if (!isPlainObject(v)) return bad(f, "must be a map of strings", "FieldValueTypeInvalid");
   return Object.entries(v).flatMap(([k, x]) => (typeof x === "string" ? [] : bad(`${f}.${k}`, "must be a string", "FieldValueTypeInvalid")));
 };
-const checkRunner: Check = (v, f) =>
+const checkRunner: FieldCheck = (v, f) =>
   (RUNNERS as readonly unknown[]).includes(v) ? ok : bad(f, `must be one of: ${RUNNERS.join(", ")}`, "FieldValueNotSupported");
-const checkSource: Check = (v, f) => (isPlainObject(v) || (typeof v === "string" && v !== "") ? ok : bad(f, "must be an object or a non-empty string", "FieldValueTypeInvalid"));
-const checkRetry: Check = (v, f) => {
+const checkSource: FieldCheck = (v, f) => (isPlainObject(v) || (typeof v === "string" && v !== "") ? ok : bad(f, "must be an object or a non-empty string", "FieldValueTypeInvalid"));
+const checkRetry: FieldCheck = (v, f) => {
   if (!isPlainObject(v)) return bad(f, "must be an object", "FieldValueTypeInvalid");
   return v.categories !== undefined ? checkStringList(v.categories, `${f}.categories`) : ok;
 };
 
 /** Checks for the keys Loom interprets inside a payload (anything else passes through unchanged). */
-const PAYLOAD_CHECKS: Record<string, Check> = {
+const PAYLOAD_CHECKS: Record<string, FieldCheck> = {
   runner: checkRunner,
   command: checkCommand,
   source: checkSource,
@@ -101,7 +101,7 @@ const PAYLOAD_CHECKS: Record<string, Check> = {
  * checks (priority, required_capability, expected, the insides of execution_profile and
  * retry_policy) are left to them, so one rule has one message.
  */
-const LAYER_CHECKS: Record<string, Check> = {
+const LAYER_CHECKS: Record<string, FieldCheck> = {
   ...PAYLOAD_CHECKS,
   vars: (v, f) => (isPlainObject(v) ? ok : bad(f, "must be a map of template values", "FieldValueTypeInvalid")),
   extensions: (v, f) => (isPlainObject(v) ? ok : bad(f, "must be an object", "FieldValueTypeInvalid")),
@@ -110,7 +110,7 @@ const LAYER_CHECKS: Record<string, Check> = {
   payload: (v, f) => (isPlainObject(v) ? checkKnown(v, f, PAYLOAD_CHECKS) : bad(f, "must be an object", "FieldValueTypeInvalid")),
 };
 
-function checkKnown(obj: Obj, base: string, checks: Record<string, Check>): ItemFieldError[] {
+function checkKnown(obj: Obj, base: string, checks: Record<string, FieldCheck>): ItemFieldError[] {
   const errs: ItemFieldError[] = [];
   for (const [k, v] of Object.entries(obj)) if (checks[k] && v !== undefined) errs.push(...checks[k](v, `${base}.${k}`));
   if (obj.phases !== undefined && obj.commands !== undefined && JSON.stringify(obj.phases) !== JSON.stringify(obj.commands))
@@ -135,7 +135,7 @@ function checkPhaseList(v: unknown, field: string): ItemFieldError[] {
     if (typeof p.name !== "string" || p.name === "") errs.push(...bad(`${at}.name`, p.name === undefined ? "required" : "must be a non-empty string", p.name === undefined ? "FieldValueRequired" : "FieldValueTypeInvalid"));
     else if (names.has(p.name)) errs.push(...bad(`${at}.name`, `duplicate phase name "${p.name}" (also ${field}[${names.get(p.name)}])`, "FieldValueDuplicate"));
     else names.set(p.name, j);
-    const checks: Record<string, Check> = { command: checkCommand, args: checkStringList, cwd: checkString, env: checkEnv, timeout_seconds: checkPositive, continue_on_error: checkBool, artifact_paths: checkStringList };
+    const checks: Record<string, FieldCheck> = { command: checkCommand, args: checkStringList, cwd: checkString, env: checkEnv, timeout_seconds: checkPositive, continue_on_error: checkBool, artifact_paths: checkStringList };
     errs.push(...checkKnown(p, at, checks));
   });
   return errs;

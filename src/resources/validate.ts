@@ -3,10 +3,9 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import { type JSONSchema, loadCrds, API_VERSION } from "./crds.ts";
 import { boundErrors, HAS_CONTROL, NO_CONTROL, withDefaultLimits } from "./limits.ts";
+import type { FieldError } from "./field-error.ts";
 
-/** A problem with one field. `field` is a dotted path with [i] for list items. */
-export type FieldError = { field: string; message: string; reason: FieldReason };
-export type FieldReason = "FieldValueRequired" | "FieldValueInvalid" | "FieldValueNotSupported" | "FieldValueDuplicate" | "FieldValueTypeInvalid" | "FieldUnknown";
+export type { FieldError, FieldReason } from "./field-error.ts";
 
 /**
  * The CEL rules the CRDs use (x-kubernetes-validations), with their meaning in JS.

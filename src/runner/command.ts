@@ -82,8 +82,8 @@ export interface RunnerConfig {
   servePort: number;
 }
 
-/** Validates every flag; a FlagError names the flag. */
-export function resolveConfig(raw: RawOptions, env: NodeJS.ProcessEnv = process.env): RunnerConfig {
+/** --controller (or LOOM_CONTROLLER) and the CA that signs its certificate. */
+function controllerFlags(raw: RawOptions, env: NodeJS.ProcessEnv): { controller: string; ca?: Buffer } {
   const controller = raw.controller ?? env.LOOM_CONTROLLER ?? "http://127.0.0.1:8765";
   let url: URL;
   try {
@@ -99,15 +99,20 @@ export function resolveConfig(raw: RawOptions, env: NodeJS.ProcessEnv = process.
   } catch (e) {
     throw new FlagError(raw.certificateAuthority ? "--certificate-authority" : CA_FILE_ENV, (e as Error).message);
   }
+  return { controller, ...(ca ? { ca } : {}) };
+}
 
-  const workerId = (raw.workerId ?? os.hostname()).trim();
-  if (!workerId) throw new FlagError("--worker-id", "must not be empty");
+/** --connection-mode, v1's names accepted. */
+function connectionMode(raw: RawOptions): ConnectionMode {
   const modeName = V1_CONNECTION_MODES[raw.connectionMode] ?? raw.connectionMode;
   if (!(CONNECTION_MODES as readonly string[]).includes(modeName)) {
     throw new FlagError("--connection-mode", `must be one of ${[...CONNECTION_MODES, ...Object.keys(V1_CONNECTION_MODES)].join(", ")}, got ${JSON.stringify(raw.connectionMode)}`);
   }
-  const mode = modeName as ConnectionMode;
-  const authTokenEnv = raw.controllerTokenEnv ?? raw.authTokenEnv;
+  return modeName as ConnectionMode;
+}
+
+/** --concurrency-policy, --max-concurrency and --initial-concurrency, which must fit under it. */
+function concurrencyFlags(raw: RawOptions): { concurrencyPolicy: ConcurrencyPolicy; maxConcurrency: number; initialConcurrency: number } {
   if (raw.concurrencyPolicy !== "fixed" && raw.concurrencyPolicy !== "adaptive") {
     throw new FlagError("--concurrency-policy", `must be fixed or adaptive, got ${JSON.stringify(raw.concurrencyPolicy)}`);
   }
@@ -117,21 +122,37 @@ export function resolveConfig(raw: RawOptions, env: NodeJS.ProcessEnv = process.
   if (initialConcurrency > maxConcurrency) {
     throw new FlagError("--initial-concurrency", `must be between 1 and --max-concurrency (${maxConcurrency}), got ${initialConcurrency}`);
   }
-  let capacityOverrides: unknown = undefined;
-  if (raw.resourceCapacityJson !== undefined) {
-    try {
-      capacityOverrides = JSON.parse(raw.resourceCapacityJson);
-    } catch (e) {
-      throw new FlagError("--resource-capacity-json", `not valid JSON: ${(e as Error).message}`);
-    }
-    try {
-      // Validated against an empty snapshot: only the shape matters here, the host fills the rest at registration.
-      resolveCapacity({}, capacityOverrides, "resource_capacity");
-    } catch (e) {
-      if (e instanceof CapacityError) throw new FlagError("--resource-capacity-json", e.message);
-      throw e;
-    }
+  return { concurrencyPolicy: raw.concurrencyPolicy, maxConcurrency, initialConcurrency };
+}
+
+/** --resource-capacity-json, parsed and checked for its shape. */
+function capacityOverridesOf(json: string | undefined): unknown {
+  if (json === undefined) return undefined;
+  let capacityOverrides: unknown;
+  try {
+    capacityOverrides = JSON.parse(json);
+  } catch (e) {
+    throw new FlagError("--resource-capacity-json", `not valid JSON: ${(e as Error).message}`);
   }
+  try {
+    // Validated against an empty snapshot: only the shape matters here, the host fills the rest at registration.
+    resolveCapacity({}, capacityOverrides, "resource_capacity");
+  } catch (e) {
+    if (e instanceof CapacityError) throw new FlagError("--resource-capacity-json", e.message);
+    throw e;
+  }
+  return capacityOverrides;
+}
+
+/** Validates every flag; a FlagError names the flag. */
+export function resolveConfig(raw: RawOptions, env: NodeJS.ProcessEnv = process.env): RunnerConfig {
+  const { controller, ca } = controllerFlags(raw, env);
+  const workerId = (raw.workerId ?? os.hostname()).trim();
+  if (!workerId) throw new FlagError("--worker-id", "must not be empty");
+  const mode = connectionMode(raw);
+  const authTokenEnv = raw.controllerTokenEnv ?? raw.authTokenEnv;
+  const concurrency = concurrencyFlags(raw);
+  const capacityOverrides = capacityOverridesOf(raw.resourceCapacityJson);
   const leaseSeconds = int("--lease-seconds", raw.leaseSeconds, { min: 30 })!;
   const explicitWait = int("--claim-wait-seconds", raw.claimWaitSeconds, { min: 0, max: 60 });
   const claimWaitSeconds = explicitWait ?? (mode === "long-poll" ? LONG_POLL_WAIT_SECONDS : 0);
@@ -165,9 +186,7 @@ export function resolveConfig(raw: RawOptions, env: NodeJS.ProcessEnv = process.
       workerId,
       workDir,
       capabilities,
-      maxConcurrency,
-      initialConcurrency,
-      concurrencyPolicy: raw.concurrencyPolicy as ConcurrencyPolicy,
+      ...concurrency,
       capacityOverrides,
       leaseSeconds,
       claimWaitSeconds,

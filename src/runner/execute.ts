@@ -308,96 +308,119 @@ async function runShell(ctx: RunContext): Promise<RunOutcome> {
   return { exitCode: o.exitCode, usage: [o.usage], timedOut: o.timedOut, stopped: o.aborted ?? undefined };
 }
 
-async function runRepo(task: ClaimedTask, ctx: RunContext): Promise<RunOutcome> {
+/** What a repo run says in its stdout.txt (lines) and stderr.txt (errors). */
+type RunLog = { lines: string[]; errors: string[] };
+
+/** The task's source, checked out or copied into `workspace`; its summary is written to source-summary.json. */
+async function materialize(ctx: RunContext, workspace: string): Promise<SourceSummary> {
   const { attemptDir, payload, opts } = ctx;
-  const workspace = path.join(attemptDir, "workspace");
   const source = resolveSource(payload);
   const materializeTimeout = Number(payload.materialize_timeout_seconds ?? payload.timeout_seconds ?? 600) || 600;
-  const baseEnv = buildEnv(opts, payload, ctx.runtime);
   let summary: SourceSummary;
   try {
-    summary = await materializeSource(source, { attemptDir, workspace, env: baseEnv, timeoutSeconds: materializeTimeout, signal: opts.signal, excludePaths: [opts.workDir] });
+    summary = await materializeSource(source, { attemptDir, workspace, env: buildEnv(opts, payload, ctx.runtime), timeoutSeconds: materializeTimeout, signal: opts.signal, excludePaths: [opts.workDir] });
   } catch (e) {
     summary = { ok: false, type: source.url || source.repo_url ? "git" : "local", commit: null, steps: [], failure: e instanceof Error ? e.message : String(e) };
   }
   await writeFile(path.join(attemptDir, "source-summary.json"), json(summary));
-  const usage = summary.steps.map((s) => s.resource_usage);
-  const lines: string[] = [`source: ${summary.type} ${summary.url ?? summary.path ?? ""}${summary.ref ? ` ref ${summary.ref}` : ""} ${summary.ok ? "ready" : `failed (${summary.failure ?? "see steps"})`}`];
-  const errLines: string[] = summary.ok ? [] : [`source materialisation failed: ${summary.failure ?? "see materialize-* logs"}`];
-  let exitCode = summary.ok ? 0 : 2;
-  let timedOut = false;
-  let stopped: string | undefined;
+  return summary;
+}
+
+/** Run one phase (the i-th command) in the workspace, its output in NN-name.std{out,err}.txt. */
+async function runPhase(ctx: RunContext, workspace: string, spec: Record<string, unknown>, command: NonNullable<ReturnType<typeof commandWithArgs>>, i: number): Promise<{ result: PhaseResult; aborted?: string | null }> {
+  const { attemptDir, payload, opts } = ctx;
+  const relCwd = insideRelative(String(spec.cwd ?? "."), `cwd of phase ${String(spec.name)}`);
+  const timeout = Number(spec.timeout_seconds ?? payload.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS) || DEFAULT_TIMEOUT_SECONDS;
+  const name = `${pad(i + 1, 2)}-${String(spec.name)}`;
+  const stdoutPath = `${fileSafe(name)}.stdout.txt`;
+  const stderrPath = `${fileSafe(name)}.stderr.txt`;
+  const o = await runProcess({
+    command,
+    cwd: path.join(workspace, relCwd),
+    env: { ...buildEnv(opts, payload, ctx.runtime, spec), LOOM_PHASE_NAME: String(spec.phase), LOOM_PHASE_INDEX: String(spec.phase_index) },
+    timeoutSeconds: timeout,
+    stdoutPath: path.join(attemptDir, stdoutPath),
+    stderrPath: path.join(attemptDir, stderrPath),
+    signal: opts.signal,
+    killGraceMs: opts.killGraceMs,
+  });
+  const result: PhaseResult = {
+    name,
+    command,
+    exit_code: o.exitCode,
+    stdout_path: stdoutPath,
+    stderr_path: stderrPath,
+    resource_usage: o.usage,
+    cwd: relCwd,
+    phase: String(spec.phase),
+    phase_index: Number(spec.phase_index),
+    timeout_seconds: timeout,
+    timed_out: o.timedOut,
+    started_at: o.startedAt,
+    finished_at: o.finishedAt,
+  };
+  return { result, aborted: o.aborted };
+}
+
+/** Run the phases in order until one fails (unless it may continue) or the run is stopped; phase-results.json lists them. */
+async function runPhases(task: ClaimedTask, ctx: RunContext, workspace: string, specs: ReturnType<typeof commandList>, log: RunLog): Promise<RunOutcome> {
   const phases: PhaseResult[] = [];
-  const specs = commandList(payload);
-  if (summary.ok) {
-    for (const [i, spec] of specs.entries()) {
-      const command = commandWithArgs(spec);
-      if (command === undefined) continue;
-      const idx = i + 1;
-      const relCwd = insideRelative(String(spec.cwd ?? "."), `cwd of phase ${String(spec.name)}`);
-      const timeout = Number(spec.timeout_seconds ?? payload.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS) || DEFAULT_TIMEOUT_SECONDS;
-      const name = `${pad(idx, 2)}-${String(spec.name)}`;
-      const stdoutPath = `${fileSafe(name)}.stdout.txt`;
-      const stderrPath = `${fileSafe(name)}.stderr.txt`;
-      const o = await runProcess({
-        command,
-        cwd: path.join(workspace, relCwd),
-        env: { ...buildEnv(opts, payload, ctx.runtime, spec), LOOM_PHASE_NAME: String(spec.phase), LOOM_PHASE_INDEX: String(spec.phase_index) },
-        timeoutSeconds: timeout,
-        stdoutPath: path.join(attemptDir, stdoutPath),
-        stderrPath: path.join(attemptDir, stderrPath),
-        signal: opts.signal,
-        killGraceMs: opts.killGraceMs,
-      });
-      phases.push({
-        name,
-        command,
-        exit_code: o.exitCode,
-        stdout_path: stdoutPath,
-        stderr_path: stderrPath,
-        resource_usage: o.usage,
-        cwd: relCwd,
-        phase: String(spec.phase),
-        phase_index: Number(spec.phase_index),
-        timeout_seconds: timeout,
-        timed_out: o.timedOut,
-        started_at: o.startedAt,
-        finished_at: o.finishedAt,
-      });
-      usage.push(o.usage);
-      timedOut ||= o.timedOut;
-      lines.push(`phase ${name}: exit ${o.exitCode}${o.timedOut ? " (timeout)" : ""} in ${o.usage.duration_seconds}s`);
-      if (o.aborted) {
-        stopped = o.aborted;
-        exitCode = o.exitCode;
-        break;
-      }
-      if (o.exitCode !== 0) {
-        exitCode = o.exitCode;
-        errLines.push(`phase ${name} exited ${o.exitCode}; see ${stderrPath}`);
-        const cont = spec.continue_on_error !== undefined ? Boolean(spec.continue_on_error) : Boolean(payload.continue_on_error);
-        if (!cont) break;
-      }
+  const out: RunOutcome = { exitCode: 0, usage: [], timedOut: false };
+  for (const [i, spec] of specs.entries()) {
+    const command = commandWithArgs(spec);
+    if (command === undefined) continue;
+    const { result: r, aborted } = await runPhase(ctx, workspace, spec, command, i);
+    phases.push(r);
+    out.usage.push(r.resource_usage);
+    out.timedOut ||= r.timed_out;
+    log.lines.push(`phase ${r.name}: exit ${r.exit_code}${r.timed_out ? " (timeout)" : ""} in ${r.resource_usage.duration_seconds}s`);
+    if (aborted) {
+      out.stopped = aborted;
+      out.exitCode = r.exit_code;
+      break;
+    }
+    if (r.exit_code !== 0) {
+      out.exitCode = r.exit_code;
+      log.errors.push(`phase ${r.name} exited ${r.exit_code}; see ${r.stderr_path}`);
+      const cont = spec.continue_on_error !== undefined ? Boolean(spec.continue_on_error) : Boolean(ctx.payload.continue_on_error);
+      if (!cont) break;
     }
   }
-  await writeFile(path.join(attemptDir, "phase-results.json"), json({ schema_version: 1, task_id: task.task_id, attempt_no: ctx.attemptNo, phases }));
+  await writeFile(path.join(ctx.attemptDir, "phase-results.json"), json({ schema_version: 1, task_id: task.task_id, attempt_no: ctx.attemptNo, phases }));
+  return out;
+}
+
+/** A repo task: materialise its source, run its phases, collect its artifacts, and write what happened. */
+async function runRepo(task: ClaimedTask, ctx: RunContext): Promise<RunOutcome> {
+  const { attemptDir, payload } = ctx;
+  const workspace = path.join(attemptDir, "workspace");
+  const summary = await materialize(ctx, workspace);
+  const usage = summary.steps.map((s) => s.resource_usage);
+  const log: RunLog = {
+    lines: [`source: ${summary.type} ${summary.url ?? summary.path ?? ""}${summary.ref ? ` ref ${summary.ref}` : ""} ${summary.ok ? "ready" : `failed (${summary.failure ?? "see steps"})`}`],
+    errors: summary.ok ? [] : [`source materialisation failed: ${summary.failure ?? "see materialize-* logs"}`],
+  };
+  const specs = commandList(payload);
+  const run = await runPhases(task, ctx, workspace, summary.ok ? specs : [], log);
+  let exitCode = summary.ok ? run.exitCode : 2;
+  usage.push(...run.usage);
   const patterns = [payload.artifact_paths ?? payload.artifacts ?? [], ...specs.map((s) => s.artifact_paths ?? [])].flatMap((p) => (Array.isArray(p) ? p.map(String) : [String(p)]));
   let artifacts: ArtifactEntry[] = [];
   if (summary.ok) {
     try {
       artifacts = await collectArtifacts(workspace, attemptDir, patterns);
     } catch (e) {
-      errLines.push(`artifact collection failed: ${e instanceof Error ? e.message : String(e)}`);
+      log.errors.push(`artifact collection failed: ${e instanceof Error ? e.message : String(e)}`);
       if (exitCode === 0) exitCode = 2;
     }
   }
   await writeFile(path.join(attemptDir, "artifact-manifest.json"), json({ schema_version: 1, artifacts }));
-  lines.push(`artifacts: ${artifacts.length}`, `exit_code: ${exitCode}`);
+  log.lines.push(`artifacts: ${artifacts.length}`, `exit_code: ${exitCode}`);
   // A short text summary: v1 put JSON with commit and sha256 hashes here, whose digits the
   // Hub's issue classifier (it scans *stdout.txt for "401", "429"...) then misread.
-  await writeFile(path.join(attemptDir, "stdout.txt"), lines.join("\n") + "\n");
-  await writeFile(path.join(attemptDir, "stderr.txt"), errLines.length ? errLines.join("\n") + "\n" : "");
-  return { exitCode, usage, timedOut, stopped };
+  await writeFile(path.join(attemptDir, "stdout.txt"), log.lines.join("\n") + "\n");
+  await writeFile(path.join(attemptDir, "stderr.txt"), log.errors.length ? log.errors.join("\n") + "\n" : "");
+  return { exitCode, usage, timedOut: run.timedOut, stopped: run.stopped };
 }
 
 interface RunContext {
@@ -418,6 +441,25 @@ async function filesUnder(dir: string, rel = ""): Promise<string[]> {
     } else if (e.isFile()) out.push(r);
   }
   return out;
+}
+
+/** Run the attempt with its payload's runner; what it throws is exit code 2 with the error in stderr.txt. */
+async function runAttempt(runner: string, task: ClaimedTask, ctx: RunContext): Promise<RunOutcome> {
+  const { opts, attemptDir } = ctx;
+  try {
+    if (opts.signal?.aborted) return { exitCode: STOPPED_EXIT_CODE, usage: [], timedOut: false, stopped: String(opts.signal.reason ?? "aborted") };
+    if (runner === "noop") {
+      await writeFile(path.join(attemptDir, "stdout.txt"), "noop ok\n");
+      return { exitCode: 0, usage: [], timedOut: false };
+    }
+    if (runner === "shell") return await runShell(ctx);
+    if (runner === "repo") return await runRepo(task, ctx);
+    await writeFile(path.join(attemptDir, "stderr.txt"), `unsupported runner: ${runner}\n`);
+    return { exitCode: 2, usage: [], timedOut: false };
+  } catch (e) {
+    await appendFile(path.join(attemptDir, "stderr.txt"), `${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}\n`);
+    return { exitCode: 2, usage: [], timedOut: false };
+  }
 }
 
 /** Runs the task and writes <work>/<task>/attempt-NNN.zip. Never throws for a failing task: that is exit_code. */
@@ -443,22 +485,7 @@ export async function executeTask(task: ClaimedTask, opts: ExecuteOptions): Prom
   };
   const startedAt = utcNow();
   const t0 = performance.now();
-  let outcome: RunOutcome;
-  try {
-    if (opts.signal?.aborted) outcome = { exitCode: STOPPED_EXIT_CODE, usage: [], timedOut: false, stopped: String(opts.signal.reason ?? "aborted") };
-    else if (runner === "noop") {
-      await writeFile(path.join(attemptDir, "stdout.txt"), "noop ok\n");
-      outcome = { exitCode: 0, usage: [], timedOut: false };
-    } else if (runner === "shell") outcome = await runShell(ctx);
-    else if (runner === "repo") outcome = await runRepo(task, ctx);
-    else {
-      await writeFile(path.join(attemptDir, "stderr.txt"), `unsupported runner: ${runner}\n`);
-      outcome = { exitCode: 2, usage: [], timedOut: false };
-    }
-  } catch (e) {
-    await appendFile(path.join(attemptDir, "stderr.txt"), `${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}\n`);
-    outcome = { exitCode: 2, usage: [], timedOut: false };
-  }
+  const outcome = await runAttempt(runner, task, ctx);
   const finishedAt = utcNow();
   const host = await hostSnapshot(opts.workDir);
   const cc = isObj(task.controller_concurrency) ? task.controller_concurrency : {};

@@ -231,25 +231,7 @@ export class PullLoop {
     }
     let idleRounds = 0;
     while (!this.stopping) {
-      try {
-        const hb = await o.client.heartbeat(await heartbeatBody(o, this.currentRuns(), this.running.size ? "running" : "idle"));
-        this.clampDesired(hb.desired_concurrency);
-        if (hb.registered === false) {
-          const wait = backoff.next();
-          o.log(`the Hub does not know this worker as registered; registering again in ${(wait / 1000).toFixed(1)}s`);
-          await this.waitForChange(wait);
-          if (this.stopping) break;
-          this.clampDesired((await registerWithRetry(o, this.stopCtl.signal, o.maxBackoffMs)).desired_concurrency);
-          continue;
-        }
-        backoff.reset();
-      } catch (e) {
-        if (isFatal(e, "loop")) throw e;
-        const wait = backoff.next();
-        o.log(`heartbeat failed (${e instanceof Error ? e.message : String(e)}); retrying in ${(wait / 1000).toFixed(1)}s`);
-        await this.waitForChange(wait);
-        continue;
-      }
+      if (!(await this.beat(backoff))) continue;
       if (o.maxTasks > 0 && this.claimed >= o.maxTasks) {
         if (this.running.size === 0) break;
         await this.waitForChange(o.pollSeconds * 1000);
@@ -260,37 +242,9 @@ export class PullLoop {
         await this.waitForChange(o.pollSeconds * 1000);
         continue;
       }
-      const limit = o.maxTasks > 0 ? Math.min(slots, o.maxTasks - this.claimed) : slots;
-      const req: ClaimRequest = { worker_id: o.workerId, limit, lease_seconds: o.leaseSeconds };
-      if (o.claimWaitSeconds > 0) {
-        req.wait_seconds = o.claimWaitSeconds;
-        req.wait_poll_seconds = Math.min(Math.max(o.pollSeconds, 1), 5);
-      }
       const t0 = Date.now();
-      let tasks: ClaimedTask[];
-      try {
-        const reply = await o.client.claim(req, this.stopCtl.signal);
-        tasks = Array.isArray(reply.tasks) ? reply.tasks : [];
-        this.clampDesired(reply.desired_concurrency);
-        backoff.reset();
-      } catch (e) {
-        if (this.stopping) break;
-        if (isFatal(e, "loop")) throw e;
-        const wait = backoff.next();
-        o.log(`claim failed (${e instanceof Error ? e.message : String(e)}); retrying in ${(wait / 1000).toFixed(1)}s`);
-        await this.waitForChange(wait);
-        // Registering again is what makes the Hub know us; the growing wait keeps a refused Runner from hammering it.
-        if (notRegistered(e) && !this.stopping) {
-          try {
-            const reg = await registerWithRetry(o, this.stopCtl.signal, o.maxBackoffMs);
-            this.clampDesired(reg.desired_concurrency);
-          } catch (err) {
-            if (this.stopping) break;
-            throw err;
-          }
-        }
-        continue;
-      }
+      const tasks = await this.claimTasks(o.maxTasks > 0 ? Math.min(slots, o.maxTasks - this.claimed) : slots, backoff);
+      if (!tasks) continue;
       // The Hub leased every task it returned to us, so all of them run, even past `limit`.
       for (const t of tasks) this.launch(t);
       if (tasks.length) {
@@ -312,6 +266,72 @@ export class PullLoop {
       o.log(`final heartbeat failed: ${e instanceof Error ? e.message : String(e)}`);
     }
     return this.summary(this.stopping);
+  }
+
+  /**
+   * One heartbeat, which also says the concurrency the Hub wants. False: look again from the
+   * top of the loop, after a wait (it failed), or after registering again (the Hub did not
+   * know this worker as registered).
+   */
+  private async beat(backoff: Backoff): Promise<boolean> {
+    const o = this.o;
+    try {
+      const hb = await o.client.heartbeat(await heartbeatBody(o, this.currentRuns(), this.running.size ? "running" : "idle"));
+      this.clampDesired(hb.desired_concurrency);
+      if (hb.registered === false) {
+        const wait = backoff.next();
+        o.log(`the Hub does not know this worker as registered; registering again in ${(wait / 1000).toFixed(1)}s`);
+        await this.waitForChange(wait);
+        if (this.stopping) return false;
+        this.clampDesired((await registerWithRetry(o, this.stopCtl.signal, o.maxBackoffMs)).desired_concurrency);
+        return false;
+      }
+      backoff.reset();
+      return true;
+    } catch (e) {
+      if (isFatal(e, "loop")) throw e;
+      const wait = backoff.next();
+      o.log(`heartbeat failed (${e instanceof Error ? e.message : String(e)}); retrying in ${(wait / 1000).toFixed(1)}s`);
+      await this.waitForChange(wait);
+      return false;
+    }
+  }
+
+  /**
+   * Claim up to `limit` tasks (long-polling when the Runner waits for work). Undefined when
+   * the claim failed, after a wait (and registering again if the Hub did not know this
+   * worker), or when the loop is stopping.
+   */
+  private async claimTasks(limit: number, backoff: Backoff): Promise<ClaimedTask[] | undefined> {
+    const o = this.o;
+    const req: ClaimRequest = { worker_id: o.workerId, limit, lease_seconds: o.leaseSeconds };
+    if (o.claimWaitSeconds > 0) {
+      req.wait_seconds = o.claimWaitSeconds;
+      req.wait_poll_seconds = Math.min(Math.max(o.pollSeconds, 1), 5);
+    }
+    try {
+      const reply = await o.client.claim(req, this.stopCtl.signal);
+      this.clampDesired(reply.desired_concurrency);
+      backoff.reset();
+      return Array.isArray(reply.tasks) ? reply.tasks : [];
+    } catch (e) {
+      if (this.stopping) return undefined;
+      if (isFatal(e, "loop")) throw e;
+      const wait = backoff.next();
+      o.log(`claim failed (${e instanceof Error ? e.message : String(e)}); retrying in ${(wait / 1000).toFixed(1)}s`);
+      await this.waitForChange(wait);
+      // Registering again is what makes the Hub know us; the growing wait keeps a refused Runner from hammering it.
+      if (notRegistered(e) && !this.stopping) {
+        try {
+          const reg = await registerWithRetry(o, this.stopCtl.signal, o.maxBackoffMs);
+          this.clampDesired(reg.desired_concurrency);
+        } catch (err) {
+          if (this.stopping) return undefined;
+          throw err;
+        }
+      }
+      return undefined;
+    }
   }
 
   /** After a stop request running tasks get the grace period, then are stopped; otherwise they finish. */

@@ -13,37 +13,10 @@ import { Liveness } from "./liveness.ts";
 import { Mutex } from "./mutex.ts";
 import { NOMINATED_INDEX, nominatedIndexFn, storedNominee } from "./nomination.ts";
 import { QueueLedger } from "./queue-ledger.ts";
-import { BatchTally } from "./tuning.ts";
+import { BatchTally } from "./batches.ts";
 
-export type SchedulerOptions = {
-  /** A worker whose last call is older than this is not Ready. */
-  heartbeatGraceSeconds: number;
-  /** Attempts a task gets when its leases keep expiring and it has no retry_policy. */
-  defaultMaxAttempts: number;
-  /** Where result ZIPs are kept. */
-  resultsDir: string;
-  /** A queued task that fits nowhere this long nominates a worker (default 60); a task's spec.nominate_after_seconds wins. */
-  nominateAfterSeconds?: number;
-  /** Fair share across queues from usage decayed over this half-life; 0 or unset: from current usage. */
-  fairShareHalfLifeSeconds?: number;
-};
-
-/** What the scheduler reports about its own work (the Hub passes its metrics in). */
-export type SchedulerObserver = {
-  /** `error` is what the commit threw, when it failed. */
-  commit(seconds: number, ops: number, error?: unknown): void;
-  claim(seconds: number, granted: number): void;
-  /** A claim's commit lost a race and the claim decided again. */
-  claimRaceLost?(): void;
-};
-
-/** What the scheduler is built with besides the store; each defaults to doing nothing (tests). */
-export type SchedulerDeps = {
-  recordEvent?: (e: LoomEvent) => void;
-  observer?: SchedulerObserver;
-  /** The clock (ms since epoch). */
-  now?: () => number;
-};
+export type { SchedulerDeps, SchedulerObserver, SchedulerOptions } from "./options.ts";
+import type { SchedulerDeps, SchedulerObserver, SchedulerOptions } from "./options.ts";
 
 export type { LoomEvent } from "../resources/meta.ts";
 import type { LoomEvent } from "../resources/meta.ts";
@@ -67,8 +40,8 @@ export class SchedulerContext {
   private readonly assumed = new Map<string, { worker: string; lease: LeaseView }>();
   /** The same, by worker: what workerView() adds to each worker's leases. */
   private readonly assumedOn = new Map<string, Map<string, LeaseView>>();
-  /** This replica's place among the live replicas: claims prefer their own stripe of the queue's head (claim.ts). */
-  stripe: { index: number; count: number } = { index: 0, count: 1 };
+  /** Where this replica's place among the live replicas comes from. */
+  private readonly stripeOf: () => { index: number; count: number };
   /** The informer's copy of an object: what the store may decide on instead of reading it. */
   private readonly known: Known = (kind, name) => (this.cache.caches(kind) ? (this.cache.get(kind, name) ?? null) : undefined);
   /** Queues' limits, usage and shares, from the informer. */
@@ -83,6 +56,8 @@ export class SchedulerContext {
     this.recordEvent = deps.recordEvent ?? (() => {});
     this.observer = deps.observer ?? { commit: () => {}, claim: () => {} };
     this.now = deps.now ?? Date.now;
+    const sole = { index: 0, count: 1 };
+    this.stripeOf = deps.stripe ?? (() => sole);
     // Liveness only for registered workers: a declared worker whose Runner has not registered (again) is not Ready.
     this.liveness = new Liveness(opts.heartbeatGraceSeconds * 1000, (w) => this.worker(w)?.status?.registration !== undefined);
     cache.addIndex("Task", "leaseWorker", (t) => (isActive(t.status?.state) && t.status?.lease ? [t.status.lease.worker] : []));
@@ -90,6 +65,11 @@ export class SchedulerContext {
     // Queued tasks by the worker they nominated (status.nominated_worker): what a claim asks.
     cache.addIndex("Task", NOMINATED_INDEX, nominatedIndexFn);
     this.queues = new QueueLedger(cache, this.now, (opts.fairShareHalfLifeSeconds ?? 0) * 1000);
+  }
+
+  /** This replica's place among the live replicas: claims prefer their own stripe of the queue's head (claim.ts). */
+  get stripe(): { index: number; count: number } {
+    return this.stripeOf();
   }
 
   task(name: string): Task | undefined {

@@ -7,7 +7,7 @@
 // Worker's stored last_heartbeat_at) is carried over while it is within the grace period.
 import type { Worker } from "../resources/types.ts";
 import type { SchedulerContext } from "./context.ts";
-import { directEndpoint, runnerToken, type PushOptions } from "./push.ts";
+import { directEndpoint, runnerToken, type PushOptions } from "./direct-endpoint.ts";
 
 /** How long a probe may take: a Runner that cannot answer this fast is not taken as alive. */
 export const PROBE_TIMEOUT_MS = 2000;

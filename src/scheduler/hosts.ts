@@ -3,7 +3,7 @@
 import type { Worker } from "../resources/types.ts";
 import type { TxnOp } from "../store/store.ts";
 import type { SchedulerContext } from "./context.ts";
-import { directEndpoint } from "./push.ts";
+import { directEndpoint } from "./direct-endpoint.ts";
 import { conflictOrTaken } from "../store/retry.ts";
 
 export async function applyWorkers(ctx: SchedulerContext, workers: Worker[], operator?: string) {

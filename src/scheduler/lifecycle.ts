@@ -75,20 +75,36 @@ export function endLease(status: TaskStatus, next: TaskState, now: number, outco
   return settleAdmission(st, iso(now));
 }
 
+/** The conditions controller's answer for a queued task: its Admitted condition, and Unsatisfiable when no worker could ever admit it. */
+export type AdmissionAnswer = {
+  admitted: { status: "True" | "False"; reason: string; message: string };
+  unsatisfiable?: { reason: string; message: string };
+};
+
 /**
- * The admission conditions a task's state leaves standing. While it is queued they are the
- * conditions controller's answer, and this changes nothing. A lease answers the question
- * they ask: Admitted turns True on the lease's worker, and an Unsatisfiable condition turns
- * False. A task out of the queue for good (finished, returned, imported) asks nothing: it
- * keeps Admitted=True as the record of where it was admitted, and no other admission
- * condition. Every write that moves a task out of the queue passes through here (a grant,
- * the end of a lease, a status written through the API), and the conditions controller
- * repairs with it whatever was stored otherwise, so no task holds Unsatisfiable=True beside
- * a lease or a final state. Mutates and returns `st`.
+ * The one writer of a task's Admitted and Unsatisfiable conditions. While the task is
+ * queued they are the conditions controller's `answer` (for the task's `generation`), and
+ * without one nothing changes. A lease answers the question they ask: Admitted turns True
+ * on the lease's worker, and an Unsatisfiable condition turns False. A task out of the queue
+ * for good (finished, returned, imported) asks nothing: it keeps Admitted=True as the record
+ * of where it was admitted, and no other admission condition. Every write that moves a task
+ * out of the queue passes through here (a grant, in the same write as the lease; the end of
+ * a lease; a status written through the API), and the conditions controller repairs with it
+ * whatever was stored otherwise, so no task holds Unsatisfiable=True beside a lease or a
+ * final state. Mutates and returns `st`.
  */
-export function settleAdmission(st: TaskStatus, nowIso: string): TaskStatus {
+export function writeAdmission(st: TaskStatus, nowIso: string, queued?: { answer: AdmissionAnswer; generation: number | undefined }): TaskStatus {
   const state = st.state ?? "queued";
-  if (isQueued(state)) return st;
+  if (isQueued(state)) {
+    if (!queued) return st;
+    const conds = (st.conditions ??= []);
+    const { answer, generation } = queued;
+    const observed = { observedGeneration: generation };
+    setCondition(conds, { type: "Admitted", ...answer.admitted, ...observed }, nowIso);
+    if (answer.unsatisfiable) setCondition(conds, { type: "Unsatisfiable", status: "True", ...answer.unsatisfiable, ...observed }, nowIso);
+    else if (getCondition(conds, "Unsatisfiable")) setCondition(conds, { type: "Unsatisfiable", status: "False", reason: "Satisfiable", message: "some worker could admit this task", ...observed }, nowIso);
+    return st;
+  }
   if (isActive(state) && st.lease) {
     const conds = (st.conditions ??= []);
     const message = `admitted on ${st.lease.worker}`;
@@ -98,6 +114,11 @@ export function settleAdmission(st: TaskStatus, nowIso: string): TaskStatus {
   }
   if (st.conditions) st.conditions = st.conditions.filter((c) => c.type !== "Unsatisfiable" && !(c.type === "Admitted" && c.status !== "True"));
   return st;
+}
+
+/** The admission conditions the task's state leaves standing (writeAdmission with no answer: a queued task's stay as they are). */
+export function settleAdmission(st: TaskStatus, nowIso: string): TaskStatus {
+  return writeAdmission(st, nowIso);
 }
 
 /** Whether the admission conditions contradict the task's state: whether settleAdmission would change them. */

@@ -8,9 +8,15 @@
 import { admit, queueName, taskView, type LeaseView, type Nominee, type WorkerView } from "../admission/index.ts";
 import { getCondition, isQueued, setCondition, type Task, type TaskStatus } from "../resources/types.ts";
 import { clearNomination } from "./lifecycle.ts";
-import type { LoomEvent, SchedulerContext } from "./context.ts";
+import type { LoomEvent } from "../resources/meta.ts";
+import type { Informer } from "../store/cache.ts";
 import { claimOrder, type ClaimQueue, type QueueEntry } from "./queue.ts";
-import { blockingLeases, leaseTiming } from "./why.ts";
+import { blockingLeases, leaseTiming, type TaskReads } from "./why.ts";
+
+/** What nominating reads: tasks, and whether queues rank the leases. */
+export type NominationReads = TaskReads & { readonly queues: { readonly active: boolean } };
+/** What reading a stored nomination needs: tasks, and the informer's index of them by nominee. */
+export type NomineeReads = TaskReads & { readonly cache: Pick<Informer, "byIndex"> };
 
 /** Why a task nominates: it waited past its threshold, or it outranks a lease it waits on. */
 export type NominationCause = { kind: "waited"; threshold_seconds: number } | { kind: "outranks"; priority: number; lease: string; lease_priority: number };
@@ -28,7 +34,7 @@ export const nominatedIndexFn = (t: Task): string[] => {
 /** The task's own threshold (its campaign's nominate_after_seconds), else the Hub's, in ms. */
 export const thresholdMs = (t: Task, hubSeconds: number): number => (t.spec.nominate_after_seconds ?? hubSeconds) * 1000;
 
-const priorityOf = (ctx: SchedulerContext, task: string) => ctx.task(task)?.spec.priority ?? 0;
+const priorityOf = (ctx: TaskReads, task: string) => ctx.task(task)?.spec.priority ?? 0;
 
 /**
  * Nominations for this moment: worker -> nomination. Only the best task of each requirement
@@ -41,7 +47,7 @@ const priorityOf = (ctx: SchedulerContext, task: string) => ctx.task(task)?.spec
  * Tasks are served in claim order, one per worker. Returns, too, when the next task crosses
  * its threshold (ms, Infinity if none).
  */
-export function nominate(ctx: SchedulerContext, queue: ClaimQueue, views: readonly WorkerView[], now: number, hubSeconds: number): { byWorker: Map<string, Nomination>; nextDue: number } {
+export function nominate(ctx: NominationReads, queue: ClaimQueue, views: readonly WorkerView[], now: number, hubSeconds: number): { byWorker: Map<string, Nomination>; nextDue: number } {
   const plain = views.map((v) => ({ ...v, nominee: undefined }));
   // With Queues, priority ranks work within a queue only: a task outranks only leases of its
   // own queue (across queues fair share decides, and a higher number elsewhere holds nothing).
@@ -103,7 +109,7 @@ export function nominate(ctx: SchedulerContext, queue: ClaimQueue, views: readon
  * worker (first in claim order, should two briefly do). Its start is when the leases it
  * waits on, those still active here, end. One index lookup; no scan of the queue.
  */
-export function storedNominee(ctx: SchedulerContext, view: WorkerView, now: number): Nominee | undefined {
+export function storedNominee(ctx: NomineeReads, view: WorkerView, now: number): Nominee | undefined {
   const held = ctx.cache.byIndex("Task", NOMINATED_INDEX, view.name, { sorted: false });
   if (!held.length) return undefined;
   const entry = (t: Task): QueueEntry => ({ name: t.metadata.name, priority: t.spec.priority ?? 0, created: t.metadata.creationTimestamp ?? "", shape: "" });

@@ -5,53 +5,18 @@
 // cut connection) keeps it until it is renewed or expires.
 import { randomUUID } from "node:crypto";
 import { admit, concurrencyOf, taskView, type Decision } from "../admission/index.ts";
-import { isQueued, type Worker } from "../resources/types.ts";
-import { claimedTask, commitLeases, requireWorker } from "./claim.ts";
+import { isQueued, type Task, type Worker } from "../resources/types.ts";
+import { claimedTask, commitLeases, requireWorker, type Leased } from "./claim.ts";
 import type { SchedulerContext } from "./context.ts";
 import { HubError } from "../protocol/errors.ts";
+import type { PushOrder } from "../protocol/parse.ts";
+import type { PushTaskReply } from "../protocol/types.gen.ts";
 import { confirmBeforePush } from "./direct-liveness.ts";
 import { endLease } from "./lifecycle.ts";
 import { effectiveSettings } from "./workers.ts";
-import type { PushOrder } from "../protocol/parse.ts";
-import type { PushTaskReply } from "../protocol/types.gen.ts";
+import { directEndpoint, runnerToken, type PushOptions } from "./direct-endpoint.ts";
 
-/** Where a worker's Direct Runner listens, if it has one. */
-export function directEndpoint(w: Worker): string | undefined {
-  const s = w.spec;
-  if (s.worker_url) return s.worker_url.replace(/\/+$/, "");
-  if (s.connection_mode !== "direct-worker-api") return undefined;
-  const host = s.private_host || s.host;
-  if (!host) return undefined;
-  return `http://${host}:${s.command_port ?? s.serve_port ?? 9876}`;
-}
-
-export type PushOptions = {
-  defaultTokenEnv: string;
-  env?: NodeJS.ProcessEnv;
-  /**
-   * Which variables a Worker's direct_api_token_env may name: exact names, or prefixes ending
-   * in "*". The Hub sends the value to the worker's URL, which the API can set, so any other
-   * name (the Hub's own token, a cloud key) would be a way to read the Hub's secrets.
-   */
-  allowedTokenEnv?: readonly string[];
-  fetchImpl?: typeof fetch;
-};
-
-export const DEFAULT_ALLOWED_TOKEN_ENV = ["LOOM_DIRECT_TOKEN_*"] as const;
-
-export function tokenEnvAllowed(name: string, o: PushOptions): boolean {
-  if (name === o.defaultTokenEnv) return true;
-  return (o.allowedTokenEnv ?? DEFAULT_ALLOWED_TOKEN_ENV).some((p) => (p.endsWith("*") ? name.startsWith(p.slice(0, -1)) : name === p));
-}
-
-export function runnerToken(w: Worker, o: PushOptions): string {
-  const name = w.spec.direct_api_token_env || o.defaultTokenEnv;
-  if (!tokenEnvAllowed(name, o))
-    throw new HubError(403, "token_env_not_allowed", { field: "spec.direct_api_token_env", worker_id: w.metadata.name, token_env: name, detail: `the Hub pushes only with variables the operator allows (loom hub --direct-token-env; now: ${(o.allowedTokenEnv ?? DEFAULT_ALLOWED_TOKEN_ENV).join(", ")})` });
-  const v = (o.env ?? process.env)[name];
-  if (!v) throw new HubError(400, "runner_token_missing", { detail: `the Hub's environment has no ${name}`, token_env: name });
-  return v;
-}
+export { DEFAULT_ALLOWED_TOKEN_ENV, directEndpoint, tokenEnvAllowed, type PushOptions } from "./direct-endpoint.ts";
 
 /** 409/429 codes for a decision that says no, in v1's terms. */
 function refusal(d: Decision): HubError {
@@ -88,78 +53,106 @@ function releasePush(ctx: SchedulerContext, taskId: string, pushId: string, outc
   });
 }
 
-export async function pushTask(ctx: SchedulerContext, order: PushOrder, o: PushOptions): Promise<{ status: 202; body: PushTaskReply }> {
-  const { task_id: taskId, lease_seconds: leaseSeconds, timeout_ms: timeoutMs, worker_id: explicit } = order;
+type Granted = { leased: Leased; worker: Worker; pushId: string; mode: "explicit" | "cache-affine-auto" };
+/** What came of sending the task: the Runner's answer, or a connection that failed before anything was sent, or no answer. */
+type Delivery = { kind: "answered"; status: number; ok: boolean; reply: unknown } | { kind: "not_delivered"; code: string } | { kind: "no_answer"; error: Error };
 
-  // A Direct Runner that has been quiet is asked whether it is alive before admission decides.
-  await confirmBeforePush(ctx, o, explicit);
-  const granted = await ctx.readModifyWrite(async () => {
-    const task = ctx.task(taskId);
-    if (!task) throw new HubError(404, "task_not_found", { task_id: taskId });
-    if (!isQueued(task.status?.state)) throw new HubError(409, "task_not_queueable", { task_id: taskId, state: task.status?.state });
-    const tv = taskView(task);
-    let worker: Worker;
-    let decision: Decision;
-    let mode: "explicit" | "cache-affine-auto";
-    if (explicit) {
-      worker = requireWorker(ctx, explicit);
-      if (!directEndpoint(worker)) throw new HubError(409, "direct_worker_endpoint_not_registered", { worker_id: explicit });
-      decision = admit(tv, ctx.workerView(worker));
-      if (!decision.ok) throw refusal(decision);
-      mode = "explicit";
-    } else {
-      const ranked = ctx.cache.list("Worker")
-        .filter((w) => directEndpoint(w) && w.status?.registration && !w.spec.unschedulable)
-        .map((w) => ({ w, view: ctx.workerView(w) }))
-        .map((x) => ({ ...x, d: admit(tv, x.view), hit: ctx.liveness.get(x.w.metadata.name)?.cacheKeys.size ? 1 : 0 }))
-        .filter((x) => x.d.ok)
-        .sort((a, b) => b.hit - a.hit || concurrencyOf(a.view).active_count - concurrencyOf(b.view).active_count || (a.w.metadata.name < b.w.metadata.name ? -1 : 1));
-      if (!ranked.length) throw new HubError(409, "no_eligible_direct_worker", { task_id: taskId });
-      ({ w: worker, d: decision } = ranked[0]);
-      mode = "cache-affine-auto";
-    }
+/**
+ * The Direct Runner to push to, with admission's decision: the `explicit` worker, or among
+ * the registered Direct Runners that admit the task, one with a cache hit first, then the
+ * least busy.
+ */
+function chooseWorker(ctx: SchedulerContext, task: Task, explicit: string | undefined): { worker: Worker; decision: Decision; mode: Granted["mode"] } {
+  const tv = taskView(task);
+  if (explicit) {
+    const worker = requireWorker(ctx, explicit);
+    if (!directEndpoint(worker)) throw new HubError(409, "direct_worker_endpoint_not_registered", { worker_id: explicit });
+    const decision = admit(tv, ctx.workerView(worker));
+    if (!decision.ok) throw refusal(decision);
+    return { worker, decision, mode: "explicit" };
+  }
+  const ranked = ctx.cache.list("Worker")
+    .filter((w) => directEndpoint(w) && w.status?.registration && !w.spec.unschedulable)
+    .map((w) => ({ w, view: ctx.workerView(w) }))
+    .map((x) => ({ ...x, d: admit(tv, x.view), hit: ctx.liveness.get(x.w.metadata.name)?.cacheKeys.size ? 1 : 0 }))
+    .filter((x) => x.d.ok)
+    .sort((a, b) => b.hit - a.hit || concurrencyOf(a.view).active_count - concurrencyOf(b.view).active_count || (a.w.metadata.name < b.w.metadata.name ? -1 : 1));
+  if (!ranked.length) throw new HubError(409, "no_eligible_direct_worker", { task_id: task.metadata.name });
+  return { worker: ranked[0].w, decision: ranked[0].d, mode: "cache-affine-auto" };
+}
+
+/** Decide and write the push's lease (under the lock; a Conflict decides again on caught-up state). */
+function leaseForPush(ctx: SchedulerContext, order: PushOrder, o: PushOptions): Promise<Granted> {
+  return ctx.readModifyWrite(async () => {
+    const task = ctx.task(order.task_id);
+    if (!task) throw new HubError(404, "task_not_found", { task_id: order.task_id });
+    if (!isQueued(task.status?.state)) throw new HubError(409, "task_not_queueable", { task_id: order.task_id, state: task.status?.state });
+    const { worker, decision, mode } = chooseWorker(ctx, task, order.worker_id);
     runnerToken(worker, o); // refuse before leasing if we could not deliver
     const pushId = `push-${randomUUID()}`;
-    const [leased] = await commitLeases(ctx, worker, [{ task, decision }], { mode: "push", leaseSeconds, pushId });
+    const [leased] = await commitLeases(ctx, worker, [{ task, decision }], { mode: "push", leaseSeconds: order.lease_seconds, pushId });
     return { leased, worker, pushId, mode };
   });
+}
 
-  const { leased, worker, pushId, mode } = granted;
-  const s = effectiveSettings(worker);
-  const wire = claimedTask(leased, s, undefined, { dispatch_mode: "direct-push" });
-  const payload = { task: { ...wire, controller_push: { push_id: pushId, leased_at: leased.task.status?.lease?.leased_at } } };
-  const url = `${directEndpoint(worker)}/api/tasks/execute`;
+/** POST the leased task to the worker's Direct Runner; never throws for what the network or the Runner does. */
+async function deliver(g: Granted, timeoutMs: number, o: PushOptions): Promise<Delivery> {
+  const wire = claimedTask(g.leased, effectiveSettings(g.worker), undefined, { dispatch_mode: "direct-push" });
+  const payload = { task: { ...wire, controller_push: { push_id: g.pushId, leased_at: g.leased.task.status?.lease?.leased_at } } };
   let res: Response;
   let text = "";
   try {
-    res = await (o.fetchImpl ?? fetch)(url, {
+    res = await (o.fetchImpl ?? fetch)(`${directEndpoint(g.worker)}/api/tasks/execute`, {
       method: "POST",
-      headers: { "content-type": "application/json", authorization: `Bearer ${runnerToken(worker, o)}` },
+      headers: { "content-type": "application/json", authorization: `Bearer ${runnerToken(g.worker, o)}` },
       body: JSON.stringify(payload),
       signal: AbortSignal.timeout(timeoutMs),
     });
     text = await res.text();
   } catch (e) {
-    const refused = notDelivered(e);
-    if (refused) {
-      await releasePush(ctx, taskId, pushId, "push_not_delivered", "PushNotDelivered");
-      ctx.recordEvent({ object: leased.task, type: "Warning", reason: "PushNotDelivered", message: `push to ${worker.metadata.name} not delivered (${refused} on ${url}); lease released, task requeued` });
-      throw new HubError(502, "push_not_delivered", { task_id: taskId, worker_id: worker.metadata.name, state: "queued", cause: refused, detail: `the connection to ${url} failed before anything was sent (${refused}); the task is queued again` });
-    }
-    ctx.recordEvent({ object: leased.task, type: "Warning", reason: "PushDeliveryUnknown", message: `push to ${worker.metadata.name} had no answer (${(e as Error).name}); the lease stands until it is renewed or expires` });
-    throw new HubError(502, "push_delivery_unknown", { task_id: taskId, worker_id: worker.metadata.name, state: "leased", lease_until: leased.task.status?.lease?.lease_until, detail: (e as Error).message });
+    const code = notDelivered(e);
+    return code ? { kind: "not_delivered", code } : { kind: "no_answer", error: e as Error };
   }
   let reply: unknown = text;
   try { reply = JSON.parse(text); } catch { /* keep the text */ }
-  if (res.ok) return { status: 202, body: { ok: true, task_id: taskId, worker_id: worker.metadata.name, lease_until: leased.task.status?.lease?.lease_until, runner: reply, selection: { mode, cache_affinity: leased.affinity } } };
-  if (res.status >= 400 && res.status < 500) {
-    // A definite no: the task goes back to the queue with the same attempt, and the reservation is gone.
-    await releasePush(ctx, taskId, pushId, "push_refused", "PushRefused");
-    ctx.recordEvent({ object: leased.task, type: "Warning", reason: "PushRefused", message: `runner ${worker.metadata.name} answered ${res.status}; lease released, task requeued` });
-    const code = res.status === 429 ? "worker_capacity_reached" : "push_refused";
-    throw new HubError(res.status === 429 ? 429 : 409, code, { task_id: taskId, worker_id: worker.metadata.name, state: "queued", runner_status: res.status, runner: reply });
-  }
-  ctx.recordEvent({ object: leased.task, type: "Warning", reason: "PushDeliveryUnknown", message: `runner ${worker.metadata.name} answered ${res.status}` });
-  throw new HubError(502, "push_delivery_unknown", { task_id: taskId, worker_id: worker.metadata.name, state: "leased", lease_until: leased.task.status?.lease?.lease_until, runner_status: res.status, runner: reply });
+  return { kind: "answered", status: res.status, ok: res.ok, reply };
 }
 
+/**
+ * The push's answer from what came of the delivery. A definite no (a 4xx, or nothing sent)
+ * is undone: the task goes back to the queue with the same attempt, and the reservation is
+ * gone. An unknown outcome keeps the lease until it is renewed or expires.
+ */
+async function answerOrUndo(ctx: SchedulerContext, g: Granted, d: Delivery): Promise<{ status: 202; body: PushTaskReply }> {
+  const { leased, worker, pushId } = g;
+  const task_id = leased.task.metadata.name;
+  const worker_id = worker.metadata.name;
+  const lease_until = leased.task.status?.lease?.lease_until;
+  const url = `${directEndpoint(worker)}/api/tasks/execute`;
+  if (d.kind === "not_delivered") {
+    await releasePush(ctx, task_id, pushId, "push_not_delivered", "PushNotDelivered");
+    ctx.recordEvent({ object: leased.task, type: "Warning", reason: "PushNotDelivered", message: `push to ${worker_id} not delivered (${d.code} on ${url}); lease released, task requeued` });
+    throw new HubError(502, "push_not_delivered", { task_id, worker_id, state: "queued", cause: d.code, detail: `the connection to ${url} failed before anything was sent (${d.code}); the task is queued again` });
+  }
+  if (d.kind === "no_answer") {
+    ctx.recordEvent({ object: leased.task, type: "Warning", reason: "PushDeliveryUnknown", message: `push to ${worker_id} had no answer (${d.error.name}); the lease stands until it is renewed or expires` });
+    throw new HubError(502, "push_delivery_unknown", { task_id, worker_id, state: "leased", lease_until, detail: d.error.message });
+  }
+  if (d.ok) return { status: 202, body: { ok: true, task_id, worker_id, lease_until, runner: d.reply, selection: { mode: g.mode, cache_affinity: leased.affinity } } };
+  if (d.status >= 400 && d.status < 500) {
+    await releasePush(ctx, task_id, pushId, "push_refused", "PushRefused");
+    ctx.recordEvent({ object: leased.task, type: "Warning", reason: "PushRefused", message: `runner ${worker_id} answered ${d.status}; lease released, task requeued` });
+    const code = d.status === 429 ? "worker_capacity_reached" : "push_refused";
+    throw new HubError(d.status === 429 ? 429 : 409, code, { task_id, worker_id, state: "queued", runner_status: d.status, runner: d.reply });
+  }
+  ctx.recordEvent({ object: leased.task, type: "Warning", reason: "PushDeliveryUnknown", message: `runner ${worker_id} answered ${d.status}` });
+  throw new HubError(502, "push_delivery_unknown", { task_id, worker_id, state: "leased", lease_until, runner_status: d.status, runner: d.reply });
+}
+
+/** Push one queued task to a Direct Runner: decide and lease, deliver, then answer or undo. */
+export async function pushTask(ctx: SchedulerContext, order: PushOrder, o: PushOptions): Promise<{ status: 202; body: PushTaskReply }> {
+  // A Direct Runner that has been quiet is asked whether it is alive before admission decides.
+  await confirmBeforePush(ctx, o, order.worker_id);
+  const granted = await leaseForPush(ctx, order, o);
+  return answerOrUndo(ctx, granted, await deliver(granted, order.timeout_ms, o));
+}

@@ -21,15 +21,20 @@ import { queuesReport } from "./queue-explain.ts";
 import { simulate } from "./simulate.ts";
 import * as transitions from "./transitions.ts";
 import { capacityEntry, heartbeat, register, setBlocked, setDesiredConcurrency } from "./workers.ts";
+import { controllerServices, type ControllerServices } from "./controller-services.ts";
+import { rememberLiveness } from "./direct-liveness.ts";
 
 export class Scheduler {
   readonly ctx: SchedulerContext;
   readonly queue = new ClaimQueue();
+  /** What the controllers use of it (reconciler/ never sees the context). */
+  readonly controllers: ControllerServices;
   private unsubscribe: () => void;
 
   constructor(store: Store, cache: Informer, opts: SchedulerOptions, deps?: SchedulerDeps) {
     this.ctx = new SchedulerContext(store, cache, opts, deps);
     this.queue.rank = (q, extra) => this.ctx.queues.rank(q, extra);
+    this.controllers = controllerServices(this.ctx, this.queue);
     this.unsubscribe = cache.on((ev) => {
       if (isKind(ev.object, "Task")) {
         const cur = ev.object;
@@ -51,6 +56,11 @@ export class Scheduler {
   resync(): void {
     for (const t of this.ctx.cache.list("Task")) this.queue.upsert(t);
     this.ctx.queues.rebuild();
+  }
+
+  /** Once the informer has synced: each worker's last call as stored carries over a restart, within the grace period. */
+  synced(): void {
+    rememberLiveness(this.ctx);
   }
 
   stop(): void {

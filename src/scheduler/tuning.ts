@@ -6,6 +6,7 @@ import type { Worker, WorkerStatus } from "../resources/types.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { SchedulerContext } from "./context.ts";
 import { effectiveSettings } from "./workers.ts";
+import type { BatchTally } from "./batches.ts";
 
 export type ResultFacts = { verdict: string; issues: string[]; entries: Map<string, Buffer> | null };
 
@@ -24,34 +25,6 @@ function observe(entries: Map<string, Buffer> | null): Observed {
     return { desired: cc.desired_concurrency, batchId: cc.claim_batch_id, batchSize: cc.claim_batch_size, cpuSeconds: ru.cpu_seconds, wallSeconds: ru.duration_seconds, maxRssMb: ru.max_rss_mb };
   } catch {
     return {};
-  }
-}
-
-type Batch = { size: number; healthy: number; unhealthy: number };
-
-/**
- * Results seen per claim batch, so a batch steps concurrency up only once it is complete and
- * clean. Bounded: a batch whose results never all arrive (a lost Runner, a failure report
- * without a result) is dropped oldest first once `maxBatches` are open.
- */
-export class BatchTally {
-  private readonly open = new Map<string, Batch>();
-  constructor(readonly maxBatches = 1024) {}
-
-  get size(): number {
-    return this.open.size;
-  }
-
-  /** Counts one result; the batch's totals when it is now complete (and forgotten), else undefined. */
-  count(batchId: string, size: number, healthy: boolean): Batch | undefined {
-    const b = this.open.get(batchId) ?? { size, healthy: 0, unhealthy: 0 };
-    if (healthy) b.healthy++;
-    else b.unhealthy++;
-    this.open.delete(batchId);
-    if (b.healthy + b.unhealthy >= b.size) return b;
-    this.open.set(batchId, b);
-    while (this.open.size > this.maxBatches) this.open.delete(this.open.keys().next().value!);
-    return undefined;
   }
 }
 

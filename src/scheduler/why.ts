@@ -3,7 +3,6 @@
 // answer here is a what-if run through the one admission function, never a second rule.
 import { admit, declaredSeconds, taskView, type Decision, type LeaseView, type TaskView, type Vector, type WorkerView } from "../admission/index.ts";
 import { RESOURCE_FIELDS, type ResourceSpec, type Task } from "../resources/types.ts";
-import type { SchedulerContext } from "./context.ts";
 import { claimOrder, topK, type ClaimQueue, type QueueEntry, type Shape } from "./queue.ts";
 
 /** At most this many higher-priority tasks ahead are named; the rest are counted. */
@@ -93,7 +92,10 @@ export type BlockingLeases = {
   until?: string;
 };
 
-export function leaseTiming(ctx: SchedulerContext, l: LeaseView): LeaseTiming {
+/** What reading a lease's timing needs: the task it leases, from the informer. */
+export type TaskReads = { task(name: string): Task | undefined };
+
+export function leaseTiming(ctx: TaskReads, l: LeaseView): LeaseTiming {
   const t = ctx.task(l.task);
   const since = t?.status?.lease?.started_at ?? t?.status?.lease?.leased_at;
   const declared = declaredSeconds(t);
@@ -127,7 +129,7 @@ export function without(v: WorkerView, released: ReadonlySet<string>): WorkerVie
  * admit() once more; no lease in it can be dropped (minimal), though a different set of
  * the same or smaller size may exist (smallest in the greedy sense, not a global optimum).
  */
-export function blockingLeases(ctx: SchedulerContext, task: TaskView, view: WorkerView, now: Decision = admit(task, view)): BlockingLeases | undefined {
+export function blockingLeases(ctx: TaskReads, task: TaskView, view: WorkerView, now: Decision = admit(task, view)): BlockingLeases | undefined {
   // `now` is admit(task, view), when the caller has it already. A task that fits, or that
   // would not fit even on the empty worker, has no blocking leases.
   if (now.ok || now.unresolvable || !admit(task, without(view, new Set(view.leases.map((l) => l.task)))).ok) return undefined;
@@ -161,7 +163,7 @@ export type Suggestion =
  * once empty (soonest by blocking leases). Each one was admitted by admit() before it is
  * returned; a change admit() rejects is not suggested.
  */
-export function suggestions(ctx: SchedulerContext, task: Task, rows: readonly { view: WorkerView; decision: Decision }[], blocking?: ReadonlyMap<string, BlockingLeases | undefined>): Suggestion[] {
+export function suggestions(ctx: TaskReads, task: Task, rows: readonly { view: WorkerView; decision: Decision }[], blocking?: ReadonlyMap<string, BlockingLeases | undefined>): Suggestion[] {
   if (rows.some((r) => r.decision.ok)) return [];
   const tv = taskView(task);
   const out: Suggestion[] = [];

@@ -16,6 +16,8 @@ let dir: string;
 let store: Store;
 let cache: Informer;
 let scheduler: Scheduler;
+/** This replica's place among the replicas, as the Hub would follow it. */
+let stripe = { index: 0, count: 1 };
 
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), "loom-stripes-"));
@@ -24,7 +26,8 @@ beforeEach(async () => {
   await store.create({ apiVersion: A, kind: "Worker", metadata: { name: "w" }, spec: { max_concurrency: 64, initial_concurrency: 64, capabilities: [], resource_capacity: { cpu_millis: 64_000, memory_mb: 65_536, disk_mb: 1000, gpu_count: 0 } }, status: { registration: { registered_at: new Date().toISOString() } } } as StoredObject);
   for (let i = 0; i < 60; i++)
     await store.create({ apiVersion: A, kind: "Task", metadata: { name: `t${String(i).padStart(3, "0")}` }, spec: { required_capability: "", payload: {} }, status: { state: "queued", attempt: 1 } } as StoredObject);
-  scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: 60, defaultMaxAttempts: 3, resultsDir: join(dir, "results") });
+  scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: 60, defaultMaxAttempts: 3, resultsDir: join(dir, "results") }, { stripe: () => stripe });
+  stripe = { index: 0, count: 1 };
   await cache.start();
   scheduler.resync();
   scheduler.ctx.liveness.touch("w", Date.now());
@@ -46,7 +49,7 @@ describe("claim stripes across replicas", () => {
 
   it("three replicas each take their own stripe of the head first, all different, and nothing past the window", () => {
     const got = [0, 1, 2].map((index) => {
-      scheduler.ctx.stripe = { index, count: 3 };
+      stripe = { index, count: 3 };
       return names(4);
     });
     const window = order().slice(0, 4 * 3 * 2);
@@ -61,7 +64,7 @@ describe("claim stripes across replicas", () => {
   });
 
   it("a stripe nobody claims is taken by the others once it fills the window", () => {
-    scheduler.ctx.stripe = { index: 0, count: 3 };
+    stripe = { index: 0, count: 3 };
     // Everyone's stripe 0 leased already: only other stripes are left at the head.
     const others = order().filter((n) => stripeOf(n, 3) !== 0);
     for (const n of order().filter((n) => stripeOf(n, 3) === 0)) scheduler.queue.remove(n);

@@ -27,7 +27,7 @@ describe("loom get -w across Hub restarts", () => {
     dir = await mkdtemp(join(tmpdir(), "loom-cli-watch-"));
     const port = await freePort();
     // A small event log, so a Hub restarted after many writes no longer has the watcher's revision.
-    const start = () => startHub({ port, store: openSqliteStore(join(dir, "loom.db"), { eventLogLimit: 20 }) }, dir);
+    const start = () => startHub({ port, backend: { kind: "sqlite", sqlite: { eventLogLimit: 20 } } }, dir);
     hub = await start();
     const url = hub.url;
     await post(url, "/apis/loom.dev/v1alpha1/tasks", task("a"));

@@ -6,8 +6,6 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Hub } from "../../src/hub.ts";
 import { writeZip } from "../../src/results/zip.ts";
-import { EtcdLeadership } from "../../src/roles/etcd-leader.ts";
-import { openEtcdStore } from "../../src/store/etcd.ts";
 import { etcdMissing, startEtcd, type EtcdCluster } from "../support/etcd.ts";
 import { eventually, get, post, registerBody } from "../support/hub.ts";
 import { InvariantRecorder } from "../support/invariant.ts";
@@ -25,8 +23,7 @@ describe.skipIf(etcdMissing)("Hub replicas on etcd", () => {
     dir = await mkdtemp(join(tmpdir(), "loom-hub-etcd-"));
     // One results folder for every replica: an upload to one is read through any.
     for (const id of ["a", "b", "c"]) {
-      const store = await openEtcdStore({ endpoints: etcd.endpoints, prefix });
-      hubs.push(await Hub.start({ dataDir: dir, port: 0, logLevel: "silent", store, leadership: new EtcdLeadership(store.etcd, prefix, id) }));
+      hubs.push(await Hub.start({ dataDir: dir, port: 0, logLevel: "silent", backend: { kind: "etcd", etcd: { endpoints: etcd.endpoints, prefix }, replicaId: id } }));
     }
   }, 60_000);
   afterAll(async () => {

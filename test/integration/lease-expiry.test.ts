@@ -10,6 +10,8 @@ import { LeaseExpiry } from "../../src/reconciler/lease-expiry.ts";
 import type { LoomEvent } from "../../src/resources/meta.ts";
 import type { Task } from "../../src/resources/types.ts";
 import { SchedulerContext } from "../../src/scheduler/context.ts";
+import { controllerServices } from "../../src/scheduler/controller-services.ts";
+import { ClaimQueue } from "../../src/scheduler/queue.ts";
 import { RENEWAL_KIND, renewalCheck, type TaskLease } from "../../src/scheduler/renewal.ts";
 import { renew } from "../../src/scheduler/transitions.ts";
 import { Informer } from "../../src/store/cache.ts";
@@ -54,12 +56,14 @@ async function leased(name: string, until: number, maxAttempts = 3): Promise<voi
 function context(now: () => number): SchedulerContext {
   return new SchedulerContext(store, cache, { heartbeatGraceSeconds: 60, defaultMaxAttempts: 3, resultsDir: join(dir, "results") }, { now, recordEvent: (e) => events.push(e) });
 }
+/** The lease controller over this context, as the Hub builds it. */
+const expiry = (ctx: SchedulerContext) => new LeaseExpiry(controllerServices(ctx, new ClaimQueue()));
 const task = (name: string) => cache.get<Task & StoredObject>("Task", name)!;
 
 describe("lease expiry by the clock of the stored lease_until", () => {
   it("before lease_until a reconcile writes nothing and asks to look again when it falls due", async () => {
     const ctx = context(() => clock);
-    const r = new LeaseExpiry(ctx);
+    const r = expiry(ctx);
     await leased("t", clock + 90_000);
     await cache.start();
     const rev = await store.revision();
@@ -83,7 +87,7 @@ describe("lease expiry by the clock of the stored lease_until", () => {
 
   it("the last attempt ends lease_expired; a missing task or one without a lease is left alone", async () => {
     const ctx = context(() => clock);
-    const r = new LeaseExpiry(ctx);
+    const r = expiry(ctx);
     await leased("last", clock - 1, 1);
     await store.create({ apiVersion: A, kind: "Task", metadata: { name: "idle" }, spec: { required_capability: "", payload: {} }, status: { state: "queued", attempt: 1 } } as StoredObject);
     await cache.start();
@@ -97,7 +101,7 @@ describe("lease expiry by the clock of the stored lease_until", () => {
 
   it("run as a controller, a short lease ends at its lease_until without any sweep, and a renewed one at its new time", async () => {
     const ctx = context(Date.now);
-    const r = new LeaseExpiry(ctx);
+    const r = expiry(ctx);
     const c = new Controller(r, { log: () => {}, resyncMs: 0 }); // no periodic resync: only the delayed requeue
     await cache.start();
     // The informer's Task events queue each key for its lease_until, as the Hub's manager does.
@@ -132,7 +136,7 @@ describe("a renew moves a small TaskLease record, never the Task", () => {
   it("renews without rewriting the Task, expires at the renewed time, and a renewal landing during an expiry makes the expiry decide again", async () => {
     cache = new Informer(store, ["Worker", "Task", RENEWAL_KIND]);
     const ctx = context(() => clock);
-    const r = new LeaseExpiry(ctx);
+    const r = expiry(ctx);
     await leased("r", clock + 10_000);
     await cache.start();
     const before = task("r").metadata.resourceVersion;

@@ -8,8 +8,6 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Hub } from "../../src/hub.ts";
 import { writeZip } from "../../src/results/zip.ts";
-import { EtcdLeadership } from "../../src/roles/etcd-leader.ts";
-import { openEtcdStore } from "../../src/store/etcd.ts";
 import { etcdMissing, startEtcd, type EtcdCluster } from "../support/etcd.ts";
 import { eventually, get, post, registerBody } from "../support/hub.ts";
 
@@ -36,8 +34,7 @@ describe.skipIf(etcdMissing)("replicas never answer a Conflict the caller did no
     inventory = join(dir, "inventory.json");
     await writeInventory(0);
     for (const id of ["a", "b", "c"]) {
-      const store = await openEtcdStore({ endpoints: etcd.endpoints, prefix });
-      hubs.push(await Hub.start({ dataDir: dir, port: 0, logLevel: "silent", store, leadership: new EtcdLeadership(store.etcd, prefix, id), gitopsPaths: [inventory], gitopsDebounceMs: 20 }));
+      hubs.push(await Hub.start({ dataDir: dir, port: 0, logLevel: "silent", backend: { kind: "etcd", etcd: { endpoints: etcd.endpoints, prefix }, replicaId: id }, gitopsPaths: [inventory], gitopsDebounceMs: 20 }));
     }
   }, 60_000);
   afterAll(async () => {

@@ -12,7 +12,6 @@ import { afterEach, describe, expect, it } from "vitest";
 import { API_PREFIX, resourceRoutes } from "../../src/api/resources.ts";
 import { Hub, type HubOptions } from "../../src/hub.ts";
 import { API_VERSION, loadCrds } from "../../src/resources/crds.ts";
-import { openSqliteStore } from "../../src/store/sqlite.ts";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -505,7 +504,7 @@ describe("watch", () => {
   });
 
   it("answers 410 Expired for a revision the event log no longer holds; a fresh watch still works", async () => {
-    const hub = await startHub((dir) => ({ store: openSqliteStore(join(dir, "tiny.db"), { eventLogLimit: 5 }) }));
+    const hub = await startHub(() => ({ backend: { kind: "sqlite", sqlite: { eventLogLimit: 5 } } }));
     for (let i = 0; i < 20; i++) await call(`${api(hub)}/campaigns`, "POST", { metadata: { name: `c${i}` }, spec: SAMPLES.Campaign.spec });
     const expired = await call(`${api(hub)}/campaigns?watch=1&resourceVersion=1`, "GET");
     expect(expired.status).toBe(410);

@@ -32,7 +32,7 @@ describe("web view ListWatch against a Hub that goes away", () => {
     const port = await freePort();
     const env = { LOOM_HUB_TOKEN: TOKEN };
     // A small event log, so writes made while the Hub is down compact the watcher's revision away.
-    const start = () => startHub({ port, env, store: openSqliteStore(join(dir, "loom.db"), { eventLogLimit: 20 }) }, dir);
+    const start = () => startHub({ port, env, backend: { kind: "sqlite", sqlite: { eventLogLimit: 20 } } }, dir);
     hub = await start();
     const url = hub.url;
     await post(url, "/apis/loom.dev/v1alpha1/tasks", task("a"), auth);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Worker } from "../../src/resources/types.ts";
-import { BatchTally, nextDesired } from "../../src/scheduler/tuning.ts";
+import { BatchTally } from "../../src/scheduler/batches.ts";
+import { nextDesired } from "../../src/scheduler/tuning.ts";
 
 const worker = (desired: number): Worker => ({
   apiVersion: "loom.dev/v1alpha1",
