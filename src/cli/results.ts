@@ -5,7 +5,7 @@ import { Command } from "commander";
 import { readZip } from "../results/zip.ts";
 import { CliError, type Client } from "./client.ts";
 import { clientOf, err, intFlag, out, withController } from "./common.ts";
-import { list, selectors, watchLoop } from "./get.ts";
+import { list, selectors, watchLoop } from "./list-watch.ts";
 import { resolveKind } from "./kinds.ts";
 import { age, formatTable } from "./printers.ts";
 
