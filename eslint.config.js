@@ -37,10 +37,8 @@ export default tseslint.config(
       "@typescript-eslint/require-await": "off",
       // Test helpers destructure functions that never use `this`.
       "@typescript-eslint/unbound-method": "off",
-      // Tests match aligned CLI tables with literal runs of spaces, and the validators match
-      // control characters on purpose, to refuse them.
+      // Tests match aligned CLI tables with literal runs of spaces.
       "no-regex-spaces": "off",
-      "no-control-regex": "off",
       // Passing on a caught error as it came is not a bug, whatever its type.
       "@typescript-eslint/prefer-promise-reject-errors": ["error", { allowThrowingUnknown: true }],
       // Names starting with "_" are kept on purpose: a rest-destructure that drops a field,

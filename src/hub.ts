@@ -224,7 +224,7 @@ export class Hub {
     logRequests(http);
     await http.register(app, { hub, auth: { hubToken, workerTokens } });
     hub.http = http;
-    hub.leadership.onChange((leading) => hub.lead(leading));
+    hub.leadership.onChange((leading) => void hub.lead(leading)); // lead() logs its own failure
     try {
       // The sole Hub leads from the start: declared workers exist before any Runner can register as them.
       if (hub.leadership.isLeader()) await hub.lead(true);

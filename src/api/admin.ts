@@ -97,7 +97,7 @@ export async function adminRoutes(f: FastifyInstance): Promise<void> {
   f.post("/api/admin/register-worker-hosts", async (req) => {
     const b = body(req);
     const inv = b.inventory && typeof b.inventory === "object" ? (b.inventory as Body) : undefined;
-    let workers: unknown = inv?.workers ?? b.workers ?? b.hosts;
+    const workers: unknown = inv?.workers ?? b.workers ?? b.hosts;
     if (inv) {
       if (inv.inventory_version === undefined) throw new HubError(400, "inventory_version_required");
       if (inv.inventory_version !== 1) throw new HubError(400, "unsupported_inventory_version", { received: inv.inventory_version });

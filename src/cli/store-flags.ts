@@ -3,7 +3,7 @@
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
-import { Command, InvalidArgumentError, Option } from "commander";
+import { type Command, InvalidArgumentError, Option } from "commander";
 import type { Leadership } from "../roles/leader.ts";
 import type { EtcdStoreOptions, openEtcdStore } from "../store/etcd.ts";
 import { openSqliteStore } from "../store/sqlite.ts";

@@ -17,7 +17,7 @@ const HOST_RESOURCES = obj({ cpu_count: COUNT, mem_total_mb: COUNT, mem_availabl
 const HEALTH = obj({ hostname: { ...TEXT, maxLength: 253 }, platform: TEXT, resources: HOST_RESOURCES, source_cache: obj({ enabled: { type: "boolean" }, keys: { type: "array", maxItems: 10_000, items: TEXT } }) });
 const FENCED = { worker_id: ID, task_id: ID, attempt_no: { type: "integer", minimum: 0 } };
 
-const SCHEMAS: Record<string, JSONSchema> = {
+const SCHEMAS = {
   register: obj({
     worker_id: ID,
     max_concurrency: crdField("Worker", "spec.max_concurrency"),
@@ -50,11 +50,11 @@ const SCHEMAS: Record<string, JSONSchema> = {
     env: { type: "object", maxProperties: 256, additionalProperties: { type: "string", maxLength: 64 * 1024, pattern: "^[^\\u0000]*$" } },
     artifact_paths: { type: "array", maxItems: 256, items: TEXT },
   }),
-};
+} satisfies Record<string, JSONSchema>;
 
 const checks = new Map(Object.entries(SCHEMAS).map(([k, s]) => [k, compileSchema(s)]));
 
-export type RequestName = keyof typeof SCHEMAS & string;
+export type RequestName = keyof typeof SCHEMAS;
 
 export function requestErrors(name: RequestName, body: unknown): FieldError[] {
   return checks.get(name)!(body);

@@ -1,6 +1,7 @@
 // The Runner's side of RUNNER_PROTOCOL §1a: JSON over fetch, the Hub token as a Bearer
 // header. The token is held privately and never appears in an error or a log line.
 import { type Fetch, fetchTrusting } from "../tls/fetch.ts";
+import type { ClaimedTask } from "./execute.ts";
 
 /** A non-2xx or non-JSON reply; status 0 means no HTTP reply at all (network error, timeout). */
 export class HubError extends Error {
@@ -63,7 +64,7 @@ export interface HeartbeatReply extends HubConcurrency {
   time?: string;
 }
 export interface ClaimReply extends HubConcurrency {
-  tasks: import("./execute.ts").ClaimedTask[];
+  tasks: ClaimedTask[];
   active_count?: number;
   reserved_resources?: Record<string, unknown>;
   available_resources?: Record<string, unknown>;
@@ -129,7 +130,7 @@ export class HubClient {
       throw new HubError(0, { error: timeout.aborted ? "timeout" : init.signal?.aborted ? "aborted" : "network_error", detail: cause }, path);
     }
     const text = await res.text().catch(() => "");
-    let body: unknown = text;
+    let body: unknown;
     try {
       body = text === "" ? {} : JSON.parse(text);
     } catch {

@@ -148,6 +148,7 @@ export async function dispatch(ctx: SchedulerContext, body: unknown): Promise<Di
 }
 
 /** A command may span lines and hold tabs; any other control character is a mistake or an attack on the terminal. */
+// eslint-disable-next-line no-control-regex
 const COMMAND_CONTROL = /[\u0000-\u0008\u000B-\u001F\u007F]/;
 
 const REPO_RUN_KEYS = ["repo_url", "command", "commands", "commit", "ref", "depth", "source_token_env", "placement", "cpu_millis", "memory_mb", "disk_mb", "gpu_count", "gpu_types", "task_id", "package_id", "campaign_id", "case_id", "setting_id", "run_id", "required_capability", "priority", "timeout_seconds", "materialize_timeout_seconds", "continue_on_error", "env", "operator", "artifact_paths"];

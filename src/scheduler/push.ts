@@ -135,7 +135,7 @@ export async function pushTask(ctx: SchedulerContext, body: Record<string, unkno
   const payload = { task: { ...wire, controller_push: { push_id: pushId, leased_at: leased.task.status?.lease?.leased_at } } };
   const url = `${directEndpoint(worker)}/api/tasks/execute`;
   let res: Response;
-  let text = "";
+  let text: string;
   try {
     res = await (o.fetchImpl ?? fetch)(url, {
       method: "POST",
