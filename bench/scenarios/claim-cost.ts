@@ -3,10 +3,8 @@
 // spread over 100 Queue objects (quota checked on each lease, fair share across queues).
 // The cost should follow none of them. "pick" is choosing the tasks (admission only, nothing written); "claim" is the
 // whole Scheduler.claim (pick, durable lease write, informer update).
-import type { StoredObject } from "../../src/store/store.ts";
-import type { Worker } from "../../src/resources/types.ts";
 import { pickForWorker } from "../../src/scheduler/claim.ts";
-import { cell, ratio, type Table } from "../lib/report.ts";
+import { cell, ratio } from "../lib/report.ts";
 import type { Scenario } from "../lib/scenario.ts";
 import { seeded, timeReps, workerName } from "../lib/seed.ts";
 import { percentile } from "../lib/stats.ts";

@@ -12,7 +12,7 @@ import { JsonClient } from "../lib/http.ts";
 import { startHub, stopHub, waitQuiet } from "../lib/hub.ts";
 import { scaleSizes } from "../lib/hubscale.ts";
 import { resultOf, rssMb, spawnScript, stop } from "../lib/proc.ts";
-import { cell, type Table } from "../lib/report.ts";
+import { cell } from "../lib/report.ts";
 import { heartbeatAll, scaleDataDir } from "../lib/scale.ts";
 import type { Scenario } from "../lib/scenario.ts";
 import { seeded, workerName } from "../lib/seed.ts";

@@ -41,7 +41,10 @@ function splitUnescaped(s: string, sep: string): string[] {
   let cur = "";
   for (let i = 0; i < s.length; i++) {
     if (s[i] === "\\" && i + 1 < s.length) cur += s[i] + s[++i];
-    else if (s[i] === sep) (out.push(cur), (cur = ""));
+    else if (s[i] === sep) {
+      out.push(cur);
+      cur = "";
+    }
     else cur += s[i];
   }
   out.push(cur);

@@ -51,6 +51,7 @@ export function parseApplyBody(body: unknown): Body {
 /** The fieldManager an apply names; kubectl always sends one. */
 export function managerParam(v: string | undefined): string {
   if (v === undefined || v === "") throw badRequest("fieldManager is required for apply (kubectl apply --server-side sends it; --field-manager names it)", "fieldManager");
+  // eslint-disable-next-line no-control-regex
   if (v.length > MAX_MANAGER_LENGTH || /[\u0000-\u001F\u007F]/.test(v)) throw badRequest(`fieldManager must be at most ${MAX_MANAGER_LENGTH} characters without control characters`, "fieldManager");
   return v;
 }

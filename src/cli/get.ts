@@ -65,8 +65,9 @@ function columnsOf(k: KindInfo): Column[] {
 
 /** The POSITION column's values: one call for every queued task; without it the column shows <none>. */
 async function attachPositions(client: Client, items: Obj[]): Promise<void> {
-  const r = await client.get<{ positions: Record<string, number> }>("/api/data/queue-positions").catch((e) => {
-    if (e instanceof ApiError) return { positions: {} as Record<string, number> };
+  type Positions = { positions: Record<string, number> };
+  const r = await client.get<Positions>("/api/data/queue-positions").catch((e): Positions => {
+    if (e instanceof ApiError) return { positions: {} };
     throw e;
   });
   for (const o of items) {

@@ -5,7 +5,7 @@
 import { loadCrds, type PrinterColumn } from "./crds.ts";
 import { evalJsonPath, humanDuration, parseJsonPath } from "./jsonpath.ts";
 import { getCondition, type Condition } from "./meta.ts";
-import { isQueued, taskWorker, type Queue, type ResourceSpec, type Task, type Worker } from "./types.ts";
+import { taskWorker, type Queue, type ResourceSpec, type Task, type Worker } from "./types.ts";
 
 export const NONE = "<none>";
 

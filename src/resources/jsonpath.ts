@@ -57,7 +57,7 @@ export function parseJsonPath(expr: string): Step[] {
       else if (/^-?\d+$/.test(inner)) steps.push({ index: Number(inner) });
       else if (/^(['"]).*\1$/.test(inner)) steps.push({ key: inner.slice(1, -1) });
       else {
-        const f = /^\?\(\s*@((?:\.[A-Za-z0-9_\-]+)+)\s*==\s*(.+?)\s*\)$/.exec(inner);
+        const f = /^\?\(\s*@((?:\.[A-Za-z0-9_-]+)+)\s*==\s*(.+?)\s*\)$/.exec(inner);
         if (!f) fail(`unsupported selector [${inner}]`);
         steps.push({ filter: { path: f![1].slice(1).split("."), value: unquote(f![2]) } });
       }

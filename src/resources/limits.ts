@@ -28,6 +28,7 @@ export const MAX_INT = Number.MAX_SAFE_INTEGER;
 
 /** Single-line text: no C0 control characters and no DEL (ids, labels, hosts, capabilities). */
 export const NO_CONTROL = "^[^\\u0000-\\u001F\\u007F]*$";
+// eslint-disable-next-line no-control-regex
 export const HAS_CONTROL = /[\u0000-\u001F\u007F]/;
 
 /**

@@ -319,6 +319,8 @@ export function jsonErrorOffset(text: string): number | undefined {
     while (i < text.length && " \t\n\r".includes(text[i])) i++;
   };
   const fail = (): never => {
+    // The offset itself is thrown, and caught below: the scanner has nothing else to say.
+    // eslint-disable-next-line @typescript-eslint/only-throw-error
     throw i;
   };
   const lit = (w: string) => (text.startsWith(w, i) ? (i += w.length) : fail());
@@ -384,6 +386,8 @@ export function jsonErrorOffset(text: string): number | undefined {
     ws();
     return i < text.length ? i : undefined;
   } catch (at) {
-    return Math.min(at as number, text.length);
+    // Nesting deeper than the stack (a RangeError) names no line rather than a wrong one.
+    if (typeof at !== "number") return undefined;
+    return Math.min(at, text.length);
   }
 }

@@ -3,6 +3,7 @@
 import { HubError } from "../protocol/errors.ts";
 import type { ClaimReply, ClaimRequest, CompleteRequest, FailRequest, HeartbeatReply, HeartbeatRequest, LeaseReply, RegisterReply, RegisterRequest, RenewRequest, UploadReply } from "../protocol/types.gen.ts";
 import { type Fetch, fetchTrusting } from "../tls/fetch.ts";
+import type { ClaimedTask } from "./execute.ts";
 
 // A non-2xx or non-JSON reply is a HubError (status 0: no reply at all), as on the Hub's side.
 export { HubError };
@@ -55,7 +56,7 @@ export class HubClient {
       throw HubError.received(0, { error: timeout.aborted ? "timeout" : init.signal?.aborted ? "aborted" : "network_error", detail: cause }, path);
     }
     const text = await res.text().catch(() => "");
-    let body: unknown = text;
+    let body: unknown;
     try {
       body = text === "" ? {} : JSON.parse(text);
     } catch {

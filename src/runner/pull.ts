@@ -104,7 +104,7 @@ export async function registerWithRetry(w: WorkerIdentity, stop: AbortSignal, ma
       if (isFatal(e, "register") || !(e instanceof HubError)) throw e;
       const wait = backoff.next();
       w.log(`register failed (${e.message}); retrying in ${(wait / 1000).toFixed(1)}s`);
-      if (await sleep(wait, stop)) throw new Error("stopped before registration");
+      if (await sleep(wait, stop)) throw new Error("stopped before registration", { cause: e });
     }
   }
 }
@@ -188,14 +188,13 @@ export class PullLoop {
       return Promise.resolve();
     }
     return new Promise((resolve) => {
-      const t = setTimeout(done, ms);
-      const self = this;
-      function done() {
+      const done = () => {
         clearTimeout(t);
-        self.wake = () => (self.changed = true);
-        self.changed = false;
+        this.wake = () => (this.changed = true);
+        this.changed = false;
         resolve();
-      }
+      };
+      const t = setTimeout(done, ms);
       this.wake = done;
     });
   }

@@ -4,7 +4,6 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { leaseView, workerView, type LeaseView, type WorkerView } from "../admission/index.ts";
 import { isActive, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
-import { isStoreError } from "../store/errors.ts";
 import { retryOnConflict, type RetryOptions } from "../store/retry.ts";
 import type { Applied, Known, Store, StoredObject, TxnOp } from "../store/store.ts";
 import { HubError } from "../protocol/errors.ts";

@@ -100,7 +100,7 @@ async function deliver(g: Granted, timeoutMs: number, o: PushOptions): Promise<D
   const wire = claimedTask(g.leased, effectiveSettings(g.worker), undefined, { dispatch_mode: "direct-push" });
   const payload = { task: { ...wire, controller_push: { push_id: g.pushId, leased_at: g.leased.task.status?.lease?.leased_at } } };
   let res: Response;
-  let text = "";
+  let text: string;
   try {
     res = await (o.fetchImpl ?? fetch)(`${directEndpoint(g.worker)}/api/tasks/execute`, {
       method: "POST",

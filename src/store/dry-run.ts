@@ -32,6 +32,8 @@ export async function dryRunTxn(src: DryRunSource, ops: TxnOp[]): Promise<Stored
   const current = (kind: string, name: string): StoredObject | undefined => {
     const k = key(kind, name);
     if (written.has(k)) return written.get(k) ?? undefined;
+    // A sentinel caught by the loop below, not an error: it needs no stack.
+    // eslint-disable-next-line @typescript-eslint/only-throw-error
     if (!read.has(k)) throw new NeedObject(kind, name);
     return read.get(k);
   };

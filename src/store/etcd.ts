@@ -141,7 +141,7 @@ export class EtcdStore extends TxnWrites implements Store {
       await s.init();
     } catch (e) {
       s.client.close();
-      throw new Error(`etcd store at ${opts.endpoints.join(",")}: ${(e as Error).message}`);
+      throw new Error(`etcd store at ${opts.endpoints.join(",")}: ${(e as Error).message}`, { cause: e });
     }
     return s;
   }
@@ -259,7 +259,7 @@ export class EtcdStore extends TxnWrites implements Store {
       try {
         res = await this.client.kv.txn({ compare, success: writes });
       } catch (e) {
-        throw new Error(`etcd refused a transaction of ${ops.length} ops (${compare.length} compares, ${writes.length} writes): ${(e as Error).message}`);
+        throw new Error(`etcd refused a transaction of ${ops.length} ops (${compare.length} compares, ${writes.length} writes): ${(e as Error).message}`, { cause: e });
       }
       if (res.succeeded) {
         const rv = res.header.revision;
@@ -352,7 +352,7 @@ export class EtcdStore extends TxnWrites implements Store {
       }
       const e = reads.get(key);
       if (!e || !reads.has(workerKey)) throw new NeedKeys([key, workerKey]);
-      allocations.set(worker, (m = new Map(e.value ? (Object.entries(JSON.parse(e.value)) as [string, LeaseView][]) : [])));
+      allocations.set(worker, (m = new Map<string, LeaseView>(e.value ? Object.entries(JSON.parse(e.value)) : [])));
       return m;
     };
     const view: OpView = {

@@ -92,7 +92,7 @@ export type ApplyOptions = {
 export type Applied = { results: StoredObject[]; revision: number; durable: Promise<void> };
 
 export interface Store {
-  readonly backend: "sqlite" | "etcd" | string;
+  readonly backend: "sqlite" | "etcd";
   /**
    * A CRD kind reads as its generated type (ObjectOf). The second form is for code that
    * handles any kind alike (the resource API, Events): a StoredObject, or the T it names.

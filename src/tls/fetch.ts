@@ -20,7 +20,7 @@ export function readCa(flag: string | undefined, env: NodeJS.ProcessEnv = proces
     if (!pem.toString("utf8").includes("-----BEGIN CERTIFICATE-----")) throw new Error("no PEM certificate in it");
     return { file, pem };
   } catch (e) {
-    throw new Error(`${file}: ${(e as Error).message}`);
+    throw new Error(`${file}: ${(e as Error).message}`, { cause: e });
   }
 }
 

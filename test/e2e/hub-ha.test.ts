@@ -146,7 +146,7 @@ describe.skipIf(etcdMissing)("HA: three Hub replicas on etcd, the leader killed 
     try {
       await eventually(async () => (await notClean()).length === 0, "every task clean", LONG ? 600_000 : 90_000);
     } catch (e) {
-      throw new Error(`${(e as Error).message}; not clean: ${(await notClean()).join(" ")}; logs: ${alive().map((r) => r.log.join("").slice(-2000)).join("\n")}`);
+      throw new Error(`${(e as Error).message}; not clean: ${(await notClean()).join(" ")}; logs: ${alive().map((r) => r.log.join("").slice(-2000)).join("\n")}`, { cause: e });
     }
     stop = true;
     await Promise.all(running);

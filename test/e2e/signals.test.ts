@@ -15,7 +15,7 @@ const freePort = () => new Promise<number>((res) => { const s = createServer().l
 const alive = (pid: number) => { try { process.kill(pid, 0); return true; } catch { return false; } };
 /** The processes below `pid`, found by parent pid (pgrep -P). */
 const descendants = (pid: number): number[] => {
-  let kids: number[] = [];
+  let kids: number[];
   try {
     kids = execFileSync("pgrep", ["-P", String(pid)], { encoding: "utf8" }).split("\n").filter(Boolean).map(Number);
   } catch {

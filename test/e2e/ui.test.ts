@@ -6,10 +6,9 @@
 //  through the API turns cordoned on the page. Screenshots go to test-output/ui/.
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import { chromium, type BrowserContext, type Page } from "playwright-core";
+import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadPaths } from "../../src/resources/load.ts";
 import type { Worker } from "../../src/resources/types.ts";

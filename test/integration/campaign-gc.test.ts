@@ -25,7 +25,7 @@ const del = (name: string, body?: unknown) =>
   fetch(`${h!.url}${API_PREFIX}/campaigns/${name}`, { method: "DELETE", ...(body ? { headers: { "content-type": "application/json" }, body: JSON.stringify(body) } : {}) });
 const task = (name: string) => h!.hub.cache.get("Task", name);
 const names = ["a", "b", "c", "d"].map((c) => `demo__${c}__base__run-1`);
-const [A, B, C, D] = names;
+const [A, B, C] = names;
 
 /** Campaign demo with four tasks: A leased, B running, C returned (it ran), D queued. */
 async function setUp(): Promise<void> {

@@ -5,9 +5,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import type { Task } from "../../src/resources/types.ts";
 import { openSqliteStore } from "../../src/store/sqlite.ts";
-import type { StoredObject } from "../../src/store/store.ts";
 import { eventually, post, registerBody, startHub, type TestHub } from "../support/hub.ts";
 
 const A = "loom.dev/v1alpha1";

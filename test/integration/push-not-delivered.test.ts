@@ -2,7 +2,7 @@
 // delivered: the lease is released at once, the task is queued again with the same attempt,
 // and an Event says why. A push that was sent and then got no answer (a timeout, a cut
 // connection) may have been delivered: it keeps 502 push_delivery_unknown and its lease.
-import { createServer, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { API_PREFIX } from "../../src/api/resources.ts";
@@ -25,7 +25,7 @@ afterAll(async () => {
 });
 
 /** A loopback server that takes the request and then does `behave` with it. */
-async function runnerThat(behave: (req: import("node:http").IncomingMessage, res: import("node:http").ServerResponse) => void): Promise<string> {
+async function runnerThat(behave: (req: IncomingMessage, res: ServerResponse) => void): Promise<string> {
   const s = createServer(behave);
   s.on("connection", (c) => { sockets.add(c); c.on("close", () => sockets.delete(c)); });
   await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));

@@ -6,7 +6,6 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { openSqliteStore } from "../../src/store/sqlite.ts";
 import type { StoredObject } from "../../src/store/store.ts";
-import type { Task, Worker, Campaign } from "../../src/resources/types.ts";
 import { eventually, get, post, registerBody, startHub, type TestHub } from "../support/hub.ts";
 
 const A = "loom.dev/v1alpha1";

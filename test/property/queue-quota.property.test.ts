@@ -149,7 +149,7 @@ async function lateQueue(s: Store): Promise<void> {
 describe("no queue exceeds nominal + borrowing limit at any revision", () => {
   it("SQLite: a Queue created over existing leases counts them", async () => {
     const dir = await mkdtemp(join(tmpdir(), "loom-queue-late-"));
-    const store = await openSqliteStore(join(dir, "loom.db"));
+    const store = openSqliteStore(join(dir, "loom.db"));
     try {
       await lateQueue(store);
     } finally {
@@ -161,7 +161,7 @@ describe("no queue exceeds nominal + borrowing limit at any revision", () => {
   it("SQLite: random concurrent leases, requeues, cancels and quota edits", async () => {
     const added = await property(async () => {
       const dir = await mkdtemp(join(tmpdir(), "loom-queue-prop-"));
-      const store = await openSqliteStore(join(dir, "loom.db"));
+      const store = openSqliteStore(join(dir, "loom.db"));
       return { stores: [store], close: async () => (await store.close(), await rm(dir, { recursive: true, force: true })) };
     }, 15);
     // The mixes did exercise the guard: leases were written along the way.

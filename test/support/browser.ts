@@ -28,7 +28,7 @@ const newest = (dir: string): number =>
  * is built again here, so the test never runs against a stale page.
  */
 export async function uiBuilt(): Promise<void> {
-  let built = 0;
+  let built: number;
   try {
     built = statSync(join(ROOT, "dist", "ui", "index.html")).mtimeMs;
   } catch {

@@ -51,7 +51,10 @@ describe("ClaimQueue.walk", () => {
         // Nothing was removed: a second walk sees the same tasks.
         const again: string[] = [];
         const w2 = q.walk(caps);
-        for (let n = w2.next(); n; n = w2.next()) (again.push(n.entry.name), w2.take());
+        for (let n = w2.next(); n; n = w2.next()) {
+          again.push(n.entry.name);
+          w2.take();
+        }
         w2.close();
         expect(again).toEqual(entries(ts, caps, new Set()));
         expect(q.size).toBe(ts.length);
@@ -109,7 +112,10 @@ describe("ClaimQueue.walk", () => {
     q.remove("a");
     const w = q.walk(["linux"]);
     const order: string[] = [];
-    for (let n = w.next(); n; n = w.next()) (order.push(n.entry.name), w.take());
+    for (let n = w.next(); n; n = w.next()) {
+      order.push(n.entry.name);
+      w.take();
+    }
     w.close();
     expect(order).toEqual(["c", "b"]);
     expect(q.shapeCount).toBe(2);

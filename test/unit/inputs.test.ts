@@ -744,6 +744,11 @@ cases:
       expect(jsonErrorOffset("[01]")).toBe(2);
       expect(jsonErrorOffset("{} x")).toBe(3);
     });
+    it("JSON nested deeper than the scanner's stack names no line rather than line 1", () => {
+      const deep = "\n\n" + "[".repeat(50_000);
+      expect(jsonErrorOffset(deep)).toBeUndefined();
+      expect(parseDocuments(deep, "deep.json").errors[0]).toMatchObject({ source: "deep.json", line: undefined });
+    });
     it("other documents of the file are still checked", () => {
       const r = parseDocuments("a: [\n---\n" + stringify(workerDoc("w", { port: 0 })), "two.yaml");
       expect(r.errors.map((e) => e.line)).toEqual([2, expect.any(Number)]);
