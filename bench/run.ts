@@ -22,7 +22,17 @@ import { lease } from "./scenarios/lease.ts";
 import { microScenario } from "./scenarios/micro.ts";
 import { watchScenario } from "./scenarios/watch.ts";
 
-const ALL: Scenario[] = [lease, claimCost, dispatchScenario, admissionScenario, conditionsScenario, coldStartScenario, rssScenario, watchScenario, microScenario];
+const ALL: Scenario[] = [
+  lease,
+  claimCost,
+  dispatchScenario,
+  admissionScenario,
+  conditionsScenario,
+  coldStartScenario,
+  rssScenario,
+  watchScenario,
+  microScenario,
+];
 const SCENARIOS: Scenario[] = SCENARIO_NAMES.map((n) => {
   const s = ALL.find((x) => x.name === n);
   if (!s) throw new Error(`no scenario module named ${n}`);
@@ -48,10 +58,16 @@ function parseArgs(argv: string[]): { names: string[]; quick: boolean; write: bo
   for (const a of argv) {
     if (a === "--quick") quick = true;
     else if (a === "--no-write") write = false;
-    else if (a === "--help" || a === "-h") { console.log(usage()); process.exit(0); }
-    else if (a.startsWith("-")) { console.error(`unknown option ${a}\n\n${usage()}`); process.exit(2); }
-    else if (!SCENARIOS.some((s) => s.name === a)) { console.error(`unknown scenario "${a}"\n\n${usage()}`); process.exit(2); }
-    else names.push(a);
+    else if (a === "--help" || a === "-h") {
+      console.log(usage());
+      process.exit(0);
+    } else if (a.startsWith("-")) {
+      console.error(`unknown option ${a}\n\n${usage()}`);
+      process.exit(2);
+    } else if (!SCENARIOS.some((s) => s.name === a)) {
+      console.error(`unknown scenario "${a}"\n\n${usage()}`);
+      process.exit(2);
+    } else names.push(a);
   }
   return { names, quick, write };
 }
@@ -59,7 +75,9 @@ function parseArgs(argv: string[]): { names: string[]; quick: boolean; write: bo
 const gitCommit = () => {
   try {
     const sha = execFileSync("git", ["rev-parse", "--short=12", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
-    const dirty = execFileSync("git", ["status", "--porcelain", "--untracked-files=no"], { cwd: ROOT, encoding: "utf8" }).trim() !== "";
+    const dirty =
+      execFileSync("git", ["status", "--porcelain", "--untracked-files=no"], { cwd: ROOT, encoding: "utf8" }).trim() !==
+      "";
     return dirty ? `${sha}+changes` : sha;
   } catch {
     return "unknown";
@@ -72,8 +90,17 @@ async function main() {
   // hubArgs reach every `loom hub` the suite starts. The etcd variant goes here once the
   // etcd backend lands: ["--store", "etcd", "--etcd-endpoints", endpoints] (not yet a Hub flag).
   const opts: RunOptions = { quick: args.quick, hubArgs: [] };
-  const meta: RunMeta = { commit: gitCommit(), date: new Date().toISOString().replace(/\.\d+Z$/, "Z"), cores: cpus().length, cpuModel: cpus()[0]?.model.trim() ?? "unknown", node: process.version, quick: args.quick };
-  console.log(`Loom benchmarks: ${chosen.map((s) => s.name).join(", ")}${args.quick ? " (quick)" : ""}; commit ${meta.commit}, ${meta.cores} cores, node ${meta.node}`);
+  const meta: RunMeta = {
+    commit: gitCommit(),
+    date: new Date().toISOString().replace(/\.\d+Z$/, "Z"),
+    cores: cpus().length,
+    cpuModel: cpus()[0]?.model.trim() ?? "unknown",
+    node: process.version,
+    quick: args.quick,
+  };
+  console.log(
+    `Loom benchmarks: ${chosen.map((s) => s.name).join(", ")}${args.quick ? " (quick)" : ""}; commit ${meta.commit}, ${meta.cores} cores, node ${meta.node}`,
+  );
   const fresh = new Map<string, { tables: Table[]; meta: RunMeta }>();
   try {
     for (const s of chosen) {
@@ -88,7 +115,11 @@ async function main() {
     await removeScaleDataDirs();
   }
   if (args.write) {
-    writeBenchMd(join(ROOT, "BENCH.md"), SCENARIOS.map((s) => s.name), fresh);
+    writeBenchMd(
+      join(ROOT, "BENCH.md"),
+      SCENARIOS.map((s) => s.name),
+      fresh,
+    );
     console.log(`\nwrote ${join(ROOT, "BENCH.md")}`);
   }
 }

@@ -13,7 +13,8 @@ const src = new URL("src/", root);
 /** The newest modification time under a folder, in ms. */
 function newest(dir) {
   let t = 0;
-  for (const e of readdirSync(dir, { recursive: true, withFileTypes: true })) if (e.isFile()) t = Math.max(t, statSync(`${e.parentPath ?? e.path}/${e.name}`).mtimeMs);
+  for (const e of readdirSync(dir, { recursive: true, withFileTypes: true }))
+    if (e.isFile()) t = Math.max(t, statSync(`${e.parentPath ?? e.path}/${e.name}`).mtimeMs);
   return t;
 }
 
@@ -30,7 +31,9 @@ if (fromSource()) {
   try {
     ({ register } = await import("tsx/esm/api"));
   } catch {
-    process.stderr.write(`loom: ${existsSync(built) ? "dist/ is older than src/" : "dist/ is not built"} and tsx is not installed; run: npm run build\n`);
+    process.stderr.write(
+      `loom: ${existsSync(built) ? "dist/ is older than src/" : "dist/ is not built"} and tsx is not installed; run: npm run build\n`,
+    );
     process.exit(1);
   }
   register();

@@ -97,11 +97,13 @@ export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, "dataDir"> = {
 
 function readWorkerTokens(path: string): Record<string, string> {
   const doc = parseYaml(readFileSync(path, "utf8")) as unknown;
-  const map = (doc && typeof doc === "object" && "workers" in (doc as object) ? (doc as { workers: unknown }).workers : doc) as Record<string, unknown>;
-  if (!map || typeof map !== "object" || Array.isArray(map)) throw new Error(`${path}: expected a map of worker_id to token`);
+  const map = (doc && typeof doc === "object" && "workers" in doc ? doc.workers : doc) as Record<string, unknown>;
+  if (!map || typeof map !== "object" || Array.isArray(map))
+    throw new Error(`${path}: expected a map of worker_id to token`);
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(map)) {
-    if (typeof v !== "string" || v.length < 16) throw new Error(`${path}: workers.${k}: token must be a string of at least 16 characters`);
+    if (typeof v !== "string" || v.length < 16)
+      throw new Error(`${path}: workers.${k}: token must be a string of at least 16 characters`);
     out[k] = v;
   }
   return out;
@@ -137,25 +139,64 @@ export class Hub {
   /** Starts and stops of the singleton work, one at a time. */
   private roleChange: Promise<void> = Promise.resolve();
 
-  private constructor(backend: Backend, readonly cache: Informer, readonly http: FastifyInstance, readonly opts: HubOptions) {
+  private constructor(
+    backend: Backend,
+    readonly cache: Informer,
+    readonly http: FastifyInstance,
+    readonly opts: HubOptions,
+  ) {
     const store = (this.store = backend.store);
     this.leadership = backend.leadership;
     this.release = backend.release;
     setMaxListeners(0, this.stopping); // every waiting long-poll claim listens
-    this.events = new EventRecorder(store, { maxEvents: EVENTS.maxEvents, flushMs: 100, onError: (e) => this.http.log.warn({ err: e }, "event write failed"), onDrop: (reason) => this.metrics.eventDropped(reason), now: opts.now });
+    this.events = new EventRecorder(store, {
+      maxEvents: EVENTS.maxEvents,
+      flushMs: 100,
+      onError: (e) => this.http.log.warn({ err: e }, "event write failed"),
+      onDrop: (reason) => this.metrics.eventDropped(reason),
+      now: opts.now,
+    });
     this.metrics = new HubMetrics({
       taskCounts: (index) => cache.indexCounts("Task", index),
-      workers: () => cache.list<Worker & StoredObject>("Worker").map((w) => ({ worker: w.metadata.name, ...this.scheduler.controllers.capacityEntry(w) })),
+      workers: () =>
+        cache
+          .list<Worker & StoredObject>("Worker")
+          .map((w) => ({ worker: w.metadata.name, ...this.scheduler.controllers.capacityEntry(w) })),
       watchers: () => this.watchStreams.size,
       rejectedFiles: () => this.gitops?.rejectedFiles().length ?? 0,
-      queues: () => this.scheduler.controllers.queuesReport().queues.filter(() => this.scheduler.controllers.queues.active).map((q) => ({ queue: q.name, used: q.used, quota: q.quota, pending: q.pending, admitted: q.admitted, share: q.rank })),
+      queues: () =>
+        this.scheduler.controllers
+          .queuesReport()
+          .queues.filter(() => this.scheduler.controllers.queues.active)
+          .map((q) => ({
+            queue: q.name,
+            used: q.used,
+            quota: q.quota,
+            pending: q.pending,
+            admitted: q.admitted,
+            share: q.rank,
+          })),
     });
     const observer: SchedulerObserver = {
-      commit: (...a) => { this.commitHealth.commit(...a); this.metrics.commit(...a); },
+      commit: (...a) => {
+        this.commitHealth.commit(...a);
+        this.metrics.commit(...a);
+      },
       claim: (...a) => this.metrics.claim(...a),
       claimRaceLost: () => this.metrics.claimRaceLost(),
     };
-    this.scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: opts.heartbeatGraceSeconds, defaultMaxAttempts: opts.defaultMaxAttempts, nominateAfterSeconds: opts.nominateAfterSeconds, fairShareHalfLifeSeconds: opts.fairShareHalfLifeSeconds, resultsDir: join(opts.dataDir, "results") }, { recordEvent: this.record, observer, now: opts.now, stripe: () => this.stripe });
+    this.scheduler = new Scheduler(
+      store,
+      cache,
+      {
+        heartbeatGraceSeconds: opts.heartbeatGraceSeconds,
+        defaultMaxAttempts: opts.defaultMaxAttempts,
+        nominateAfterSeconds: opts.nominateAfterSeconds,
+        fairShareHalfLifeSeconds: opts.fairShareHalfLifeSeconds,
+        resultsDir: join(opts.dataDir, "results"),
+      },
+      { recordEvent: this.record, observer, now: opts.now, stripe: () => this.stripe },
+    );
     cache.addIndex("Task", QUEUED_REASON_INDEX, queuedReasonIndex);
     cache.on((ev) => this.metrics.onTaskChange(ev));
     const env = opts.env ?? process.env;
@@ -168,7 +209,11 @@ export class Hub {
     // The log line follows the Event: one over its reason's budget is counted, not logged either.
     if (!this.events.record(e)) return;
     // GitOps logs its own file events, with the errors in full.
-    if (e.object.kind !== "File") this.http.log[e.type === "Warning" ? "warn" : "info"]({ kind: e.object.kind, name: e.object.metadata.name, reason: e.reason }, `${e.object.kind.toLowerCase()} ${e.object.metadata.name}: ${e.reason}: ${e.message}`);
+    if (e.object.kind !== "File")
+      this.http.log[e.type === "Warning" ? "warn" : "info"](
+        { kind: e.object.kind, name: e.object.metadata.name, reason: e.reason },
+        `${e.object.kind.toLowerCase()} ${e.object.metadata.name}: ${e.reason}: ${e.message}`,
+      );
   };
 
   /** The probes of /livez and /readyz (the Kubernetes way: /healthz runs them all). */
@@ -179,7 +224,10 @@ export class Hub {
     ],
     readyz: [
       { name: "ping", run: async () => undefined },
-      { name: "informer-sync", run: async () => (this.cache.synced ? undefined : "the informer has not synced with the store") },
+      {
+        name: "informer-sync",
+        run: async () => (this.cache.synced ? undefined : "the informer has not synced with the store"),
+      },
       { name: "store", run: async () => this.commitHealth.failing ?? within(this.store.revision(), 2000, "the store") },
       { name: "shutdown", run: async () => (this.stopping.aborted ? "the Hub is shutting down" : undefined) },
     ],
@@ -192,18 +240,31 @@ export class Hub {
     const hubToken = env[given.authTokenEnv] || undefined;
     const workerTokens = given.workerTokensFile ? readWorkerTokens(given.workerTokensFile) : undefined;
     if (!hubToken && !isLoopback(given.host))
-      throw new Error(`refusing to listen on ${given.host} without a token: set ${given.authTokenEnv} (or --auth-token-env NAME), or bind 127.0.0.1`);
-    if (workerTokens && !hubToken) throw new Error(`per-worker tokens need a Hub token as well: set ${given.authTokenEnv}`);
+      throw new Error(
+        `refusing to listen on ${given.host} without a token: set ${given.authTokenEnv} (or --auth-token-env NAME), or bind 127.0.0.1`,
+      );
+    if (workerTokens && !hubToken)
+      throw new Error(`per-worker tokens need a Hub token as well: set ${given.authTokenEnv}`);
     if (!!given.tlsCertFile !== !!given.tlsKeyFile) throw new Error("--tls-cert-file and --tls-key-file go together");
-    if (given.tlsSelfSigned && given.tlsCertFile) throw new Error("--tls-self-signed makes its own certificate: drop --tls-cert-file and --tls-key-file, or --tls-self-signed");
+    if (given.tlsSelfSigned && given.tlsCertFile)
+      throw new Error(
+        "--tls-self-signed makes its own certificate: drop --tls-cert-file and --tls-key-file, or --tls-self-signed",
+      );
     const made = given.tlsSelfSigned ? ensureSelfSigned(join(given.dataDir, "tls"), given.host) : undefined;
     const opts: HubOptions = made ? { ...given, tlsCertFile: made.certFile, tlsKeyFile: made.keyFile } : given;
-    const https = opts.tlsCertFile ? { cert: readFileSync(opts.tlsCertFile), key: readFileSync(opts.tlsKeyFile!) } : undefined;
+    const https = opts.tlsCertFile
+      ? { cert: readFileSync(opts.tlsCertFile), key: readFileSync(opts.tlsKeyFile!) }
+      : undefined;
     compileAll();
     mkdirSync(opts.dataDir, { recursive: true });
     const backend = await openBackend(opts.backend ?? { kind: "sqlite" }, opts.dataDir);
     const cache = new Informer(backend.store, ["Worker", "Task", "Campaign", "Queue", RENEWAL_KIND], { pending: true });
-    const http = Fastify({ ...serverLogOptions(opts.logLevel, opts.logFormat), bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true, ...(https ? { https } : {}) });
+    const http = Fastify({
+      ...serverLogOptions(opts.logLevel, opts.logFormat),
+      bodyLimit: 16 * 1024 * 1024,
+      forceCloseConnections: true,
+      ...(https ? { https } : {}),
+    });
     logRequests(http);
     const hub = new Hub(backend, cache, http, opts);
     try {
@@ -212,7 +273,7 @@ export class Hub {
       // What the store says of each worker's last call carries over a restart, within the grace period.
       hub.scheduler.synced();
       await http.register(app, { hub, auth: { hubToken, workerTokens } });
-      hub.leadership.onChange((leading) => hub.lead(leading));
+      hub.leadership.onChange((leading) => void hub.lead(leading)); // lead() logs its own failure
       // The sole Hub leads from the start: declared workers exist before any Runner can register as them.
       if (hub.leadership.isLeader()) await hub.lead(true);
       await hub.listen();
@@ -251,7 +312,9 @@ export class Hub {
 
   /** Start or stop the singleton work: the controllers (campaigns, workers, conditions, push, lease expiry, Event GC) and GitOps sync. */
   private lead(leading: boolean): Promise<void> {
-    this.roleChange = this.roleChange.then(() => (leading ? this.startSingletons() : this.stopSingletons())).catch((e) => this.http.log.error({ err: e }, "changing role failed"));
+    this.roleChange = this.roleChange
+      .then(() => (leading ? this.startSingletons() : this.stopSingletons()))
+      .catch((e) => this.http.log.error({ err: e }, "changing role failed"));
     return this.roleChange;
   }
 
@@ -261,18 +324,35 @@ export class Hub {
     const opts = this.opts;
     const log = (level: "info" | "warn" | "error", msg: string, extra?: object) => http.log[level](extra ?? {}, msg);
     this.controllers = new ControllerManager(
-      { scheduler: this.scheduler.controllers, log, observe: (...a) => this.metrics.reconciled(...a), eventsDropped: (names) => this.events.forget(names) },
+      {
+        scheduler: this.scheduler.controllers,
+        log,
+        observe: (...a) => this.metrics.reconciled(...a),
+        eventsDropped: (names) => this.events.forget(names),
+      },
       {
         resyncMs: opts.resyncMs,
         leaseResyncMs: opts.leaseSweepMs,
-        push: { defaultTokenEnv: opts.runnerTokenEnv, env: opts.env ?? process.env, allowedTokenEnv: opts.directTokenEnv },
+        push: {
+          defaultTokenEnv: opts.runnerTokenEnv,
+          env: opts.env ?? process.env,
+          allowedTokenEnv: opts.directTokenEnv,
+        },
         conditions: opts.conditions,
         events: EVENTS,
       },
     );
     this.controllers.start();
     if (opts.gitopsPaths?.length) {
-      this.gitops = new GitopsSync({ store: this.store, paths: opts.gitopsPaths.map((p) => resolve(p)), recordEvent: this.record, log, debounceMs: opts.gitopsDebounceMs, resyncMs: opts.resyncMs, observe: (...a) => this.metrics.reconciled(...a) });
+      this.gitops = new GitopsSync({
+        store: this.store,
+        paths: opts.gitopsPaths.map((p) => resolve(p)),
+        recordEvent: this.record,
+        log,
+        debounceMs: opts.gitopsDebounceMs,
+        resyncMs: opts.resyncMs,
+        observe: (...a) => this.metrics.reconciled(...a),
+      });
       await this.gitops.start();
     }
   }

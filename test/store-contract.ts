@@ -8,7 +8,11 @@ export type OpenedStore = { store: Store; reopen?: () => Promise<Store>; cleanup
 
 const API = "loom.dev/v1alpha1";
 
-export function worker(name: string, labels?: Record<string, string>, spec: Record<string, unknown> = {}): StoredObject {
+export function worker(
+  name: string,
+  labels?: Record<string, string>,
+  spec: Record<string, unknown> = {},
+): StoredObject {
   return {
     apiVersion: API,
     kind: "Worker",
@@ -18,7 +22,12 @@ export function worker(name: string, labels?: Record<string, string>, spec: Reco
 }
 
 export function task(name: string, spec: Record<string, unknown> = {}): StoredObject {
-  return { apiVersion: API, kind: "Task", metadata: { name }, spec: { campaign_id: "c", execution_profile: { placement: "shared" }, ...spec } };
+  return {
+    apiVersion: API,
+    kind: "Task",
+    metadata: { name },
+    spec: { campaign_id: "c", execution_profile: { placement: "shared" }, ...spec },
+  };
 }
 
 const names = (items: StoredObject[]) => items.map((o) => o.metadata.name);
@@ -86,7 +95,10 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     async function beforeSentinel(events: WatchEvent[], kind: "Worker" | "Task" = "Worker"): Promise<WatchEvent[]> {
       const s = await store.create(kind === "Task" ? task("sentinel") : worker("sentinel"));
       await eventually(() => events.some((e) => e.revision === rvOf(s)), "the sentinel's event");
-      return events.slice(0, events.findIndex((e) => e.revision === rvOf(s)));
+      return events.slice(
+        0,
+        events.findIndex((e) => e.revision === rvOf(s)),
+      );
     }
 
     describe("create, get, list", () => {
@@ -117,7 +129,10 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
 
       it("uids are unique and a supplied resourceVersion is ignored on create", async () => {
         const a = await store.create(worker("w1"));
-        const b = await store.create({ ...worker("w2"), metadata: { name: "w2", resourceVersion: "999", uid: "mine" } });
+        const b = await store.create({
+          ...worker("w2"),
+          metadata: { name: "w2", resourceVersion: "999", uid: "mine" },
+        });
         expect(a.metadata.uid).not.toBe(b.metadata.uid);
         expect(b.metadata.uid).not.toBe("mine");
         expect(b.metadata.resourceVersion).toBe(String(rvOf(a) + 1));
@@ -208,7 +223,11 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
         await store.create(worker("w1"));
         const rev = await store.revision();
         // Every rejection is handled from the start: a networked store rejects them in any order.
-        const errs = await Promise.all([store.update(worker("nope")), store.updateStatus(worker("nope")), store.delete("Worker", "nope")].map(storeError));
+        const errs = await Promise.all(
+          [store.update(worker("nope")), store.updateStatus(worker("nope")), store.delete("Worker", "nope")].map(
+            storeError,
+          ),
+        );
         for (const err of errs) {
           expect(err.reason).toBe("NotFound");
           expect(err.code).toBe(404);
@@ -253,7 +272,9 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
       it("of many concurrent updates from the same read, exactly one wins", async () => {
         const v1 = await store.create(worker("w1"));
         const results = await Promise.allSettled(
-          Array.from({ length: 10 }, (_, i) => store.update({ ...v1, spec: { max_concurrency: 10 + i, initial_concurrency: 1 } })),
+          Array.from({ length: 10 }, (_, i) =>
+            store.update({ ...v1, spec: { max_concurrency: 10 + i, initial_concurrency: 1 } }),
+          ),
         );
         const ok = results.filter((r) => r.status === "fulfilled");
         const failed = results.filter((r): r is PromiseRejectedResult => r.status === "rejected");
@@ -284,7 +305,10 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
       it("an update may request deletion (deletionTimestamp) but never withdraw it", async () => {
         const v1 = await store.create(worker("w1"));
         const at = "2030-01-01T00:00:00.000Z";
-        const v2 = await store.update({ ...v1, metadata: { ...v1.metadata, deletionTimestamp: at, finalizers: ["x"] } });
+        const v2 = await store.update({
+          ...v1,
+          metadata: { ...v1.metadata, deletionTimestamp: at, finalizers: ["x"] },
+        });
         expect((v2.metadata as { deletionTimestamp?: string }).deletionTimestamp).toBe(at);
         const { deletionTimestamp: _gone, ...without } = v2.metadata;
         const v3 = await store.update({ ...v2, metadata: { ...without, labels: { edited: "yes" } } });
@@ -294,7 +318,10 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
 
       it("update keeps the stored status, uid and creationTimestamp whatever the caller sends", async () => {
         const v1 = await store.create(worker("w1"));
-        const v2 = await store.updateStatus({ ...v1, status: { active_count: 2, conditions: [{ type: "Ready", status: "True" }] } });
+        const v2 = await store.updateStatus({
+          ...v1,
+          status: { active_count: 2, conditions: [{ type: "Ready", status: "True" }] },
+        });
         const v3 = await store.update({
           ...v2,
           metadata: { ...v2.metadata, uid: "forged", creationTimestamp: "2000-01-01T00:00:00Z", generation: 99 },
@@ -358,7 +385,12 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
           { op: "delete", kind: "Worker", name: "w2" },
         ]);
         expect(await store.revision()).toBe(from + 1);
-        expect(out.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual(["Task/t2", "Task/t1", "Worker/w1", "Worker/w2"]);
+        expect(out.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([
+          "Task/t2",
+          "Task/t1",
+          "Worker/w1",
+          "Worker/w2",
+        ]);
         expect(out.slice(0, 3).every((o) => o.metadata.resourceVersion === String(from + 1))).toBe(true);
         expect(await store.get("Task", "t2")).toEqual(out[0]);
         expect((await store.get<StoredObject>("Task", "t1"))?.status).toEqual({ state: "imported", attempt: 1 });
@@ -374,11 +406,23 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
       });
 
       const failing: [string, (w: StoredObject, t: StoredObject) => TxnOp, string][] = [
-        ["a stale update", (w) => ({ op: "update", object: { ...w, metadata: { ...w.metadata, resourceVersion: "1" } } }), "Conflict"],
+        [
+          "a stale update",
+          (w) => ({ op: "update", object: { ...w, metadata: { ...w.metadata, resourceVersion: "1" } } }),
+          "Conflict",
+        ],
         ["an update of a missing object", () => ({ op: "update", object: worker("ghost") }), "NotFound"],
         ["a create of a taken name", () => ({ op: "create", object: task("t1") }), "AlreadyExists"],
-        ["an invalid object", () => ({ op: "create", object: worker("w9", undefined, { max_concurrency: -1 }) }), "Invalid"],
-        ["a failed check", (w) => ({ op: "check", kind: "Worker", name: w.metadata.name, resourceVersion: "0" }), "Conflict"],
+        [
+          "an invalid object",
+          () => ({ op: "create", object: worker("w9", undefined, { max_concurrency: -1 }) }),
+          "Invalid",
+        ],
+        [
+          "a failed check",
+          (w) => ({ op: "check", kind: "Worker", name: w.metadata.name, resourceVersion: "0" }),
+          "Conflict",
+        ],
       ];
       for (const [what, bad, reason] of failing) {
         it(`${what} as the last op rolls back every op (${reason}): objects, revision and events unchanged`, async () => {
@@ -411,7 +455,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
         });
       }
 
-      it("check asserts a resourceVersion, and \"0\" asserts absence", async () => {
+      it('check asserts a resourceVersion, and "0" asserts absence', async () => {
         const old = await store.create(worker("w1"));
         const w = await store.update({ ...old, metadata: { ...old.metadata, labels: { v: "2" } } });
         const out = await store.txn([
@@ -450,7 +494,9 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
       it("a txn of checks only writes nothing and commits no revision", async () => {
         const w = await store.create(worker("w1"));
         const rev = await store.revision();
-        expect(await store.txn([{ op: "check", kind: "Worker", name: "w1", resourceVersion: w.metadata.resourceVersion! }])).toEqual([]);
+        expect(
+          await store.txn([{ op: "check", kind: "Worker", name: "w1", resourceVersion: w.metadata.resourceVersion! }]),
+        ).toEqual([]);
         expect(await store.revision()).toBe(rev);
       });
     });
@@ -459,7 +505,9 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
       it("an invalid object is rejected with every cause and its field path, and nothing is written", async () => {
         await store.create(worker("w0"));
         const rev = await store.revision();
-        const err = await storeError(store.create(worker("w1", undefined, { max_concurrency: 0, initial_concurrency: 1, bogus: true })));
+        const err = await storeError(
+          store.create(worker("w1", undefined, { max_concurrency: 0, initial_concurrency: 1, bogus: true })),
+        );
         expect(err.reason).toBe("Invalid");
         expect(err.code).toBe(422);
         const fields = err.causes.map((c) => c.field);
@@ -504,7 +552,10 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
         const listed = (await store.list("Worker")).items[0];
         expect((listed.spec as any).max_concurrency).toBe(2);
         (listed.spec as any).max_concurrency = 103;
-        const updated = await store.updateStatus({ ...listed, status: { conditions: [{ type: "Ready", status: "True" }] } });
+        const updated = await store.updateStatus({
+          ...listed,
+          status: { conditions: [{ type: "Ready", status: "True" }] },
+        });
         (updated.status as any).conditions[0].status = "False";
         const [fromTxn] = await store.txn([{ op: "update", object: { ...worker("w1", { a: "1" }) } }]);
         (fromTxn.spec as any).max_concurrency = 104;
@@ -533,8 +584,15 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
         const writes: Promise<unknown>[] = [];
         for (let i = 0; i < 60; i++) {
           if (i % 3 === 0) writes.push(store.create(task(`t${i}`)));
-          else if (i % 3 === 1) writes.push(store.updateStatus({ ...worker(`w${i % 4}`), status: { active_count: i } }));
-          else writes.push(store.txn([{ op: "create", object: task(`x${i}`) }, { op: "create", object: worker(`x${i}`) }]));
+          else if (i % 3 === 1)
+            writes.push(store.updateStatus({ ...worker(`w${i % 4}`), status: { active_count: i } }));
+          else
+            writes.push(
+              store.txn([
+                { op: "create", object: task(`x${i}`) },
+                { op: "create", object: worker(`x${i}`) },
+              ]),
+            );
         }
         await Promise.all(writes);
         const head = await store.revision();
@@ -546,9 +604,15 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
         expect([...new Set(revs)]).toEqual(Array.from({ length: head - r0 }, (_, i) => r0 + i + 1));
         for (let i = 1; i < revs.length; i++) expect(revs[i]).toBeGreaterThanOrEqual(revs[i - 1]);
         expect(events.slice(0, 6).map((e) => `${e.type} ${e.object.metadata.name}`)).toEqual([
-          "ADDED w0", "ADDED w1", "ADDED w2", "ADDED w3", "ADDED w4", "DELETED w4",
+          "ADDED w0",
+          "ADDED w1",
+          "ADDED w2",
+          "ADDED w3",
+          "ADDED w4",
+          "DELETED w4",
         ]);
-        for (const e of events) if (e.type !== "DELETED") expect(e.object.metadata.resourceVersion).toBe(String(e.revision));
+        for (const e of events)
+          if (e.type !== "DELETED") expect(e.object.metadata.resourceVersion).toBe(String(e.revision));
         handle.stop();
       });
 
@@ -574,7 +638,10 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
         await store.create(worker("w2"));
         await store.delete("Task", "t1");
         const got = await beforeSentinel(events, "Task");
-        expect(got.map((e) => `${e.type} ${e.object.kind}/${e.object.metadata.name}`)).toEqual(["ADDED Task/t2", "DELETED Task/t1"]);
+        expect(got.map((e) => `${e.type} ${e.object.kind}/${e.object.metadata.name}`)).toEqual([
+          "ADDED Task/t2",
+          "DELETED Task/t1",
+        ]);
       });
 
       it("from a revision ahead of the head, delivers only events after it", async () => {
@@ -606,7 +673,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
           events.push(ev);
           if (events.length === 1) queueMicrotask(() => counts.push(events.length));
         });
-        await store.txn([1, 2, 3, 4].map((i) => ({ op: "create", object: task(`t${i}`) }) as TxnOp));
+        await store.txn([1, 2, 3, 4].map((i) => ({ op: "create", object: task(`t${i}`) })));
         await eventually(() => counts.length === 1, "the microtask");
         expect(counts).toEqual([4]);
       });
@@ -633,7 +700,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
           handle.stop();
           queueMicrotask(() => (afterRun = [...events]));
         });
-        await store.txn([1, 2, 3].map((i) => ({ op: "create", object: worker(`w${i}`) }) as TxnOp));
+        await store.txn([1, 2, 3].map((i) => ({ op: "create", object: worker(`w${i}`) })));
         await eventually(() => afterRun !== undefined, "the first event");
         expect(afterRun).toHaveLength(1);
       });
@@ -669,22 +736,42 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
 
     describe("the lease guard: no write adds a lease its worker cannot hold", () => {
       const cap = { cpu_millis: 1000, memory_mb: 1024, disk_mb: 0, gpu_count: 0 };
-      const lease = (w: string, placement: "shared" | "exclusive", reservation: Record<string, number>, state = "leased") => ({
+      const lease = (
+        w: string,
+        placement: "shared" | "exclusive",
+        reservation: Record<string, number>,
+        state = "leased",
+      ) => ({
         state,
         attempt: 1,
-        lease: { worker: w, epoch: 1, mode: "pull", leased_at: "2026-01-01T00:00:00.000Z", lease_until: "2026-01-01T01:00:00.000Z", placement, reservation: { cpu_millis: 0, memory_mb: 0, disk_mb: 0, gpu_count: 0, ...reservation } },
+        lease: {
+          worker: w,
+          epoch: 1,
+          mode: "pull",
+          leased_at: "2026-01-01T00:00:00.000Z",
+          lease_until: "2026-01-01T01:00:00.000Z",
+          placement,
+          reservation: { cpu_millis: 0, memory_mb: 0, disk_mb: 0, gpu_count: 0, ...reservation },
+        },
       });
       async function seed(maxConcurrency = 4) {
-        await store.create(worker("w1", undefined, { max_concurrency: maxConcurrency, initial_concurrency: 1, resource_capacity: cap }));
+        await store.create(
+          worker("w1", undefined, { max_concurrency: maxConcurrency, initial_concurrency: 1, resource_capacity: cap }),
+        );
         for (const n of ["t1", "t2", "t3"]) await store.create(task(n));
       }
-      const withStatus = async (name: string, status: unknown) => ({ ...(await store.get<StoredObject>("Task", name))!, status });
+      const withStatus = async (name: string, status: unknown) => ({
+        ...(await store.get<StoredObject>("Task", name))!,
+        status,
+      });
 
       it("refuses a lease that would over-reserve a dimension, naming it, and stores nothing", async () => {
         await seed();
         await store.updateStatus(await withStatus("t1", lease("w1", "shared", { cpu_millis: 1000 })));
         const rev = await store.revision();
-        const e = await storeError(store.updateStatus(await withStatus("t2", lease("w1", "shared", { cpu_millis: 1000 }))));
+        const e = await storeError(
+          store.updateStatus(await withStatus("t2", lease("w1", "shared", { cpu_millis: 1000 }))),
+        );
         expect(e.reason).toBe("Conflict");
         expect(e.code).toBe(409);
         expect(e.causes.map((c) => c.field)).toEqual(["status.lease.reservation.cpu_millis"]);
@@ -708,17 +795,23 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
       it("keeps an exclusive lease alone, in both orders", async () => {
         await seed();
         await store.updateStatus(await withStatus("t1", lease("w1", "exclusive", {})));
-        expect((await storeError(store.updateStatus(await withStatus("t2", lease("w1", "shared", {}))))).message).toContain("worker_has_exclusive_task");
+        expect(
+          (await storeError(store.updateStatus(await withStatus("t2", lease("w1", "shared", {}))))).message,
+        ).toContain("worker_has_exclusive_task");
         await store.updateStatus(await withStatus("t1", { state: "clean", attempt: 1 }));
         await store.updateStatus(await withStatus("t2", lease("w1", "shared", {})));
-        expect((await storeError(store.updateStatus(await withStatus("t3", lease("w1", "exclusive", {}))))).message).toContain("exclusive_worker_busy");
+        expect(
+          (await storeError(store.updateStatus(await withStatus("t3", lease("w1", "exclusive", {}))))).message,
+        ).toContain("exclusive_worker_busy");
       });
 
       it("holds active leases to max_concurrency", async () => {
         await seed(2);
         await store.updateStatus(await withStatus("t1", lease("w1", "shared", {})));
-        await store.updateStatus(await withStatus("t2", lease("w1", "shared", {}), ));
-        expect((await storeError(store.updateStatus(await withStatus("t3", lease("w1", "shared", {}))))).message).toContain("worker_concurrency_reached");
+        await store.updateStatus(await withStatus("t2", lease("w1", "shared", {})));
+        expect(
+          (await storeError(store.updateStatus(await withStatus("t3", lease("w1", "shared", {}))))).message,
+        ).toContain("worker_concurrency_reached");
       });
 
       it("refuses a lease on a worker that does not exist", async () => {
@@ -733,7 +826,10 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
         const w = (await store.get<StoredObject>("Worker", "w1"))!;
         await store.update({ ...w, spec: { ...(w.spec as object), resource_capacity: { ...cap, cpu_millis: 500 } } });
         await store.updateStatus(await withStatus("t1", { ...lease("w1", "shared", { cpu_millis: 800 }, "running") }));
-        expect((await storeError(store.updateStatus(await withStatus("t2", lease("w1", "shared", { cpu_millis: 100 }))))).message).toContain("cpu_millis");
+        expect(
+          (await storeError(store.updateStatus(await withStatus("t2", lease("w1", "shared", { cpu_millis: 100 })))))
+            .message,
+        ).toContain("cpu_millis");
         await store.delete("Task", "t1");
         await store.updateStatus(await withStatus("t2", lease("w1", "shared", { cpu_millis: 500 })));
       });
@@ -744,7 +840,10 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
         await store.updateStatus(await withStatus("t1", lease("w1", "shared", { cpu_millis: 700 })));
         await store.close();
         store = await ctx.reopen();
-        expect((await storeError(store.updateStatus(await withStatus("t2", lease("w1", "shared", { cpu_millis: 700 }))))).reason).toBe("Conflict");
+        expect(
+          (await storeError(store.updateStatus(await withStatus("t2", lease("w1", "shared", { cpu_millis: 700 })))))
+            .reason,
+        ).toBe("Conflict");
       });
     });
 
@@ -772,7 +871,11 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
 
       it("a write that fails fails alone; the others of its group commit", async () => {
         await store.create(task("taken"));
-        const results = await Promise.allSettled([store.create(task("a")), store.create(task("taken")), store.create(task("b"))]);
+        const results = await Promise.allSettled([
+          store.create(task("a")),
+          store.create(task("taken")),
+          store.create(task("b")),
+        ]);
         expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
         expect(names((await store.list("Task")).items)).toEqual(["a", "b", "taken"]);
       });
@@ -789,7 +892,12 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
           { op: "create", object: task("t2") },
         ]);
         await store.delete("Task", "t2");
-        const rejected = await storeError(store.txn([{ op: "create", object: task("t3") }, { op: "create", object: task("t1") }]));
+        const rejected = await storeError(
+          store.txn([
+            { op: "create", object: task("t3") },
+            { op: "create", object: task("t1") },
+          ]),
+        );
         expect(rejected.reason).toBe("AlreadyExists");
         const rev = await store.revision();
         const workers = await store.list("Worker");
@@ -807,7 +915,12 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
         await again.watch(undefined, 0, (e) => replay.push(e));
         await eventually(() => replay.length === 6, "the replayed log");
         expect(replay.map((e) => `${e.type} ${e.object.metadata.name}@${e.revision - r0}`)).toEqual([
-          "ADDED w1@1", "MODIFIED w1@2", "MODIFIED w1@3", "ADDED t1@4", "ADDED t2@4", "DELETED t2@5",
+          "ADDED w1@1",
+          "MODIFIED w1@2",
+          "MODIFIED w1@3",
+          "ADDED t1@4",
+          "ADDED t2@4",
+          "DELETED t2@5",
         ]);
         const next = await again.create(task("t3"));
         expect(rvOf(next)).toBe(rev + 1);

@@ -15,7 +15,10 @@ export const tempDir = (prefix: string) => mkdtempSync(join(tmpdir(), `loom-benc
  * variant of every Hub scenario passes ["--store", "etcd", "--etcd-endpoints", url] here.
  */
 export async function startHub(dataDir: string, extraArgs: string[] = [], timeoutMs = 120_000): Promise<HubProc> {
-  const child = spawnNode([join(ROOT, "bin", "loom.mjs"), "hub", "--data-dir", dataDir, "--port", "0", "--log-level", "warn", ...extraArgs], { LOOM_HUB_TOKEN: "" });
+  const child = spawnNode(
+    [join(ROOT, "bin", "loom.mjs"), "hub", "--data-dir", dataDir, "--port", "0", "--log-level", "warn", ...extraArgs],
+    { LOOM_HUB_TOKEN: "" },
+  );
   const m = await waitForLine(child, "stderr", /listening on (https?:\/\/[^\s]+)/, timeoutMs);
   return { ...child, url: m[1], dataDir };
 }
@@ -35,14 +38,21 @@ export async function revisionOf(c: JsonClient): Promise<number> {
  * Wait until the Hub stops writing (its revision holds still for `quietMs`): the reactions
  * to a bulk dispatch (conditions, events) are over, so what follows measures only itself.
  */
-export async function waitQuiet(c: JsonClient, quietMs: number, timeoutMs: number): Promise<{ waitedMs: number; settled: boolean }> {
+export async function waitQuiet(
+  c: JsonClient,
+  quietMs: number,
+  timeoutMs: number,
+): Promise<{ waitedMs: number; settled: boolean }> {
   const t0 = Date.now();
   let rev = await revisionOf(c);
   let since = Date.now();
   while (Date.now() - t0 < timeoutMs) {
     await new Promise((r) => setTimeout(r, Math.min(200, quietMs / 2)));
     const now = await revisionOf(c);
-    if (now !== rev) { rev = now; since = Date.now(); } else if (Date.now() - since >= quietMs) return { waitedMs: Date.now() - t0, settled: true };
+    if (now !== rev) {
+      rev = now;
+      since = Date.now();
+    } else if (Date.now() - since >= quietMs) return { waitedMs: Date.now() - t0, settled: true };
   }
   return { waitedMs: Date.now() - t0, settled: false };
 }

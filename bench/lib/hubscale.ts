@@ -4,9 +4,14 @@ import { startHub, stopHub, type HubProc } from "./hub.ts";
 import { heartbeatAll, scaleDataDir } from "./scale.ts";
 import type { RunOptions } from "./scenario.ts";
 
-export const scaleSizes = (quick: boolean) => (quick ? { tasks: 2_000, workers: 20 } : { tasks: 200_000, workers: 2_000 });
+export const scaleSizes = (quick: boolean) =>
+  quick ? { tasks: 2_000, workers: 20 } : { tasks: 200_000, workers: 2_000 };
 
-export async function liveScaleHub(o: RunOptions, tasks: number, workers: number): Promise<{ hub: HubProc; close: () => Promise<void> }> {
+export async function liveScaleHub(
+  o: RunOptions,
+  tasks: number,
+  workers: number,
+): Promise<{ hub: HubProc; close: () => Promise<void> }> {
   const dir = await scaleDataDir(tasks, workers);
   const hub = await startHub(dir, o.hubArgs, 600_000);
   try {

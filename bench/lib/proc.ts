@@ -29,7 +29,13 @@ export function rssMb(pid: number): number {
   return Number(m[1]) / 1024;
 }
 
-export type Child = { proc: ChildProcess; pid: number; stdout: () => string; stderr: () => string; exited: Promise<number | null> };
+export type Child = {
+  proc: ChildProcess;
+  pid: number;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<number | null>;
+};
 
 /** How much of each stream a Child keeps (the tail); the rest is read and dropped. */
 const KEEP = 1 << 20;
@@ -40,23 +46,35 @@ const KEEP = 1 << 20;
  * waitForLine and for error messages.
  */
 export function spawnNode(args: string[], env: NodeJS.ProcessEnv = {}): Child {
-  const proc = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"] });
+  const proc = spawn(process.execPath, args, {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
   const kept = { stdout: "", stderr: "" };
   for (const s of ["stdout", "stderr"] as const) {
-    proc[s]!.setEncoding("utf8").on("data", (d: string) => { kept[s] = (kept[s] + d).slice(-KEEP); });
+    proc[s].setEncoding("utf8").on("data", (d: string) => {
+      kept[s] = (kept[s] + d).slice(-KEEP);
+    });
   }
   const exited = new Promise<number | null>((resolve) => proc.once("exit", (code) => resolve(code)));
   return { proc, pid: proc.pid!, stdout: () => kept.stdout, stderr: () => kept.stderr, exited };
 }
 
 /** Run a TypeScript script under bench/ as a child (tsx loader). */
-export const spawnScript = (script: string, env: NodeJS.ProcessEnv = {}) => spawnNode(["--import", "tsx", join(ROOT, "bench", script)], env);
+export const spawnScript = (script: string, env: NodeJS.ProcessEnv = {}) =>
+  spawnNode(["--import", "tsx", join(ROOT, "bench", script)], env);
 
 /**
  * Wait until the child has written a line matching `re` to the stream (at any time since it
  * started, within the kept tail); resolve with the match.
  */
-export function waitForLine(child: Child, stream: "stdout" | "stderr", re: RegExp, timeoutMs: number): Promise<RegExpExecArray> {
+export function waitForLine(
+  child: Child,
+  stream: "stdout" | "stderr",
+  re: RegExp,
+  timeoutMs: number,
+): Promise<RegExpExecArray> {
   return new Promise((resolve, reject) => {
     const s = child.proc[stream]!;
     const already = re.exec(child[stream]());
@@ -64,11 +82,24 @@ export function waitForLine(child: Child, stream: "stdout" | "stderr", re: RegEx
     const onData = () => {
       // The Child's own listener ran first (it was added at spawn), so the kept tail has `d`.
       const m = re.exec(child[stream]());
-      if (m) { done(); resolve(m); }
+      if (m) {
+        done();
+        resolve(m);
+      }
     };
-    const onExit = (code: number | null) => { done(); reject(new Error(`child exited (${code}) before printing ${re}: ${child.stderr().slice(-2000)}`)); };
-    const timer = setTimeout(() => { done(); reject(new Error(`child did not print ${re} within ${timeoutMs} ms: ${child.stderr().slice(-2000)}`)); }, timeoutMs);
-    const done = () => { clearTimeout(timer); s.off("data", onData); child.proc.off("exit", onExit); };
+    const onExit = (code: number | null) => {
+      done();
+      reject(new Error(`child exited (${code}) before printing ${re}: ${child.stderr().slice(-2000)}`));
+    };
+    const timer = setTimeout(() => {
+      done();
+      reject(new Error(`child did not print ${re} within ${timeoutMs} ms: ${child.stderr().slice(-2000)}`));
+    }, timeoutMs);
+    const done = () => {
+      clearTimeout(timer);
+      s.off("data", onData);
+      child.proc.off("exit", onExit);
+    };
     s.on("data", onData);
     child.proc.once("exit", onExit);
   });

@@ -8,7 +8,8 @@ export type Sizes = { quick: boolean };
 
 export function printTable(t: Table): void {
   const widths = t.columns.map((c, i) => Math.max(c.length, ...t.rows.map((r) => (r[i] ?? "").length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
   console.log(`\n== ${t.scenario}: ${t.title}`);
   console.log(line(t.columns));
   for (const r of t.rows) console.log(line(r));

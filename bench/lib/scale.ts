@@ -48,10 +48,17 @@ export async function removeScaleDataDirs(): Promise<void> {
 export async function heartbeatAll(url: string, n: number, parallel = 16): Promise<void> {
   const clients = Array.from({ length: parallel }, () => new JsonClient(url));
   let next = 0;
-  await Promise.all(clients.map(async (c) => {
-    for (let i; (i = next++) < n; ) await c.post("/api/workers/heartbeat", { worker_id: workerName(i), current_runs: [], health: { phase: "idle" } });
-    c.close();
-  }));
+  await Promise.all(
+    clients.map(async (c) => {
+      for (let i; (i = next++) < n;)
+        await c.post("/api/workers/heartbeat", {
+          worker_id: workerName(i),
+          current_runs: [],
+          health: { phase: "idle" },
+        });
+      c.close();
+    }),
+  );
 }
 
 /** A loopback port nobody listens on right now (for a Hub whose address must be known before it starts). */

@@ -14,8 +14,15 @@ const A = "loom.dev/v1alpha1";
 export const workerName = (i: number) => `w${String(i).padStart(5, "0")}`;
 
 export const seedWorker = (i: number): StoredObject => ({
-  apiVersion: A, kind: "Worker", metadata: { name: workerName(i) },
-  spec: { max_concurrency: 64, initial_concurrency: 64, capabilities: i % 10 === 0 ? ["gpu", "linux"] : ["linux"], resource_capacity: { cpu_millis: 64_000, memory_mb: 262_144, disk_mb: 1_000_000, gpu_count: i % 10 === 0 ? 2 : 0 } },
+  apiVersion: A,
+  kind: "Worker",
+  metadata: { name: workerName(i) },
+  spec: {
+    max_concurrency: 64,
+    initial_concurrency: 64,
+    capabilities: i % 10 === 0 ? ["gpu", "linux"] : ["linux"],
+    resource_capacity: { cpu_millis: 64_000, memory_mb: 262_144, disk_mb: 1_000_000, gpu_count: i % 10 === 0 ? 2 : 0 },
+  },
   status: { registration: { registered_at: new Date().toISOString(), runner_api_version: 1 }, desired_concurrency: 64 },
 });
 
@@ -27,8 +34,16 @@ export const queueName = (i: number) => `q${String(i).padStart(3, "0")}`;
  * checked on every lease (and re-checked by the store), without it running out.
  */
 export const seedQueue = (i: number, queues: number, workers: number): StoredObject => {
-  const share = { cpu_millis: Math.floor((64_000 * workers) / queues), memory_mb: Math.floor((262_144 * workers) / queues) };
-  return { apiVersion: A, kind: "Queue", metadata: { name: queueName(i) }, spec: { quota: share, borrowing_limit: share, weight: 1 + (i % 3) } };
+  const share = {
+    cpu_millis: Math.floor((64_000 * workers) / queues),
+    memory_mb: Math.floor((262_144 * workers) / queues),
+  };
+  return {
+    apiVersion: A,
+    kind: "Queue",
+    metadata: { name: queueName(i) },
+    spec: { quota: share, borrowing_limit: share, weight: 1 + (i % 3) },
+  };
 };
 
 /**
@@ -39,14 +54,30 @@ export const seedQueue = (i: number, queues: number, workers: number): StoredObj
 export const seedTask = (i: number, shapes: number, queues = 0): StoredObject => {
   const s = i % shapes;
   return {
-    apiVersion: A, kind: "Task", metadata: { name: `t${String(i).padStart(7, "0")}` },
-    spec: { required_capability: s % 10 === 9 ? "gpu" : "linux", priority: i % 3, ...(queues ? { queue: queueName(i % queues) } : {}), execution_profile: { placement: "shared", resources: { cpu_millis: 250, memory_mb: 512, disk_mb: 1 + s } }, payload: { runner: "noop" } },
+    apiVersion: A,
+    kind: "Task",
+    metadata: { name: `t${String(i).padStart(7, "0")}` },
+    spec: {
+      required_capability: s % 10 === 9 ? "gpu" : "linux",
+      priority: i % 3,
+      ...(queues ? { queue: queueName(i % queues) } : {}),
+      execution_profile: { placement: "shared", resources: { cpu_millis: 250, memory_mb: 512, disk_mb: 1 + s } },
+      payload: { runner: "noop" },
+    },
     status: { state: "queued", attempt: 1 },
   };
 };
 
-export async function bulkCreate(store: Store, count: number, make: (i: number) => StoredObject, batch = 5000): Promise<void> {
-  for (let i = 0; i < count; i += batch) await store.txn(Array.from({ length: Math.min(batch, count - i) }, (_, j): TxnOp => ({ op: "create", object: make(i + j) })));
+export async function bulkCreate(
+  store: Store,
+  count: number,
+  make: (i: number) => StoredObject,
+  batch = 5000,
+): Promise<void> {
+  for (let i = 0; i < count; i += batch)
+    await store.txn(
+      Array.from({ length: Math.min(batch, count - i) }, (_, j): TxnOp => ({ op: "create", object: make(i + j) })),
+    );
 }
 
 export type Seeded = Awaited<ReturnType<typeof seeded>>;
@@ -61,12 +92,24 @@ export async function seeded(o: { tasks: number; workers: number; shapes: number
   await bulkCreate(store, o.tasks, (i) => seedTask(i, o.shapes, queues));
   const cache = new Informer(store, ["Worker", "Task", "Campaign", "Queue"]);
   await cache.start();
-  const scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: 3600, defaultMaxAttempts: 3, resultsDir: join(dir, "results") });
+  const scheduler = new Scheduler(store, cache, {
+    heartbeatGraceSeconds: 3600,
+    defaultMaxAttempts: 3,
+    resultsDir: join(dir, "results"),
+  });
   scheduler.resync();
   for (const w of cache.list("Worker")) scheduler.ctx.liveness.touch(w.metadata.name, Date.now());
   return {
-    dir, store, cache, scheduler,
-    close: async () => { scheduler.stop(); cache.stop(); await store.close(); rmSync(dir, { recursive: true, force: true }); },
+    dir,
+    store,
+    cache,
+    scheduler,
+    close: async () => {
+      scheduler.stop();
+      cache.stop();
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
   };
 }
 

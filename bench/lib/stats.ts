@@ -15,6 +15,13 @@ export const nowMs = () => performance.timeOrigin + performance.now();
 export function fmt(v: number, unit = ""): string {
   if (!Number.isFinite(v)) return "n/a";
   const abs = Math.abs(v);
-  const s = abs >= 1000 ? Math.round(v).toLocaleString("en") : abs >= 10 ? v.toFixed(1) : abs >= 1 ? v.toFixed(2) : v.toFixed(3);
+  const s =
+    abs >= 1000
+      ? Math.round(v).toLocaleString("en")
+      : abs >= 10
+        ? v.toFixed(1)
+        : abs >= 1
+          ? v.toFixed(2)
+          : v.toFixed(3);
   return unit ? `${s} ${unit}` : s;
 }

@@ -19,11 +19,22 @@ export function noopTask(prefix: string, i: number, shape = 0) {
 }
 
 /** Dispatch tasks [from, from+count) in batches; returns how many were created. */
-export async function dispatchRange(c: JsonClient, prefix: string, from: number, count: number, batch = 1000, shapeOf: (i: number) => number = () => 0): Promise<number> {
+export async function dispatchRange(
+  c: JsonClient,
+  prefix: string,
+  from: number,
+  count: number,
+  batch = 1000,
+  shapeOf: (i: number) => number = () => 0,
+): Promise<number> {
   let created = 0;
   for (let i = from; i < from + count; i += batch) {
     const n = Math.min(batch, from + count - i);
-    const out = await c.post<{ created: unknown[] }>("/api/tasks/dispatch", { schema_version: 1, operator: "bench", tasks: Array.from({ length: n }, (_, j) => noopTask(prefix, i + j, shapeOf(i + j))) });
+    const out = await c.post<{ created: unknown[] }>("/api/tasks/dispatch", {
+      schema_version: 1,
+      operator: "bench",
+      tasks: Array.from({ length: n }, (_, j) => noopTask(prefix, i + j, shapeOf(i + j))),
+    });
     created += out.created.length;
   }
   return created;
@@ -37,5 +48,15 @@ export const registerBody = (workerId: string, maxConcurrency: number) => ({
   initial_concurrency: maxConcurrency,
   concurrency_policy: "fixed",
   resource_capacity: { cpu_millis: 64_000, memory_mb: 262_144, disk_mb: 1_000_000, gpu_count: 0 },
-  health: { hostname: "bench", platform: "linux", resources: { cpu_count: 64, mem_total_mb: 262_144, mem_available_mb: 262_144, disk_total_mb: 1_000_000, disk_available_mb: 1_000_000 } },
+  health: {
+    hostname: "bench",
+    platform: "linux",
+    resources: {
+      cpu_count: 64,
+      mem_total_mb: 262_144,
+      mem_available_mb: 262_144,
+      disk_total_mb: 1_000_000,
+      disk_available_mb: 1_000_000,
+    },
+  },
 });

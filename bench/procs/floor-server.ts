@@ -3,13 +3,24 @@
 // no admission and no durability. What Loom does beyond this is what Loom costs.
 import Fastify from "fastify";
 
-type T = { id: string; payload: unknown; state: "queued" | "leased" | "running" | "returned"; worker?: string; until?: string };
+type T = {
+  id: string;
+  payload: unknown;
+  state: "queued" | "leased" | "running" | "returned";
+  worker?: string;
+  until?: string;
+};
 const tasks = new Map<string, T>();
 const fifo: T[] = [];
 let head = 0;
 
 const f = Fastify({ logger: false, bodyLimit: 16 * 1024 * 1024 });
-const settings = (max: number) => ({ initial_concurrency: max, desired_concurrency: max, max_concurrency: max, concurrency_policy: "fixed" });
+const settings = (max: number) => ({
+  initial_concurrency: max,
+  desired_concurrency: max,
+  max_concurrency: max,
+  concurrency_policy: "fixed",
+});
 const workers = new Map<string, number>();
 
 f.get("/api/healthz", async () => ({ ok: true, time: new Date().toISOString() }));
@@ -41,7 +52,14 @@ f.post("/api/tasks/claim", async (req, reply) => {
     t.state = "leased";
     t.worker = b.worker_id;
     t.until = until;
-    out.push({ task_id: t.id, task_kind: "execution", lease_until: until, attempt_no: 1, assigned_worker_id: b.worker_id, payload: t.payload });
+    out.push({
+      task_id: t.id,
+      task_kind: "execution",
+      lease_until: until,
+      attempt_no: 1,
+      assigned_worker_id: b.worker_id,
+      payload: t.payload,
+    });
   }
   return { tasks: out, ...settings(max), active_count: out.length };
 });
@@ -51,10 +69,13 @@ const held = (b: { worker_id: string; task_id: string }) => {
   if (t.worker !== b.worker_id) return { code: 409, body: { error: "lease_worker_mismatch", task_id: b.task_id } };
   return { t };
 };
-for (const [verb, next] of [["start", "running"], ["complete", "returned"]] as const) {
+for (const [verb, next] of [
+  ["start", "running"],
+  ["complete", "returned"],
+] as const) {
   f.post(`/api/tasks/${verb}`, async (req, reply) => {
     const h = held(req.body as { worker_id: string; task_id: string });
-    if (!h.t) return reply.code(h.code!).send(h.body);
+    if (!h.t) return reply.code(h.code).send(h.body);
     const old = h.t.state;
     h.t.state = next;
     return { ok: true, task_id: h.t.id, old_state: old, new_state: next };

@@ -13,7 +13,9 @@ const url = process.env.LOOM_BENCH_URL!;
 const everyMs = Number(process.env.LOOM_BENCH_PROBE_MS ?? 5);
 const c = new JsonClient(url);
 let stopping = false;
-createInterface({ input: process.stdin }).once("line", () => { stopping = true; });
+createInterface({ input: process.stdin }).once("line", () => {
+  stopping = true;
+});
 
 const worker = process.env.LOOM_BENCH_PROBE_WORKER;
 const claimEveryMs = Number(process.env.LOOM_BENCH_CLAIM_MS ?? 20);
@@ -25,7 +27,11 @@ const claiming = (async () => {
   while (!stopping) {
     const sent = performance.now();
     try {
-      const r = await cc.post<{ tasks: { task_id: string }[] }>("/api/tasks/claim", { worker_id: worker, limit: 1, lease_seconds: 600 });
+      const r = await cc.post<{ tasks: { task_id: string }[] }>("/api/tasks/claim", {
+        worker_id: worker,
+        limit: 1,
+        lease_seconds: 600,
+      });
       claims.push(performance.now() - sent);
       for (const t of r.tasks ?? []) {
         await cc.post("/api/tasks/start", { worker_id: worker, task_id: t.task_id });
@@ -60,5 +66,9 @@ while (!stopping) {
 }
 c.close();
 await claiming;
-const claim = worker ? { claims: claims.length, claimFailures, claimP50: percentile(claims, 50), claimP99: percentile(claims, 99) } : {};
-process.stdout.write(`RESULT ${JSON.stringify({ probes: latencies.length, failures, longestGapMs: longestGap, p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: percentile(latencies, 100), ...claim })}\n`);
+const claim = worker
+  ? { claims: claims.length, claimFailures, claimP50: percentile(claims, 50), claimP99: percentile(claims, 99) }
+  : {};
+process.stdout.write(
+  `RESULT ${JSON.stringify({ probes: latencies.length, failures, longestGapMs: longestGap, p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: percentile(latencies, 100), ...claim })}\n`,
+);

@@ -23,7 +23,15 @@ export type LoadConfig = {
   ackSample?: number;
 };
 
-export type LoadResult = { wallMs: number; leases: number; claims: number; emptyClaims: number; claimP50: number; claimP99: number; claimMax: number };
+export type LoadResult = {
+  wallMs: number;
+  leases: number;
+  claims: number;
+  emptyClaims: number;
+  claimP50: number;
+  claimP99: number;
+  claimMax: number;
+};
 
 const cfg = JSON.parse(process.env.LOOM_BENCH_LOAD!) as LoadConfig;
 const urls = cfg.urls?.length ? cfg.urls : [cfg.url];
@@ -49,7 +57,11 @@ async function runner(i: number): Promise<void> {
   const worker_id = ids[i];
   while (completed < cfg.tasks) {
     const t0 = performance.now();
-    const r = await c.post<{ tasks: { task_id: string }[] }>("/api/tasks/claim", { worker_id, limit: cfg.claimLimit, lease_seconds: 600 });
+    const r = await c.post<{ tasks: { task_id: string }[] }>("/api/tasks/claim", {
+      worker_id,
+      limit: cfg.claimLimit,
+      lease_seconds: 600,
+    });
     claimLat.push(performance.now() - t0);
     if (!r.tasks.length) {
       emptyClaims++;
@@ -74,5 +86,13 @@ await Promise.all(clients.map((_, i) => runner(i)));
 const wallMs = performance.now() - t0;
 for (const c of clients) c.close();
 if (cfg.acksFile) writeFileSync(cfg.acksFile, JSON.stringify(acks));
-const out: LoadResult = { wallMs, leases, claims: claimLat.length, emptyClaims, claimP50: percentile(claimLat, 50), claimP99: percentile(claimLat, 99), claimMax: percentile(claimLat, 100) };
+const out: LoadResult = {
+  wallMs,
+  leases,
+  claims: claimLat.length,
+  emptyClaims,
+  claimP50: percentile(claimLat, 50),
+  claimP99: percentile(claimLat, 99),
+  claimMax: percentile(claimLat, 100),
+};
 process.stdout.write(`RESULT ${JSON.stringify(out)}\n`);

@@ -29,7 +29,10 @@ function onLine(i: number, line: string, at: number): void {
   const name = line.slice(k + 8, line.indexOf('"', k + 8));
   if (taskIndex(name) % sample !== 0) return;
   const ev = JSON.parse(line) as { type: string; object: { status?: { state?: string } } };
-  if (ev.type === "ERROR") { errors++; return; }
+  if (ev.type === "ERROR") {
+    errors++;
+    return;
+  }
   const key = `${name}|${ev.object.status?.state}`;
   let row = seen.get(key);
   if (!row) seen.set(key, (row = new Float64Array(n).fill(NaN)));
@@ -39,26 +42,38 @@ function onLine(i: number, line: string, at: number): void {
 let connected = 0;
 await new Promise<void>((resolve, reject) => {
   for (let i = 0; i < n; i++) {
-    const req = http.get({ host: url.hostname, port: Number(url.port), path: `/apis/loom.dev/v1alpha1/tasks?watch=1&resourceVersion=${from}`, agent: false }, (res) => {
-      if (res.statusCode !== 200) return reject(new Error(`watch ${i}: HTTP ${res.statusCode}`));
-      if (++connected === n) resolve();
-      let buf = "";
-      res.setEncoding("utf8");
-      res.on("data", (d: string) => {
-        const at = nowMs();
-        const parts = (buf + d).split("\n");
-        buf = parts.pop()!;
-        for (const l of parts) onLine(i, l, at);
-      });
-      res.on("error", () => {});
+    const req = http.get(
+      {
+        host: url.hostname,
+        port: Number(url.port),
+        path: `/apis/loom.dev/v1alpha1/tasks?watch=1&resourceVersion=${from}`,
+        agent: false,
+      },
+      (res) => {
+        if (res.statusCode !== 200) return reject(new Error(`watch ${i}: HTTP ${res.statusCode}`));
+        if (++connected === n) resolve();
+        let buf = "";
+        res.setEncoding("utf8");
+        res.on("data", (d: string) => {
+          const at = nowMs();
+          const parts = (buf + d).split("\n");
+          buf = parts.pop()!;
+          for (const l of parts) onLine(i, l, at);
+        });
+        res.on("error", () => {});
+      },
+    );
+    req.on("error", (e) => {
+      if (connected < n) reject(e);
     });
-    req.on("error", (e) => { if (connected < n) reject(e); });
     requests.push(req);
   }
 });
 process.stdout.write("READY\n");
 
-const acksFile = await new Promise<string>((resolve) => createInterface({ input: process.stdin }).once("line", (l) => resolve(l.trim())));
+const acksFile = await new Promise<string>((resolve) =>
+  createInterface({ input: process.stdin }).once("line", (l) => resolve(l.trim())),
+);
 for (const r of requests) r.destroy();
 const acks = JSON.parse(readFileSync(acksFile, "utf8")) as Record<string, number>;
 const lags: number[] = [];
@@ -71,4 +86,6 @@ for (const [key, ackAt] of Object.entries(acks)) {
     else lags.push(at - ackAt);
   }
 }
-process.stdout.write(`RESULT ${JSON.stringify({ watchers: n, lines, errors, deliveries: lags.length, missing, p50: percentile(lags, 50), p99: percentile(lags, 99), max: percentile(lags, 100) })}\n`);
+process.stdout.write(
+  `RESULT ${JSON.stringify({ watchers: n, lines, errors, deliveries: lags.length, missing, p50: percentile(lags, 50), p99: percentile(lags, 99), max: percentile(lags, 100) })}\n`,
+);

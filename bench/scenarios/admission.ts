@@ -21,7 +21,8 @@ async function measure(o: Parameters<Scenario["run"]>[0], tasks: number, workers
       const t0 = performance.now();
       const r = await c.get<{ workers: unknown[] }>(`/api/data/task-admission?task_id=${name}`);
       lat.push(performance.now() - t0);
-      if (r.workers.length !== workers) throw new Error(`task-admission listed ${r.workers.length} of ${workers} workers`);
+      if (r.workers.length !== workers)
+        throw new Error(`task-admission listed ${r.workers.length} of ${workers} workers`);
       bytes += JSON.stringify(r).length;
     }
     return { lat, quiet, kb: bytes / requests / 1024 };
@@ -37,19 +38,38 @@ export const admissionScenario: Scenario = {
   async run(o) {
     // The 10,000-worker fleet sits on a smaller queue, so seeding it and letting its
     // conditions converge fit the full run's time budget; the reply size follows the fleet.
-    const fleets = o.quick ? [{ workers: 20, tasks: 2_000 }, { workers: 100, tasks: 1_000 }] : [{ workers: 2_000, tasks: scaleSizes(false).tasks }, { workers: 10_000, tasks: 20_000 }];
+    const fleets = o.quick
+      ? [
+          { workers: 20, tasks: 2_000 },
+          { workers: 100, tasks: 1_000 },
+        ]
+      : [
+          { workers: 2_000, tasks: scaleSizes(false).tasks },
+          { workers: 10_000, tasks: 20_000 },
+        ];
     const requests = o.quick ? 20 : 200;
     const rows: string[][] = [];
     for (const { workers: w, tasks } of fleets) {
       const m = await measure(o, tasks, w, requests);
-      rows.push([w.toLocaleString("en"), tasks.toLocaleString("en"), cell(percentile(m.lat, 50), "ms"), cell(percentile(m.lat, 99), "ms"), cell(percentile(m.lat, 100), "ms"), cell(m.kb, "KB"), m.quiet.settled ? cell(m.quiet.waitedMs / 1000, "s") : `not within ${cell(m.quiet.waitedMs / 1000, "s")}`]);
+      rows.push([
+        w.toLocaleString("en"),
+        tasks.toLocaleString("en"),
+        cell(percentile(m.lat, 50), "ms"),
+        cell(percentile(m.lat, 99), "ms"),
+        cell(percentile(m.lat, 100), "ms"),
+        cell(m.kb, "KB"),
+        m.quiet.settled ? cell(m.quiet.waitedMs / 1000, "s") : `not within ${cell(m.quiet.waitedMs / 1000, "s")}`,
+      ]);
     }
     const t: Table = {
       scenario: "admission",
       title: `task-admission over HTTP, ${requests} sequential requests per fleet`,
       columns: ["workers", "queued", "p50", "p99", "max", "reply size", "Hub quiet after"],
       rows,
-      notes: ["target (2,000 workers, 200,000 queued): p50 ≤ 25 ms, p99 ≤ 100 ms", "measured after the Hub stopped writing (revision unchanged for 2 s) once every worker heartbeated"],
+      notes: [
+        "target (2,000 workers, 200,000 queued): p50 ≤ 25 ms, p99 ≤ 100 ms",
+        "measured after the Hub stopped writing (revision unchanged for 2 s) once every worker heartbeated",
+      ],
     };
     return [t];
   },

@@ -13,7 +13,15 @@ import { parseClaim } from "../../src/protocol/parse.ts";
 const LIMIT = 8;
 const WORKERS = 10;
 
-type Point = { label: string; tasks: number; shapes: number; queues: number; queueShapes: number; pick: number[]; claim: number[] };
+type Point = {
+  label: string;
+  tasks: number;
+  shapes: number;
+  queues: number;
+  queueShapes: number;
+  pick: number[];
+  claim: number[];
+};
 
 /** Each point stops early (after at least 5 samples) once it has spent this long, so a slow claim cannot stretch the run for ever. */
 const BUDGET_MS = 30_000;
@@ -26,13 +34,16 @@ async function measure(label: string, tasks: number, shapes: number, claims: num
     for (let i = 0; i < 3; i++) pickOnce(); // warm-up: the first calls pay for compilation
     const pick: number[] = [];
     const pickStart = performance.now();
-    while (pick.length < Math.min(claims, 31) && (pick.length < 5 || performance.now() - pickStart < BUDGET_MS)) pick.push(timeReps(pickOnce, 1)[0] / 1000);
+    while (pick.length < Math.min(claims, 31) && (pick.length < 5 || performance.now() - pickStart < BUDGET_MS))
+      pick.push(timeReps(pickOnce, 1)[0] / 1000);
     const claim: number[] = [];
     const claimStart = performance.now();
     for (let i = 0; i < claims && (i < 5 || performance.now() - claimStart < BUDGET_MS); i++) {
       // Workers 1-9 take turns (w0 is the GPU one), so no worker fills up.
       const t0 = process.hrtime.bigint();
-      const r = await h.scheduler.claim(parseClaim({ worker_id: workerName(1 + (i % (WORKERS - 1))), limit: LIMIT, lease_seconds: 600 }));
+      const r = await h.scheduler.claim(
+        parseClaim({ worker_id: workerName(1 + (i % (WORKERS - 1))), limit: LIMIT, lease_seconds: 600 }),
+      );
       claim.push(Number(process.hrtime.bigint() - t0) / 1e6);
       if (r.tasks.length !== LIMIT) throw new Error(`claim ${i} leased ${r.tasks.length} of ${LIMIT} tasks`);
     }
@@ -43,12 +54,33 @@ async function measure(label: string, tasks: number, shapes: number, claims: num
   }
 }
 
-const row = (p: Point) => [p.label, p.tasks.toLocaleString("en"), String(p.queues || "-"), p.queueShapes.toLocaleString("en"), cell(percentile(p.pick, 50), "ms"), cell(percentile(p.pick, 99), "ms"), cell(percentile(p.claim, 50), "ms"), cell(percentile(p.claim, 99), "ms"), `${p.pick.length} / ${p.claim.length}`];
-const ratioRow = (label: string, a: Point, b: Point) => [label, "", "", "", ratio(percentile(b.pick, 50), percentile(a.pick, 50)), ratio(percentile(b.pick, 99), percentile(a.pick, 99)), ratio(percentile(b.claim, 50), percentile(a.claim, 50)), ratio(percentile(b.claim, 99), percentile(a.claim, 99)), ""];
+const row = (p: Point) => [
+  p.label,
+  p.tasks.toLocaleString("en"),
+  String(p.queues || "-"),
+  p.queueShapes.toLocaleString("en"),
+  cell(percentile(p.pick, 50), "ms"),
+  cell(percentile(p.pick, 99), "ms"),
+  cell(percentile(p.claim, 50), "ms"),
+  cell(percentile(p.claim, 99), "ms"),
+  `${p.pick.length} / ${p.claim.length}`,
+];
+const ratioRow = (label: string, a: Point, b: Point) => [
+  label,
+  "",
+  "",
+  "",
+  ratio(percentile(b.pick, 50), percentile(a.pick, 50)),
+  ratio(percentile(b.pick, 99), percentile(a.pick, 99)),
+  ratio(percentile(b.claim, 50), percentile(a.claim, 50)),
+  ratio(percentile(b.claim, 99), percentile(a.claim, 99)),
+  "",
+];
 
 export const claimCost: Scenario = {
   name: "claim",
-  summary: "claim cost (pick and full claim of 8) at 1k vs 100k queued, 20 vs 10,000 requirement shapes, and 10,000 shapes over 100 queues",
+  summary:
+    "claim cost (pick and full claim of 8) at 1k vs 100k queued, 20 vs 10,000 requirement shapes, and 10,000 shapes over 100 queues",
   async run(o) {
     const q = o.quick;
     const claims = q ? 10 : 41;
@@ -61,16 +93,37 @@ export const claimCost: Scenario = {
     const s2 = await measure(`${many.toLocaleString("en")} shapes`, shapeDepth, many, claims);
     const queues = 100;
     const s3 = await measure(`${many.toLocaleString("en")} shapes, ${queues} queues`, shapeDepth, many, claims, queues);
-    return [{
-      scenario: "claim",
-      title: `claim cost, ${LIMIT} tasks per claim, ${WORKERS} workers, in-process (SQLite store)`,
-      columns: ["queue", "queued", "queues", "shapes", "pick p50", "pick p99", "claim p50", "claim p99", "samples (pick / claim)"],
-      rows: [row(d1), row(d2), ratioRow(`ratio ${deep.toLocaleString("en")}/${shallow.toLocaleString("en")} queued`, d1, d2), row(s1), row(s2), ratioRow(`ratio ${many.toLocaleString("en")}/${few} shapes`, s1, s2), row(s3), ratioRow(`ratio ${queues} queues/none, ${many.toLocaleString("en")} shapes`, s2, s3)],
-      notes: [
-        "target: claim p99 ≤ 10 ms with 10,000 shapes queued, with or without 100 queues; ratios near 1.0 mean cost independent of depth, shapes and queues",
-        `the queues row: task i in queue i % ${queues} (so each queue holds ${many / queues} of the shapes), each Queue an equal share of the fleet as quota and as much again to borrow, weights 1-3; claims order by fair share, admission checks the quota and the store re-checks it on every lease`,
-        `up to ${claims} claims and ${Math.min(claims, 31)} picks per row, fewer when a row passes ${BUDGET_MS / 1000} s (p99 of so few is close to the maximum); picks are on one worker after a warm-up, nothing written`,
-      ],
-    }];
+    return [
+      {
+        scenario: "claim",
+        title: `claim cost, ${LIMIT} tasks per claim, ${WORKERS} workers, in-process (SQLite store)`,
+        columns: [
+          "queue",
+          "queued",
+          "queues",
+          "shapes",
+          "pick p50",
+          "pick p99",
+          "claim p50",
+          "claim p99",
+          "samples (pick / claim)",
+        ],
+        rows: [
+          row(d1),
+          row(d2),
+          ratioRow(`ratio ${deep.toLocaleString("en")}/${shallow.toLocaleString("en")} queued`, d1, d2),
+          row(s1),
+          row(s2),
+          ratioRow(`ratio ${many.toLocaleString("en")}/${few} shapes`, s1, s2),
+          row(s3),
+          ratioRow(`ratio ${queues} queues/none, ${many.toLocaleString("en")} shapes`, s2, s3),
+        ],
+        notes: [
+          "target: claim p99 ≤ 10 ms with 10,000 shapes queued, with or without 100 queues; ratios near 1.0 mean cost independent of depth, shapes and queues",
+          `the queues row: task i in queue i % ${queues} (so each queue holds ${many / queues} of the shapes), each Queue an equal share of the fleet as quota and as much again to borrow, weights 1-3; claims order by fair share, admission checks the quota and the store re-checks it on every lease`,
+          `up to ${claims} claims and ${Math.min(claims, 31)} picks per row, fewer when a row passes ${BUDGET_MS / 1000} s (p99 of so few is close to the maximum); picks are on one worker after a warm-up, nothing written`,
+        ],
+      },
+    ];
   },
 };

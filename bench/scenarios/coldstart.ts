@@ -22,16 +22,38 @@ async function spawnUntilClaim(dir: string, o: RunOptions, probeId: string, time
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const t0 = performance.now();
-  const child = spawnNode([join(ROOT, "bin", "loom.mjs"), "hub", "--data-dir", dir, "--port", String(port), "--log-level", "warn", ...o.hubArgs], { LOOM_HUB_TOKEN: "" });
+  const child = spawnNode(
+    [
+      join(ROOT, "bin", "loom.mjs"),
+      "hub",
+      "--data-dir",
+      dir,
+      "--port",
+      String(port),
+      "--log-level",
+      "warn",
+      ...o.hubArgs,
+    ],
+    { LOOM_HUB_TOKEN: "" },
+  );
   const c = new JsonClient(url);
   try {
     let registered = false;
     for (;;) {
-      if (child.proc.exitCode !== null) throw new Error(`hub exited (${child.proc.exitCode}): ${child.stderr().slice(-2000)}`);
-      if (performance.now() - t0 > timeoutMs) throw new Error(`no claim granted within ${timeoutMs} ms: ${child.stderr().slice(-2000)}`);
+      if (child.proc.exitCode !== null)
+        throw new Error(`hub exited (${child.proc.exitCode}): ${child.stderr().slice(-2000)}`);
+      if (performance.now() - t0 > timeoutMs)
+        throw new Error(`no claim granted within ${timeoutMs} ms: ${child.stderr().slice(-2000)}`);
       try {
-        if (!registered) { await c.post("/api/workers/register", registerBody(probeId, 4)); registered = true; }
-        const r = await c.post<{ tasks: unknown[] }>("/api/tasks/claim", { worker_id: probeId, limit: 1, lease_seconds: 600 });
+        if (!registered) {
+          await c.post("/api/workers/register", registerBody(probeId, 4));
+          registered = true;
+        }
+        const r = await c.post<{ tasks: unknown[] }>("/api/tasks/claim", {
+          worker_id: probeId,
+          limit: 1,
+          lease_seconds: 600,
+        });
         if (r.tasks.length) return { child, url, firstClaimMs: performance.now() - t0 };
       } catch {
         // Not listening yet, or not ready: knock again shortly.
@@ -48,7 +70,8 @@ async function spawnUntilClaim(dir: string, o: RunOptions, probeId: string, time
 
 export const coldStartScenario: Scenario = {
   name: "coldstart",
-  summary: "time from spawning `loom hub` on 200,000 tasks to the first granted claim, after a clean stop and after SIGKILL",
+  summary:
+    "time from spawning `loom hub` on 200,000 tasks to the first granted claim, after a clean stop and after SIGKILL",
   async run(o) {
     const { tasks, workers } = scaleSizes(o.quick);
     const dir = await scaleDataDir(tasks, workers);
@@ -63,7 +86,11 @@ export const coldStartScenario: Scenario = {
       scenario: "coldstart",
       title: `cold start on ${tasks.toLocaleString("en")} queued tasks and ${workers.toLocaleString("en")} workers`,
       columns: ["start", "spawn → first granted claim"],
-      rows: [["first start on the data dir", cell(first.firstClaimMs, "ms")], ["restart after a clean stop (SIGTERM)", cell(clean.firstClaimMs, "ms")], ["restart after SIGKILL", cell(killed.firstClaimMs, "ms")]],
+      rows: [
+        ["first start on the data dir", cell(first.firstClaimMs, "ms")],
+        ["restart after a clean stop (SIGTERM)", cell(clean.firstClaimMs, "ms")],
+        ["restart after SIGKILL", cell(killed.firstClaimMs, "ms")],
+      ],
       notes: ["target: ≤ 5 s after a restart or a SIGKILL, 200,000 tasks"],
     };
     return [t];
@@ -84,13 +111,18 @@ export const rssScenario: Scenario = {
       const quiet = await waitQuiet(c, o.quick ? 500 : 3000, o.quick ? 30_000 : 120_000);
       c.close();
       const settled = rssMb(s.child.pid);
-      return [{
-        scenario: "rss",
-        title: `Hub resident memory, ${tasks.toLocaleString("en")} tasks, ${workers.toLocaleString("en")} workers`,
-        columns: ["when", "VmRSS"],
-        rows: [["at the first granted claim after start", cell(atClaim, "MB")], [`workers live, Hub quiet${quiet.settled ? "" : " (not quiet: timed out)"}`, cell(settled, "MB")]],
-        notes: ["target: ≤ 500 MB at 200,000 tasks"],
-      }];
+      return [
+        {
+          scenario: "rss",
+          title: `Hub resident memory, ${tasks.toLocaleString("en")} tasks, ${workers.toLocaleString("en")} workers`,
+          columns: ["when", "VmRSS"],
+          rows: [
+            ["at the first granted claim after start", cell(atClaim, "MB")],
+            [`workers live, Hub quiet${quiet.settled ? "" : " (not quiet: timed out)"}`, cell(settled, "MB")],
+          ],
+          notes: ["target: ≤ 500 MB at 200,000 tasks"],
+        },
+      ];
     } finally {
       await stop(s.child);
     }

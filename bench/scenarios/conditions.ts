@@ -21,7 +21,11 @@ import { median } from "../lib/stats.ts";
 async function inProcessPass(tasks: number, workers: number): Promise<string[][]> {
   const h = await seeded({ tasks, workers, shapes: 10 });
   try {
-    const ac = new AdmissionConditions(h.scheduler.controllers, { minIntervalMs: 0, refreshMs: 3_600_000, maxWritesPerPass: tasks });
+    const ac = new AdmissionConditions(h.scheduler.controllers, {
+      minIntervalMs: 0,
+      refreshMs: 3_600_000,
+      maxWritesPerPass: tasks,
+    });
     const loop = monitorEventLoopDelay({ resolution: 1 });
     loop.enable();
     let t0 = performance.now();
@@ -42,7 +46,12 @@ async function inProcessPass(tasks: number, workers: number): Promise<string[][]
     const label = `${tasks.toLocaleString("en")} queued × ${workers.toLocaleString("en")} workers`;
     return [
       [`pass, ${label}, first`, cell(first, "ms"), firstWrites.toLocaleString("en"), cell(firstStall, "ms")],
-      [`pass, ${label}, steady state (median of 5)`, cell(median(xs), "ms"), (ac.writes - firstWrites).toLocaleString("en"), cell(steadyStall, "ms")],
+      [
+        `pass, ${label}, steady state (median of 5)`,
+        cell(median(xs), "ms"),
+        (ac.writes - firstWrites).toLocaleString("en"),
+        cell(steadyStall, "ms"),
+      ],
     ];
   } finally {
     await h.close();
@@ -54,7 +63,12 @@ async function stalls(o: Parameters<Scenario["run"]>[0], tasks: number, workers:
   const hub = await startHub(dir, o.hubArgs, 600_000);
   // The claiming worker's heartbeat comes first, so it claims from the start of the convergence.
   await heartbeatAll(hub.url, 1);
-  const probe = spawnScript("procs/probe.ts", { LOOM_BENCH_URL: hub.url, LOOM_BENCH_PROBE_MS: "5", LOOM_BENCH_PROBE_WORKER: workerName(0), LOOM_BENCH_CLAIM_MS: "20" });
+  const probe = spawnScript("procs/probe.ts", {
+    LOOM_BENCH_URL: hub.url,
+    LOOM_BENCH_PROBE_MS: "5",
+    LOOM_BENCH_PROBE_WORKER: workerName(0),
+    LOOM_BENCH_CLAIM_MS: "20",
+  });
   try {
     const t0 = Date.now();
     await heartbeatAll(hub.url, workers);
@@ -65,7 +79,18 @@ async function stalls(o: Parameters<Scenario["run"]>[0], tasks: number, workers:
     const convergedS = (Date.now() - t0 - quietMs) / 1000;
     const rss = rssMb(hub.pid);
     probe.proc.stdin!.write("stop\n");
-    const r = await resultOf<{ probes: number; failures: number; longestGapMs: number; p50: number; p99: number; max: number; claims: number; claimFailures: number; claimP50: number; claimP99: number }>(probe, 30_000);
+    const r = await resultOf<{
+      probes: number;
+      failures: number;
+      longestGapMs: number;
+      p50: number;
+      p99: number;
+      max: number;
+      claims: number;
+      claimFailures: number;
+      claimP50: number;
+      claimP99: number;
+    }>(probe, 30_000);
     return { ...r, quiet, convergedS, rss };
   } finally {
     await stop(probe);
@@ -81,7 +106,12 @@ export const conditionsScenario: Scenario = {
     const { tasks, workers } = scaleSizes(o.quick);
     const s = await stalls(o, tasks, workers);
     return [
-      { scenario: "conditions", title: "admission-conditions pass, in-process (SQLite store)", columns: ["pass", "time", "writes", "longest event-loop delay"], rows: pass },
+      {
+        scenario: "conditions",
+        title: "admission-conditions pass, in-process (SQLite store)",
+        columns: ["pass", "time", "writes", "longest event-loop delay"],
+        rows: pass,
+      },
       {
         scenario: "conditions",
         title: `stalls while conditions converge, ${tasks.toLocaleString("en")} queued × ${workers.toLocaleString("en")} workers going live, \`loom hub\` child`,
@@ -89,12 +119,20 @@ export const conditionsScenario: Scenario = {
         rows: [
           ["longest gap between healthz answers (probe every 5 ms)", cell(s.longestGapMs, "ms")],
           ["healthz p50 / p99", `${cell(s.p50, "ms")} / ${cell(s.p99, "ms")}`],
-          ["claims by one worker (limit 1, every 20 ms), p50 / p99", `${cell(s.claimP50, "ms")} / ${cell(s.claimP99, "ms")} (${s.claims.toLocaleString("en")} claims, ${s.claimFailures} failed)`],
+          [
+            "claims by one worker (limit 1, every 20 ms), p50 / p99",
+            `${cell(s.claimP50, "ms")} / ${cell(s.claimP99, "ms")} (${s.claims.toLocaleString("en")} claims, ${s.claimFailures} failed)`,
+          ],
           ["probes (failed)", `${s.probes.toLocaleString("en")} (${s.failures})`],
-          ["first heartbeat → last write of the convergence", s.quiet.settled ? cell(s.convergedS, "s") : `not quiet within ${cell(s.quiet.waitedMs / 1000, "s")}`],
+          [
+            "first heartbeat → last write of the convergence",
+            s.quiet.settled ? cell(s.convergedS, "s") : `not quiet within ${cell(s.quiet.waitedMs / 1000, "s")}`,
+          ],
           ["Hub RSS once quiet", cell(s.rss, "MB")],
         ],
-        notes: ["targets: longest stall ≤ 50 ms (measured from outside: a gap includes one healthz round trip); claim p99 ≤ 30 ms while the conditions converge"],
+        notes: [
+          "targets: longest stall ≤ 50 ms (measured from outside: a gap includes one healthz round trip); claim p99 ≤ 30 ms while the conditions converge",
+        ],
       },
     ];
   },

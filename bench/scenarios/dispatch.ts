@@ -27,7 +27,12 @@ export const dispatchScenario: Scenario = {
         const s = (performance.now() - t0) / 1000;
         if (created !== per) throw new Error(`bucket ${b}: created ${created} of ${per}`);
         rates.push(per / s);
-        rows.push([`${(b * per).toLocaleString("en")} → ${((b + 1) * per).toLocaleString("en")}`, cell(per / s), cell(s, "s"), cell(rssMb(hub.pid), "MB")]);
+        rows.push([
+          `${(b * per).toLocaleString("en")} → ${((b + 1) * per).toLocaleString("en")}`,
+          cell(per / s),
+          cell(s, "s"),
+          cell(rssMb(hub.pid), "MB"),
+        ]);
       }
     } finally {
       c.close();

@@ -13,7 +13,8 @@ import { etcdMissing, startEtcd } from "../../test/support/etcd.ts";
 import type { LoadConfig, LoadResult } from "../procs/runner-load.ts";
 
 export type LeaseSizes = { runners: number; tasks: number; claimLimit: number };
-export const leaseSizes = (quick: boolean): LeaseSizes => (quick ? { runners: 4, tasks: 200, claimLimit: 4 } : { runners: 32, tasks: 8000, claimLimit: 4 });
+export const leaseSizes = (quick: boolean): LeaseSizes =>
+  quick ? { runners: 4, tasks: 200, claimLimit: 4 } : { runners: 32, tasks: 8000, claimLimit: 4 };
 
 export type ServerKind = "floor" | "loom" | "loom-etcd" | "loom-etcd-3";
 /** `children`: every server process whose CPU counts (three replicas: all three); `disk`: the processes that make writes durable. */
@@ -34,9 +35,27 @@ async function startServer(kind: ServerKind, o: RunOptions): Promise<Server> {
     };
     try {
       for (const id of kind === "loom-etcd" ? ["a"] : ["a", "b", "c"])
-        hubs.push(await startHub(tempDir(`lease-etcd-${id}`), [...o.hubArgs, "--store", "etcd", "--etcd-endpoints", etcd.endpoints.join(","), "--etcd-prefix", "/bench", "--replica-id", id]));
+        hubs.push(
+          await startHub(tempDir(`lease-etcd-${id}`), [
+            ...o.hubArgs,
+            "--store",
+            "etcd",
+            "--etcd-endpoints",
+            etcd.endpoints.join(","),
+            "--etcd-prefix",
+            "/bench",
+            "--replica-id",
+            id,
+          ]),
+        );
       const etcdPids = etcd.members.map((m) => m.proc.pid!);
-      return { children: hubs, disk: [...hubs.map((h) => h.pid), ...etcdPids], urls: hubs.map((h) => h.url), close, etcd: etcdPids };
+      return {
+        children: hubs,
+        disk: [...hubs.map((h) => h.pid), ...etcdPids],
+        urls: hubs.map((h) => h.url),
+        close,
+        etcd: etcdPids,
+      };
     } catch (e) {
       await close();
       throw e;
@@ -47,13 +66,24 @@ async function startServer(kind: ServerKind, o: RunOptions): Promise<Server> {
   return { children: [child], disk: [child.pid], urls: [m[1]], close: () => stop(child) };
 }
 
-export type LeaseRun = LoadResult & { kind: ServerKind; serverCpuS: number; leasesPerS: number; leasesPerCpuS: number; bytesPerLease: number; etcdCpuS?: number; racesLost: number };
+export type LeaseRun = LoadResult & {
+  kind: ServerKind;
+  serverCpuS: number;
+  leasesPerS: number;
+  leasesPerCpuS: number;
+  bytesPerLease: number;
+  etcdCpuS?: number;
+  racesLost: number;
+};
 
 /** loom_claim_races_lost_total summed over the Hubs (0 for the floor, which has no such series). */
 async function racesLost(urls: string[]): Promise<number> {
   let n = 0;
   for (const u of urls) {
-    const text = await fetch(`${u}/metrics`).then((r) => (r.ok ? r.text() : ""), () => "");
+    const text = await fetch(`${u}/metrics`).then(
+      (r) => (r.ok ? r.text() : ""),
+      () => "",
+    );
     const m = /^loom_claim_races_lost_total (\d+)/m.exec(text);
     if (m) n += Number(m[1]);
   }
@@ -64,7 +94,12 @@ async function racesLost(urls: string[]): Promise<number> {
  * One measured run against one server. `during` starts before the load and is stopped
  * after it (the watch-lag scenario attaches its watchers there).
  */
-export async function leaseRun(kind: ServerKind, sizes: LeaseSizes, o: RunOptions, extra: { acksFile?: string; ackSample?: number; during?: (url: string) => Promise<() => Promise<void>> } = {}): Promise<LeaseRun> {
+export async function leaseRun(
+  kind: ServerKind,
+  sizes: LeaseSizes,
+  o: RunOptions,
+  extra: { acksFile?: string; ackSample?: number; during?: (url: string) => Promise<() => Promise<void>> } = {},
+): Promise<LeaseRun> {
   const server = await startServer(kind, o);
   const url = server.urls[0];
   const cpu = () => server.children.reduce((sum, c) => sum + cpuSeconds(c.pid), 0);
@@ -77,7 +112,15 @@ export async function leaseRun(kind: ServerKind, sizes: LeaseSizes, o: RunOption
     // Let the Hub finish reacting to the dispatch, so the run measures leasing alone.
     if (kind !== "floor") await waitQuiet(c, o.quick ? 300 : 1000, 120_000);
     c.close();
-    const cfg: LoadConfig = { url, urls: server.urls, runners: sizes.runners, claimLimit: sizes.claimLimit, tasks: sizes.tasks, acksFile: extra.acksFile, ackSample: extra.ackSample };
+    const cfg: LoadConfig = {
+      url,
+      urls: server.urls,
+      runners: sizes.runners,
+      claimLimit: sizes.claimLimit,
+      tasks: sizes.tasks,
+      acksFile: extra.acksFile,
+      ackSample: extra.ackSample,
+    };
     const load = spawnScript("procs/runner-load.ts", { LOOM_BENCH_LOAD: JSON.stringify(cfg) });
     try {
       await waitForLine(load, "stdout", /^READY$/m, 120_000);
@@ -95,7 +138,16 @@ export async function leaseRun(kind: ServerKind, sizes: LeaseSizes, o: RunOption
       const lost = (await racesLost(server.urls)) - races0;
       await stopDuring?.();
       if (r.leases !== sizes.tasks) throw new Error(`${kind}: ${r.leases} leases for ${sizes.tasks} tasks`);
-      return { ...r, kind, serverCpuS, bytesPerLease, etcdCpuS, racesLost: lost, leasesPerS: r.leases / (r.wallMs / 1000), leasesPerCpuS: r.leases / serverCpuS };
+      return {
+        ...r,
+        kind,
+        serverCpuS,
+        bytesPerLease,
+        etcdCpuS,
+        racesLost: lost,
+        leasesPerS: r.leases / (r.wallMs / 1000),
+        leasesPerCpuS: r.leases / serverCpuS,
+      };
     } finally {
       await stop(load);
     }
@@ -104,9 +156,36 @@ export async function leaseRun(kind: ServerKind, sizes: LeaseSizes, o: RunOption
   }
 }
 
-export const leaseRow = (label: string, r: LeaseRun) => [label, cell(r.leasesPerS), cell(r.leasesPerCpuS), cell((r.serverCpuS * 1000) / r.leases, "ms"), cell(r.bytesPerLease / 1024, "KiB"), cell(r.claimP50, "ms"), cell(r.claimP99, "ms"), cell(r.wallMs / 1000, "s")];
-export const LEASE_COLUMNS = ["server", "leases/s", "leases per server CPU-s", "CPU per lease", "written per lease", "claim p50", "claim p99", "wall"];
-const ratioRow = (label: string, a: LeaseRun, b: LeaseRun) => [label, ratio(a.leasesPerS, b.leasesPerS), ratio(a.leasesPerCpuS, b.leasesPerCpuS), ratio(a.serverCpuS / a.leases, b.serverCpuS / b.leases), b.bytesPerLease > 0 ? ratio(a.bytesPerLease, b.bytesPerLease) : "—", ratio(a.claimP50, b.claimP50), ratio(a.claimP99, b.claimP99), ratio(a.wallMs, b.wallMs)];
+export const leaseRow = (label: string, r: LeaseRun) => [
+  label,
+  cell(r.leasesPerS),
+  cell(r.leasesPerCpuS),
+  cell((r.serverCpuS * 1000) / r.leases, "ms"),
+  cell(r.bytesPerLease / 1024, "KiB"),
+  cell(r.claimP50, "ms"),
+  cell(r.claimP99, "ms"),
+  cell(r.wallMs / 1000, "s"),
+];
+export const LEASE_COLUMNS = [
+  "server",
+  "leases/s",
+  "leases per server CPU-s",
+  "CPU per lease",
+  "written per lease",
+  "claim p50",
+  "claim p99",
+  "wall",
+];
+const ratioRow = (label: string, a: LeaseRun, b: LeaseRun) => [
+  label,
+  ratio(a.leasesPerS, b.leasesPerS),
+  ratio(a.leasesPerCpuS, b.leasesPerCpuS),
+  ratio(a.serverCpuS / a.leases, b.serverCpuS / b.leases),
+  b.bytesPerLease > 0 ? ratio(a.bytesPerLease, b.bytesPerLease) : "—",
+  ratio(a.claimP50, b.claimP50),
+  ratio(a.claimP99, b.claimP99),
+  ratio(a.wallMs, b.wallMs),
+];
 
 export const lease: Scenario = {
   name: "lease",
@@ -142,12 +221,17 @@ export const lease: Scenario = {
         "server CPU is utime+stime of the server processes from /proc over the load (three replicas: all three); wall is first claim to last complete",
         "written per lease: write_bytes from /proc/PID/io over the load, of the Hub (SQLite: its WAL and checkpoints) or of the Hubs and etcd (what etcd made durable)",
         `claim commits that lost a race and decided again, per 1,000 claims: SQLite ${((loom.racesLost * 1000) / loom.claims).toFixed(1)}${onEtcd && onThree ? `, one etcd replica ${((onEtcd.racesLost * 1000) / onEtcd.claims).toFixed(1)}, three replicas ${((onThree.racesLost * 1000) / onThree.claims).toFixed(1)}` : ""}`,
-        ...(onEtcd && onThree ? [`etcd's own CPU per lease: ${((onEtcd.etcdCpuS! * 1000) / onEtcd.leases).toFixed(2)} ms with one replica, ${((onThree.etcdCpuS! * 1000) / onThree.leases).toFixed(2)} ms with three (docs/ha.md models throughput from these)`] : []),
-        etcdMissing ? `etcd variants skipped: ${etcdMissing}` : "the etcd rows' CPU is the Hubs' alone; etcd's own CPU is not counted; etcd runs with its default --max-txn-ops 128 and --max-request-bytes 1.5 MiB",
+        ...(onEtcd && onThree
+          ? [
+              `etcd's own CPU per lease: ${((onEtcd.etcdCpuS! * 1000) / onEtcd.leases).toFixed(2)} ms with one replica, ${((onThree.etcdCpuS! * 1000) / onThree.leases).toFixed(2)} ms with three (docs/ha.md models throughput from these)`,
+            ]
+          : []),
+        etcdMissing
+          ? `etcd variants skipped: ${etcdMissing}`
+          : "the etcd rows' CPU is the Hubs' alone; etcd's own CPU is not counted; etcd runs with its default --max-txn-ops 128 and --max-request-bytes 1.5 MiB",
         "the Hub's timer-driven work (conditions passes, resyncs) is counted too, so a Hub starved of CPU by other load also shows more CPU per lease",
       ],
     };
     return [t];
   },
 };
-

@@ -17,7 +17,11 @@ export const microScenario: Scenario = {
   async run(o) {
     const reps = o.quick ? 5 : 31;
     const lease = { cpu_millis: 500, memory_mb: 1024, disk_mb: 0, gpu_count: 0, gpu_types: [] };
-    const w = workerView(seedWorker(1) as unknown as Worker, Array.from({ length: 16 }, (_, i) => ({ task: `l${i}`, placement: "shared" as const, reservation: lease })), { ready: true, reported_active: 3 });
+    const w = workerView(
+      seedWorker(1) as unknown as Worker,
+      Array.from({ length: 16 }, (_, i) => ({ task: `l${i}`, placement: "shared" as const, reservation: lease })),
+      { ready: true, reported_active: 3 },
+    );
     const t = taskView(seedTask(3, 10) as unknown as Task);
     const admitUs = median(timeReps(() => void admit(t, w), reps, 2000));
 
@@ -31,16 +35,22 @@ export const microScenario: Scenario = {
         creates.push(Number(process.hrtime.bigint() - t0) / 1e3);
       }
       const getUs = median(timeReps(() => void store.get("Task", "t0000010"), reps, 200));
-      return [{
-        scenario: "micro",
-        title: "microbenchmarks, in-process",
-        columns: ["operation", "median", "p99"],
-        rows: [
-          ["admit(): one task × one worker holding 16 leases", cell(admitUs, "µs"), ""],
-          ["store: create one Task (validated, durable commit)", cell(median(creates), "µs"), cell(percentile(creates, 99), "µs")],
-          ["store: get one Task", cell(getUs, "µs"), ""],
-        ],
-      }];
+      return [
+        {
+          scenario: "micro",
+          title: "microbenchmarks, in-process",
+          columns: ["operation", "median", "p99"],
+          rows: [
+            ["admit(): one task × one worker holding 16 leases", cell(admitUs, "µs"), ""],
+            [
+              "store: create one Task (validated, durable commit)",
+              cell(median(creates), "µs"),
+              cell(percentile(creates, 99), "µs"),
+            ],
+            ["store: get one Task", cell(getUs, "µs"), ""],
+          ],
+        },
+      ];
     } finally {
       await store.close();
       rmSync(dir, { recursive: true, force: true });

@@ -12,7 +12,16 @@ import { cell, type Table } from "../lib/report.ts";
 import type { Scenario } from "../lib/scenario.ts";
 import { LEASE_COLUMNS, leaseRow, leaseRun } from "./lease.ts";
 
-type WatchResult = { watchers: number; lines: number; errors: number; deliveries: number; missing: number; p50: number; p99: number; max: number };
+type WatchResult = {
+  watchers: number;
+  lines: number;
+  errors: number;
+  deliveries: number;
+  missing: number;
+  p50: number;
+  p99: number;
+  max: number;
+};
 
 export const watchScenario: Scenario = {
   name: "watch",
@@ -31,7 +40,13 @@ export const watchScenario: Scenario = {
         const c = new JsonClient(url);
         const from = await revisionOf(c);
         c.close();
-        const w = spawnScript("procs/watchers.ts", { LOOM_BENCH_URL: url, LOOM_BENCH_WATCHERS: String(watchers), LOOM_BENCH_FROM: String(from), LOOM_BENCH_SAMPLE: String(sample), LOOM_BENCH_PREFIX: "lease" });
+        const w = spawnScript("procs/watchers.ts", {
+          LOOM_BENCH_URL: url,
+          LOOM_BENCH_WATCHERS: String(watchers),
+          LOOM_BENCH_FROM: String(from),
+          LOOM_BENCH_SAMPLE: String(sample),
+          LOOM_BENCH_PREFIX: "lease",
+        });
         await waitForLine(w, "stdout", /^READY$/m, 120_000);
         return async () => {
           // Give the last events a moment to arrive, then hand over the acknowledgement times.
@@ -47,11 +62,22 @@ export const watchScenario: Scenario = {
       scenario: "watch",
       title: `watch lag, ${watchers} watchers on /apis/loom.dev/v1alpha1/tasks?watch=1 during the lease load (W=${sizes.runners}, ${sizes.tasks.toLocaleString("en")} tasks)`,
       columns: ["watchers", "deliveries measured", "missing", "lag p50", "lag p99", "lag max"],
-      rows: [[String(r.watchers), r.deliveries.toLocaleString("en"), r.missing.toLocaleString("en"), cell(r.p50, "ms"), cell(r.p99, "ms"), cell(r.max, "ms")]],
+      rows: [
+        [
+          String(r.watchers),
+          r.deliveries.toLocaleString("en"),
+          r.missing.toLocaleString("en"),
+          cell(r.p50, "ms"),
+          cell(r.p99, "ms"),
+          cell(r.max, "ms"),
+        ],
+      ],
       notes: [
         "target: lag p99 ≤ 100 ms",
         `every ${sample}th task is measured, its leased, running and returned states, at every watcher; missing = such a state a watcher never received`,
-        `the lease load with the watchers attached: ${LEASE_COLUMNS.slice(1).map((c, i) => `${c} ${leaseRow("", run)[i + 1]}`).join(", ")}`,
+        `the lease load with the watchers attached: ${LEASE_COLUMNS.slice(1)
+          .map((c, i) => `${c} ${leaseRow("", run)[i + 1]}`)
+          .join(", ")}`,
       ],
     };
     return [t];

@@ -32,7 +32,10 @@ export function overlayCapacity(base: Vector, override?: ResourceSpec | null): V
 
 /** A capacity input that breaks a rule: `field` is its path, `detail` the rule. */
 export class CapacityError extends Error {
-  constructor(readonly field: string, readonly detail: string) {
+  constructor(
+    readonly field: string,
+    readonly detail: string,
+  ) {
     super(`${field}: ${detail}`);
     this.name = "CapacityError";
   }
@@ -52,17 +55,21 @@ export function parseCapacity(raw: unknown, field = "resource_capacity"): Partia
   if (typeof raw !== "object" || Array.isArray(raw)) throw new CapacityError(field, "must be an object");
   const out: Partial<Vector> = {};
   for (const [k, v] of Object.entries(raw)) {
-    if (!CAPACITY_KEYS.includes(k)) throw new CapacityError(`${field}.${k}`, `unknown field; allowed: ${CAPACITY_KEYS.join(", ")}`);
+    if (!CAPACITY_KEYS.includes(k))
+      throw new CapacityError(`${field}.${k}`, `unknown field; allowed: ${CAPACITY_KEYS.join(", ")}`);
     if (k === "gpu_types") {
-      if (!Array.isArray(v) || v.length > 64 || !v.every(isTypeName)) throw new CapacityError(`${field}.gpu_types`, "must be a list of non-empty strings");
+      if (!Array.isArray(v) || v.length > 64 || !v.every(isTypeName))
+        throw new CapacityError(`${field}.gpu_types`, "must be a list of non-empty strings");
       out.gpu_types = normaliseTypes(v);
       continue;
     }
-    if (typeof v !== "number" || !Number.isFinite(v) || v > MAX_INT) throw new CapacityError(`${field}.${k}`, "must be a non-negative integer no larger than 2^53-1");
+    if (typeof v !== "number" || !Number.isFinite(v) || v > MAX_INT)
+      throw new CapacityError(`${field}.${k}`, "must be a non-negative integer no larger than 2^53-1");
     if (v < 0) throw new CapacityError(`${field}.${k}`, "must be non-negative");
     out[k as ResourceField] = Math.trunc(v);
   }
-  if (out.gpu_types?.length && !(out.gpu_count! > 0)) throw new CapacityError(`${field}.gpu_types`, "requires a positive gpu_count");
+  if (out.gpu_types?.length && !(out.gpu_count! > 0))
+    throw new CapacityError(`${field}.gpu_types`, "requires a positive gpu_count");
   return out;
 }
 
@@ -86,11 +93,14 @@ export function effectiveCapacity(worker: Worker): EffectiveCapacity {
   const sources = {} as EffectiveCapacity["sources"];
   for (const f of RESOURCE_FIELDS) {
     if (num(spec?.[f]) !== undefined) [capacity[f], sources[f]] = [wholeUnits(spec![f]), "spec"];
-    else if (num(reg?.resource_capacity?.[f]) !== undefined) [capacity[f], sources[f]] = [wholeUnits(reg!.resource_capacity![f]), "registration"];
+    else if (num(reg?.resource_capacity?.[f]) !== undefined)
+      [capacity[f], sources[f]] = [wholeUnits(reg!.resource_capacity![f]), "registration"];
     else [capacity[f], sources[f]] = [fallback[f], hasHost ? "host" : "unknown"];
   }
-  if (Array.isArray(spec?.gpu_types)) [capacity.gpu_types, sources.gpu_types] = [normaliseTypes(spec.gpu_types), "spec"];
-  else if (Array.isArray(reg?.resource_capacity?.gpu_types)) [capacity.gpu_types, sources.gpu_types] = [normaliseTypes(reg.resource_capacity.gpu_types), "registration"];
+  if (Array.isArray(spec?.gpu_types))
+    [capacity.gpu_types, sources.gpu_types] = [normaliseTypes(spec.gpu_types), "spec"];
+  else if (Array.isArray(reg?.resource_capacity?.gpu_types))
+    [capacity.gpu_types, sources.gpu_types] = [normaliseTypes(reg.resource_capacity.gpu_types), "registration"];
   else sources.gpu_types = hasHost ? "host" : "unknown";
   return { capacity, sources, unknown: RESOURCE_FIELDS.filter((f) => sources[f] === "unknown") };
 }

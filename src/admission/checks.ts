@@ -3,7 +3,15 @@
 // entry to CHECKS.
 import { RESOURCE_FIELDS, type ResourceField } from "../resources/types.ts";
 import { Reason, type ReasonCode } from "./reasons.ts";
-import { addAmounts, demandOf, describeQueueShortfall, queueName, quotaShortfalls, type Amounts, type QueueShortfall } from "./queues.ts";
+import {
+  addAmounts,
+  demandOf,
+  describeQueueShortfall,
+  queueName,
+  quotaShortfalls,
+  type Amounts,
+  type QueueShortfall,
+} from "./queues.ts";
 import { asLease, concurrencyOf, exclusiveActive, reservedOf, type TaskView, type WorkerView } from "./view.ts";
 
 /** One resource dimension that does not fit: reserved + requested > capacity, by `short`. */
@@ -62,7 +70,10 @@ export const capability: Check = {
 /** A different_worker retry never lands where it failed. */
 export const excludedWorker: Check = {
   name: "excluded_worker",
-  run: (t, w) => (t.excluded_workers.includes(w.name) ? [{ code: Reason.worker_excluded, check: "excluded_worker", resolvable: false }] : []),
+  run: (t, w) =>
+    t.excluded_workers.includes(w.name)
+      ? [{ code: Reason.worker_excluded, check: "excluded_worker", resolvable: false }]
+      : [],
 };
 
 /** Cordoned is an operator decision that can be undone, so it is resolvable. */
@@ -102,7 +113,8 @@ export const gpuTypes: Check = {
 /** While an exclusive lease is active the worker takes nothing else. */
 export const exclusiveHolder: Check = {
   name: "exclusive_holder",
-  run: (_t, w) => (exclusiveActive(w) ? [{ code: Reason.worker_has_exclusive_task, check: "exclusive_holder", resolvable: true }] : []),
+  run: (_t, w) =>
+    exclusiveActive(w) ? [{ code: Reason.worker_has_exclusive_task, check: "exclusive_holder", resolvable: true }] : [],
 };
 
 /** An exclusive task needs an empty worker; a run the Runner reports counts as much as a lease. */
@@ -119,7 +131,9 @@ export const concurrency: Check = {
   name: "concurrency",
   run(_t, w) {
     const c = concurrencyOf(w);
-    return c.active_count < c.effective_limit ? [] : [{ code: Reason.worker_concurrency_reached, check: "concurrency", resolvable: true }];
+    return c.active_count < c.effective_limit
+      ? []
+      : [{ code: Reason.worker_concurrency_reached, check: "concurrency", resolvable: true }];
   },
 };
 
@@ -153,7 +167,8 @@ export const resourceFit: Check = {
 function queueUsedOn(w: WorkerView, queue: string): Amounts {
   const q = w.queues!;
   let used = q.book.usedBy(queue);
-  for (const l of w.leases) if (!q.counted.has(l.task) && queueName(l) === queue) used = addAmounts(used, demandOf(l.reservation));
+  for (const l of w.leases)
+    if (!q.counted.has(l.task) && queueName(l) === queue) used = addAmounts(used, demandOf(l.reservation));
   return used;
 }
 
@@ -195,12 +210,25 @@ export const nomination: Check = {
     const n = w.nominee;
     if (!n || n.task.name === t.name) return [];
     const leases = w.leases.filter((l) => !n.blockers.includes(l.task));
-    const after: WorkerView = { ...w, nominee: undefined, reported_active: Math.max(0, w.reported_active - (w.leases.length - leases.length)), leases: [...leases, asLease(t)] };
+    const after: WorkerView = {
+      ...w,
+      nominee: undefined,
+      reported_active: Math.max(0, w.reported_active - (w.leases.length - leases.length)),
+      leases: [...leases, asLease(t)],
+    };
     if (fitChecks().every((c) => c.run(n.task, after).length === 0)) return [];
     // An unknown start (a blocker declares no run time) admits nothing by time: a stream of
     // declared work would otherwise keep the nominee waiting for ever.
-    if (t.declared_seconds !== undefined && n.starts_at < Infinity && n.now + t.declared_seconds * 1000 <= n.starts_at) return [];
-    return [{ code: Reason.worker_nominated, check: "nomination", resolvable: true, message: `held for ${n.task.name}, which waits on ${n.blockers.length ? n.blockers.join(", ") : "nothing"}; only work that cannot delay it is admitted` }];
+    if (t.declared_seconds !== undefined && n.starts_at < Infinity && n.now + t.declared_seconds * 1000 <= n.starts_at)
+      return [];
+    return [
+      {
+        code: Reason.worker_nominated,
+        check: "nomination",
+        resolvable: true,
+        message: `held for ${n.task.name}, which waits on ${n.blockers.length ? n.blockers.join(", ") : "nothing"}; only work that cannot delay it is admitted`,
+      },
+    ];
   },
 };
 

@@ -4,7 +4,15 @@ import { RESOURCE_FIELDS, type ResourceField } from "../resources/types.ts";
 import { CHECKS, isSetShortfall, type Check, type Failure, type SetShortfall, type Shortfall } from "./checks.ts";
 import { firstV1Reason, orderReasons, type ReasonCode, type V1Reason } from "./reasons.ts";
 import { add, clone, sub, zero, type Vector } from "./vector.ts";
-import { concurrencyOf, exclusiveActive, reservedOf, type Concurrency, type Placement, type TaskView, type WorkerView } from "./view.ts";
+import {
+  concurrencyOf,
+  exclusiveActive,
+  reservedOf,
+  type Concurrency,
+  type Placement,
+  type TaskView,
+  type WorkerView,
+} from "./view.ts";
 
 export type Shortfalls = Partial<Record<ResourceField, Shortfall>> & { gpu_types?: SetShortfall };
 
@@ -46,7 +54,8 @@ function shortfallsOf(failures: readonly Failure[]): Shortfalls {
   for (const f of failures) {
     if (!f.shortfall) continue;
     if (f.field === "gpu_types" && isSetShortfall(f.shortfall)) out.gpu_types = f.shortfall;
-    else if (RESOURCE_FIELDS.includes(f.field as ResourceField) && !isSetShortfall(f.shortfall)) out[f.field as ResourceField] = f.shortfall;
+    else if (RESOURCE_FIELDS.includes(f.field as ResourceField) && !isSetShortfall(f.shortfall))
+      out[f.field as ResourceField] = f.shortfall;
   }
   return out;
 }
@@ -103,10 +112,15 @@ export function admits(task: TaskView, worker: WorkerView, checks: readonly Chec
  */
 export function acceptsAny(worker: WorkerView): boolean {
   // A nominated worker may still take short work beside its nominee (backfill): not decided here.
-  return admits({ name: "", required_capability: "", placement: "shared", requests: zero(), excluded_workers: [] }, worker, ACCEPT_CHECKS);
+  return admits(
+    { name: "", required_capability: "", placement: "shared", requests: zero(), excluded_workers: [] },
+    worker,
+    ACCEPT_CHECKS,
+  );
 }
 
 const ACCEPT_CHECKS = CHECKS.filter((c) => c.name !== "nomination");
 
 /** One decision per worker, in the order given. */
-export const admitAll = (task: TaskView, workers: readonly WorkerView[]): Decision[] => workers.map((w) => admit(task, w));
+export const admitAll = (task: TaskView, workers: readonly WorkerView[]): Decision[] =>
+  workers.map((w) => admit(task, w));

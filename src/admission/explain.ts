@@ -93,17 +93,23 @@ const FIELD_ORDER: readonly string[] = [...RESOURCE_FIELDS, "gpu_types"];
 export const NAMED_PER_GROUP = 5;
 
 function capped(parts: string[]): string {
-  return parts.length <= NAMED_PER_GROUP ? parts.join(", ") : `${parts.slice(0, NAMED_PER_GROUP).join(", ")}, +${parts.length - NAMED_PER_GROUP} more`;
+  return parts.length <= NAMED_PER_GROUP
+    ? parts.join(", ")
+    : `${parts.slice(0, NAMED_PER_GROUP).join(", ")}, +${parts.length - NAMED_PER_GROUP} more`;
 }
 
 /** "memory_mb short 1024 on a, short 512 on b, gpu_types [a100] on c": grouped by field, the name said once. */
 function resourceDetail(code: ReasonCode, decisions: readonly Decision[]): string {
   const items = decisions
-    .flatMap((d) => d.failures.filter((f) => f.code === code && f.field && FIELD_ORDER.includes(f.field)).map((f) => ({ d, f })))
+    .flatMap((d) =>
+      d.failures.filter((f) => f.code === code && f.field && FIELD_ORDER.includes(f.field)).map((f) => ({ d, f })),
+    )
     .sort((a, b) => FIELD_ORDER.indexOf(a.f.field!) - FIELD_ORDER.indexOf(b.f.field!));
   let prev: string | undefined;
   const parts = items.map(({ d, f }) => {
-    const what = isSetShortfall(f.shortfall) ? `[${f.shortfall.requested.join(", ")}]` : `short ${f.shortfall?.short ?? 0}`;
+    const what = isSetShortfall(f.shortfall)
+      ? `[${f.shortfall.requested.join(", ")}]`
+      : `short ${f.shortfall?.short ?? 0}`;
     const text = `${f.field === prev ? "" : `${f.field} `}${what} on ${d.worker}`;
     prev = f.field;
     return text;
@@ -124,11 +130,14 @@ function capabilityDetail(decisions: readonly Decision[]): string {
 
 function detail(code: ReasonCode, rejected: readonly Decision[]): string {
   const having = rejected.filter((d) => d.reasons.includes(code));
-  if (code === "resource_reservation_unavailable" || code === "exceeds_worker_capacity") return resourceDetail(code, having);
+  if (code === "resource_reservation_unavailable" || code === "exceeds_worker_capacity")
+    return resourceDetail(code, having);
   if (code === "capability_missing") return capabilityDetail(having);
   // A queue's numbers are the same on every worker: said once.
   if (code === "queue_quota_exhausted" || code === "queue_borrowing_limit")
-    return [...new Set(having.flatMap((d) => d.failures.filter((f) => f.code === code).map((f) => f.message ?? "")))].join("; ");
+    return [
+      ...new Set(having.flatMap((d) => d.failures.filter((f) => f.code === code).map((f) => f.message ?? ""))),
+    ].join("; ");
   return capped(having.map((d) => d.worker));
 }
 

@@ -15,7 +15,13 @@ import { leaseView, workerView, type LeaseView, type TaskView } from "./view.ts"
  * capabilities and the adaptive desired concurrency are admission policy that a privileged
  * writer may override; these are the worker's hard limits.
  */
-export const INVARIANT_CHECKS: readonly Check[] = [gpuTypes, exclusiveHolder, exclusiveNeedsEmpty, concurrency, resourceFit];
+export const INVARIANT_CHECKS: readonly Check[] = [
+  gpuTypes,
+  exclusiveHolder,
+  exclusiveNeedsEmpty,
+  concurrency,
+  resourceFit,
+];
 
 /** One active lease as the store indexes it: the worker it holds and what it holds there. */
 export type Allocation = { worker: string; task: string; lease: LeaseView };
@@ -30,7 +36,12 @@ export function allocationOf(task: Task): Allocation | undefined {
 /** Same worker, same placement, same reservation, same queue: a renew or a start, not a new claim on the worker or the queue. */
 export function sameAllocation(a: Allocation | undefined, b: Allocation | undefined): boolean {
   if (!a || !b) return a === b;
-  return a.worker === b.worker && a.lease.placement === b.lease.placement && a.lease.queue === b.lease.queue && JSON.stringify(a.lease.reservation) === JSON.stringify(b.lease.reservation);
+  return (
+    a.worker === b.worker &&
+    a.lease.placement === b.lease.placement &&
+    a.lease.queue === b.lease.queue &&
+    JSON.stringify(a.lease.reservation) === JSON.stringify(b.lease.reservation)
+  );
 }
 
 export type GuardCause = { field: string; message: string };
@@ -39,14 +50,27 @@ export type GuardCause = { field: string; message: string };
  * Why adding `added` to a worker that holds `held` would break the invariant; empty when it
  * may commit. `worker` undefined means the lease names a worker that does not exist.
  */
-export function leaseViolations(worker: Worker | undefined, added: Allocation, held: readonly LeaseView[]): GuardCause[] {
+export function leaseViolations(
+  worker: Worker | undefined,
+  added: Allocation,
+  held: readonly LeaseView[],
+): GuardCause[] {
   if (!worker) return [{ field: "status.lease.worker", message: `worker "${added.worker}" does not exist` }];
-  const task: TaskView = { name: added.task, required_capability: "", placement: added.lease.placement, requests: added.lease.reservation, excluded_workers: [] };
+  const task: TaskView = {
+    name: added.task,
+    required_capability: "",
+    placement: added.lease.placement,
+    requests: added.lease.reservation,
+    excluded_workers: [],
+  };
   // Only the Hub's own leases count here: a Runner's reported runs are admission's concern.
   const base = workerView(worker, held, { ready: true, reported_active: 0 });
   const view = { ...base, desired_concurrency: base.max_concurrency };
   const d = admit(task, view, INVARIANT_CHECKS);
-  return d.failures.map((f) => ({ field: f.field ? `status.lease.reservation.${f.field}` : "status.lease", message: `worker "${worker.metadata.name}": ${describeFailure(f, d)}` }));
+  return d.failures.map((f) => ({
+    field: f.field ? `status.lease.reservation.${f.field}` : "status.lease",
+    message: `worker "${worker.metadata.name}": ${describeFailure(f, d)}`,
+  }));
 }
 
 /** The queue an allocation counts against (`default` when its task names none). */

@@ -55,5 +55,25 @@ export {
 } from "./checks.ts";
 export { admit, admits, acceptsAny, admitAll, type Decision, type AdmissionObject, type Shortfalls } from "./decide.ts";
 export { describeFailure, explainWorker, explainTask, summarize, type Summary } from "./explain.ts";
-export { INVARIANT_CHECKS, allocationOf, sameAllocation, leaseViolations, allocationQueue, queueViolations, usageOf, type Allocation, type GuardCause } from "./guard.ts";
-export { DEFAULT_QUEUE, queueName, QueueBook, queueLimits, demandOf, describeQueueShortfall, type Amounts, type QueueLimits, type QueueShortfall } from "./queues.ts";
+export {
+  INVARIANT_CHECKS,
+  allocationOf,
+  sameAllocation,
+  leaseViolations,
+  allocationQueue,
+  queueViolations,
+  usageOf,
+  type Allocation,
+  type GuardCause,
+} from "./guard.ts";
+export {
+  DEFAULT_QUEUE,
+  queueName,
+  QueueBook,
+  queueLimits,
+  demandOf,
+  describeQueueShortfall,
+  type Amounts,
+  type QueueLimits,
+  type QueueShortfall,
+} from "./queues.ts";

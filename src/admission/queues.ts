@@ -70,7 +70,14 @@ export function queueLimits(q: Queue): QueueLimits {
     borrowing[d] = bl[d] ?? 0;
     lending[d] = Math.min(ll[d] ?? n, n);
   }
-  return { name: q.metadata.name, quota, borrowing, lending, weight: q.spec?.weight ?? 1, reclaim: q.spec?.reclaim === "preempt" ? "preempt" : "wait" };
+  return {
+    name: q.metadata.name,
+    quota,
+    borrowing,
+    lending,
+    weight: q.spec?.weight ?? 1,
+    reclaim: q.spec?.reclaim === "preempt" ? "preempt" : "wait",
+  };
 }
 
 /** The hard ceiling of one dimension: nominal plus the borrowing limit. The store's guard keeps it. */
@@ -151,7 +158,15 @@ export class QueueBook {
 }
 
 /** One dimension a request does not fit in its queue: used + requested > nominal + borrowable. */
-export type QueueShortfall = { queue: string; dimension: string; used: number; requested: number; nominal: number; borrowable: number; borrowing_limit: number };
+export type QueueShortfall = {
+  queue: string;
+  dimension: string;
+  used: number;
+  requested: number;
+  nominal: number;
+  borrowable: number;
+  borrowing_limit: number;
+};
 
 export const describeQueueShortfall = (s: QueueShortfall): string =>
   `queue ${s.queue}: ${s.dimension} ${s.used} used + ${s.requested} requested > ${s.nominal} nominal + ${s.borrowable} borrowable`;
@@ -169,7 +184,15 @@ export function quotaShortfalls(book: QueueBook, queue: string, used: Amounts, d
     const u = used[d] ?? 0;
     const b = book.borrowable(queue, d);
     if (u + req <= l.quota[d] + b) continue;
-    out.push({ queue, dimension: d, used: u, requested: req, nominal: l.quota[d], borrowable: b, borrowing_limit: l.borrowing[d] });
+    out.push({
+      queue,
+      dimension: d,
+      used: u,
+      requested: req,
+      nominal: l.quota[d],
+      borrowable: b,
+      borrowing_limit: l.borrowing[d],
+    });
   }
   return out;
 }
@@ -180,7 +203,16 @@ export function ceilingBreaches(l: QueueLimits, used: Amounts, demand: Amounts):
   for (const [d, req] of Object.entries(demand)) {
     if (!(d in l.quota) || req <= 0) continue;
     const u = used[d] ?? 0;
-    if (u + req > ceilingOf(l, d)) out.push({ queue: l.name, dimension: d, used: u, requested: req, nominal: l.quota[d], borrowable: l.borrowing[d], borrowing_limit: l.borrowing[d] });
+    if (u + req > ceilingOf(l, d))
+      out.push({
+        queue: l.name,
+        dimension: d,
+        used: u,
+        requested: req,
+        nominal: l.quota[d],
+        borrowable: l.borrowing[d],
+        borrowing_limit: l.borrowing[d],
+      });
   }
   return out;
 }

@@ -88,7 +88,9 @@ export const v1ReasonOf = (code: ReasonCode): V1Reason => V1_REASON_OF[code];
 export function orderReasons(codes: Iterable<ReasonCode>): ReasonCode[] {
   const seen = new Set(codes);
   const listed = REASON_ORDER.filter((c) => seen.has(c));
-  return listed.length === seen.size ? listed : [...listed, ...[...seen].filter((c) => !REASON_ORDER.includes(c)).sort()];
+  return listed.length === seen.size
+    ? listed
+    : [...listed, ...[...seen].filter((c) => !REASON_ORDER.includes(c)).sort()];
 }
 
 /** The single v1 `reason` for a set of fine codes: the first in v1 order, or undefined when there are none. */

@@ -23,7 +23,10 @@ export function wholeUnits(x: unknown): number {
 
 export function normaliseTypes(types: unknown): string[] {
   if (!Array.isArray(types)) return [];
-  const names = types.filter((s): s is string => typeof s === "string").map((s) => s.trim()).filter(Boolean);
+  const names = types
+    .filter((s): s is string => typeof s === "string")
+    .map((s) => s.trim())
+    .filter(Boolean);
   return [...new Set(names)].sort();
 }
 

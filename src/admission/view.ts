@@ -34,7 +34,12 @@ export type Nominee = { task: TaskView; blockers: string[]; starts_at: number; n
 export type LeaseView = { task: string; placement: Placement; reservation: Vector; queue?: string };
 
 /** The lease a task would hold once admitted: what a batch adds to a view between picks. */
-export const asLease = (t: TaskView): LeaseView => ({ task: t.name, placement: t.placement, reservation: t.requests, ...(t.queue ? { queue: t.queue } : {}) });
+export const asLease = (t: TaskView): LeaseView => ({
+  task: t.name,
+  placement: t.placement,
+  reservation: t.requests,
+  ...(t.queue ? { queue: t.queue } : {}),
+});
 
 /**
  * The queues' limits and usage, for the quota check. `counted`: the leases of this view
@@ -83,7 +88,9 @@ export function declaredSeconds(task: Task | undefined): number | undefined {
   if (typeof p.timeout_seconds === "number" && p.timeout_seconds > 0) return p.timeout_seconds;
   const phases = Array.isArray(p.phases) ? p.phases : [];
   const ts = phases.map((x) => x?.timeout_seconds);
-  return ts.length && ts.every((t) => typeof t === "number" && t > 0) ? (ts as number[]).reduce((a, b) => a + b, 0) : undefined;
+  return ts.length && ts.every((t) => typeof t === "number" && t > 0)
+    ? (ts as number[]).reduce((a, b) => a + b, 0)
+    : undefined;
 }
 
 /**

@@ -21,7 +21,18 @@ import { resultRoutes } from "./results.ts";
 export type AppOptions = { hub: ApiHub; auth: AuthConfig };
 
 /** Paths a per-worker Runner token may call; everything else needs the Hub token. */
-const RUNNER_PATHS = new Set(["/api/workers/register", "/api/workers/heartbeat", "/api/tasks/claim", "/api/tasks/start", "/api/tasks/renew", "/api/tasks/complete", "/api/tasks/fail", "/api/results/upload", "/api/healthz", "/api/meta"]);
+const RUNNER_PATHS = new Set([
+  "/api/workers/register",
+  "/api/workers/heartbeat",
+  "/api/tasks/claim",
+  "/api/tasks/start",
+  "/api/tasks/renew",
+  "/api/tasks/complete",
+  "/api/tasks/fail",
+  "/api/results/upload",
+  "/api/healthz",
+  "/api/meta",
+]);
 
 export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
   f.decorate("hub", o.hub);
@@ -34,11 +45,22 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
     if (req.headers["content-type"]?.startsWith("application/apply-patch+yaml")) return done(null, body);
     if (body.length === 0) return done(null, {});
     // Refused before parsing: nothing downstream (validation, merge, clone) ever meets a deep value.
-    if (jsonTooDeep(body)) return done(Object.assign(new Error(`body: JSON nests deeper than ${LIMITS.depth} levels`), { statusCode: 400, code: "FST_ERR_CTP_INVALID_JSON_BODY", field: "body" }), undefined);
+    if (jsonTooDeep(body))
+      return done(
+        Object.assign(new Error(`body: JSON nests deeper than ${LIMITS.depth} levels`), {
+          statusCode: 400,
+          code: "FST_ERR_CTP_INVALID_JSON_BODY",
+          field: "body",
+        }),
+        undefined,
+      );
     try {
       done(null, JSON.parse(body.toString("utf8")));
     } catch (e) {
-      const err = Object.assign(new Error(`invalid JSON body: ${(e as Error).message}`), { statusCode: 400, code: "FST_ERR_CTP_INVALID_JSON_BODY" });
+      const err = Object.assign(new Error(`invalid JSON body: ${(e as Error).message}`), {
+        statusCode: 400,
+        code: "FST_ERR_CTP_INVALID_JSON_BODY",
+      });
       done(err, undefined);
     }
   });
@@ -50,13 +72,22 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
     if (req.method === "GET" && PROBE_PATH.test(path)) return void (req.principal = { kind: "anonymous" });
     const p = authenticate(req, o.auth);
     if (!p) return reply.code(401).header("cache-control", "no-store").send({ error: "unauthorized" });
-    if (p.kind === "worker" && !RUNNER_PATHS.has(path)) return reply.code(403).header("cache-control", "no-store").send({ error: "forbidden", detail: "a worker token may only call the Runner API" });
+    if (p.kind === "worker" && !RUNNER_PATHS.has(path))
+      return reply
+        .code(403)
+        .header("cache-control", "no-store")
+        .send({ error: "forbidden", detail: "a worker token may only call the Runner API" });
     req.principal = p;
   });
   // Every parameter Loom reads is single-valued; a repeated one is ambiguous, so it is refused.
   f.addHook("preValidation", async (req) => {
     const q = req.query as Record<string, unknown> | undefined;
-    for (const [k, v] of Object.entries(q ?? {})) if (Array.isArray(v)) throw Object.assign(new Error(`query parameter ${k} is given ${v.length} times; give it once`), { statusCode: 400, field: k });
+    for (const [k, v] of Object.entries(q ?? {}))
+      if (Array.isArray(v))
+        throw Object.assign(new Error(`query parameter ${k} is given ${v.length} times; give it once`), {
+          statusCode: 400,
+          field: k,
+        });
   });
   f.addHook("onSend", async (_req, reply, payload) => {
     if (!reply.hasHeader("cache-control")) reply.header("cache-control", "no-store");

@@ -25,4 +25,3 @@ export function authenticate(req: FastifyRequest, cfg: AuthConfig): Principal | 
   if (match !== undefined) return { kind: "worker", workerId: match };
   return cfg.hubToken ? undefined : { kind: "admin" };
 }
-

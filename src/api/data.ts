@@ -10,18 +10,51 @@ import { PRODUCT_VERSION } from "../version.ts";
 export { PRODUCT_VERSION };
 /** v1's Hub capability names, as v1 clients look for them (loom_contract's hub list, in its order). */
 export const V1_CAPABILITIES = [
-  "hub-api-v1", "inventory-v1", "manifest-dispatch-v1", "bearer-auth", "leases", "fixed-concurrency", "adaptive-concurrency",
-  "resource-reservations-v1", "shared-host-placement", "direct-runner-push", "attempt-result-retention", "task-extensions-v1",
-  "immutable-source-descriptor-v1", "cache-affinity-v1", "worker-cache-inventory-v1", "oracle-v1", "trajectory-export-v1",
-  "reward-contract-v1", "result-export-selectors-v1",
+  "hub-api-v1",
+  "inventory-v1",
+  "manifest-dispatch-v1",
+  "bearer-auth",
+  "leases",
+  "fixed-concurrency",
+  "adaptive-concurrency",
+  "resource-reservations-v1",
+  "shared-host-placement",
+  "direct-runner-push",
+  "attempt-result-retention",
+  "task-extensions-v1",
+  "immutable-source-descriptor-v1",
+  "cache-affinity-v1",
+  "worker-cache-inventory-v1",
+  "oracle-v1",
+  "trajectory-export-v1",
+  "reward-contract-v1",
+  "result-export-selectors-v1",
 ];
 /** v1's CLI contract version: the verbs and flags of its Hub CLI, which `loom` keeps. */
 export const CLI_CONTRACT_VERSION = 1;
 /** Loom's own capability names, served after v1's. */
 export const LOOM_CAPABILITIES = [
-  "worker-register", "worker-heartbeat", "task-claim", "task-claim-long-poll", "task-start", "task-renew", "result-upload",
-  "task-complete", "task-fail", "result-download", "task-dispatch", "dispatch-repo-run", "task-list", "task-counts",
-  "worker-capacity", "task-admission", "resource-admission", "direct-push", "lease-expiry", "fencing", "per-worker-tokens",
+  "worker-register",
+  "worker-heartbeat",
+  "task-claim",
+  "task-claim-long-poll",
+  "task-start",
+  "task-renew",
+  "result-upload",
+  "task-complete",
+  "task-fail",
+  "result-download",
+  "task-dispatch",
+  "dispatch-repo-run",
+  "task-list",
+  "task-counts",
+  "worker-capacity",
+  "task-admission",
+  "resource-admission",
+  "direct-push",
+  "lease-expiry",
+  "fencing",
+  "per-worker-tokens",
 ];
 export const CAPABILITIES = [...V1_CAPABILITIES, ...LOOM_CAPABILITIES];
 
@@ -33,18 +66,44 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
     // `synced` claims that the store reflects every declared file: not while one is rejected.
     const rejected = hub.gitops?.rejectedFiles() ?? [];
     return {
-      ok: true, time: new Date().toISOString(), core_preview_version: CORE_PREVIEW_VERSION, hub_api_version: 1, capabilities: CAPABILITIES, store: hub.store.backend,
+      ok: true,
+      time: new Date().toISOString(),
+      core_preview_version: CORE_PREVIEW_VERSION,
+      hub_api_version: 1,
+      capabilities: CAPABILITIES,
+      store: hub.store.backend,
       synced: hub.cache.synced && rejected.length === 0,
       informer_synced: hub.cache.synced,
-      gitops: { rejected_files: rejected, ...(rejected.length ? { message: `${rejected.length} watched file(s) rejected; their previous state stays applied (see loom get events)` } : {}) },
-      replica: hub.leadership.identity, leader: hub.leadership.leader() ?? null, leading: hub.leadership.isLeader(),
+      gitops: {
+        rejected_files: rejected,
+        ...(rejected.length
+          ? {
+              message: `${rejected.length} watched file(s) rejected; their previous state stays applied (see loom get events)`,
+            }
+          : {}),
+      },
+      replica: hub.leadership.identity,
+      leader: hub.leadership.leader() ?? null,
+      leading: hub.leadership.isLeader(),
     };
   });
   // The Hub replicas alive now (one on SQLite), the leader marked: `loom get hubs`.
   f.get("/api/hubs", async () => ({ items: await hub.leadership.replicas() }));
   f.get("/api/meta", async () => ({
-    service: "hub", product_version: PRODUCT_VERSION, core_preview_version: CORE_PREVIEW_VERSION, cli_contract_version: CLI_CONTRACT_VERSION, hub_api_version: 1, runner_api_version: 1, inventory_schema_version: 1, manifest_schema_version: 1, dispatch_schema_version: 1,
-    api_version: 1, capabilities: CAPABILITIES, auth_required: hub.authRequired, runner_token_env: hub.opts.runnerTokenEnv, store: hub.store.backend,
+    service: "hub",
+    product_version: PRODUCT_VERSION,
+    core_preview_version: CORE_PREVIEW_VERSION,
+    cli_contract_version: CLI_CONTRACT_VERSION,
+    hub_api_version: 1,
+    runner_api_version: 1,
+    inventory_schema_version: 1,
+    manifest_schema_version: 1,
+    dispatch_schema_version: 1,
+    api_version: 1,
+    capabilities: CAPABILITIES,
+    auth_required: hub.authRequired,
+    runner_token_env: hub.opts.runnerTokenEnv,
+    store: hub.store.backend,
   }));
 
   f.get("/api/data/worker-capacity", replySchema("worker-capacity"), async () => scheduler.workerCapacity());

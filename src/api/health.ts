@@ -15,10 +15,15 @@ export async function healthRoutes(f: FastifyInstance): Promise<void> {
       const exclude = ([] as string[]).concat(q.exclude ?? []);
       const all = checks();
       const picked = only ? all.filter((c) => c.name === only) : all;
-      if (only && !picked.length) return reply.code(404).type("text/plain").send(`no check named ${only} in ${endpoint}\n`);
+      if (only && !picked.length)
+        return reply.code(404).type("text/plain").send(`no check named ${only} in ${endpoint}\n`);
       const results = await runChecks(picked, exclude);
       const ok = results.every((r) => r.ok);
-      return reply.code(ok ? 200 : 500).type("text/plain; charset=utf-8").header("x-content-type-options", "nosniff").send(renderChecks(endpoint, results, q.verbose !== undefined));
+      return reply
+        .code(ok ? 200 : 500)
+        .type("text/plain; charset=utf-8")
+        .header("x-content-type-options", "nosniff")
+        .send(renderChecks(endpoint, results, q.verbose !== undefined));
     };
     f.get(`/${endpoint}`, (req, reply) => answer(req, reply));
     f.get(`/${endpoint}/:check`, (req, reply) => answer(req, reply, (req.params as { check: string }).check));
@@ -26,7 +31,10 @@ export async function healthRoutes(f: FastifyInstance): Promise<void> {
   probe("livez", () => hub.checks.livez);
   probe("readyz", () => hub.checks.readyz);
   // healthz is the union, as the Kubernetes API server's legacy endpoint is.
-  probe("healthz", () => [...hub.checks.livez, ...hub.checks.readyz.filter((c) => !hub.checks.livez.some((l) => l.name === c.name))]);
+  probe("healthz", () => [
+    ...hub.checks.livez,
+    ...hub.checks.readyz.filter((c) => !hub.checks.livez.some((l) => l.name === c.name)),
+  ]);
 
   f.get("/metrics", async (_req, reply) => reply.type(hub.metrics.contentType).send(await hub.metrics.text()));
 }

@@ -11,7 +11,11 @@ export async function historyRoutes(f: FastifyInstance): Promise<void> {
     const raw = (req.query as Record<string, string | undefined>).minutes ?? "60";
     const minutes = Number(raw);
     // Events, where the queue's reasons come from, live about an hour: a longer window would mostly guess.
-    if (!/^\d+$/.test(raw) || minutes < 5 || minutes > 180) throw new HubError(400, "invalid_minutes", { field: "minutes", detail: `minutes must be a whole number from 5 to 180, got ${JSON.stringify(raw)}` });
+    if (!/^\d+$/.test(raw) || minutes < 5 || minutes > 180)
+      throw new HubError(400, "invalid_minutes", {
+        field: "minutes",
+        detail: `minutes must be a whole number from 5 to 180, got ${JSON.stringify(raw)}`,
+      });
     // Every open page asks every few seconds: one answer serves them all while the store has not moved, for a second at most.
     const key = `${minutes}/${f.hub.cache.revision}`;
     const hit = recent.get(minutes);

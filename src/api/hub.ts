@@ -52,6 +52,9 @@ declare module "fastify" {
 /** A per-worker token may act only as its own worker. */
 export function assertActsAs(req: { principal: Principal }, workerId: unknown): void {
   if (req.principal.kind === "worker" && req.principal.workerId !== workerId) {
-    throw new HubError(403, "forbidden", { detail: `this token belongs to worker ${req.principal.workerId}`, worker_id: workerId });
+    throw new HubError(403, "forbidden", {
+      detail: `this token belongs to worker ${req.principal.workerId}`,
+      worker_id: workerId,
+    });
   }
 }

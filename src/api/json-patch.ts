@@ -4,7 +4,12 @@
 // and nothing changes.
 
 export class JsonPatchError extends Error {
-  constructor(readonly index: number, readonly path: string, message: string, readonly testFailed = false) {
+  constructor(
+    readonly index: number,
+    readonly path: string,
+    message: string,
+    readonly testFailed = false,
+  ) {
     super(`operation ${index} (${path || "/"}): ${message}`);
     this.name = "JsonPatchError";
   }
@@ -18,14 +23,18 @@ const OPS = ["add", "remove", "replace", "move", "copy", "test"];
 export function parsePointer(pointer: string): string[] {
   if (pointer === "") return [];
   if (!pointer.startsWith("/")) throw new Error(`a JSON Pointer starts with "/": ${JSON.stringify(pointer)}`);
-  return pointer.slice(1).split("/").map((t) => t.replace(/~1/g, "/").replace(/~0/g, "~"));
+  return pointer
+    .slice(1)
+    .split("/")
+    .map((t) => t.replace(/~1/g, "/").replace(/~0/g, "~"));
 }
 
 function arrayIndex(arr: unknown[], token: string, forAdd: boolean): number {
   if (forAdd && token === "-") return arr.length;
   if (!/^(0|[1-9]\d*)$/.test(token)) throw new Error(`"${token}" is not an array index`);
   const i = Number(token);
-  if (i > arr.length || (!forAdd && i === arr.length)) throw new Error(`index ${i} is out of range (length ${arr.length})`);
+  if (i > arr.length || (!forAdd && i === arr.length))
+    throw new Error(`index ${i} is out of range (length ${arr.length})`);
   return i;
 }
 
@@ -79,10 +88,13 @@ function operations(patch: unknown): Op[] {
   return patch.map((raw, i) => {
     if (!isObject(raw)) throw new JsonPatchError(i, "", "each operation is an object");
     const { op, path, from } = raw;
-    if (typeof op !== "string" || !OPS.includes(op)) throw new JsonPatchError(i, String(path ?? ""), `"op" must be one of ${OPS.join(", ")}`);
+    if (typeof op !== "string" || !OPS.includes(op))
+      throw new JsonPatchError(i, String(path ?? ""), `"op" must be one of ${OPS.join(", ")}`);
     if (typeof path !== "string") throw new JsonPatchError(i, "", `"path" must be a string`);
-    if ((op === "move" || op === "copy") && typeof from !== "string") throw new JsonPatchError(i, path, `"${op}" needs "from"`);
-    if ((op === "add" || op === "replace" || op === "test") && !("value" in raw)) throw new JsonPatchError(i, path, `"${op}" needs "value"`);
+    if ((op === "move" || op === "copy") && typeof from !== "string")
+      throw new JsonPatchError(i, path, `"${op}" needs "from"`);
+    if ((op === "add" || op === "replace" || op === "test") && !("value" in raw))
+      throw new JsonPatchError(i, path, `"${op}" needs "value"`);
     return raw as Op;
   });
 }
@@ -94,19 +106,30 @@ export function applyJsonPatch(target: unknown, patch: unknown): unknown {
     try {
       const tokens = parsePointer(o.path);
       switch (o.op) {
-        case "add": doc = add(doc, tokens, structuredClone(o.value)); break;
-        case "remove": doc = remove(doc, tokens); break;
-        case "replace": get(doc, tokens); doc = add(tokens.length ? remove(doc, tokens) : doc, tokens, structuredClone(o.value)); break;
-        case "copy": doc = add(doc, tokens, structuredClone(get(doc, parsePointer(o.from!)))); break;
+        case "add":
+          doc = add(doc, tokens, structuredClone(o.value));
+          break;
+        case "remove":
+          doc = remove(doc, tokens);
+          break;
+        case "replace":
+          get(doc, tokens);
+          doc = add(tokens.length ? remove(doc, tokens) : doc, tokens, structuredClone(o.value));
+          break;
+        case "copy":
+          doc = add(doc, tokens, structuredClone(get(doc, parsePointer(o.from!))));
+          break;
         case "move": {
           const from = parsePointer(o.from!);
-          if (tokens.length > from.length && from.every((t, k) => tokens[k] === t)) throw new Error("cannot move a value into itself");
+          if (tokens.length > from.length && from.every((t, k) => tokens[k] === t))
+            throw new Error("cannot move a value into itself");
           const value = get(doc, from);
           doc = add(remove(doc, from), tokens, value);
           break;
         }
         case "test":
-          if (!deepEqual(get(doc, tokens), o.value)) throw new JsonPatchError(i, o.path, `test failed: the value is not ${JSON.stringify(o.value)}`, true);
+          if (!deepEqual(get(doc, tokens), o.value))
+            throw new JsonPatchError(i, o.path, `test failed: the value is not ${JSON.stringify(o.value)}`, true);
       }
     } catch (e) {
       if (e instanceof JsonPatchError) throw e;

@@ -10,7 +10,13 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
   for (const [k, v] of Object.entries(patch)) {
     if (v === null) delete out[k];
     // defineProperty: a "__proto__" key from JSON is data, never a prototype change.
-    else Object.defineProperty(out, k, { value: mergePatch(out[k], v), enumerable: true, writable: true, configurable: true });
+    else
+      Object.defineProperty(out, k, {
+        value: mergePatch(out[k], v),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
   }
   return out;
 }

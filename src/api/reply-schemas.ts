@@ -8,9 +8,11 @@ import type { JSONSchema } from "../resources/crds.ts";
 function forSerializer(s: JSONSchema): JSONSchema {
   const { required: _r, description: _d, "x-ts-type": _t, ...rest } = s;
   const out: JSONSchema = { ...rest };
-  if (s.properties) out.properties = Object.fromEntries(Object.entries(s.properties).map(([k, v]) => [k, forSerializer(v)]));
+  if (s.properties)
+    out.properties = Object.fromEntries(Object.entries(s.properties).map(([k, v]) => [k, forSerializer(v)]));
   if (s.items) out.items = forSerializer(s.items);
-  if (s.additionalProperties && typeof s.additionalProperties === "object") out.additionalProperties = forSerializer(s.additionalProperties);
+  if (s.additionalProperties && typeof s.additionalProperties === "object")
+    out.additionalProperties = forSerializer(s.additionalProperties);
   return out;
 }
 

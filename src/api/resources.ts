@@ -9,7 +9,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from "fastify";
 import type { ApiHub } from "./hub.ts";
 import { API_VERSION, GROUP, loadCrds } from "../resources/crds.ts";
-import { initialStatus, type Task, type TaskStatus } from "../resources/types.ts";
+import { initialStatus, type Task } from "../resources/types.ts";
 import { settleAdmission } from "../scheduler/lifecycle.ts";
 import { isStoreError, notFound } from "../store/errors.ts";
 import { jsonEqual } from "../resources/json.ts";
@@ -22,7 +22,15 @@ import { byLastTimestamp, type EventObject } from "../reconciler/events.ts";
 import { applyJsonPatch, JsonPatchError } from "./json-patch.ts";
 import { applyConfiguration, managerParam, parseApplyBody } from "./server-side-apply.ts";
 import { objectMatcher } from "./selectors.ts";
-import { authRefusalAsStatus, badRequest, sendStatus, status, statusErrorHandler, StatusError, type Target } from "./status.ts";
+import {
+  authRefusalAsStatus,
+  badRequest,
+  sendStatus,
+  status,
+  statusErrorHandler,
+  StatusError,
+  type Target,
+} from "./status.ts";
 import { DEFAULT_WATCH_CONFIG, WatchStream, type WatchConfig } from "./watch.ts";
 import { bookmarkTable, includeObjectParam, toTable, wantsTable, type IncludeObject } from "./table.ts";
 import { taskColumnsWithPosition, type Column } from "../resources/columns.ts";
@@ -56,7 +64,8 @@ const SETTLE_TIMEOUT_MS = 10_000;
 type Query = Record<string, string | string[] | undefined>;
 type Body = Record<string, unknown>;
 
-const isObject = (v: unknown): v is Body => typeof v === "object" && v !== null && !Array.isArray(v) && !Buffer.isBuffer(v);
+const isObject = (v: unknown): v is Body =>
+  typeof v === "object" && v !== null && !Array.isArray(v) && !Buffer.isBuffer(v);
 const param = (q: Query, k: string): string | undefined => (Array.isArray(q[k]) ? q[k][0] : q[k]);
 
 function boolParam(q: Query, k: string): boolean {
@@ -83,7 +92,9 @@ function secondsParam(q: Query, k: string): number {
 
 /** 422 Invalid naming one field of one object, as the store reports schema failures. */
 function invalid(r: Resource, name: string, field: string, message: string): StatusError {
-  return new StatusError("Invalid", 422, `${r.kind} "${name}" is invalid: ${field}: ${message}`, [{ reason: "FieldValueInvalid", message, field }]);
+  return new StatusError("Invalid", 422, `${r.kind} "${name}" is invalid: ${field}: ${message}`, [
+    { reason: "FieldValueInvalid", message, field },
+  ]);
 }
 
 /** The body as an object of the path's kind: apiVersion and kind default from the path, and must agree with it. */
@@ -92,12 +103,21 @@ function objectFor(r: Resource, body: unknown, pathName?: string): StoredObject 
   const o: Body = { apiVersion: r.apiVersion, kind: r.kind, ...body };
   o.apiVersion ??= r.apiVersion;
   o.kind ??= r.kind;
-  if (o.kind !== r.kind) throw badRequest(`kind ${JSON.stringify(o.kind)} does not match the path: ${r.plural} holds ${r.kind}`, "kind");
-  if (o.apiVersion !== r.apiVersion) throw badRequest(`apiVersion ${JSON.stringify(o.apiVersion)} does not match the path: ${r.plural} are ${r.apiVersion}`, "apiVersion");
+  if (o.kind !== r.kind)
+    throw badRequest(`kind ${JSON.stringify(o.kind)} does not match the path: ${r.plural} holds ${r.kind}`, "kind");
+  if (o.apiVersion !== r.apiVersion)
+    throw badRequest(
+      `apiVersion ${JSON.stringify(o.apiVersion)} does not match the path: ${r.plural} are ${r.apiVersion}`,
+      "apiVersion",
+    );
   if (pathName !== undefined && (o.metadata === undefined || isObject(o.metadata))) {
-    const meta = (o.metadata ?? {}) as Body;
+    const meta = o.metadata ?? {};
     const name = meta.name ?? pathName;
-    if (name !== pathName) throw badRequest(`the name of the object (${String(name)}) does not match the name in the path (${pathName})`, "metadata.name");
+    if (name !== pathName)
+      throw badRequest(
+        `the name of the object (${String(name)}) does not match the name in the path (${pathName})`,
+        "metadata.name",
+      );
     o.metadata = { ...meta, name };
   }
   return o as StoredObject;
@@ -109,7 +129,13 @@ function jsonPatched(cur: StoredObject, p: unknown): unknown {
     return applyJsonPatch(cur, p);
   } catch (e) {
     if (!(e instanceof JsonPatchError)) throw e;
-    throw new StatusError("Invalid", 422, `the JSON patch does not apply: ${e.message}`, [{ reason: e.testFailed ? "FieldValueInvalid" : "FieldValueNotFound", message: e.message, field: e.path.slice(1).replaceAll("/", ".") }]);
+    throw new StatusError("Invalid", 422, `the JSON patch does not apply: ${e.message}`, [
+      {
+        reason: e.testFailed ? "FieldValueInvalid" : "FieldValueNotFound",
+        message: e.message,
+        field: e.path.slice(1).replaceAll("/", "."),
+      },
+    ]);
   }
 }
 
@@ -124,11 +150,20 @@ function patchType(req: FastifyRequest): "merge" | "json" | "apply" {
   if (type === "application/merge-patch+json" || type === "application/json") return "merge";
   if (type === "application/json-patch+json") return "json";
   if (type === "application/apply-patch+yaml") return "apply";
-  throw new StatusError("UnsupportedMediaType", 415, `PATCH takes a JSON merge patch (application/merge-patch+json, kubectl patch --type=merge), a JSON Patch (application/json-patch+json, --type=json) or an apply configuration (application/apply-patch+yaml, kubectl apply --server-side); got ${type ? `"${type}"` : "no Content-Type"}`);
+  throw new StatusError(
+    "UnsupportedMediaType",
+    415,
+    `PATCH takes a JSON merge patch (application/merge-patch+json, kubectl patch --type=merge), a JSON Patch (application/json-patch+json, --type=json) or an apply configuration (application/apply-patch+yaml, kubectl apply --server-side); got ${type ? `"${type}"` : "no Content-Type"}`,
+  );
 }
 
 /** What every resource route shares: the Hub, the watch settings and the open watches. */
-type RouteContext = { hub: ApiHub; cfg: WatchConfig; watches: Set<WatchStream>; positions?: { at: number; byName: Map<string, number> } };
+type RouteContext = {
+  hub: ApiHub;
+  cfg: WatchConfig;
+  watches: Set<WatchStream>;
+  positions?: { at: number; byName: Map<string, number> };
+};
 
 /** How long the Task table's queue positions are reused: a watch renders a row per event, and each computation sorts the whole queue. */
 const POSITIONS_TTL_MS = 1000;
@@ -143,16 +178,23 @@ function tableColumns(c: RouteContext, kind: string): Column[] | undefined {
   const byName = c.positions.byName;
   return taskColumnsWithPosition((t) => byName.get(t.metadata.name));
 }
-const table = (c: RouteContext, kind: string, objects: StoredObject[], rv: string, include: IncludeObject) => toTable(kind, objects, rv, include, tableColumns(c, kind));
+const table = (c: RouteContext, kind: string, objects: StoredObject[], rv: string, include: IncludeObject) =>
+  toTable(kind, objects, rv, include, tableColumns(c, kind));
 
 /** Read-your-writes: the reply waits until the informer reflects `rev`. */
 async function settle(c: RouteContext, req: FastifyRequest, rev: number): Promise<void> {
-  await c.hub.cache.waitForRevision(rev, SETTLE_TIMEOUT_MS).catch((e: unknown) => req.log.warn({ err: e, rev }, "informer did not catch up with a write"));
+  await c.hub.cache
+    .waitForRevision(rev, SETTLE_TIMEOUT_MS)
+    .catch((e: unknown) => req.log.warn({ err: e, rev }, "informer did not catch up with a write"));
 }
 const rvOf = (o: StoredObject) => Number(o.metadata.resourceVersion);
 
 const snapshot = (c: RouteContext, r: Resource) => async (): Promise<{ items: StoredObject[]; revision: number }> =>
-  r.crd ? { items: c.hub.cache.list(r.kind), revision: c.hub.cache.revision } : c.hub.store.list(r.kind).then((l) => (r.kind === "Event" ? { ...l, items: (l.items as EventObject[]).sort(byLastTimestamp) } : l));
+  r.crd
+    ? { items: c.hub.cache.list(r.kind), revision: c.hub.cache.revision }
+    : c.hub.store
+        .list(r.kind)
+        .then((l) => (r.kind === "Event" ? { ...l, items: (l.items as EventObject[]).sort(byLastTimestamp) } : l));
 
 async function getObject(c: RouteContext, r: Resource, name: string): Promise<StoredObject> {
   const o = r.crd ? c.hub.cache.get(r.kind, name) : await c.hub.store.get(r.kind, name);
@@ -162,19 +204,35 @@ async function getObject(c: RouteContext, r: Resource, name: string): Promise<St
 /** GET of one object: itself, or a one-row Table when the client asks for one. */
 async function getOne(c: RouteContext, r: Resource, req: FastifyRequest) {
   const o = await getObject(c, r, (req.params as { name: string }).name);
-  return wantsTable(req.headers.accept) ? table(c, r.kind, [o], String(o.metadata.resourceVersion ?? ""), includeObjectParam(param(req.query as Query, "includeObject"))) : o;
+  return wantsTable(req.headers.accept)
+    ? table(
+        c,
+        r.kind,
+        [o],
+        String(o.metadata.resourceVersion ?? ""),
+        includeObjectParam(param(req.query as Query, "includeObject")),
+      )
+    : o;
 }
 
 async function listOrWatch(c: RouteContext, r: Resource, req: FastifyRequest, reply: FastifyReply) {
   const q = req.query as Query;
-  const { matches, filtered } = objectMatcher(r.kind, { labelSelector: param(q, "labelSelector"), fieldSelector: param(q, "fieldSelector") });
+  const { matches, filtered } = objectMatcher(r.kind, {
+    labelSelector: param(q, "labelSelector"),
+    fieldSelector: param(q, "fieldSelector"),
+  });
   // limit and continue are accepted and ignored: lists are served whole from memory.
   const asTable = wantsTable(req.headers.accept);
   const include = includeObjectParam(param(q, "includeObject"));
   if (!boolParam(q, "watch")) {
     const { items, revision } = await snapshot(c, r)();
     if (asTable) return table(c, r.kind, items.filter(matches), String(revision), include);
-    return { apiVersion: r.apiVersion, kind: r.listKind, metadata: { resourceVersion: String(revision) }, items: items.filter(matches) };
+    return {
+      apiVersion: r.apiVersion,
+      kind: r.listKind,
+      metadata: { resourceVersion: String(revision) },
+      items: items.filter(matches),
+    };
   }
   const from = revisionParam(q);
   const timeoutSeconds = secondsParam(q, "timeoutSeconds");
@@ -184,26 +242,57 @@ async function listOrWatch(c: RouteContext, r: Resource, req: FastifyRequest, re
     // Kubernetes answers 504 after a wait; Loom answers at once with 410 Expired, which every
     // client handles by listing again and watching from the list's resourceVersion.
     if (from > current)
-      throw new StatusError("Expired", 410, `Too large resource version: ${from}, current resource version: ${current}; list again and watch from the list's resourceVersion`, [
-        { reason: "ResourceVersionTooLarge", message: "Too large resource version", field: "resourceVersion" },
-      ]);
+      throw new StatusError(
+        "Expired",
+        410,
+        `Too large resource version: ${from}, current resource version: ${current}; list again and watch from the list's resourceVersion`,
+        [{ reason: "ResourceVersionTooLarge", message: "Too large resource version", field: "resourceVersion" }],
+      );
   }
   // kubectl get -w asks for Tables: each event then carries a one-row Table, so the columns stay.
-  const render = asTable ? (o: StoredObject) => table(c, r.kind, [o], String(o.metadata.resourceVersion ?? ""), include) : undefined;
+  const render = asTable
+    ? (o: StoredObject) => table(c, r.kind, [o], String(o.metadata.resourceVersion ?? ""), include)
+    : undefined;
   // kubectl get -w prints every event it receives and does not ask for BOOKMARKs: as in
   // Kubernetes, a Table watch gets them only with allowWatchBookmarks, as row-less Tables.
   const bookmarks = !asTable || boolParam(q, "allowWatchBookmarks");
   const renderBookmark = asTable ? bookmarkTable : undefined;
   // Each watch holds at most two buffers; a cap on their number bounds the total.
-  if (c.watches.size >= MAX_WATCHES) throw new StatusError("TooManyRequests", 429, `${c.watches.size} watches are open, the most this Hub serves; close one or retry later`);
-  const stream = new WatchStream({ kind: r.kind, apiVersion: r.apiVersion, matches, matchesAll: !filtered, from, snapshot: snapshot(c, r), timeoutSeconds, render, bookmarks, renderBookmark }, c.cfg, c.watches);
+  if (c.watches.size >= MAX_WATCHES)
+    throw new StatusError(
+      "TooManyRequests",
+      429,
+      `${c.watches.size} watches are open, the most this Hub serves; close one or retry later`,
+    );
+  const stream = new WatchStream(
+    {
+      kind: r.kind,
+      apiVersion: r.apiVersion,
+      matches,
+      matchesAll: !filtered,
+      from,
+      snapshot: snapshot(c, r),
+      timeoutSeconds,
+      render,
+      bookmarks,
+      renderBookmark,
+    },
+    c.cfg,
+    c.watches,
+  );
   await stream.start(c.hub.store);
   stream.open(reply);
   return reply;
 }
 
 /** A status write that grants or moves a lease must name a worker that exists (the store guard checks the rest). */
-function assertLeaseTarget(c: RouteContext, r: Resource, name: string, next: StoredObject, cur: StoredObject | undefined) {
+function assertLeaseTarget(
+  c: RouteContext,
+  r: Resource,
+  name: string,
+  next: StoredObject,
+  cur: StoredObject | undefined,
+) {
   if (r.kind !== "Task") return;
   const lease = (next.status as { lease?: { worker?: unknown } } | undefined)?.lease;
   const before = (cur?.status as { lease?: { worker?: unknown } } | undefined)?.lease;
@@ -217,7 +306,7 @@ function assertLeaseTarget(c: RouteContext, r: Resource, name: string, next: Sto
  * (a lease beside Unsatisfiable=True), the same rule every scheduler transition follows.
  */
 function settledStatus(r: Resource, next: StoredObject): StoredObject {
-  if (r.kind === "Task" && isObject(next.status)) settleAdmission(next.status as TaskStatus, new Date().toISOString());
+  if (r.kind === "Task" && isObject(next.status)) settleAdmission(next.status, new Date().toISOString());
   return next;
 }
 
@@ -225,7 +314,9 @@ function settledStatus(r: Resource, next: StoredObject): StoredObject {
 function isDryRun(req: FastifyRequest): boolean {
   // A DELETE may say it in its DeleteOptions body (kubectl delete --dry-run=server does), as a list.
   const inBody = req.method === "DELETE" && isObject(req.body) ? req.body.dryRun : undefined;
-  const v = param(req.query as Query, "dryRun") ?? (Array.isArray(inBody) ? (inBody.length ? inBody.join(",") : undefined) : (inBody as string | undefined));
+  const v =
+    param(req.query as Query, "dryRun") ??
+    (Array.isArray(inBody) ? (inBody.length ? inBody.join(",") : undefined) : (inBody as string | undefined));
   if (v === undefined) return false;
   if (v === "All") return true;
   throw badRequest(`dryRun must be "All" (decide the write and store nothing), got ${JSON.stringify(v)}`, "dryRun");
@@ -245,7 +336,9 @@ async function commit(c: RouteContext, req: FastifyRequest, op: TxnOp): Promise<
 }
 
 const leasesOn = (c: RouteContext, worker: string): LeaseView[] =>
-  c.hub.cache.byIndex<Task & StoredObject>("Task", "leaseWorker", worker, { sorted: false }).flatMap((t) => allocationOf(t)?.lease ?? []);
+  c.hub.cache
+    .byIndex<Task & StoredObject>("Task", "leaseWorker", worker, { sorted: false })
+    .flatMap((t) => allocationOf(t)?.lease ?? []);
 
 /** A create stores the object with Loom's initial status, whatever status it was given. */
 async function createObject(c: RouteContext, r: Resource, req: FastifyRequest, reply: FastifyReply, obj: StoredObject) {
@@ -255,13 +348,15 @@ async function createObject(c: RouteContext, r: Resource, req: FastifyRequest, r
   return reply.code(201).send(await commit(c, req, { op: "create", object: obj }));
 }
 
-const create = (c: RouteContext, r: Resource, req: FastifyRequest, reply: FastifyReply) => createObject(c, r, req, reply, objectFor(r, req.body));
+const create = (c: RouteContext, r: Resource, req: FastifyRequest, reply: FastifyReply) =>
+  createObject(c, r, req, reply, objectFor(r, req.body));
 
 async function replace(c: RouteContext, r: Resource, req: FastifyRequest, sub: "main" | "status") {
   const { name } = req.params as { name: string };
   const obj = objectFor(r, req.body, name);
   const rv = (obj.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;
-  if (rv !== undefined && rv !== null && typeof rv !== "string") throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
+  if (rv !== undefined && rv !== null && typeof rv !== "string")
+    throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
   if (sub === "status") assertLeaseTarget(c, r, name, settledStatus(r, obj), await c.hub.store.get(r.kind, name));
   else keepDeletion(obj, await c.hub.store.get(r.kind, name));
   // A given metadata.resourceVersion is a precondition (the store answers Conflict when stale).
@@ -288,7 +383,8 @@ async function apply(c: RouteContext, r: Resource, req: FastifyRequest, reply: F
   const force = boolParam(q, "force");
   const applied = objectFor(r, parseApplyBody(req.body), name);
   const rv = applied.metadata.resourceVersion as unknown;
-  if (rv !== undefined && rv !== null && typeof rv !== "string") throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
+  if (rv !== undefined && rv !== null && typeof rv !== "string")
+    throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
   // A resourceVersion in the configuration is a precondition, as in a merge patch.
   const pinned = typeof rv === "string" && rv !== "" ? rv : undefined;
   const opts = { manager, force, apiVersion: r.apiVersion };
@@ -297,15 +393,25 @@ async function apply(c: RouteContext, r: Resource, req: FastifyRequest, reply: F
     try {
       if (!cur) {
         if (pinned) throw notFound(r.kind, name);
-        return await createObject(c, r, req, reply, objectFor(r, applyConfiguration(undefined, applied, { ...opts, now: new Date().toISOString() }), name));
+        return await createObject(
+          c,
+          r,
+          req,
+          reply,
+          objectFor(r, applyConfiguration(undefined, applied, { ...opts, now: new Date().toISOString() }), name),
+        );
       }
-      const next = keepDeletion(objectFor(r, applyConfiguration(cur, applied, { ...opts, now: new Date().toISOString() }), name), cur);
+      const next = keepDeletion(
+        objectFor(r, applyConfiguration(cur, applied, { ...opts, now: new Date().toISOString() }), name),
+        cur,
+      );
       next.metadata.resourceVersion = pinned ?? cur.metadata.resourceVersion;
       if (jsonEqual(next, cur)) return cur;
       return await commit(c, req, { op: "update", object: next });
     } catch (e) {
       // A concurrent write (or create) between the read and this write: read again and re-apply.
-      if (pinned || !(isStoreError(e, "Conflict") || isStoreError(e, "AlreadyExists")) || attempt >= PATCH_ATTEMPTS) throw e;
+      if (pinned || !(isStoreError(e, "Conflict") || isStoreError(e, "AlreadyExists")) || attempt >= PATCH_ATTEMPTS)
+        throw e;
     }
   }
 }
@@ -314,19 +420,40 @@ async function patch(c: RouteContext, r: Resource, req: FastifyRequest, reply: F
   const type = patchType(req);
   if (type === "apply") {
     // Status is Loom's to write; a status write that is a merge or JSON patch stays possible for tools that must.
-    if (sub === "status") throw new StatusError("UnsupportedMediaType", 415, "server-side apply is for an object's spec and metadata; status is written by Loom (patch it with --type=merge or --type=json if you must)");
+    if (sub === "status")
+      throw new StatusError(
+        "UnsupportedMediaType",
+        415,
+        "server-side apply is for an object's spec and metadata; status is written by Loom (patch it with --type=merge or --type=json if you must)",
+      );
     return apply(c, r, req, reply);
   }
   const { name } = req.params as { name: string };
   if (type === "merge" && !isObject(req.body)) throw badRequest("a merge patch for a resource must be a JSON object");
   const p = req.body;
-  if (type !== "json" && isObject(p) && p.metadata !== undefined && !isObject(p.metadata)) throw invalid(r, name, "metadata", "must be an object");
-  if (type !== "json" && isObject(p) && isObject(p.metadata) && p.metadata.resourceVersion !== undefined && p.metadata.resourceVersion !== null && typeof p.metadata.resourceVersion !== "string")
+  if (type !== "json" && isObject(p) && p.metadata !== undefined && !isObject(p.metadata))
+    throw invalid(r, name, "metadata", "must be an object");
+  if (
+    type !== "json" &&
+    isObject(p) &&
+    isObject(p.metadata) &&
+    p.metadata.resourceVersion !== undefined &&
+    p.metadata.resourceVersion !== null &&
+    typeof p.metadata.resourceVersion !== "string"
+  )
     throw invalid(r, name, "metadata.resourceVersion", "must be a string (resourceVersions are opaque strings)");
   // A JSON Patch pins the version with a test (or a replace) on /metadata/resourceVersion; a failed test refuses it.
-  const pinned = type === "json"
-    ? (Array.isArray(p) && p.some((o) => isObject(o) && o.path === "/metadata/resourceVersion") ? "json-patch" : undefined)
-    : isObject(p) && isObject(p.metadata) && typeof p.metadata.resourceVersion === "string" && p.metadata.resourceVersion !== "" ? p.metadata.resourceVersion : undefined;
+  const pinned =
+    type === "json"
+      ? Array.isArray(p) && p.some((o) => isObject(o) && o.path === "/metadata/resourceVersion")
+        ? "json-patch"
+        : undefined
+      : isObject(p) &&
+          isObject(p.metadata) &&
+          typeof p.metadata.resourceVersion === "string" &&
+          p.metadata.resourceVersion !== ""
+        ? p.metadata.resourceVersion
+        : undefined;
   for (let attempt = 1; ; attempt++) {
     // Read from the store, not the informer: a stale read would only buy a Conflict and a retry.
     const cur = await c.hub.store.get(r.kind, name);
@@ -336,7 +463,8 @@ async function patch(c: RouteContext, r: Resource, req: FastifyRequest, reply: F
     if (sub === "status") assertLeaseTarget(c, r, name, settledStatus(r, next), cur);
     else keepDeletion(next, cur);
     // A patch that changes nothing writes nothing (no new revision, no event), as in Kubernetes.
-    const same = sub === "status" ? jsonEqual(next.status, cur.status) : jsonEqual(withoutStatus(next), withoutStatus(cur));
+    const same =
+      sub === "status" ? jsonEqual(next.status, cur.status) : jsonEqual(withoutStatus(next), withoutStatus(cur));
     if (same && (!pinned || pinned === "json-patch" || pinned === cur.metadata.resourceVersion)) return cur;
     try {
       return await commit(c, req, { op: sub === "status" ? "updateStatus" : "update", object: next });
@@ -352,35 +480,54 @@ async function remove(c: RouteContext, r: Resource, req: FastifyRequest) {
   const pre = isObject(body.preconditions) ? body.preconditions : {};
   if (pre.resourceVersion !== undefined && pre.resourceVersion !== null && typeof pre.resourceVersion !== "string")
     throw invalid(r, name, "preconditions.resourceVersion", "must be a string (resourceVersions are opaque strings)");
-  const resourceVersion = typeof pre.resourceVersion === "string" && pre.resourceVersion !== "" ? pre.resourceVersion : undefined;
+  const resourceVersion =
+    typeof pre.resourceVersion === "string" && pre.resourceVersion !== "" ? pre.resourceVersion : undefined;
   const policy = propagationPolicy(req, body);
   // Only a Campaign owns objects. Background: it goes now and the campaign controller deletes
   // its tasks after it. Orphan and Foreground: it is marked for deletion with the policy's
   // finalizer, and the controller deletes it once its tasks are orphaned, or gone.
-  if (r.kind !== "Campaign" || policy === "Background") return commit(c, req, { op: "delete", kind: r.kind, name, resourceVersion });
+  if (r.kind !== "Campaign" || policy === "Background")
+    return commit(c, req, { op: "delete", kind: r.kind, name, resourceVersion });
   const cur = await c.hub.store.get(r.kind, name);
   if (!cur) throw notFound(r.kind, name);
-  if (resourceVersion && resourceVersion !== cur.metadata.resourceVersion) return commit(c, req, { op: "delete", kind: r.kind, name, resourceVersion }); // the Conflict it gets
+  if (resourceVersion && resourceVersion !== cur.metadata.resourceVersion)
+    return commit(c, req, { op: "delete", kind: r.kind, name, resourceVersion }); // the Conflict it gets
   const finalizer = policy === "Orphan" ? ORPHAN_FINALIZER : FOREGROUND_FINALIZER;
   const finalizers = cur.metadata.finalizers ?? [];
   if (cur.metadata.deletionTimestamp && finalizers.includes(finalizer)) return cur;
-  const metadata = { ...cur.metadata, deletionTimestamp: cur.metadata.deletionTimestamp ?? new Date().toISOString(), finalizers: [...finalizers.filter((f) => f !== ORPHAN_FINALIZER && f !== FOREGROUND_FINALIZER), finalizer] };
+  const metadata = {
+    ...cur.metadata,
+    deletionTimestamp: cur.metadata.deletionTimestamp ?? new Date().toISOString(),
+    finalizers: [...finalizers.filter((f) => f !== ORPHAN_FINALIZER && f !== FOREGROUND_FINALIZER), finalizer],
+  };
   return commit(c, req, { op: "update", object: { ...cur, metadata } });
 }
 
 /** DeleteOptions' propagationPolicy, from the body (kubectl) or the query; Background unless told. */
 function propagationPolicy(req: FastifyRequest, body: Body): "Background" | "Orphan" | "Foreground" {
-  const v = body.propagationPolicy ?? param(req.query as Query, "propagationPolicy") ?? (body.orphanDependents === true ? "Orphan" : undefined);
+  const v =
+    body.propagationPolicy ??
+    param(req.query as Query, "propagationPolicy") ??
+    (body.orphanDependents === true ? "Orphan" : undefined);
   if (v === undefined || v === null || v === "Background") return "Background";
   if (v === "Orphan" || v === "Foreground") return v;
-  throw badRequest(`propagationPolicy must be Background, Orphan or Foreground, got ${JSON.stringify(v)}`, "propagationPolicy");
+  throw badRequest(
+    `propagationPolicy must be Background, Orphan or Foreground, got ${JSON.stringify(v)}`,
+    "propagationPolicy",
+  );
 }
 
 export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOptions = {}): Promise<void> {
   const cfg: WatchConfig = { ...DEFAULT_WATCH_CONFIG };
   for (const k of Object.keys(cfg) as (keyof WatchConfig)[]) if (typeof opts[k] === "number") cfg[k] = opts[k];
   const hub = f.hub;
-  const resources: Resource[] = [...loadCrds().values()].map((c) => ({ plural: c.plural, kind: c.kind, listKind: c.listKind, apiVersion: API_VERSION, crd: true }));
+  const resources: Resource[] = [...loadCrds().values()].map((c) => ({
+    plural: c.plural,
+    kind: c.kind,
+    listKind: c.listKind,
+    apiVersion: API_VERSION,
+    crd: true,
+  }));
   // Fail at start-up, not on the first request, if a CRD kind is missing from the informer.
   for (const r of resources) hub.cache.list(r.kind);
   const byPlural = new Map([...resources, EVENTS].map((r) => [r.plural, r]));
@@ -388,9 +535,20 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
   const c: RouteContext = { hub, cfg, watches };
 
   const targetOf = (req: FastifyRequest): Target => {
-    const r = byPlural.get(req.url.split("?")[0].slice(API_PREFIX.length + 1).split("/")[0]);
+    const r = byPlural.get(
+      req.url
+        .split("?")[0]
+        .slice(API_PREFIX.length + 1)
+        .split("/")[0],
+    );
     // A create names its object in the body (kubectl prints `The Worker "NAME" is invalid`).
-    const bodyName = req.method === "POST" && isObject(req.body) && isObject(req.body.metadata) && typeof req.body.metadata.name === "string" ? req.body.metadata.name : undefined;
+    const bodyName =
+      req.method === "POST" &&
+      isObject(req.body) &&
+      isObject(req.body.metadata) &&
+      typeof req.body.metadata.name === "string"
+        ? req.body.metadata.name
+        : undefined;
     const name = (req.params as { name?: string } | undefined)?.name ?? bodyName;
     return r ? { ...(r.crd ? { group: GROUP } : {}), kind: r.kind, ...(name ? { name } : {}) } : {};
   };
@@ -398,7 +556,16 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
   await f.register(
     async (api) => {
       api.setErrorHandler(statusErrorHandler(targetOf));
-      api.setNotFoundHandler((req, reply) => sendStatus(reply, status("NotFound", 404, `the server could not find the requested resource (${req.method} ${req.url.split("?")[0]})`)));
+      api.setNotFoundHandler((req, reply) =>
+        sendStatus(
+          reply,
+          status(
+            "NotFound",
+            404,
+            `the server could not find the requested resource (${req.method} ${req.url.split("?")[0]})`,
+          ),
+        ),
+      );
       api.addHook("onSend", authRefusalAsStatus);
       // A bad dryRun value is refused before any write is attempted.
       api.addHook("preHandler", async (req) => {
@@ -411,11 +578,22 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
       });
 
       const notAllowed = (url: string, allowed: HTTPMethods[]) => {
-        const methods = (["GET", "POST", "PUT", "PATCH", "DELETE"] as HTTPMethods[]).filter((m) => !allowed.includes(m));
+        const methods = (["GET", "POST", "PUT", "PATCH", "DELETE"] as HTTPMethods[]).filter(
+          (m) => !allowed.includes(m),
+        );
         api.route({
           method: methods,
           url,
-          handler: (req, reply) => sendStatus(reply.header("allow", allowed.join(", ")), status("MethodNotAllowed", 405, `${req.method} is not supported on ${url}; use ${allowed.join(", ")}`, targetOf(req))),
+          handler: (req, reply) =>
+            sendStatus(
+              reply.header("allow", allowed.join(", ")),
+              status(
+                "MethodNotAllowed",
+                405,
+                `${req.method} is not supported on ${url}; use ${allowed.join(", ")}`,
+                targetOf(req),
+              ),
+            ),
         });
       };
 

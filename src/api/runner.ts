@@ -7,7 +7,16 @@ import { stat } from "node:fs/promises";
 import type { FastifyInstance } from "fastify";
 import { CLAMPED_HEADER, claimClamps, clampNotice } from "../protocol/clamps.ts";
 import { HubError } from "../protocol/errors.ts";
-import { bodyOf, parseClaim, parseComplete, parseFail, parseHeartbeat, parseRegister, parseRenew, parseStart } from "../protocol/parse.ts";
+import {
+  bodyOf,
+  parseClaim,
+  parseComplete,
+  parseFail,
+  parseHeartbeat,
+  parseRegister,
+  parseRenew,
+  parseStart,
+} from "../protocol/parse.ts";
 import { assertActsAs } from "./hub.ts";
 import { replySchema } from "./reply-schemas.ts";
 import { uploadRoute } from "./upload.ts";
@@ -31,7 +40,9 @@ export async function runnerRoutes(f: FastifyInstance): Promise<void> {
     assertActsAs(req, b.worker_id);
     // A client that goes away (the response closes before it is written) ends its long-poll.
     const ac = new AbortController();
-    const gone = () => { if (!reply.raw.writableFinished) ac.abort(); };
+    const gone = () => {
+      if (!reply.raw.writableFinished) ac.abort();
+    };
     reply.raw.once("close", gone);
     const stop = () => ac.abort();
     hub.stopping.addEventListener("abort", stop, { once: true });

@@ -11,7 +11,10 @@ type FieldReader = (o: any) => unknown;
 
 // Loom's objects are cluster-scoped: metadata.namespace always reads "", which is what
 // kubectl sends for them (`involvedObject.namespace=` in describe's event search).
-const COMMON: Record<string, FieldReader> = { "metadata.name": (o) => o.metadata?.name, "metadata.namespace": (o) => o.metadata?.namespace };
+const COMMON: Record<string, FieldReader> = {
+  "metadata.name": (o) => o.metadata?.name,
+  "metadata.namespace": (o) => o.metadata?.namespace,
+};
 
 /** Per kind, the selectable fields and how to read them; a missing value reads as "". */
 const FIELDS: Record<string, Record<string, FieldReader>> = {
@@ -44,8 +47,7 @@ function splitUnescaped(s: string, sep: string): string[] {
     else if (s[i] === sep) {
       out.push(cur);
       cur = "";
-    }
-    else cur += s[i];
+    } else cur += s[i];
   }
   out.push(cur);
   return out;
@@ -58,8 +60,16 @@ function splitTerm(term: string): { field: string; op: "=" | "!="; value: string
   for (let i = 0; i < term.length; i++) {
     const c = term[i];
     if (c === "\\") i++;
-    else if (c === "!") return term[i + 1] === "=" ? { field: term.slice(0, i).trimEnd(), op: "!=", value: term.slice(i + 2).trimStart() } : undefined;
-    else if (c === "=") return { field: term.slice(0, i).trimEnd(), op: "=", value: term.slice(i + (term[i + 1] === "=" ? 2 : 1)).trimStart() };
+    else if (c === "!")
+      return term[i + 1] === "="
+        ? { field: term.slice(0, i).trimEnd(), op: "!=", value: term.slice(i + 2).trimStart() }
+        : undefined;
+    else if (c === "=")
+      return {
+        field: term.slice(0, i).trimEnd(),
+        op: "=",
+        value: term.slice(i + (term[i + 1] === "=" ? 2 : 1)).trimStart(),
+      };
   }
   return undefined;
 }
@@ -68,7 +78,11 @@ export function parseFieldSelector(selector: string): FieldRequirement[] {
   if (selector.trim() === "") return [];
   return splitUnescaped(selector, ",").map((term) => {
     const m = splitTerm(term.trim());
-    if (!m || m.field === "") throw badRequest(`invalid field selector "${selector.slice(0, 200)}": "${term.slice(0, 200)}" is not field=value, field==value or field!=value`, "fieldSelector");
+    if (!m || m.field === "")
+      throw badRequest(
+        `invalid field selector "${selector.slice(0, 200)}": "${term.slice(0, 200)}" is not field=value, field==value or field!=value`,
+        "fieldSelector",
+      );
     return { field: unescape(m.field), op: m.op, value: unescape(m.value) };
   });
 }
@@ -80,14 +94,20 @@ export function fieldSelectorMatcher(kind: string, selector: string | undefined)
   const checks = reqs.map((r) => {
     const read = table[r.field];
     if (!read)
-      throw badRequest(`field selector "${r.field}" is not supported for ${kind}; supported: ${Object.keys(table).join(", ")}`, "fieldSelector");
+      throw badRequest(
+        `field selector "${r.field}" is not supported for ${kind}; supported: ${Object.keys(table).join(", ")}`,
+        "fieldSelector",
+      );
     return (o: StoredObject) => (String(read(o) ?? "") === r.value) === (r.op === "=");
   });
   return (o) => checks.every((c) => c(o));
 }
 
 /** One predicate for `labelSelector` and `fieldSelector`; `filtered` is false when both are empty. */
-export function objectMatcher(kind: string, q: { labelSelector?: string; fieldSelector?: string }): { matches: (obj: StoredObject) => boolean; filtered: boolean } {
+export function objectMatcher(
+  kind: string,
+  q: { labelSelector?: string; fieldSelector?: string },
+): { matches: (obj: StoredObject) => boolean; filtered: boolean } {
   const labels = labelSelectorMatcher(q.labelSelector);
   const fields = fieldSelectorMatcher(kind, q.fieldSelector);
   const filtered = Boolean(q.labelSelector?.trim() || q.fieldSelector?.trim());

@@ -23,7 +23,8 @@ type FieldSet = Map<string, Path>;
 
 export type ApplyOptions = { manager: string; force: boolean; apiVersion: string; now: string };
 
-const isObject = (v: unknown): v is Body => typeof v === "object" && v !== null && !Array.isArray(v) && !Buffer.isBuffer(v);
+const isObject = (v: unknown): v is Body =>
+  typeof v === "object" && v !== null && !Array.isArray(v) && !Buffer.isBuffer(v);
 const keyOf = (p: Path) => JSON.stringify(p);
 const OWNED_METADATA = ["labels", "annotations", "ownerReferences"];
 const NOT_SPEC = new Set(["apiVersion", "kind", "metadata", "status"]);
@@ -33,26 +34,45 @@ const MAX_MANAGER_LENGTH = 128;
 
 /** The request body as an apply configuration: one YAML (or JSON) document holding an object. */
 export function parseApplyBody(body: unknown): Body {
-  if (!Buffer.isBuffer(body)) throw badRequest("an apply configuration is a YAML or JSON document (Content-Type application/apply-patch+yaml)");
+  if (!Buffer.isBuffer(body))
+    throw badRequest("an apply configuration is a YAML or JSON document (Content-Type application/apply-patch+yaml)");
   // Flow-style nesting is refused before parsing; block-style nesting is bounded right after.
   if (jsonTooDeep(body)) throw badRequest("the apply configuration nests too deeply", "body");
   let v: unknown;
   try {
     v = parseYaml(body.toString("utf8"), { maxAliasCount: 16 });
   } catch (e) {
-    throw badRequest(`the apply configuration is not one YAML or JSON document: ${(e as Error).message.split("\n")[0]}`, "body");
+    throw badRequest(
+      `the apply configuration is not one YAML or JSON document: ${(e as Error).message.split("\n")[0]}`,
+      "body",
+    );
   }
   const bounds = boundErrors(v);
-  if (bounds.length) throw new StatusError("Invalid", 422, `the apply configuration is invalid: ${bounds[0].field}: ${bounds[0].message}`, bounds.map((b) => ({ reason: b.reason, message: b.message, field: b.field })));
-  if (!isObject(v)) throw badRequest("the apply configuration must be an object with apiVersion, kind and metadata.name");
+  if (bounds.length)
+    throw new StatusError(
+      "Invalid",
+      422,
+      `the apply configuration is invalid: ${bounds[0].field}: ${bounds[0].message}`,
+      bounds.map((b) => ({ reason: b.reason, message: b.message, field: b.field })),
+    );
+  if (!isObject(v))
+    throw badRequest("the apply configuration must be an object with apiVersion, kind and metadata.name");
   return v;
 }
 
 /** The fieldManager an apply names; kubectl always sends one. */
 export function managerParam(v: string | undefined): string {
-  if (v === undefined || v === "") throw badRequest("fieldManager is required for apply (kubectl apply --server-side sends it; --field-manager names it)", "fieldManager");
+  if (v === undefined || v === "")
+    throw badRequest(
+      "fieldManager is required for apply (kubectl apply --server-side sends it; --field-manager names it)",
+      "fieldManager",
+    );
   // eslint-disable-next-line no-control-regex
-  if (v.length > MAX_MANAGER_LENGTH || /[\u0000-\u001F\u007F]/.test(v)) throw badRequest(`fieldManager must be at most ${MAX_MANAGER_LENGTH} characters without control characters`, "fieldManager");
+  if (v.length > MAX_MANAGER_LENGTH || /[\u0000-\u001F\u007F]/.test(v))
+    throw badRequest(
+      `fieldManager must be at most ${MAX_MANAGER_LENGTH} characters without control characters`,
+      "fieldManager",
+    );
   return v;
 }
 
@@ -100,7 +120,10 @@ export function encodeFields(set: FieldSet): Body {
   }
   // A path that is also the parent of another keeps its own mark.
   for (const p of set.values()) {
-    const n = getAt(root, p.map((k) => `f:${k}`));
+    const n = getAt(
+      root,
+      p.map((k) => `f:${k}`),
+    );
     if (isObject(n) && Object.keys(n).length && !n["."]) n["."] = {};
   }
   return root;
@@ -111,7 +134,8 @@ export function decodeFields(v: unknown): FieldSet {
   const out: FieldSet = new Map();
   const walk = (n: unknown, at: string[]) => {
     const keys = isObject(n) ? Object.keys(n) : [];
-    if (at.length && (keys.length === 0 || keys.includes(".") || keys.some((k) => !k.startsWith("f:") && k !== "."))) out.set(keyOf(at), at);
+    if (at.length && (keys.length === 0 || keys.includes(".") || keys.some((k) => !k.startsWith("f:") && k !== ".")))
+      out.set(keyOf(at), at);
     if (keys.some((k) => !k.startsWith("f:") && k !== ".")) return;
     for (const k of keys) if (k.startsWith("f:")) walk((n as Body)[k], [...at, k.slice(2)]);
   };
@@ -164,7 +188,9 @@ const overlaps = (a: Path, b: Path) => under(a, b) || under(b, a);
 
 function readEntries(v: unknown): ManagedFieldsEntry[] {
   if (!Array.isArray(v)) return [];
-  return v.filter((e): e is ManagedFieldsEntry => isObject(e) && typeof e.manager === "string" && typeof e.operation === "string");
+  return v.filter(
+    (e): e is ManagedFieldsEntry => isObject(e) && typeof e.manager === "string" && typeof e.operation === "string",
+  );
 }
 
 const fieldName = (p: Path) => p.join(".");
@@ -177,18 +203,27 @@ const fieldName = (p: Path) => p.join(".");
  */
 export function applyConfiguration(cur: Body | undefined, applied: Body, o: ApplyOptions): Body {
   const appliedMeta = isObject(applied.metadata) ? applied.metadata : {};
-  if (Array.isArray(appliedMeta.managedFields) ? appliedMeta.managedFields.length > 0 : appliedMeta.managedFields != null)
-    throw badRequest("metadata.managedFields must be empty or absent in an apply configuration: the Hub records it", "metadata.managedFields");
+  if (
+    Array.isArray(appliedMeta.managedFields) ? appliedMeta.managedFields.length > 0 : appliedMeta.managedFields != null
+  )
+    throw badRequest(
+      "metadata.managedFields must be empty or absent in an apply configuration: the Hub records it",
+      "metadata.managedFields",
+    );
   const config = ownedPart(applied);
   const mine = leaves(config);
-  const base: Body = cur ? structuredClone(cur) : { apiVersion: applied.apiVersion, kind: applied.kind, metadata: { name: appliedMeta.name } };
+  const base: Body = cur
+    ? structuredClone(cur)
+    : { apiVersion: applied.apiVersion, kind: applied.kind, metadata: { name: appliedMeta.name } };
   const meta = isObject(base.metadata) ? base.metadata : (base.metadata = {});
 
   const entries = readEntries(meta.managedFields);
   const isMine = (e: ManagedFieldsEntry) => e.manager === o.manager && e.operation === "Apply" && !e.subresource;
   const previous = entries.find(isMine);
   const before = previous ? decodeFields(previous.fieldsV1) : new Map<string, Path>();
-  const others = entries.filter((e) => !isMine(e)).map((e) => ({ entry: e, fields: e.subresource ? undefined : decodeFields(e.fieldsV1) }));
+  const others = entries
+    .filter((e) => !isMine(e))
+    .map((e) => ({ entry: e, fields: e.subresource ? undefined : decodeFields(e.fieldsV1) }));
 
   // Conflicts: a field of another manager that this apply sets to a different value.
   const conflicts: { manager: string; field: Path }[] = [];
@@ -211,7 +246,11 @@ export function applyConfiguration(cur: Body | undefined, applied: Body, o: Appl
       "Conflict",
       409,
       `Apply failed with ${conflicts.length} conflict${conflicts.length === 1 ? "" : "s"}: ${list} (force=true takes ${conflicts.length === 1 ? "it" : "them"} over)`,
-      conflicts.map((c) => ({ reason: "FieldManagerConflict", message: `conflict with "${c.manager}" using ${o.apiVersion}`, field: fieldName(c.field) })),
+      conflicts.map((c) => ({
+        reason: "FieldManagerConflict",
+        message: `conflict with "${c.manager}" using ${o.apiVersion}`,
+        field: fieldName(c.field),
+      })),
     );
   }
 
@@ -223,15 +262,19 @@ export function applyConfiguration(cur: Body | undefined, applied: Body, o: Appl
   }
   mergeInto(base, config);
 
-  const unchanged = previous && previous.apiVersion === o.apiVersion && jsonEqual([...before.keys()].sort(), [...mine.keys()].sort());
-  const own: ManagedFieldsEntry | undefined = mine.size === 0 ? undefined : {
-    manager: o.manager,
-    operation: "Apply",
-    apiVersion: o.apiVersion,
-    time: unchanged ? previous.time : o.now,
-    fieldsType: "FieldsV1",
-    fieldsV1: encodeFields(mine),
-  };
+  const unchanged =
+    previous && previous.apiVersion === o.apiVersion && jsonEqual([...before.keys()].sort(), [...mine.keys()].sort());
+  const own: ManagedFieldsEntry | undefined =
+    mine.size === 0
+      ? undefined
+      : {
+          manager: o.manager,
+          operation: "Apply",
+          apiVersion: o.apiVersion,
+          time: unchanged ? previous.time : o.now,
+          fieldsType: "FieldsV1",
+          fieldsV1: encodeFields(mine),
+        };
   // Entries keep their order (a new manager goes last), so an apply that changes nothing rewrites nothing.
   const managed: ManagedFieldsEntry[] = [];
   for (const e of entries) {

@@ -21,13 +21,25 @@ function rowObject(o: StoredObject, include: IncludeObject): unknown {
   return { kind: "PartialObjectMetadata", apiVersion: "meta.k8s.io/v1", metadata: o.metadata };
 }
 
-export function toTable(kind: string, objects: StoredObject[], resourceVersion: string, include: IncludeObject = "Metadata", cols: Column[] = columnsFor(kind)) {
+export function toTable(
+  kind: string,
+  objects: StoredObject[],
+  resourceVersion: string,
+  include: IncludeObject = "Metadata",
+  cols: Column[] = columnsFor(kind),
+) {
   const now = new Date();
   return {
     kind: "Table",
     apiVersion: "meta.k8s.io/v1",
     metadata: { resourceVersion },
-    columnDefinitions: cols.map((c, i) => ({ name: c.name, type: "string", format: i === 0 ? "name" : "", description: c.name, priority: c.priority })),
+    columnDefinitions: cols.map((c, i) => ({
+      name: c.name,
+      type: "string",
+      format: i === 0 ? "name" : "",
+      description: c.name,
+      priority: c.priority,
+    })),
     rows: objects.map((o) => ({ cells: cols.map((c) => c.cell(o, now)), object: rowObject(o, include) })),
   };
 }
@@ -38,7 +50,13 @@ export function toTable(kind: string, objects: StoredObject[], resourceVersion: 
  * printed as a row of its own ("NAME AGE / <unknown>").
  */
 export function bookmarkTable(resourceVersion: string) {
-  return { kind: "Table", apiVersion: "meta.k8s.io/v1", metadata: { resourceVersion }, columnDefinitions: [], rows: [] };
+  return {
+    kind: "Table",
+    apiVersion: "meta.k8s.io/v1",
+    metadata: { resourceVersion },
+    columnDefinitions: [],
+    rows: [],
+  };
 }
 
 export function includeObjectParam(v: unknown): IncludeObject {

@@ -24,7 +24,8 @@ const TYPES: Record<string, string> = {
 };
 
 // Everything the page loads comes from this Hub: no CDN, no inline script, no framing.
-const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+const CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 export async function uiRoutes(f: FastifyInstance, o: { dir?: string } = {}): Promise<void> {
   const root = o.dir ?? UI_DIST;
@@ -35,7 +36,11 @@ export async function uiRoutes(f: FastifyInstance, o: { dir?: string } = {}): Pr
     const st = await stat(file).catch(() => undefined);
     if (!st?.isFile()) {
       // An unbuilt checkout: say how to build instead of a bare 404.
-      if (rel === "index.html") return reply.code(503).type("text/plain; charset=utf-8").send(`the web view is not built in ${root}; run: npm run build:ui\n`);
+      if (rel === "index.html")
+        return reply
+          .code(503)
+          .type("text/plain; charset=utf-8")
+          .send(`the web view is not built in ${root}; run: npm run build:ui\n`);
       return reply.code(404).send({ error: "not_found", path: `${UI_PREFIX}/${rel}` });
     }
     // Hashed asset names change with their content; index.html must always be fetched fresh.

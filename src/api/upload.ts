@@ -26,7 +26,13 @@ async function receive(source: NodeJS.ReadableStream, path: string, limit: numbe
   const meter = new Transform({
     transform(chunk: Buffer, _enc, cb) {
       bytes += chunk.length;
-      if (bytes > limit) return cb(Object.assign(new Error(`the upload is larger than ${limit} bytes`), { statusCode: 413, code: "FST_ERR_CTP_BODY_TOO_LARGE" }));
+      if (bytes > limit)
+        return cb(
+          Object.assign(new Error(`the upload is larger than ${limit} bytes`), {
+            statusCode: 413,
+            code: "FST_ERR_CTP_BODY_TOO_LARGE",
+          }),
+        );
       hash.update(chunk);
       cb(null, chunk);
     },
@@ -92,12 +98,19 @@ export async function uploadRoute(f: FastifyInstance): Promise<void> {
     if (!taskId) throw new HubError(400, "X-Task-Id required");
     const length = req.headers["content-length"];
     if (length === undefined) throw new HubError(411, "content_length_required");
-    if (Number(length) > limit) throw new HubError(413, "body_too_large", { detail: `the upload is ${length} bytes; the limit is ${limit}`, limit });
+    if (Number(length) > limit)
+      throw new HubError(413, "body_too_large", {
+        detail: `the upload is ${length} bytes; the limit is ${limit}`,
+        limit,
+      });
     assertActsAs(req, workerId);
     scheduler.uploadFence({ taskId, workerId });
     if (!(await slot())) {
       reply.header("retry-after", "2");
-      throw new HubError(429, "too_many_uploads", { detail: `${running} uploads are running and ${waiting.length} waiting; retry shortly`, limit: hub.opts.uploadConcurrency });
+      throw new HubError(429, "too_many_uploads", {
+        detail: `${running} uploads are running and ${waiting.length} waiting; retry shortly`,
+        limit: hub.opts.uploadConcurrency,
+      });
     }
     try {
       // The fence again: the lease may have changed while this upload waited for its slot.

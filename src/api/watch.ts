@@ -168,9 +168,14 @@ export class WatchStream {
       res.end(this.early);
     }
     if (res.destroyed || this.stopped) return this.closed();
-    res.writeHead(200, { "content-type": "application/json", "cache-control": "no-store", "x-content-type-options": "nosniff" });
+    res.writeHead(200, {
+      "content-type": "application/json",
+      "cache-control": "no-store",
+      "x-content-type-options": "nosniff",
+    });
     // Clamped to the longest timer Node keeps (about 24.8 days): a longer one would fire at once.
-    if (this.spec.timeoutSeconds > 0) this.timeoutTimer = setTimeout(() => this.end(false), Math.min(this.spec.timeoutSeconds * 1000, MAX_TIMER_MS));
+    if (this.spec.timeoutSeconds > 0)
+      this.timeoutTimer = setTimeout(() => this.end(false), Math.min(this.spec.timeoutSeconds * 1000, MAX_TIMER_MS));
     if (!this.snapshotLeft) this.snapshotLeft = [];
     this.pumpSnapshot();
   }
@@ -192,7 +197,11 @@ export class WatchStream {
     if (chunk) res.write(chunk);
     if (this.snapshotAt < items.length) {
       if (res.writableLength >= this.cfg.maxBufferedBytes) {
-        if (!this.drainTimer) this.drainTimer = setTimeout(() => this.cutOff(`the client read nothing for ${this.cfg.drainTimeoutMs} ms`), this.cfg.drainTimeoutMs);
+        if (!this.drainTimer)
+          this.drainTimer = setTimeout(
+            () => this.cutOff(`the client read nothing for ${this.cfg.drainTimeoutMs} ms`),
+            this.cfg.drainTimeoutMs,
+          );
       } else setImmediate(() => this.pumpSnapshot());
       return;
     }
@@ -205,12 +214,14 @@ export class WatchStream {
     for (const l of backlog) this.write(l);
     res.uncork();
     this.bookmark();
-    if (this.spec.bookmarks !== false && !this.stopped) this.bookmarkTimer = setInterval(() => this.bookmark(), this.cfg.bookmarkMs);
+    if (this.spec.bookmarks !== false && !this.stopped)
+      this.bookmarkTimer = setInterval(() => this.bookmark(), this.cfg.bookmarkMs);
   }
 
   /** Server shutdown: end the stream, and drop the socket if it cannot flush in time. */
   shutdown(): void {
-    if (this.stopped) this.socket?.destroy(); // already ending (cut off): no more waiting for it
+    if (this.stopped)
+      this.socket?.destroy(); // already ending (cut off): no more waiting for it
     else this.end(true, Math.min(this.cfg.closeGraceMs, 1000));
   }
 
@@ -228,7 +239,8 @@ export class WatchStream {
     if (!type) return;
     // The stored JSON is the object as the client would get it: no decode and encode per
     // watcher, and the store's line for it is encoded once for every watcher.
-    if (ev.json !== undefined && !this.spec.render) this.batch.push(ev.line ? ev.line(type) : `{"type":"${type}","object":${ev.json}}\n`);
+    if (ev.json !== undefined && !this.spec.render)
+      this.batch.push(ev.line ? ev.line(type) : `{"type":"${type}","object":${ev.json}}\n`);
     else this.batch.push(line(type, this.render(ev.object)));
     // The store delivers a revision's events in one synchronous run: it is complete by the next microtask.
     if (!this.flushQueued) {
@@ -276,7 +288,14 @@ export class WatchStream {
     this.flush();
     if (this.spec.bookmarks === false) return;
     const rv = String(this.lastRev);
-    this.write(line("BOOKMARK", this.spec.renderBookmark ? this.spec.renderBookmark(rv) : { kind: this.spec.kind, apiVersion: this.spec.apiVersion, metadata: { resourceVersion: rv } }));
+    this.write(
+      line(
+        "BOOKMARK",
+        this.spec.renderBookmark
+          ? this.spec.renderBookmark(rv)
+          : { kind: this.spec.kind, apiVersion: this.spec.apiVersion, metadata: { resourceVersion: rv } },
+      ),
+    );
   }
 
   private write(l: string | Buffer): void {
@@ -286,21 +305,31 @@ export class WatchStream {
       // Held behind the snapshot; bounded like the socket buffer.
       this.pending.push(l);
       this.pendingBytes += l.length;
-      if (this.pendingBytes > this.cfg.maxBufferedBytes) this.cutOff(`more than ${this.cfg.maxBufferedBytes} bytes of events arrived while the client was still reading the snapshot`);
+      if (this.pendingBytes > this.cfg.maxBufferedBytes)
+        this.cutOff(
+          `more than ${this.cfg.maxBufferedBytes} bytes of events arrived while the client was still reading the snapshot`,
+        );
       return;
     }
     const flushed = res.write(l);
     if (res.writableLength > this.cfg.maxBufferedBytes) {
       this.cutOff(`more than ${this.cfg.maxBufferedBytes} bytes of events were waiting for the client to read them`);
     } else if (!flushed && !this.drainTimer) {
-      this.drainTimer = setTimeout(() => this.cutOff(`the client read nothing for ${this.cfg.drainTimeoutMs} ms`), this.cfg.drainTimeoutMs);
+      this.drainTimer = setTimeout(
+        () => this.cutOff(`the client read nothing for ${this.cfg.drainTimeoutMs} ms`),
+        this.cfg.drainTimeoutMs,
+      );
     }
   }
 
   private cutOff(why: string): void {
     if (this.stopped) return;
     // 410 makes clients (client-go included) list again and watch from the new revision.
-    const s = status("TooSlow", 410, `watch cut off because the client is too slow: ${why}; list again and watch from the list's resourceVersion`);
+    const s = status(
+      "TooSlow",
+      410,
+      `watch cut off because the client is too slow: ${why}; list again and watch from the list's resourceVersion`,
+    );
     if (!this.res) {
       // Not open yet (a long replay): keep only the verdict, told once the response opens.
       this.stop();

@@ -6,7 +6,12 @@ import { formatObject } from "./printers.ts";
 
 type Reply = Record<string, unknown>;
 
-function adminVerb(name: string, description: string, arg: string, run: (id: string, o: any, cmd: Command) => Promise<{ reply: Reply; line: string }>): Command {
+function adminVerb(
+  name: string,
+  description: string,
+  arg: string,
+  run: (id: string, o: any, cmd: Command) => Promise<{ reply: Reply; line: string }>,
+): Command {
   return withController(new Command(name))
     .description(description)
     .argument(`<${arg}>`, arg === "worker" ? "worker id" : "task id")
@@ -20,10 +25,15 @@ function adminVerb(name: string, description: string, arg: string, run: (id: str
 const post = (cmd: Command, path: string, body: Reply) => clientOf(cmd).post<Reply>(path, body);
 
 export function cordonCommand(): Command {
-  return adminVerb("cordon", "mark a worker unschedulable: no new leases (its active leases run on)", "worker", async (id, _o, cmd) => ({
-    reply: await post(cmd, "/api/admin/block-worker", { worker_id: id }),
-    line: `worker/${id} cordoned`,
-  }));
+  return adminVerb(
+    "cordon",
+    "mark a worker unschedulable: no new leases (its active leases run on)",
+    "worker",
+    async (id, _o, cmd) => ({
+      reply: await post(cmd, "/api/admin/block-worker", { worker_id: id }),
+      line: `worker/${id} cordoned`,
+    }),
+  );
 }
 
 export function uncordonCommand(): Command {
@@ -34,17 +44,39 @@ export function uncordonCommand(): Command {
 }
 
 export function cancelCommand(): Command {
-  return adminVerb("cancel", "cancel a task; an active lease is ended and its reservation released", "task", async (id, _o, cmd) => {
-    const reply = await post(cmd, "/api/admin/cancel-task", { task_id: id });
-    return { reply, line: reply.old_state === reply.new_state ? `task/${id} already ${reply.new_state}` : `task/${id} cancelled (was ${reply.old_state})` };
-  });
+  return adminVerb(
+    "cancel",
+    "cancel a task; an active lease is ended and its reservation released",
+    "task",
+    async (id, _o, cmd) => {
+      const reply = await post(cmd, "/api/admin/cancel-task", { task_id: id });
+      return {
+        reply,
+        line:
+          reply.old_state === reply.new_state
+            ? `task/${id} already ${reply.new_state}`
+            : `task/${id} cancelled (was ${reply.old_state})`,
+      };
+    },
+  );
 }
 
 export function retryCommand(): Command {
-  return adminVerb("retry", "queue a task for another attempt", "task", async (id, o: { preserveExcludedWorkers?: boolean }, cmd) => {
-    const reply = await post(cmd, "/api/admin/retry-task", { task_id: id, preserve_excluded_workers: Boolean(o.preserveExcludedWorkers) });
-    return { reply, line: `task/${id} ${reply.new_state ?? "retried"} (was ${reply.old_state}, attempt ${reply.attempt_no ?? "?"})` };
-  }).option("--preserve-excluded-workers", "keep the workers a different_worker retry excluded");
+  return adminVerb(
+    "retry",
+    "queue a task for another attempt",
+    "task",
+    async (id, o: { preserveExcludedWorkers?: boolean }, cmd) => {
+      const reply = await post(cmd, "/api/admin/retry-task", {
+        task_id: id,
+        preserve_excluded_workers: Boolean(o.preserveExcludedWorkers),
+      });
+      return {
+        reply,
+        line: `task/${id} ${reply.new_state ?? "retried"} (was ${reply.old_state}, attempt ${reply.attempt_no ?? "?"})`,
+      };
+    },
+  ).option("--preserve-excluded-workers", "keep the workers a different_worker retry excluded");
 }
 
 export function setConcurrencyCommand(): Command {
@@ -55,7 +87,15 @@ export function setConcurrencyCommand(): Command {
     .option("--reason <text>", "why, recorded in the worker's events")
     .addOption(outputOption(["json", "yaml"]))
     .action(async (id: string, n: number, o: { reason?: string; output?: "json" | "yaml" }, cmd: Command) => {
-      const reply = await post(cmd, "/api/admin/set-worker-concurrency", { worker_id: id, desired_concurrency: n, ...(o.reason ? { reason: o.reason } : {}) });
-      out(o.output ? formatObject(reply, o.output) : `worker/${id} desired concurrency ${reply.desired_concurrency} (max ${reply.max_concurrency})\n`);
+      const reply = await post(cmd, "/api/admin/set-worker-concurrency", {
+        worker_id: id,
+        desired_concurrency: n,
+        ...(o.reason ? { reason: o.reason } : {}),
+      });
+      out(
+        o.output
+          ? formatObject(reply, o.output)
+          : `worker/${id} desired concurrency ${reply.desired_concurrency} (max ${reply.max_concurrency})\n`,
+      );
     });
 }

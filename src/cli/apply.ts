@@ -15,7 +15,15 @@ type Json = Record<string, unknown>;
 const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
 const same = (a: unknown, b: unknown) => JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
 const canonical = (v: unknown): unknown =>
-  Array.isArray(v) ? v.map(canonical) : isObject(v) ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, canonical(v[k])])) : v;
+  Array.isArray(v)
+    ? v.map(canonical)
+    : isObject(v)
+      ? Object.fromEntries(
+          Object.keys(v)
+            .sort()
+            .map((k) => [k, canonical(v[k])]),
+        )
+      : v;
 
 /** RFC 7386 merge patch turning `from` into `to`: changed keys, `null` for removed ones; undefined when equal. */
 export function createMergePatch(from: unknown, to: unknown): unknown {
@@ -64,7 +72,8 @@ export function planPatch(cur: StoredObject, desired: StoredObject): ApplyPlan {
   let spec = (desired.spec ?? {}) as Json;
   const curSpec = (cur.spec ?? {}) as Json;
   let warning: string | undefined;
-  if (cur.kind === "Worker" && !("unschedulable" in spec) && curSpec.unschedulable === true) spec = { ...spec, unschedulable: true };
+  if (cur.kind === "Worker" && !("unschedulable" in spec) && curSpec.unschedulable === true)
+    spec = { ...spec, unschedulable: true };
   const state = (cur.status as { state?: string } | undefined)?.state;
   if (cur.kind === "Task" && state !== undefined && !isQueued(state) && !same(spec, curSpec)) {
     warning = `task is ${state}; its spec change is not applied`;
@@ -80,8 +89,15 @@ export function planPatch(cur: StoredObject, desired: StoredObject): ApplyPlan {
 
 /** What a file declares, without what the store owns. */
 function declaration(o: StoredObject): StoredObject {
-  const { uid: _u, resourceVersion: _r, generation: _g, creationTimestamp: _c, deletionTimestamp: _d, ...metadata } = o.metadata;
-  return { apiVersion: o.apiVersion, kind: o.kind, metadata, spec: o.spec } as StoredObject;
+  const {
+    uid: _u,
+    resourceVersion: _r,
+    generation: _g,
+    creationTimestamp: _c,
+    deletionTimestamp: _d,
+    ...metadata
+  } = o.metadata;
+  return { apiVersion: o.apiVersion, kind: o.kind, metadata, spec: o.spec };
 }
 
 async function applyOne(client: Client, o: StoredObject, dryRun: boolean): Promise<string[]> {
@@ -113,15 +129,24 @@ async function applyOne(client: Client, o: StoredObject, dryRun: boolean): Promi
 
 export function applyCommand(): Command {
   return withController(new Command("apply"))
-    .description("create or update workers, campaigns and tasks from inventory, manifest or resource files (validated locally first)")
-    .requiredOption("-f, --filename <path...>", "files or directories (*.json, *.yaml, *.yml, *.jsonl); - reads standard input")
+    .description(
+      "create or update workers, campaigns and tasks from inventory, manifest or resource files (validated locally first)",
+    )
+    .requiredOption(
+      "-f, --filename <path...>",
+      "files or directories (*.json, *.yaml, *.yml, *.jsonl); - reads standard input",
+    )
     .option("--dry-run", "print what would be created or changed, and write nothing")
     .action(async (o: { filename: string[]; dryRun?: boolean }, cmd: Command) => {
       const res = loadPaths(o.filename);
       for (const n of res.notes) err(`note: ${formatInputError(n)}\n`);
       if (res.errors.length) {
         for (const e of res.errors) err(`${formatInputError(e)}\n`);
-        throw new CliError(`${res.errors.length} error(s) in ${o.filename.join(", ")}; nothing was applied`, 1, "Invalid");
+        throw new CliError(
+          `${res.errors.length} error(s) in ${o.filename.join(", ")}; nothing was applied`,
+          1,
+          "Invalid",
+        );
       }
       if (!res.resources.length) return err("nothing to apply\n");
       const client = clientOf(cmd);
@@ -133,7 +158,14 @@ export function applyCommand(): Command {
           if (!(e instanceof ApiError)) throw e;
           // One refused object does not stop the others (kubectl's habit); the exit code tells.
           failed++;
-          err(new ApiError(e.status, e.reason ?? "Error", `${objectRef(r.kind, r.metadata.name)}: ${e.message}`, e.causes).render());
+          err(
+            new ApiError(
+              e.status,
+              e.reason ?? "Error",
+              `${objectRef(r.kind, r.metadata.name)}: ${e.message}`,
+              e.causes,
+            ).render(),
+          );
         }
       }
       if (failed) process.exitCode = 1;
@@ -145,15 +177,24 @@ export function deleteCommand(): Command {
     .description("delete workers, tasks or campaigns by name")
     .argument("<type>", "worker, task or campaign (plural and short names too)")
     .argument("<name...>", "object names")
-    .option("--cascade <policy>", "what a campaign's tasks do, as kubectl's --cascade: background (deleted after it, the default), foreground (deleted before it) or orphan (kept, no longer owned by it)", "background")
-    .option("--timeout <seconds>", "how long to wait for a campaign's tasks to be deleted or orphaned before answering", "60")
+    .option(
+      "--cascade <policy>",
+      "what a campaign's tasks do, as kubectl's --cascade: background (deleted after it, the default), foreground (deleted before it) or orphan (kept, no longer owned by it)",
+      "background",
+    )
+    .option(
+      "--timeout <seconds>",
+      "how long to wait for a campaign's tasks to be deleted or orphaned before answering",
+      "60",
+    )
     .action(async (type: string, names: string[], o: { cascade: string; timeout: string }, cmd: Command) => {
       const k = resolveKind(type);
       if (!k.writable) throw new UsageError(`${k.plural} cannot be deleted`);
       const policy = CASCADE[o.cascade];
       if (!policy) throw new UsageError(`--cascade must be background, foreground or orphan, got "${o.cascade}"`);
       const timeoutMs = Number(o.timeout) * 1000;
-      if (!Number.isFinite(timeoutMs) || timeoutMs < 0) throw new UsageError(`--timeout must be a number of seconds, got "${o.timeout}"`);
+      if (!Number.isFinite(timeoutMs) || timeoutMs < 0)
+        throw new UsageError(`--timeout must be a number of seconds, got "${o.timeout}"`);
       const client = clientOf(cmd);
       for (const n of names) {
         const path = `${k.path}/${encodeURIComponent(n)}`;
@@ -163,30 +204,54 @@ export function deleteCommand(): Command {
           continue;
         }
         const before = await ownedTasks(client, n);
-        await client.request("DELETE", path, { body: { apiVersion: "v1", kind: "DeleteOptions", propagationPolicy: policy } });
+        await client.request("DELETE", path, {
+          body: { apiVersion: "v1", kind: "DeleteOptions", propagationPolicy: policy },
+        });
         const left = await waitForDependents(client, path, n, timeoutMs);
         const gone = before.filter((t) => !left.has(t)).length;
-        const what = policy === "Orphan" ? `${gone} task(s) kept, no longer owned by it` : `${gone} task(s) deleted with it`;
-        out(`${objectRef(k, n)} deleted (${what}${left.size ? `; ${left.size} still to go after ${o.timeout}s, the Hub finishes them` : ""})\n`);
+        const what =
+          policy === "Orphan" ? `${gone} task(s) kept, no longer owned by it` : `${gone} task(s) deleted with it`;
+        out(
+          `${objectRef(k, n)} deleted (${what}${left.size ? `; ${left.size} still to go after ${o.timeout}s, the Hub finishes them` : ""})\n`,
+        );
       }
     });
 }
 
-const CASCADE: Record<string, "Background" | "Foreground" | "Orphan" | undefined> = { background: "Background", foreground: "Foreground", orphan: "Orphan" };
+const CASCADE: Record<string, "Background" | "Foreground" | "Orphan" | undefined> = {
+  background: "Background",
+  foreground: "Foreground",
+  orphan: "Orphan",
+};
 
 type TaskRef = { metadata: { name: string; ownerReferences?: { kind: string; name: string }[] } };
 
 /** The names of the tasks a campaign owns now. */
 async function ownedTasks(client: Client, campaign: string): Promise<string[]> {
-  const l = await client.get<{ items: TaskRef[] }>(`${RESOURCE_PREFIX}/tasks`, { labelSelector: `${CAMPAIGN_LABEL}=${campaign}` });
-  return l.items.filter((t) => t.metadata.ownerReferences?.some((r) => r.kind === "Campaign" && r.name === campaign)).map((t) => t.metadata.name);
+  const l = await client.get<{ items: TaskRef[] }>(`${RESOURCE_PREFIX}/tasks`, {
+    labelSelector: `${CAMPAIGN_LABEL}=${campaign}`,
+  });
+  return l.items
+    .filter((t) => t.metadata.ownerReferences?.some((r) => r.kind === "Campaign" && r.name === campaign))
+    .map((t) => t.metadata.name);
 }
 
 /** Wait until the campaign is gone and owns no task; the tasks it still owns when the time is up. */
-async function waitForDependents(client: Client, path: string, campaign: string, timeoutMs: number): Promise<Set<string>> {
+async function waitForDependents(
+  client: Client,
+  path: string,
+  campaign: string,
+  timeoutMs: number,
+): Promise<Set<string>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const exists = await client.get(path).then(() => true, (e: unknown) => { if (e instanceof ApiError && e.status === 404) return false; throw e; });
+    const exists = await client.get(path).then(
+      () => true,
+      (e: unknown) => {
+        if (e instanceof ApiError && e.status === 404) return false;
+        throw e;
+      },
+    );
     const left = await ownedTasks(client, campaign);
     if ((!exists && !left.length) || Date.now() >= deadline) return new Set(left);
     await new Promise((r) => setTimeout(r, 100));

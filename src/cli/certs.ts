@@ -9,14 +9,21 @@ export function certsCommand(): Command {
   certs
     .command("create")
     .description("write hub.crt (its own CA: give it to clients) and hub.key for the Hub's addresses")
-    .option("--host <names>", "addresses and DNS names the Hub is reached at, comma-separated (127.0.0.1 and localhost are always added)", listFlag("--host"), ["127.0.0.1"])
+    .option(
+      "--host <names>",
+      "addresses and DNS names the Hub is reached at, comma-separated (127.0.0.1 and localhost are always added)",
+      listFlag("--host"),
+      ["127.0.0.1"],
+    )
     .option("--out <dir>", "directory to write hub.crt and hub.key", ".loom/tls")
     .option("--days <n>", "validity in days", intFlag("--days", 1), 365)
     .action((o: { host: string[]; out: string; days: number }) => {
       const names = [...new Set(o.host.flatMap(namesFor))];
       const { certFile, keyFile } = createSelfSigned(o.out, names, o.days);
       out(`certificate: ${certFile}\nkey: ${keyFile}\nnames: ${names.join(", ")}\n`);
-      out(`serve: loom hub --tls-cert-file ${certFile} --tls-key-file ${keyFile}\ntrust: --certificate-authority ${certFile} (or LOOM_CA_FILE=${certFile})\n`);
+      out(
+        `serve: loom hub --tls-cert-file ${certFile} --tls-key-file ${keyFile}\ntrust: --certificate-authority ${certFile} (or LOOM_CA_FILE=${certFile})\n`,
+      );
     });
   return certs;
 }

@@ -13,7 +13,12 @@ export type FieldCause = { field: string; message: string };
 
 /** Base of every error the CLI reports itself; `exitCode` follows kubectl (1 failure, 2 usage). */
 export class CliError extends Error {
-  constructor(message: string, readonly exitCode: 1 | 2, readonly reason?: string, readonly causes: FieldCause[] = []) {
+  constructor(
+    message: string,
+    readonly exitCode: 1 | 2,
+    readonly reason?: string,
+    readonly causes: FieldCause[] = [],
+  ) {
     super(message);
     this.name = "CliError";
   }
@@ -34,7 +39,13 @@ export class UsageError extends CliError {
 
 /** The Hub answered with a failure. */
 export class ApiError extends CliError {
-  constructor(readonly status: number, reason: string, message: string, causes: FieldCause[] = [], readonly body?: unknown) {
+  constructor(
+    readonly status: number,
+    reason: string,
+    message: string,
+    causes: FieldCause[] = [],
+    readonly body?: unknown,
+  ) {
     super(message, 1, reason, causes);
     this.name = "ApiError";
   }
@@ -42,7 +53,10 @@ export class ApiError extends CliError {
 
 /** The Hub could not be reached at all. */
 export class UnreachableError extends CliError {
-  constructor(readonly url: string, why: string) {
+  constructor(
+    readonly url: string,
+    why: string,
+  ) {
     super(`cannot reach the Hub at ${url}: ${why}`, 1);
     this.name = "UnreachableError";
   }
@@ -52,33 +66,51 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "obj
 
 function causesOf(list: unknown): FieldCause[] {
   if (!Array.isArray(list)) return [];
-  return list.filter(isObject).map((c) => ({ field: String(c.field ?? ""), message: String(c.message ?? c.reason ?? "") }));
+  return list
+    .filter(isObject)
+    .map((c) => ({ field: String(c.field ?? ""), message: String(c.message ?? c.reason ?? "") }));
 }
 
 /** Either error shape (or anything else) as one ApiError. */
 export function toApiError(status: number, statusText: string, body: unknown): ApiError {
   if (isObject(body) && body.kind === "Status") {
     const details = isObject(body.details) ? body.details : {};
-    return new ApiError(status, String(body.reason ?? statusText), String(body.message ?? statusText), causesOf(details.causes), body);
+    return new ApiError(
+      status,
+      String(body.reason ?? statusText),
+      String(body.message ?? statusText),
+      causesOf(details.causes),
+      body,
+    );
   }
   if (isObject(body) && typeof body.error === "string") {
     const causes = causesOf(body.errors);
-    if (!causes.length && typeof body.field === "string") causes.push({ field: body.field, message: typeof body.detail === "string" ? body.detail : body.error });
+    if (!causes.length && typeof body.field === "string")
+      causes.push({ field: body.field, message: typeof body.detail === "string" ? body.detail : body.error });
     // v1 bodies carry their facts as fields (`task_id`, `received`); with no detail, those are the message.
     const facts = Object.entries(body)
       .filter(([k, v]) => !["error", "detail", "errors", "field"].includes(k) && v !== null && v !== undefined)
       .map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`);
-    const message = typeof body.detail === "string" ? body.detail : facts.length ? facts.join(", ") : `${status} ${statusText}`;
+    const message =
+      typeof body.detail === "string" ? body.detail : facts.length ? facts.join(", ") : `${status} ${statusText}`;
     return new ApiError(status, body.error, message, causes, body);
   }
   const text = typeof body === "string" && body.trim() ? body.trim().split("\n")[0] : `${status} ${statusText}`;
   return new ApiError(status, statusText || String(status), text, [], body);
 }
 
-export type Connection = { controller: string; token?: string; /** PEM of the CA that signed the Hub's certificate. */ ca?: Buffer };
+export type Connection = {
+  controller: string;
+  token?: string;
+  /** PEM of the CA that signed the Hub's certificate. */ ca?: Buffer;
+};
 
 /** `--controller`, else LOOM_CONTROLLER, else the default; the token only ever comes from the environment. */
-export function resolveConnection(flag: string | undefined, env: NodeJS.ProcessEnv = process.env, caFlag?: string): Connection {
+export function resolveConnection(
+  flag: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+  caFlag?: string,
+): Connection {
   const raw = flag ?? env[CONTROLLER_ENV] ?? DEFAULT_CONTROLLER;
   let url: URL;
   try {
@@ -86,7 +118,8 @@ export function resolveConnection(flag: string | undefined, env: NodeJS.ProcessE
   } catch {
     throw new UsageError(`--controller: not a URL: ${JSON.stringify(raw)}`);
   }
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw new UsageError(`--controller: must be an http(s) URL, got ${JSON.stringify(raw)}`);
+  if (url.protocol !== "http:" && url.protocol !== "https:")
+    throw new UsageError(`--controller: must be an http(s) URL, got ${JSON.stringify(raw)}`);
   const ca = caOf(caFlag, env)?.pem;
   return { controller: url.toString().replace(/\/+$/, ""), token: env[TOKEN_ENV] || undefined, ...(ca ? { ca } : {}) };
 }
@@ -105,7 +138,9 @@ export type RequestOptions = { query?: Query; body?: unknown; contentType?: stri
 
 export function withQuery(path: string, query: Query = {}): string {
   const q = Object.entries(query).filter(([, v]) => v !== undefined && v !== "");
-  return q.length ? `${path}?${new URLSearchParams(q.map(([k, v]): [string, string] => [k, String(v)])).toString()}` : path;
+  return q.length
+    ? `${path}?${new URLSearchParams(q.map(([k, v]): [string, string] => [k, String(v)])).toString()}`
+    : path;
 }
 
 function networkReason(e: unknown): string {

@@ -5,7 +5,8 @@ import { Client, CONTROLLER_ENV, DEFAULT_CONTROLLER, resolveConnection } from ".
 import { type OutputFormat, formatObject } from "./printers.ts";
 import { EXIT_WITH_PARENT_ENV, onParentExit, parentToOutlive } from "../runner/process.ts";
 
-export const CA_HELP = "PEM file of the CA that signed the Hub's certificate (env LOOM_CA_FILE), e.g. the one `loom hub --tls-self-signed` prints";
+export const CA_HELP =
+  "PEM file of the CA that signed the Hub's certificate (env LOOM_CA_FILE), e.g. the one `loom hub --tls-self-signed` prints";
 export const CONTROLLER_HELP = `Hub URL (env ${CONTROLLER_ENV}, default ${DEFAULT_CONTROLLER}); the token comes from env LOOM_HUB_TOKEN`;
 
 /** `--controller` (and v1's `--controller-token-env`) on a verb; the program-level flag (before the verb) works too. */
@@ -31,41 +32,52 @@ export function clientOf(cmd: Command): Client {
  * The verbs v1 also had print its JSON when stdout is not a terminal (a script reading a
  * pipe or a file), and a table on a terminal; `-o` always wins.
  */
-export const forScripts = <F extends string>(output: F | undefined): F | "json" | undefined => output ?? (process.stdout.isTTY ? undefined : "json");
+export const forScripts = <F extends string>(output: F | undefined): F | "json" | undefined =>
+  output ?? (process.stdout.isTTY ? undefined : "json");
 
 /** v1's JSON: two-space indented, one trailing newline. */
 export const printJson = (body: unknown): void => out(formatObject(body, "json"));
 
 export function outputOption(formats: readonly (OutputFormat | "table")[] = ["wide", "json", "yaml", "name"]): Option {
-  return new Option("-o, --output <format>", `output format: ${formats.join(", ")}`).choices(formats as string[]);
+  return new Option("-o, --output <format>", `output format: ${formats.join(", ")}`).choices(formats);
 }
 
 /** A whole-number flag; the error names the flag (commander prints it and exits 2). */
-export const intFlag = (flag: string, min = 0) => (v: string): number => {
-  if (!/^\s*-?\d+\s*$/.test(v)) throw new InvalidArgumentError(`${flag} must be a whole number >= ${min}, got ${JSON.stringify(v)}`);
-  const n = Number(v);
-  if (n < min) throw new InvalidArgumentError(`${flag} must be >= ${min}, got ${n}`);
-  return n;
-};
+export const intFlag =
+  (flag: string, min = 0) =>
+  (v: string): number => {
+    if (!/^\s*-?\d+\s*$/.test(v))
+      throw new InvalidArgumentError(`${flag} must be a whole number >= ${min}, got ${JSON.stringify(v)}`);
+    const n = Number(v);
+    if (n < min) throw new InvalidArgumentError(`${flag} must be >= ${min}, got ${n}`);
+    return n;
+  };
 
 /** A repeatable flag: each use adds one value. */
 export const collect = (v: string, prev: string[] = []): string[] => [...prev, v];
 
 /** Repeated `KEY=VALUE` flags as one map; the error names the flag. */
-export const keyValueFlag = (flag: string) => (v: string, prev: Record<string, string> = {}): Record<string, string> => {
-  const at = v.indexOf("=");
-  if (at < 0) throw new InvalidArgumentError(`${flag} expects KEY=VALUE, got ${JSON.stringify(v)}`);
-  const key = v.slice(0, at).trim();
-  if (!key) throw new InvalidArgumentError(`${flag} has an empty KEY in ${JSON.stringify(v)}`);
-  return { ...prev, [key]: v.slice(at + 1) };
-};
+export const keyValueFlag =
+  (flag: string) =>
+  (v: string, prev: Record<string, string> = {}): Record<string, string> => {
+    const at = v.indexOf("=");
+    if (at < 0) throw new InvalidArgumentError(`${flag} expects KEY=VALUE, got ${JSON.stringify(v)}`);
+    const key = v.slice(0, at).trim();
+    if (!key) throw new InvalidArgumentError(`${flag} has an empty KEY in ${JSON.stringify(v)}`);
+    return { ...prev, [key]: v.slice(at + 1) };
+  };
 
 /** `a,b` -> ["a", "b"], empty entries dropped. */
-export const listFlag = (flag: string) => (v: string): string[] => {
-  const items = v.split(",").map((s) => s.trim()).filter(Boolean);
-  if (!items.length) throw new InvalidArgumentError(`${flag} needs at least one name (a,b)`);
-  return items;
-};
+export const listFlag =
+  (flag: string) =>
+  (v: string): string[] => {
+    const items = v
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean);
+    if (!items.length) throw new InvalidArgumentError(`${flag} needs at least one name (a,b)`);
+    return items;
+  };
 
 export const out = (s: string): void => void process.stdout.write(s);
 export const err = (s: string): void => void process.stderr.write(s);

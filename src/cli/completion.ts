@@ -33,7 +33,10 @@ _loom() {
     w="\${COMP_WORDS[i]}"
     [[ "$w" == -* ]] && continue
     case "\${path:+$path }$w" in
-${entries.filter((e) => e.path).map((e) => `      "${e.path}") path="${e.path}" ;;`).join("\n")}
+${entries
+  .filter((e) => e.path)
+  .map((e) => `      "${e.path}") path="${e.path}" ;;`)
+  .join("\n")}
     esac
   done
   local words
@@ -59,7 +62,8 @@ export function completionCommand(build: (argv: string[]) => Promise<Command>): 
     .description("print a shell completion script: source <(loom completion bash), or zsh")
     .argument("<shell>", "bash or zsh")
     .action(async (shell: string) => {
-      if (shell !== "bash" && shell !== "zsh") throw new UsageError(`completion: unknown shell ${JSON.stringify(shell)}; one of bash, zsh`);
+      if (shell !== "bash" && shell !== "zsh")
+        throw new UsageError(`completion: unknown shell ${JSON.stringify(shell)}; one of bash, zsh`);
       const entries = completionTable(await build(["node", "loom"]));
       out(shell === "bash" ? bash(entries) : zsh(entries));
     });

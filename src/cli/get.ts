@@ -8,7 +8,15 @@ import { list, selectors, watchLoop, type GetOptions, type List, type Obj } from
 import { clientOf, err, out, withController } from "./common.ts";
 import { columnCells, outputArg, renderTemplate, type Template } from "./templates.ts";
 import { type KindInfo, objectRef, resolveKind } from "./kinds.ts";
-import { columnWidths, formatObject, formatRows, type OutputFormat, tableCells, visibleColumns, when } from "./printers.ts";
+import {
+  columnWidths,
+  formatObject,
+  formatRows,
+  type OutputFormat,
+  tableCells,
+  visibleColumns,
+  when,
+} from "./printers.ts";
 
 export { list, selectors, watchLoop } from "./list-watch.ts";
 
@@ -17,20 +25,27 @@ class ObjectPrinter {
   private widths: number[] = [];
   private printedHeaders = false;
   private docs = 0;
-  constructor(private readonly k: KindInfo, private readonly format: OutputFormat | Template | undefined, private readonly headers: boolean) {}
+  constructor(
+    private readonly k: KindInfo,
+    private readonly format: OutputFormat | Template | undefined,
+    private readonly headers: boolean,
+  ) {}
 
   /** A whole answer: a List or one object, printed as the API returned it for -o json|yaml (and given to a jsonpath template). */
   answer(body: Obj | List, items: Obj[]): void {
     if (this.format === "json" || this.format === "yaml") return out(formatObject(body, this.format));
-    if (typeof this.format === "object" && this.format.kind === "jsonpath") return out(renderTemplate(this.format.parts, body));
+    if (typeof this.format === "object" && this.format.kind === "jsonpath")
+      return out(renderTemplate(this.format.parts, body));
     this.rows(items);
   }
 
   /** Objects one by one (watch events, a relist). */
   objects(items: Obj[]): void {
     if (this.format === "json") for (const o of items) out(formatObject(o, "json"));
-    else if (this.format === "yaml") for (const o of items) out(`${this.docs++ ? "---\n" : ""}${formatObject(o, "yaml")}`);
-    else if (typeof this.format === "object" && this.format.kind === "jsonpath") for (const o of items) out(renderTemplate(this.format.parts, o));
+    else if (this.format === "yaml")
+      for (const o of items) out(`${this.docs++ ? "---\n" : ""}${formatObject(o, "yaml")}`);
+    else if (typeof this.format === "object" && this.format.kind === "jsonpath")
+      for (const o of items) out(renderTemplate(this.format.parts, o));
     else this.rows(items);
   }
 
@@ -39,7 +54,8 @@ class ObjectPrinter {
     if (this.format === "name") return out(items.map((o) => `${objectRef(this.k, o.metadata?.name ?? "")}\n`).join(""));
     const cols = visibleColumns(columnsOf(this.k), this.format === "wide");
     const withHeaders = this.headers && !this.printedHeaders;
-    const custom = typeof this.format === "object" && this.format.kind === "custom-columns" ? this.format.columns : undefined;
+    const custom =
+      typeof this.format === "object" && this.format.kind === "custom-columns" ? this.format.columns : undefined;
     const cells = custom
       ? [...(withHeaders ? [custom.map((c) => c.header)] : []), ...items.map((o) => columnCells(custom, o))]
       : tableCells(cols, items, new Date(), !withHeaders);
@@ -51,7 +67,6 @@ class ObjectPrinter {
   }
 }
 
-
 /**
  * A queued task's queue_position is derived from the whole queue, never stored on the task,
  * so it is a column of `loom get tasks -o wide` only: the values are fetched in one call and
@@ -60,7 +75,9 @@ class ObjectPrinter {
 const QUEUE_POSITION = Symbol("queue_position");
 /** The kind's columns, with POSITION after REQUESTS for tasks. */
 function columnsOf(k: KindInfo): Column[] {
-  return k.kind === "Task" ? taskColumnsWithPosition((o) => (o as { [QUEUE_POSITION]?: number })[QUEUE_POSITION]) : k.columns;
+  return k.kind === "Task"
+    ? taskColumnsWithPosition((o) => (o as { [QUEUE_POSITION]?: number })[QUEUE_POSITION])
+    : k.columns;
 }
 
 /** The POSITION column's values: one call for every queued task; without it the column shows <none>. */
@@ -79,9 +96,16 @@ async function attachPositions(client: Client, items: Obj[]): Promise<void> {
 export function getCommand(): Command {
   return withController(new Command("get"))
     .description("list workers, tasks, campaigns or events, or get one by name")
-    .argument("<type>", "workers, tasks, campaigns, events or results (also singular, or lw, lt, lc, ev), or hubs (the Hub replicas)")
+    .argument(
+      "<type>",
+      "workers, tasks, campaigns, events or results (also singular, or lw, lt, lc, ev), or hubs (the Hub replicas)",
+    )
     .argument("[name]", "one object by name (for results: a task's results)")
-    .option("-o, --output <format>", "output format: wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:EXPR,...", outputArg(["wide", "json", "yaml", "name"]))
+    .option(
+      "-o, --output <format>",
+      "output format: wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:EXPR,...",
+      outputArg(["wide", "json", "yaml", "name"]),
+    )
     .option("-l, --selector <selector>", "label selector, e.g. loom.dev/campaign=c1,tier!=gpu")
     .option("--field-selector <selector>", "field selector, e.g. status.lease.worker=evaluation-01")
     .option("--state <state>", "tasks in this state (the field selector status.state=STATE)")
@@ -108,7 +132,11 @@ export function getCommand(): Command {
         try {
           const first = await list(client, k, q);
           printer.objects(first.items);
-          await watchLoop(client, k, q, first, { show: (objs) => printer.objects(objs), log: (l) => err(`${l}\n`), signal: ac.signal });
+          await watchLoop(client, k, q, first, {
+            show: (objs) => printer.objects(objs),
+            log: (l) => err(`${l}\n`),
+            signal: ac.signal,
+          });
         } catch (e) {
           if (!ac.signal.aborted) throw e;
         } finally {
@@ -118,7 +146,8 @@ export function getCommand(): Command {
         return;
       }
       if (name !== undefined) {
-        if (o.selector || o.fieldSelector || o.state) throw new UsageError("a name cannot be combined with -l, --field-selector or --state");
+        if (o.selector || o.fieldSelector || o.state)
+          throw new UsageError("a name cannot be combined with -l, --field-selector or --state");
         const obj = await client.get<Obj>(`${k.path}/${encodeURIComponent(name)}`);
         return printer.answer(obj, [obj]);
       }
@@ -140,5 +169,9 @@ async function getHubs(client: Client, name: string | undefined, o: GetOptions):
   if (o.output === "name") return out(rows.map((h) => `hub/${h.id}\n`).join(""));
   const now = new Date();
   const cells = rows.map((h) => [h.id, h.leader ? "leader" : "follower", h.url, when(h.started_at, now)]);
-  out(formatRows(o.headers ? [["NAME", "ROLE", "URL", "STARTED"], ...cells] : cells).map((l) => `${l}\n`).join(""));
+  out(
+    formatRows(o.headers ? [["NAME", "ROLE", "URL", "STARTED"], ...cells] : cells)
+      .map((l) => `${l}\n`)
+      .join(""),
+  );
 }

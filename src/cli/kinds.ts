@@ -17,7 +17,12 @@ export type KindInfo = {
   writable: boolean;
 };
 
-const COLUMNS: Record<string, () => Column[]> = { Worker: workerColumns, Task: taskColumns, Campaign: campaignColumns, Queue: queueColumns };
+const COLUMNS: Record<string, () => Column[]> = {
+  Worker: workerColumns,
+  Task: taskColumns,
+  Campaign: campaignColumns,
+  Queue: queueColumns,
+};
 
 export function kinds(): KindInfo[] {
   const out: KindInfo[] = [...loadCrds().values()].map((c) => ({
@@ -29,7 +34,15 @@ export function kinds(): KindInfo[] {
     columns: COLUMNS[c.kind]?.() ?? [],
     writable: true,
   }));
-  out.push({ kind: "Event", plural: "events", singular: "event", shortNames: ["ev", "lev"], path: `${RESOURCE_PREFIX}/events`, columns: eventColumns, writable: false });
+  out.push({
+    kind: "Event",
+    plural: "events",
+    singular: "event",
+    shortNames: ["ev", "lev"],
+    path: `${RESOURCE_PREFIX}/events`,
+    columns: eventColumns,
+    writable: false,
+  });
   return out;
 }
 
@@ -41,7 +54,9 @@ export function kindByName(kind: string): KindInfo | undefined {
 export function resolveKind(arg: string, allowed?: string[]): KindInfo {
   const a = arg.toLowerCase();
   const all = kinds().filter((k) => !allowed || allowed.includes(k.kind));
-  const k = all.find((x) => x.plural === a || x.singular === a || x.kind.toLowerCase() === a || x.shortNames.includes(a));
+  const k = all.find(
+    (x) => x.plural === a || x.singular === a || x.kind.toLowerCase() === a || x.shortNames.includes(a),
+  );
   if (!k) {
     const choices = all.map((x) => `${x.plural} (${[x.singular, ...x.shortNames].join(", ")})`).join(", ");
     throw new UsageError(`unknown resource type ${JSON.stringify(arg)}; use one of: ${choices}`);
@@ -50,4 +65,5 @@ export function resolveKind(arg: string, allowed?: string[]): KindInfo {
 }
 
 /** `worker/evaluation-01`, as kubectl names objects in its messages and `-o name`. */
-export const objectRef = (k: { singular: string } | string, name: string) => `${typeof k === "string" ? k.toLowerCase() : k.singular}/${name}`;
+export const objectRef = (k: { singular: string } | string, name: string) =>
+  `${typeof k === "string" ? k.toLowerCase() : k.singular}/${name}`;

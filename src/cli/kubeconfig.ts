@@ -14,7 +14,12 @@ export function kubeconfig(server: string, token: string | undefined, caPem?: Bu
   return {
     apiVersion: "v1",
     kind: "Config",
-    clusters: [{ name: "loom", cluster: { server, ...(caPem ? { "certificate-authority-data": caPem.toString("base64") } : {}) } }],
+    clusters: [
+      {
+        name: "loom",
+        cluster: { server, ...(caPem ? { "certificate-authority-data": caPem.toString("base64") } : {}) },
+      },
+    ],
     users: [{ name: "loom", user: token ? { token } : {} }],
     contexts: [{ name: "loom", context: { cluster: "loom", user: "loom" } }],
     "current-context": "loom",
@@ -24,15 +29,28 @@ export function kubeconfig(server: string, token: string | undefined, caPem?: Bu
 
 export function kubeconfigCommand(): Command {
   return new Command("kubeconfig")
-    .description("print a kubeconfig for the Hub (context \"loom\"); use it with KUBECONFIG=FILE kubectl get tasks")
-    .option("--controller <url>", "Hub URL (env LOOM_CONTROLLER)", process.env.LOOM_CONTROLLER ?? "http://127.0.0.1:8765")
+    .description('print a kubeconfig for the Hub (context "loom"); use it with KUBECONFIG=FILE kubectl get tasks')
+    .option(
+      "--controller <url>",
+      "Hub URL (env LOOM_CONTROLLER)",
+      process.env.LOOM_CONTROLLER ?? "http://127.0.0.1:8765",
+    )
     .option("--auth-token-env <name>", "env var holding the Hub token", "LOOM_HUB_TOKEN")
-    .option("--certificate-authority <file>", `PEM file of the CA that signed the Hub's certificate, embedded as certificate-authority-data (env ${CA_FILE_ENV})`)
-    .option("-o, --output <file>", "write it to FILE (mode 0600, its folder created 0700), e.g. ~/.kube/loom.kubeconfig, instead of printing it")
+    .option(
+      "--certificate-authority <file>",
+      `PEM file of the CA that signed the Hub's certificate, embedded as certificate-authority-data (env ${CA_FILE_ENV})`,
+    )
+    .option(
+      "-o, --output <file>",
+      "write it to FILE (mode 0600, its folder created 0700), e.g. ~/.kube/loom.kubeconfig, instead of printing it",
+    )
     .action(async (o: { controller: string; authTokenEnv: string; certificateAuthority?: string; output?: string }) => {
       const ca = caOf(o.certificateAuthority);
       const server = o.controller.replace(/\/+$/, "");
-      if (server.startsWith("https:") && !ca) err(`warning: no CA given (--certificate-authority or ${CA_FILE_ENV}): kubectl will trust only the system CAs for ${server}\n`);
+      if (server.startsWith("https:") && !ca)
+        err(
+          `warning: no CA given (--certificate-authority or ${CA_FILE_ENV}): kubectl will trust only the system CAs for ${server}\n`,
+        );
       const token = process.env[o.authTokenEnv] || undefined;
       const text = stringify(kubeconfig(server, token, ca?.pem));
       if (o.output) {
@@ -41,7 +59,10 @@ export function kubeconfigCommand(): Command {
         return;
       }
       // `> file` makes a file as the umask says, usually readable by everyone, and in the checkout.
-      if (token && fstatSync(1).isFile()) err("warning: this kubeconfig holds the Hub token, and a file made by `>` is readable by others: use --output FILE, which writes it with mode 0600\n");
+      if (token && fstatSync(1).isFile())
+        err(
+          "warning: this kubeconfig holds the Hub token, and a file made by `>` is readable by others: use --output FILE, which writes it with mode 0600\n",
+        );
       process.stdout.write(text);
     });
 }

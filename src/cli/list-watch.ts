@@ -11,24 +11,37 @@ export type Obj = { kind?: string; metadata?: { name?: string; resourceVersion?:
 export type List = { kind?: string; metadata?: { resourceVersion?: string }; items: Obj[] };
 type WatchEvent = { type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR"; object: Obj };
 
-export type GetOptions = { output?: OutputFormat | Template; selector?: string; fieldSelector?: string; state?: string; watch?: boolean; headers: boolean };
+export type GetOptions = {
+  output?: OutputFormat | Template;
+  selector?: string;
+  fieldSelector?: string;
+  state?: string;
+  watch?: boolean;
+  headers: boolean;
+};
 
 /** Reconnect delays after a dropped watch: quick at first, then at most every few seconds. */
 const RECONNECT_MS = [250, 500, 1000, 2000, 4000];
 
 function taskStates(): string[] {
-  const schema = loadCrds().get("Task")?.schema as { properties?: { status?: { properties?: { state?: { enum?: string[] } } } } } | undefined;
+  const schema = loadCrds().get("Task")?.schema as
+    { properties?: { status?: { properties?: { state?: { enum?: string[] } } } } } | undefined;
   return schema?.properties?.status?.properties?.state?.enum ?? [];
 }
 
 /** The label and field selectors of a request, `--state` becoming `status.state=STATE`. */
-export function selectors(k: KindInfo, o: Pick<GetOptions, "selector" | "fieldSelector" | "state">, name?: string): Query {
+export function selectors(
+  k: KindInfo,
+  o: Pick<GetOptions, "selector" | "fieldSelector" | "state">,
+  name?: string,
+): Query {
   const fields: string[] = [];
   if (o.fieldSelector) fields.push(o.fieldSelector);
   if (o.state !== undefined) {
     if (k.kind !== "Task") throw new UsageError(`--state: only tasks have a state, not ${k.plural}`);
     const states = taskStates();
-    if (states.length && !states.includes(o.state)) throw new UsageError(`--state: unknown state ${JSON.stringify(o.state)}; one of: ${states.join(", ")}`);
+    if (states.length && !states.includes(o.state))
+      throw new UsageError(`--state: unknown state ${JSON.stringify(o.state)}; one of: ${states.join(", ")}`);
     fields.push(`status.state=${o.state}`);
   }
   if (name !== undefined) fields.push(`metadata.name=${name}`);
@@ -67,7 +80,11 @@ export async function watchLoop(client: Client, k: KindInfo, q: Query, first: Li
   while (!signal.aborted) {
     let why: string | undefined;
     try {
-      for await (const raw of client.lines(k.path, { ...q, watch: 1, allowWatchBookmarks: "true", resourceVersion: rv }, signal)) {
+      for await (const raw of client.lines(
+        k.path,
+        { ...q, watch: 1, allowWatchBookmarks: "true", resourceVersion: rv },
+        signal,
+      )) {
         const ev = raw as WatchEvent;
         failures = 0;
         if (ev.type === "ERROR") {

@@ -16,23 +16,54 @@ const VERBS: [names: string[], load: () => Promise<Command[]>][] = [
   [["validate"], async () => [(await import("./validate.ts")).validateCommand()]],
   [["get"], async () => [(await import("./get.ts")).getCommand()]],
   [["describe"], async () => [(await import("./describe.ts")).describeCommand()]],
-  [["apply", "delete"], async () => { const m = await import("./apply.ts"); return [m.applyCommand(), m.deleteCommand()]; }],
-  [["cordon", "uncordon", "cancel", "retry", "set-concurrency"], async () => {
-    const m = await import("./admin.ts");
-    return [m.cordonCommand(), m.uncordonCommand(), m.cancelCommand(), m.retryCommand(), m.setConcurrencyCommand()];
-  }],
-  [["worker-capacity", "task-admission", "dispatch-repo-run"], async () => {
-    const m = await import("./contract.ts");
-    return [m.workerCapacityCommand(), m.taskAdmissionCommand(), m.dispatchRepoRunCommand()];
-  }],
+  [
+    ["apply", "delete"],
+    async () => {
+      const m = await import("./apply.ts");
+      return [m.applyCommand(), m.deleteCommand()];
+    },
+  ],
+  [
+    ["cordon", "uncordon", "cancel", "retry", "set-concurrency"],
+    async () => {
+      const m = await import("./admin.ts");
+      return [m.cordonCommand(), m.uncordonCommand(), m.cancelCommand(), m.retryCommand(), m.setConcurrencyCommand()];
+    },
+  ],
+  [
+    ["worker-capacity", "task-admission", "dispatch-repo-run"],
+    async () => {
+      const m = await import("./contract.ts");
+      return [m.workerCapacityCommand(), m.taskAdmissionCommand(), m.dispatchRepoRunCommand()];
+    },
+  ],
   // v1's Hub CLI verbs that Loom names differently or lacked (src/cli/v1.ts keeps the list).
-  [["dispatch-smoke", "dispatch-spec", "dispatch-oracle", "summary", "worker-cache", "capabilities", "set-worker-concurrency", "register-worker-hosts", "retry-task", "push-task"],
-    async () => (await import("./v1.ts")).v1Commands()],
+  [
+    [
+      "dispatch-smoke",
+      "dispatch-spec",
+      "dispatch-oracle",
+      "summary",
+      "worker-cache",
+      "capabilities",
+      "set-worker-concurrency",
+      "register-worker-hosts",
+      "retry-task",
+      "push-task",
+    ],
+    async () => (await import("./v1.ts")).v1Commands(),
+  ],
   [["simulate"], async () => [(await import("./simulate.ts")).simulateCommand()]],
   [["top"], async () => [(await import("./top.ts")).topCommand()]],
   [["kubeconfig"], async () => [(await import("./kubeconfig.ts")).kubeconfigCommand()]],
   [["certs"], async () => [(await import("./certs.ts")).certsCommand()]],
-  [["logs", "result"], async () => { const m = await import("./results.ts"); return [m.logsCommand(), m.resultCommand()]; }],
+  [
+    ["logs", "result"],
+    async () => {
+      const m = await import("./results.ts");
+      return [m.logsCommand(), m.resultCommand()];
+    },
+  ],
   [["version"], async () => [(await import("./version.ts")).versionCommand()]],
   [["completion"], async () => [(await import("./completion.ts")).completionCommand(buildProgram)]],
 ];
@@ -41,7 +72,8 @@ const VERBS: [names: string[], load: () => Promise<Command[]>][] = [
 export function verbOf(argv: string[]): string | undefined {
   const args = argv.slice(2);
   for (let i = 0; i < args.length; i++) {
-    if (args[i] === "--controller" || args[i] === "--controller-token-env" || args[i] === "--certificate-authority") i++;
+    if (args[i] === "--controller" || args[i] === "--controller-token-env" || args[i] === "--certificate-authority")
+      i++;
     else if (!args[i].startsWith("-")) return args[i];
   }
   return undefined;
@@ -74,7 +106,10 @@ function commandPath(c: Command): string {
 /** addCommand() does not pass settings down: every verb throws usage errors (exit 2) instead of exiting itself. */
 function withUsageExits(cmd: Command): Command {
   for (const sub of cmd.commands) {
-    sub.exitOverride().showHelpAfterError(`see 'loom ${commandPath(sub)} --help'`).configureOutput({ writeErr: (s) => process.stderr.write(s) });
+    sub
+      .exitOverride()
+      .showHelpAfterError(`see 'loom ${commandPath(sub)} --help'`)
+      .configureOutput({ writeErr: (s) => process.stderr.write(s) });
     withUsageExits(sub);
   }
   return cmd;

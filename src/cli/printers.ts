@@ -44,7 +44,12 @@ export function tabwrite(lines: string[], padding = 2, minWidths: number[] = [])
     }
   };
   format(0, lines.length, 0);
-  return cells.map((c, i) => c.map((s, j) => (j < c.length - 1 ? s + " ".repeat(Math.max(0, width[i][j] - visibleWidth(s))) : s)).join("").trimEnd());
+  return cells.map((c, i) =>
+    c
+      .map((s, j) => (j < c.length - 1 ? s + " ".repeat(Math.max(0, width[i][j] - visibleWidth(s))) : s))
+      .join("")
+      .trimEnd(),
+  );
 }
 
 /** A cell is one line: cut at its first newline, and tabs would break alignment. */
@@ -73,7 +78,11 @@ function safeCell<T>(c: Column<T>, o: T, now: Date): string {
 
 /** Aligned lines; `minWidths` keeps later rows (a watch) in the columns of the first print. */
 export function formatRows(rows: string[][], minWidths: number[] = []): string[] {
-  return tabwrite(rows.map((r) => r.join("\t")), 2, minWidths);
+  return tabwrite(
+    rows.map((r) => r.join("\t")),
+    2,
+    minWidths,
+  );
 }
 
 /** Column widths (including padding) of a printed table, to keep later rows aligned with it. */
@@ -132,8 +141,10 @@ export function formatShortfalls(s: Record<string, Shortfall> | undefined): stri
   if (!s) return NONE;
   const parts: string[] = [];
   for (const [field, x] of Object.entries(s)) {
-    if (Array.isArray(x.available)) parts.push(`${field} [${Array.isArray(x.requested) ? x.requested.join("|") : ""}]/[${x.available.join("|")}]`);
-    else if (typeof x.requested === "number") parts.push(`${field} ${x.requested}/${Math.max(0, (x.capacity ?? 0) - (x.reserved ?? 0))}`);
+    if (Array.isArray(x.available))
+      parts.push(`${field} [${Array.isArray(x.requested) ? x.requested.join("|") : ""}]/[${x.available.join("|")}]`);
+    else if (typeof x.requested === "number")
+      parts.push(`${field} ${x.requested}/${Math.max(0, (x.capacity ?? 0) - (x.reserved ?? 0))}`);
   }
   return parts.length ? parts.join(", ") : NONE;
 }
@@ -152,7 +163,14 @@ export class PrefixWriter {
   }
   /** `Key:  value`, the value `<none>` when empty. */
   kv(level: number, key: string, value: unknown): void {
-    const v = value === undefined || value === null || value === "" ? NONE : typeof value === "string" ? value : typeof value === "object" ? JSON.stringify(value) : String(value);
+    const v =
+      value === undefined || value === null || value === ""
+        ? NONE
+        : typeof value === "string"
+          ? value
+          : typeof value === "object"
+            ? JSON.stringify(value)
+            : String(value);
     this.write(level, `${key}:\t${cellText(v)}`);
   }
   /** A table under a section: headers in caps, rows aligned (`<none>` alone when empty). */
@@ -168,7 +186,9 @@ export class PrefixWriter {
     this.table(level + 1, headers, rows);
   }
   toString(): string {
-    return tabwrite(this.lines).map((l) => `${l}\n`).join("");
+    return tabwrite(this.lines)
+      .map((l) => `${l}\n`)
+      .join("");
   }
 }
 

@@ -9,10 +9,20 @@ import { list, selectors, watchLoop } from "./list-watch.ts";
 import { resolveKind } from "./kinds.ts";
 import { age, formatTable } from "./printers.ts";
 
-export type ResultRow = { result_id: string; task_id: string; attempt_no: number; worker_id: string | null; verdict: string; bytes: number; issues: string[]; uploaded_at: string };
+export type ResultRow = {
+  result_id: string;
+  task_id: string;
+  attempt_no: number;
+  worker_id: string | null;
+  verdict: string;
+  bytes: number;
+  issues: string[];
+  uploaded_at: string;
+};
 type TaskObj = { status?: { state?: string; attempt?: number; error?: unknown } };
 
-export const resultsOf = async (client: Client, taskId?: string) => (await client.get<{ results: ResultRow[] }>("/api/results", { task_id: taskId })).results;
+export const resultsOf = async (client: Client, taskId?: string) =>
+  (await client.get<{ results: ResultRow[] }>("/api/results", { task_id: taskId })).results;
 
 export async function download(client: Client, id: string): Promise<Buffer> {
   const res = await client.fetch("GET", `/api/results/${encodeURIComponent(id)}`);
@@ -22,7 +32,8 @@ export async function download(client: Client, id: string): Promise<Buffer> {
 /** stdout.txt, stderr.txt and the exit code of a result ZIP (entries may sit under an attempt folder). */
 export async function attemptOutput(zip: Buffer): Promise<{ stdout: string; stderr: string; exitCode?: number }> {
   const entries = await readZip(zip);
-  const find = (suffix: string) => [...entries].find(([n]) => n === suffix || n.endsWith(`/${suffix}`))?.[1]?.toString("utf8");
+  const find = (suffix: string) =>
+    [...entries].find(([n]) => n === suffix || n.endsWith(`/${suffix}`))?.[1]?.toString("utf8");
   let exitCode: number | undefined;
   try {
     const wr = JSON.parse(find("worker-result.json") ?? "{}") as { exit_code?: unknown };
@@ -45,17 +56,26 @@ export function logsCommand(): Command {
       // Listed before the results are read: a result uploaded after this revision changes the task after it too.
       const since = o.follow ? await list(client, tasksKind(), selectors(tasksKind(), {}, task)) : undefined;
       const results = await resultsOf(client, task);
-      const attempt = o.attempt ?? (results.length && !o.follow ? Math.max(...results.map((r) => r.attempt_no)) : t.status?.attempt ?? 1);
+      const attempt =
+        o.attempt ??
+        (results.length && !o.follow ? Math.max(...results.map((r) => r.attempt_no)) : (t.status?.attempt ?? 1));
       let r = latestOf(results, attempt);
       if (!r) {
-        if (!since) throw new CliError(`attempt ${attempt} of task ${task} has no result yet (state ${t.status?.state ?? "queued"}); -f waits for it`, 1, "NotFound");
+        if (!since)
+          throw new CliError(
+            `attempt ${attempt} of task ${task} has no result yet (state ${t.status?.state ?? "queued"}); -f waits for it`,
+            1,
+            "NotFound",
+          );
         err(`waiting for the result of ${task} attempt ${attempt}...\n`);
         r = await awaitResult(client, task, attempt, since);
       }
       const { stdout, stderr, exitCode } = await attemptOutput(await download(client, r.result_id));
       out(stdout);
       out(stderr);
-      err(`--- ${task} attempt ${attempt} on ${r.worker_id ?? "?"}: ${r.verdict}${exitCode === undefined ? "" : `, exit code ${exitCode}`}${r.issues.length ? ` (${r.issues.join(", ")})` : ""}\n`);
+      err(
+        `--- ${task} attempt ${attempt} on ${r.worker_id ?? "?"}: ${r.verdict}${exitCode === undefined ? "" : `, exit code ${exitCode}`}${r.issues.length ? ` (${r.issues.join(", ")})` : ""}\n`,
+      );
     });
 }
 
@@ -67,7 +87,12 @@ const latestOf = (results: ResultRow[], attempt: number) => results.filter((x) =
  * the same transaction as the task's status, so every upload arrives as a change to the task;
  * each change reads the result list again, one read at a time.
  */
-async function awaitResult(client: Client, task: string, attempt: number, since: Awaited<ReturnType<typeof list>>): Promise<ResultRow> {
+async function awaitResult(
+  client: Client,
+  task: string,
+  attempt: number,
+  since: Awaited<ReturnType<typeof list>>,
+): Promise<ResultRow> {
   const ac = new AbortController();
   let found: ResultRow | undefined;
   let failed: { error: unknown } | undefined;
@@ -84,7 +109,11 @@ async function awaitResult(client: Client, task: string, attempt: number, since:
     });
   };
   try {
-    await watchLoop(client, tasksKind(), selectors(tasksKind(), {}, task), since, { show: reread, log: (l) => err(`${l}\n`), signal: ac.signal });
+    await watchLoop(client, tasksKind(), selectors(tasksKind(), {}, task), since, {
+      show: reread,
+      log: (l) => err(`${l}\n`),
+      signal: ac.signal,
+    });
   } catch (e) {
     if (!ac.signal.aborted) throw e;
   }
@@ -94,16 +123,20 @@ async function awaitResult(client: Client, task: string, attempt: number, since:
 }
 
 export function getResultsTable(rows: ResultRow[], now = new Date()): string {
-  return formatTable([
-    { name: "RESULT", priority: 0, cell: (r: ResultRow) => r.result_id },
-    { name: "TASK", priority: 0, cell: (r) => r.task_id },
-    { name: "ATTEMPT", priority: 0, cell: (r) => String(r.attempt_no) },
-    { name: "WORKER", priority: 0, cell: (r) => r.worker_id ?? "<none>" },
-    { name: "VERDICT", priority: 0, cell: (r) => r.verdict },
-    { name: "ISSUES", priority: 0, cell: (r) => r.issues.join(",") || "<none>" },
-    { name: "BYTES", priority: 0, cell: (r) => String(r.bytes) },
-    { name: "AGE", priority: 0, cell: (r, n) => age(r.uploaded_at, n) },
-  ], rows, now);
+  return formatTable(
+    [
+      { name: "RESULT", priority: 0, cell: (r: ResultRow) => r.result_id },
+      { name: "TASK", priority: 0, cell: (r) => r.task_id },
+      { name: "ATTEMPT", priority: 0, cell: (r) => String(r.attempt_no) },
+      { name: "WORKER", priority: 0, cell: (r) => r.worker_id ?? "<none>" },
+      { name: "VERDICT", priority: 0, cell: (r) => r.verdict },
+      { name: "ISSUES", priority: 0, cell: (r) => r.issues.join(",") || "<none>" },
+      { name: "BYTES", priority: 0, cell: (r) => String(r.bytes) },
+      { name: "AGE", priority: 0, cell: (r, n) => age(r.uploaded_at, n) },
+    ],
+    rows,
+    now,
+  );
 }
 
 export function resultCommand(): Command {

@@ -32,14 +32,18 @@ function readChanges(file: string): unknown {
 
 export function simulateCommand(): Command {
   return withController(new Command("simulate"))
-    .description("what would be admitted, where and in what order, after the changes in a file (add_workers, inventory, remove_workers, workers, cancel_tasks, tasks, queues); writes nothing")
+    .description(
+      "what would be admitted, where and in what order, after the changes in a file (add_workers, inventory, remove_workers, workers, cancel_tasks, tasks, queues); writes nothing",
+    )
     .requiredOption("-f, --filename <file>", "the changes, YAML or JSON (- for stdin)")
     .addOption(outputOption(["table", "json", "yaml"]))
     .action(async (o: { filename: string; output?: "table" | "json" | "yaml" }, cmd: Command) => {
       const body = await clientOf(cmd).post<Simulation>("/api/simulate", readChanges(o.filename));
       const output = forScripts(o.output);
       if (output === "json" || output === "yaml") return out(formatObject(body, output));
-      out(`${body.admitted.length} of ${body.queued_before} queued tasks would be admitted (${body.baseline_admitted} without the changes); ${body.still_queued} would stay queued\n`);
+      out(
+        `${body.admitted.length} of ${body.queued_before} queued tasks would be admitted (${body.baseline_admitted} without the changes); ${body.still_queued} would stay queued\n`,
+      );
       if (body.admitted.length) out(`\n${formatTable(columns, body.admitted, new Date())}`);
     });
 }

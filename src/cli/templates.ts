@@ -6,9 +6,11 @@ import { evalJsonPath, parseJsonPath, type Step } from "../resources/jsonpath.ts
 import { NONE } from "../resources/columns.ts";
 
 type Part = { text: string } | { expr: Step[] } | { range: Step[]; body: Part[] };
-export type Template = { kind: "jsonpath"; parts: Part[] } | { kind: "custom-columns"; columns: { header: string; expr: Step[] }[] };
+export type Template =
+  { kind: "jsonpath"; parts: Part[] } | { kind: "custom-columns"; columns: { header: string; expr: Step[] }[] };
 
-const unescape = (s: string) => s.replace(/\\([nrt\\])/g, (_, c: string) => ({ n: "\n", r: "\r", t: "\t", "\\": "\\" })[c]!);
+const unescape = (s: string) =>
+  s.replace(/\\([nrt\\])/g, (_, c: string) => ({ n: "\n", r: "\r", t: "\t", "\\": "\\" })[c]!);
 
 /** Parse a kubectl jsonpath template; errors say where. */
 export function parseTemplate(src: string): Part[] {
@@ -44,11 +46,15 @@ export function parseTemplate(src: string): Part[] {
 const show = (v: unknown) => (typeof v === "string" ? v : JSON.stringify(v));
 
 export function renderTemplate(parts: Part[], data: unknown): string {
-  return parts.map((p) => {
-    if ("text" in p) return p.text;
-    if ("expr" in p) return evalJsonPath(data, p.expr).map(show).join(" ");
-    return evalJsonPath(data, p.range).map((item) => renderTemplate(p.body, item)).join("");
-  }).join("");
+  return parts
+    .map((p) => {
+      if ("text" in p) return p.text;
+      if ("expr" in p) return evalJsonPath(data, p.expr).map(show).join(" ");
+      return evalJsonPath(data, p.range)
+        .map((item) => renderTemplate(p.body, item))
+        .join("");
+    })
+    .join("");
 }
 
 /** `NAME:.metadata.name,STATE:.status.state` -> columns. */
@@ -79,6 +85,8 @@ export function outputArg(formats: readonly string[]) {
       throw new InvalidArgumentError(`${name}: ${(e as Error).message}`);
     }
     if (formats.includes(v)) return v;
-    throw new InvalidArgumentError(`unknown output format ${JSON.stringify(v)}; one of ${formats.join(", ")}, jsonpath=TEMPLATE, custom-columns=HEADER:EXPR,...`);
+    throw new InvalidArgumentError(
+      `unknown output format ${JSON.stringify(v)}; one of ${formats.join(", ")}, jsonpath=TEMPLATE, custom-columns=HEADER:EXPR,...`,
+    );
   };
 }

@@ -30,7 +30,11 @@ export function topColumns(color: boolean): Column<CapacityEntry>[] {
     { name: "WORKER", priority: 0, cell: (w) => w.worker_id },
     { name: "STATUS", priority: 0, cell: (w) => w.status ?? NONE },
     { name: "ACTIVE/LIMIT", priority: 0, cell: (w) => ratio(w.active_count, w.effective_limit) },
-    ...DIMENSIONS.map((d): Column<CapacityEntry> => ({ name: d.label, priority: 0, cell: (w) => bar(w.reserved?.[d.field], w.capacity?.[d.field], d.unit, color) })),
+    ...DIMENSIONS.map((d): Column<CapacityEntry> => ({
+      name: d.label,
+      priority: 0,
+      cell: (w) => bar(w.reserved?.[d.field], w.capacity?.[d.field], d.unit, color),
+    })),
   ];
 }
 
@@ -47,14 +51,17 @@ export function topCommand(): Command {
       ]);
       // The capacity API leaves cordoned workers out; their (last written) status still says what they hold.
       const live = new Map(cap.workers.map((w) => [w.worker_id, w]));
-      const rows: CapacityEntry[] = list.items.map((w) => live.get(w.metadata.name) ?? {
-        worker_id: w.metadata.name,
-        status: w.spec?.unschedulable ? "cordoned" : NONE,
-        capacity: w.status?.capacity,
-        reserved: w.status?.reserved,
-        active_count: w.status?.active_count,
-        effective_limit: w.status?.effective_limit,
-      });
+      const rows: CapacityEntry[] = list.items.map(
+        (w) =>
+          live.get(w.metadata.name) ?? {
+            worker_id: w.metadata.name,
+            status: w.spec?.unschedulable ? "cordoned" : NONE,
+            capacity: w.status?.capacity,
+            reserved: w.status?.reserved,
+            active_count: w.status?.active_count,
+            effective_limit: w.status?.effective_limit,
+          },
+      );
       for (const w of cap.workers) if (!rows.some((r) => r.worker_id === w.worker_id)) rows.push(w);
       if (!rows.length) return void process.stderr.write("No workers.\n");
       const color = Boolean(process.stdout.isTTY) && !process.env.NO_COLOR;

@@ -3,7 +3,9 @@ import { Command } from "commander";
 
 export function validateCommand(): Command {
   return new Command("validate")
-    .description("validate inventory, campaign manifest or resource files without a Hub; prints every error with its field path")
+    .description(
+      "validate inventory, campaign manifest or resource files without a Hub; prints every error with its field path",
+    )
     .requiredOption("-f, --filename <path...>", "files or directories to validate")
     .action(async (opts: { filename: string[] }) => {
       const { loadPaths } = await import("../resources/load.ts");

@@ -13,8 +13,12 @@ export function versionCommand(): Command {
       if (o.client) return;
       const client = clientOf(cmd);
       try {
-        const meta = await client.get<{ product_version?: string; hub_api_version?: number; store?: string }>("/api/meta");
-        out(`Hub Version: ${meta.product_version ?? "unknown"} (hub API ${meta.hub_api_version ?? "?"}, store ${meta.store ?? "?"}) at ${client.conn.controller}\n`);
+        const meta = await client.get<{ product_version?: string; hub_api_version?: number; store?: string }>(
+          "/api/meta",
+        );
+        out(
+          `Hub Version: ${meta.product_version ?? "unknown"} (hub API ${meta.hub_api_version ?? "?"}, store ${meta.store ?? "?"}) at ${client.conn.controller}\n`,
+        );
       } catch (e) {
         if (!(e instanceof CliError)) throw e;
         throw new CliError(`the Hub's version is unknown: ${e.message}`, 1, e.reason);

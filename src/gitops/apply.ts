@@ -110,7 +110,13 @@ export function planApply(current: StoredObject[], desired: StoredObject[], opts
     }
     const owner = sourceOf(cur);
     if (owner !== undefined && owner !== source && stillDeclares(owner, kind, name)) {
-      plan.errors.push({ source, field: "metadata.name", message: `${kind} "${name}" already declared by ${owner}`, reason: "FieldValueDuplicate", subject: key(d) });
+      plan.errors.push({
+        source,
+        field: "metadata.name",
+        message: `${kind} "${name}" already declared by ${owner}`,
+        reason: "FieldValueDuplicate",
+        subject: key(d),
+      });
       continue;
     }
     const step = updateStep(cur, d);
@@ -134,13 +140,17 @@ function updateStep(cur: StoredObject, d: StoredObject): PlanStep | undefined {
   const wasPruned = cur.metadata.annotations?.[PRUNED_ANNOTATION] !== undefined;
   // Declared labels and annotations win; keys the file never set (an operator's, a controller's) stay.
   const labels = { ...(cur.metadata.labels ?? {}), ...(d.metadata.labels ?? {}) };
-  const annotations: Record<string, string> = { ...(cur.metadata.annotations ?? {}), ...(d.metadata.annotations ?? {}) };
+  const annotations: Record<string, string> = {
+    ...(cur.metadata.annotations ?? {}),
+    ...(d.metadata.annotations ?? {}),
+  };
   delete annotations[PRUNED_ANNOTATION]; // declared again: no longer on its way out
   let spec = d.spec as Record<string, unknown> | undefined;
   const curSpec = (cur.spec ?? {}) as Record<string, unknown>;
   // An operator's cordon survives a re-apply, as a Node's does under kubectl apply. A cordon
   // that pruning set goes with the pruned mark.
-  if (kind === "Worker" && spec && !("unschedulable" in spec) && curSpec.unschedulable === true && !wasPruned) spec = { ...spec, unschedulable: true };
+  if (kind === "Worker" && spec && !("unschedulable" in spec) && curSpec.unschedulable === true && !wasPruned)
+    spec = { ...spec, unschedulable: true };
   let keepReason: string | undefined;
   // A task that has left the queue runs what it was leased with; only queued tasks take a new spec.
   if (kind === "Task" && !jsonEqual(spec, cur.spec) && !stillQueued(cur)) {
@@ -154,7 +164,12 @@ function updateStep(cur: StoredObject, d: StoredObject): PlanStep | undefined {
     jsonEqual(annotations, cur.metadata.annotations ?? {}) &&
     jsonEqual(ownerReferences, cur.metadata.ownerReferences);
   if (same) return keepReason ? { op: "keep", kind, name, reason: keepReason } : undefined;
-  const metadata = { ...cur.metadata, annotations, ...(Object.keys(labels).length ? { labels } : {}), ...(ownerReferences ? { ownerReferences } : {}) };
+  const metadata = {
+    ...cur.metadata,
+    annotations,
+    ...(Object.keys(labels).length ? { labels } : {}),
+    ...(ownerReferences ? { ownerReferences } : {}),
+  };
   const object: StoredObject = { ...cur, metadata, spec };
   delete object.status; // the store keeps the stored status on update
   return { op: "update", kind, name, object };
@@ -176,17 +191,27 @@ function pruneStep(cur: StoredObject, active: string[], opts: ApplyOptions): Pla
   const { kind, name } = { kind: cur.kind, name: cur.metadata.name };
   const rv = cur.metadata.resourceVersion;
   const other = opts.declaredElsewhere?.(kind, name);
-  if (other !== undefined && other !== opts.source) return { op: "keep", kind, name, reason: `now declared by ${other}` };
+  if (other !== undefined && other !== opts.source)
+    return { op: "keep", kind, name, reason: `now declared by ${other}` };
   switch (kind) {
     case "Worker": {
       if (active.length === 0) return { op: "delete", kind, name, resourceVersion: rv };
       const spec = (cur.spec ?? {}) as Record<string, unknown>;
       if (cur.metadata.annotations?.[PRUNED_ANNOTATION] === "true" && spec.unschedulable === true)
-        return { op: "keep", kind, name, reason: `pruned; deleted when its ${active.length} active lease(s) end`, activeTasks: active };
+        return {
+          op: "keep",
+          kind,
+          name,
+          reason: `pruned; deleted when its ${active.length} active lease(s) end`,
+          activeTasks: active,
+        };
       // No new leases; the running ones finish, then the worker goes.
       const object: StoredObject = {
         ...cur,
-        metadata: { ...cur.metadata, annotations: { ...(cur.metadata.annotations ?? {}), [PRUNED_ANNOTATION]: "true" } },
+        metadata: {
+          ...cur.metadata,
+          annotations: { ...(cur.metadata.annotations ?? {}), [PRUNED_ANNOTATION]: "true" },
+        },
         spec: { ...spec, unschedulable: true },
       };
       delete object.status;
@@ -210,7 +235,13 @@ export function planOps(plan: Plan): TxnOp[] {
   for (const s of plan.steps) {
     if (s.op === "create") ops.push({ op: "create", object: s.object });
     else if (s.op === "update" || s.op === "cordon") ops.push({ op: "update", object: s.object });
-    else if (s.op === "delete") ops.push({ op: "delete", kind: s.kind, name: s.name, ...(s.resourceVersion ? { resourceVersion: s.resourceVersion } : {}) });
+    else if (s.op === "delete")
+      ops.push({
+        op: "delete",
+        kind: s.kind,
+        name: s.name,
+        ...(s.resourceVersion ? { resourceVersion: s.resourceVersion } : {}),
+      });
   }
   return ops;
 }
@@ -219,8 +250,16 @@ export function planOps(plan: Plan): TxnOp[] {
  * What planApply needs from the store for one source. Tasks are listed only when they can
  * matter (declared tasks, a Worker to prune, or `includeTasks`), since there can be many.
  */
-export async function readCurrent(store: Store, desired: StoredObject[], opts: ApplyOptions & { includeTasks?: boolean }): Promise<StoredObject[]> {
-  const [workers, campaigns, queues] = await Promise.all([store.list("Worker"), store.list("Campaign"), store.list("Queue")]);
+export async function readCurrent(
+  store: Store,
+  desired: StoredObject[],
+  opts: ApplyOptions & { includeTasks?: boolean },
+): Promise<StoredObject[]> {
+  const [workers, campaigns, queues] = await Promise.all([
+    store.list("Worker"),
+    store.list("Campaign"),
+    store.list("Queue"),
+  ]);
   const wanted = new Set(desired.map(key));
   const workerToPrune = opts.prune && workers.items.some((w) => sourceOf(w) === opts.source && !wanted.has(key(w)));
   const needTasks = (opts.includeTasks ?? true) || desired.some((o) => o.kind === "Task") || workerToPrune;
@@ -236,22 +275,48 @@ export const MAX_APPLY_ATTEMPTS = DEFAULT_RETRY.attempts;
  * a name taken or gone), read again, plan again and retry (retryOnConflict). A plan with
  * errors (or one that gains errors on a re-plan) writes nothing.
  */
-export async function applyPlan(store: Store, plan: Plan, readOpts: { includeTasks?: boolean } = {}): Promise<ApplyResult> {
-  return retryOnConflict(async (attempt) => {
-    if (attempt > 1) plan = planApply(await readCurrent(store, plan.desired, { ...plan.opts, ...readOpts }), plan.desired, plan.opts);
-    const ops = plan.errors.length ? [] : planOps(plan);
-    if (ops.length === 0) return { plan, written: [], attempts: attempt - 1 };
-    // A plan larger than one transaction of the store (etcd) goes in chunks; a chunk that
-    // meets a race re-plans from what is stored, so the chunks already written count as done.
-    const written: StoredObject[] = [];
-    for (const chunk of chunks(ops, store.maxWritesPerTxn)) written.push(...(await store.txn(chunk)));
-    return { plan, written, attempts: attempt };
-  }, { attempts: MAX_APPLY_ATTEMPTS, retryable: (e) => RETRYABLE.some((r) => isStoreError(e, r)) });
+export async function applyPlan(
+  store: Store,
+  plan: Plan,
+  readOpts: { includeTasks?: boolean } = {},
+): Promise<ApplyResult> {
+  return retryOnConflict(
+    async (attempt) => {
+      if (attempt > 1)
+        plan = planApply(
+          await readCurrent(store, plan.desired, { ...plan.opts, ...readOpts }),
+          plan.desired,
+          plan.opts,
+        );
+      const ops = plan.errors.length ? [] : planOps(plan);
+      if (ops.length === 0) return { plan, written: [], attempts: attempt - 1 };
+      // A plan larger than one transaction of the store (etcd) goes in chunks; a chunk that
+      // meets a race re-plans from what is stored, so the chunks already written count as done.
+      const written: StoredObject[] = [];
+      for (const chunk of chunks(ops, store.maxWritesPerTxn)) written.push(...(await store.txn(chunk)));
+      return { plan, written, attempts: attempt };
+    },
+    { attempts: MAX_APPLY_ATTEMPTS, retryable: (e) => RETRYABLE.some((r) => isStoreError(e, r)) },
+  );
 }
 
-export type PlanCounts = { created: number; updated: number; cordoned: number; deleted: number; kept: number; unchanged: number };
+export type PlanCounts = {
+  created: number;
+  updated: number;
+  cordoned: number;
+  deleted: number;
+  kept: number;
+  unchanged: number;
+};
 
 export function countPlan(plan: Plan): PlanCounts {
   const n = (op: PlanStep["op"]) => plan.steps.filter((s) => s.op === op).length;
-  return { created: n("create"), updated: n("update"), cordoned: n("cordon"), deleted: n("delete"), kept: n("keep"), unchanged: plan.unchanged };
+  return {
+    created: n("create"),
+    updated: n("update"),
+    cordoned: n("cordon"),
+    deleted: n("delete"),
+    kept: n("keep"),
+    unchanged: plan.unchanged,
+  };
 }

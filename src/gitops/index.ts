@@ -1,5 +1,12 @@
 // GitOps: files and folders as the declared state of Workers, Campaigns and Tasks.
-export { GitopsSync, DEFAULT_DEBOUNCE_MS, type GitopsSyncOptions, type GitopsLog, type SyncReport, type FileReport } from "./sync.ts";
+export {
+  GitopsSync,
+  DEFAULT_DEBOUNCE_MS,
+  type GitopsSyncOptions,
+  type GitopsLog,
+  type SyncReport,
+  type FileReport,
+} from "./sync.ts";
 export {
   planApply,
   applyPlan,

@@ -16,7 +16,18 @@ import type { LoomEvent } from "../resources/meta.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { Store, StoredObject, WatchEvent, WatchHandle } from "../store/store.ts";
 import { Controller, type ReconcileObserver } from "../reconciler/controller.ts";
-import { type ApplyOptions, type PlanCounts, type PlanStep, GITOPS_KINDS, applyPlan, countPlan, keyOf, planApply, readCurrent, sourceOf } from "./apply.ts";
+import {
+  type ApplyOptions,
+  type PlanCounts,
+  type PlanStep,
+  GITOPS_KINDS,
+  applyPlan,
+  countPlan,
+  keyOf,
+  planApply,
+  readCurrent,
+  sourceOf,
+} from "./apply.ts";
 
 export type GitopsLog = (level: "info" | "warn" | "error", msg: string, extra?: object) => void;
 
@@ -103,8 +114,16 @@ export class GitopsSync {
     this.recordEvent = opts.recordEvent;
     this.log = opts.log;
     this.repairs = new Controller(
-      { name: "gitops-repair", keys: () => [...this.applied.keys()].sort(), reconcile: (file) => this.enqueue(() => this.repair(file)) },
-      { log: (level, msg, extra) => this.log(level, `gitops: ${msg}`, extra), observe: opts.observe, resyncMs: opts.resyncMs ?? 60_000 },
+      {
+        name: "gitops-repair",
+        keys: () => [...this.applied.keys()].sort(),
+        reconcile: (file) => this.enqueue(() => this.repair(file)),
+      },
+      {
+        log: (level, msg, extra) => this.log(level, `gitops: ${msg}`, extra),
+        observe: opts.observe,
+        resyncMs: opts.resyncMs ?? 60_000,
+      },
     );
   }
 
@@ -113,7 +132,10 @@ export class GitopsSync {
     const fromRevision = await this.store.revision();
     await this.rebuildFromStore();
     for (const p of this.paths)
-      if (!existsSync(p)) this.log("warn", `gitops: ${p} does not exist; it is watched once it exists and a full sync runs (SIGHUP)`, { path: p });
+      if (!existsSync(p))
+        this.log("warn", `gitops: ${p} does not exist; it is watched once it exists and a full sync runs (SIGHUP)`, {
+          path: p,
+        });
     // Watch before the first sync, so no change made during it is missed (it is applied after).
     await this.openWatcher();
     await this.syncNow();
@@ -127,7 +149,9 @@ export class GitopsSync {
     }
     // Generations as applied, so only a later change to one counts as drift.
     const from = await this.store.revision();
-    for (const kind of GITOPS_KINDS) for (const o of (await this.store.list(kind)).items) this.generations.set(keyOf(o.kind, o.metadata.name), o.metadata.generation ?? 0);
+    for (const kind of GITOPS_KINDS)
+      for (const o of (await this.store.list(kind)).items)
+        this.generations.set(keyOf(o.kind, o.metadata.name), o.metadata.generation ?? 0);
     this.objectWatch = await this.store.watch(undefined, from, (ev) => this.onObject(ev));
     // Its first resync only finds the files just synced unchanged, and writes nothing.
     if (!this.closed) this.repairs.start();
@@ -162,7 +186,8 @@ export class GitopsSync {
   /** Sync every file now (the first sync, SIGHUP, tests). Runs after any batch in progress. */
   async syncNow(): Promise<SyncReport> {
     // chokidar does not follow a path that did not exist when watching began: watch again.
-    if (!this.closed && this.watcher && this.paths.some((p) => !this.watchedPaths.includes(p) && existsSync(p))) await this.openWatcher();
+    if (!this.closed && this.watcher && this.paths.some((p) => !this.watchedPaths.includes(p) && existsSync(p)))
+      await this.openWatcher();
     return this.enqueue(() => this.runBatch(this.allFiles()));
   }
 
@@ -225,7 +250,12 @@ export class GitopsSync {
     for (const root of this.paths) {
       if (abs === root) return false;
       if (!abs.startsWith(root + sep)) continue;
-      if (relative(root, abs).split(sep).some((s) => s.startsWith("."))) return true; // .git and the like
+      if (
+        relative(root, abs)
+          .split(sep)
+          .some((s) => s.startsWith("."))
+      )
+        return true; // .git and the like
       return isFile && !this.accepts(abs);
     }
     return false;
@@ -264,7 +294,8 @@ export class GitopsSync {
       }
     }
     for (const src of this.applied.keys())
-      if (!this.accepts(src)) this.log("info", `gitops: objects declared by ${src} are outside the watched paths; left alone`, { file: src });
+      if (!this.accepts(src))
+        this.log("info", `gitops: objects declared by ${src} are outside the watched paths; left alone`, { file: src });
   }
 
   private parse(file: string): Parsed {
@@ -277,7 +308,11 @@ export class GitopsSync {
     if (!isFile) return { file, errors: [], gone: true };
     const r = loadFile(file);
     // v1 fields Loom keeps without acting on them are shown, as `loom validate` shows them.
-    if (r.notes.length) this.log("info", `gitops: ${file}: kept, not acted on: ${r.notes.map((n) => n.field).join(", ")}`, { file, kept_fields: r.notes.map((n) => n.field) });
+    if (r.notes.length)
+      this.log("info", `gitops: ${file}: kept, not acted on: ${r.notes.map((n) => n.field).join(", ")}`, {
+        file,
+        kept_fields: r.notes.map((n) => n.field),
+      });
     let hash: string | undefined;
     try {
       hash = createHash("sha256").update(readFileSync(file)).digest("hex");
@@ -295,7 +330,10 @@ export class GitopsSync {
     this.pending.add(file);
     clearTimeout(this.timer);
     // Trailing debounce, bounded so a steady stream of writes still gets applied.
-    const wait = Math.max(0, Math.min(this.debounceMs, this.firstPendingAt + this.debounceMs * MAX_WAIT_FACTOR - Date.now()));
+    const wait = Math.max(
+      0,
+      Math.min(this.debounceMs, this.firstPendingAt + this.debounceMs * MAX_WAIT_FACTOR - Date.now()),
+    );
     this.timer = setTimeout(() => this.flush(), wait);
   }
 
@@ -304,7 +342,9 @@ export class GitopsSync {
     if (this.closed || this.pending.size === 0) return;
     const files = [...this.pending].sort();
     this.pending.clear();
-    void this.enqueue(() => this.runBatch(files)).catch((e) => this.log("error", `gitops: sync failed: ${(e as Error).message}`, { files }));
+    void this.enqueue(() => this.runBatch(files)).catch((e) =>
+      this.log("error", `gitops: sync failed: ${(e as Error).message}`, { files }),
+    );
   }
 
   private enqueue<T>(fn: () => Promise<T>): Promise<T> {
@@ -357,7 +397,8 @@ export class GitopsSync {
 
   private noteDeclarations(p: Parsed): void {
     if (p.gone) this.declares.delete(p.file);
-    else if (p.errors.length === 0) this.declares.set(p.file, new Set(p.resources!.map((o) => keyOf(o.kind, o.metadata.name))));
+    else if (p.errors.length === 0)
+      this.declares.set(p.file, new Set(p.resources!.map((o) => keyOf(o.kind, o.metadata.name))));
     // An invalid file keeps what it applied: its old objects stand until it is fixed.
     else this.declares.set(p.file, new Set(this.applied.get(p.file) ?? []));
   }
@@ -378,7 +419,8 @@ export class GitopsSync {
   /** `quietRepeat`: a rejection identical to the file's last one is not reported again (internal retries). */
   private async syncFile(p: Parsed, how: { quietRepeat?: boolean } = {}): Promise<FileReport> {
     const { file } = p;
-    const reject = (errors: InputError[], conflict: boolean) => this.reject(file, errors, conflict, how.quietRepeat ?? false);
+    const reject = (errors: InputError[], conflict: boolean) =>
+      this.reject(file, errors, conflict, how.quietRepeat ?? false);
     if (p.errors.length) return reject(p.errors, false);
     const desired = p.gone ? [] : p.resources!;
     const opts: ApplyOptions = {
@@ -394,17 +436,26 @@ export class GitopsSync {
       result = await applyPlan(this.store, planApply(current, desired, opts), { includeTasks });
     } catch (e) {
       if (isStoreError(e, "Invalid")) {
-        const causes = e.causes.length ? e.causes : [{ field: "", message: e.message, reason: "FieldValueInvalid" as const }];
-        return reject(causes.map((c) => ({ ...c, source: file, message: c.field ? c.message : e.message })), false);
+        const causes = e.causes.length
+          ? e.causes
+          : [{ field: "", message: e.message, reason: "FieldValueInvalid" as const }];
+        return reject(
+          causes.map((c) => ({ ...c, source: file, message: c.field ? c.message : e.message })),
+          false,
+        );
       }
-      this.log("error", `gitops: ${file}: apply failed, will retry on the next change: ${(e as Error).message}`, { file });
+      this.log("error", `gitops: ${file}: apply failed, will retry on the next change: ${(e as Error).message}`, {
+        file,
+      });
       return { file, outcome: "failed", errors: [], kept: [] };
     }
     const { plan } = result;
     if (plan.errors.length) return reject(plan.errors, true);
 
     const counts = countPlan(plan);
-    const kept = plan.steps.filter((s): s is Extract<PlanStep, { op: "keep" }> => s.op === "keep").map(({ kind, name, reason }) => ({ kind, name, reason }));
+    const kept = plan.steps
+      .filter((s): s is Extract<PlanStep, { op: "keep" }> => s.op === "keep")
+      .map(({ kind, name, reason }) => ({ kind, name, reason }));
     // A gone file stays known while something it declared is left in place (a leased worker), so a later sync finishes the prune.
     const keys = p.gone ? kept.map((k) => keyOf(k.kind, k.name)) : desired.map((o) => keyOf(o.kind, o.metadata.name));
     if (keys.length || !p.gone) this.applied.set(file, new Set(keys));
@@ -418,7 +469,12 @@ export class GitopsSync {
     for (const o of result.written) this.generations.set(keyOf(o.kind, o.metadata.name), o.metadata.generation ?? 0);
     if (restored)
       for (const o of result.written)
-        this.recordEvent({ object: o, type: "Warning", reason: "DriftRestored", message: `restored as ${file} declares it: it had been changed or deleted outside the file` });
+        this.recordEvent({
+          object: o,
+          type: "Warning",
+          reason: "DriftRestored",
+          message: `restored as ${file} declares it: it had been changed or deleted outside the file`,
+        });
     const recovered = this.rejected.delete(file);
     this.lastRejection.delete(file);
     this.blocked.delete(file);
@@ -432,7 +488,12 @@ export class GitopsSync {
     }
     for (const s of plan.steps)
       if (s.op === "cordon")
-        this.recordEvent({ object: s.object, type: "Normal", reason: "Pruned", message: `no longer declared by ${file}: cordoned; deleted once its ${s.activeTasks.length} active lease(s) end` });
+        this.recordEvent({
+          object: s.object,
+          type: "Normal",
+          reason: "Pruned",
+          message: `no longer declared by ${file}: cordoned; deleted once its ${s.activeTasks.length} active lease(s) end`,
+        });
     return { file, outcome: p.gone ? "removed" : wrote ? "applied" : "unchanged", counts, errors: [], kept };
   }
 
@@ -454,7 +515,12 @@ export class GitopsSync {
     this.lastRejection.set(file, said);
     this.log("warn", `gitops: ${file} rejected, nothing changed: ${lines.join("; ")}`, { file, errors: lines });
     const shown = lines.slice(0, 10).join("; ") + (lines.length > 10 ? `; and ${lines.length - 10} more` : "");
-    this.recordEvent({ object: fileObject(file), type: "Warning", reason: "FileRejected", message: `${errors.length} error(s), nothing changed: ${shown}` });
+    this.recordEvent({
+      object: fileObject(file),
+      type: "Warning",
+      reason: "FileRejected",
+      message: `${errors.length} error(s), nothing changed: ${shown}`,
+    });
     return { file, outcome: "rejected", errors, kept: [] };
   }
 }

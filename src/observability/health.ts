@@ -12,7 +12,8 @@ export class CommitHealth {
 
   commit(_seconds: number, _ops: number, error?: unknown): void {
     if (error === undefined) this.failure = undefined;
-    else if (!(error instanceof StoreError)) this.failure = { at: Date.now(), message: (error as Error)?.message ?? String(error) };
+    else if (!(error instanceof StoreError))
+      this.failure = { at: Date.now(), message: (error as Error)?.message ?? String(error) };
   }
 
   get failing(): string | undefined {
@@ -23,19 +24,31 @@ export class CommitHealth {
 /** Resolves to a reason when `p` does not settle within `ms` or rejects. */
 export async function within(p: Promise<unknown>, ms: number, what: string): Promise<string | undefined> {
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<string>((resolve) => (timer = setTimeout(() => resolve(`${what} did not answer within ${ms} ms`), ms)));
+  const timeout = new Promise<string>(
+    (resolve) => (timer = setTimeout(() => resolve(`${what} did not answer within ${ms} ms`), ms)),
+  );
   try {
-    return await Promise.race([p.then(() => undefined, () => `${what} failed`), timeout]);
+    return await Promise.race([
+      p.then(
+        () => undefined,
+        () => `${what} failed`,
+      ),
+      timeout,
+    ]);
   } finally {
     clearTimeout(timer);
   }
 }
 
 export async function runChecks(checks: HealthCheck[], exclude: string[] = []): Promise<CheckResult[]> {
-  return Promise.all(checks.filter((c) => !exclude.includes(c.name)).map(async (c) => {
-    const reason = await c.run().catch((e: unknown) => `check failed: ${(e as Error)?.message ?? e}`);
-    return reason === undefined ? { name: c.name, ok: true } : { name: c.name, ok: false, reason };
-  }));
+  return Promise.all(
+    checks
+      .filter((c) => !exclude.includes(c.name))
+      .map(async (c) => {
+        const reason = await c.run().catch((e: unknown) => `check failed: ${(e as Error)?.message ?? e}`);
+        return reason === undefined ? { name: c.name, ok: true } : { name: c.name, ok: false, reason };
+      }),
+  );
 }
 
 /** The Kubernetes text body: `ok`, or with ?verbose (or on failure) one `[+]name ok` / `[-]name failed: reason` line per check. */

@@ -38,7 +38,12 @@ export type FleetHistory = {
   workers: { worker: string; leases: LeaseBar[]; truncated: number }[];
 };
 
-export type NotAdmittedEvent = { involvedObject: { kind: string; name: string }; reason: string; message: string; firstTimestamp?: string };
+export type NotAdmittedEvent = {
+  involvedObject: { kind: string; name: string };
+  reason: string;
+  message: string;
+  firstTimestamp?: string;
+};
 
 /** Per worker: an hour drawn across a page has room for about this many bars. */
 export const MAX_BARS = 150;
@@ -66,7 +71,8 @@ export function queuedSpans(t: Task): [number, number][] {
   const out: [number, number][] = [];
   // With 50 attempts kept, the oldest may be gone: pair from the end, where the record is whole.
   for (let i = 1; i <= Math.min(starts.length, ends.length); i++) {
-    const s = starts[starts.length - i], e = ends[ends.length - i];
+    const s = starts[starts.length - i],
+      e = ends[ends.length - i];
     if (Number.isFinite(s) && e > s) out.unshift([s, e]);
   }
   return out;
@@ -80,10 +86,30 @@ export function leaseBars(t: Task): (LeaseBar & { worker: string })[] {
   for (const a of st.attempts ?? []) {
     if (!a.worker || !a.leased_at) continue;
     const adm = (a.admission ?? {}) as { requested?: Vec; placement?: string };
-    out.push({ worker: a.worker, task: t.metadata.name, attempt: a.attempt ?? 0, leased_at: a.leased_at, ...(a.started_at ? { started_at: a.started_at } : {}), ...(a.ended_at ? { ended_at: a.ended_at } : {}), state: a.outcome ?? "ended", placement: adm.placement ?? placement, reservation: stripTypes(adm.requested) });
+    out.push({
+      worker: a.worker,
+      task: t.metadata.name,
+      attempt: a.attempt ?? 0,
+      leased_at: a.leased_at,
+      ...(a.started_at ? { started_at: a.started_at } : {}),
+      ...(a.ended_at ? { ended_at: a.ended_at } : {}),
+      state: a.outcome ?? "ended",
+      placement: adm.placement ?? placement,
+      reservation: stripTypes(adm.requested),
+    });
   }
   const l = st.lease;
-  if (l && isActive(st.state)) out.push({ worker: l.worker, task: t.metadata.name, attempt: l.epoch, leased_at: l.leased_at, ...(l.started_at ? { started_at: l.started_at } : {}), state: st.state!, placement: l.placement ?? placement, reservation: stripTypes(l.reservation) });
+  if (l && isActive(st.state))
+    out.push({
+      worker: l.worker,
+      task: t.metadata.name,
+      attempt: l.epoch,
+      leased_at: l.leased_at,
+      ...(l.started_at ? { started_at: l.started_at } : {}),
+      state: st.state!,
+      placement: l.placement ?? placement,
+      reservation: stripTypes(l.reservation),
+    });
   return out;
 }
 
@@ -99,7 +125,9 @@ export function queuedReason(t: Task): string | undefined {
 }
 
 /** One stretch of a task's life: queued for one reason, leased (not yet started) or running, [start, end) in ms. */
-export type Segment = { kind: "queued"; reason: string; start: number; end: number } | { kind: "leased" | "running"; worker: string; attempt: number; start: number; end: number; outcome: string };
+export type Segment =
+  | { kind: "queued"; reason: string; start: number; end: number }
+  | { kind: "leased" | "running"; worker: string; attempt: number; start: number; end: number; outcome: string };
 
 /** The reason-change points of one queued stretch: [time, reason], oldest first. */
 function reasonChanges(t: Task, span: [number, number], events: NotAdmittedEvent[]): [number, string][] {
@@ -138,7 +166,8 @@ export function taskSegments(t: Task, events: NotAdmittedEvent[], now: number): 
     });
   }
   for (const b of leaseBars(t)) {
-    const start = ms(b.leased_at), end = b.ended_at ? ms(b.ended_at) : now;
+    const start = ms(b.leased_at),
+      end = b.ended_at ? ms(b.ended_at) : now;
     const started = b.started_at ? Math.min(ms(b.started_at), end) : end;
     const base = { worker: b.worker, attempt: b.attempt, outcome: b.state };
     if (started > start) out.push({ kind: "leased", ...base, start, end: started });
@@ -160,7 +189,10 @@ export class HistoryBuilder {
   private readonly queuedNow = new Map<string, number>();
   private readonly perWorker = new Map<string, LeaseBar[]>();
 
-  constructor(events: Iterable<NotAdmittedEvent>, private readonly o: { now: number; minutes: number }) {
+  constructor(
+    events: Iterable<NotAdmittedEvent>,
+    private readonly o: { now: number; minutes: number },
+  ) {
     this.step = (o.minutes * 60_000) / STEPS;
     this.from = o.now - o.minutes * 60_000;
     for (const e of events) {
@@ -201,18 +233,22 @@ export class HistoryBuilder {
 
   result(): FleetHistory {
     const { from, step } = this;
-    const workers = [...this.perWorker].sort(([a], [b]) => a.localeCompare(b)).map(([worker, leases]) => {
-      leases.sort((a, b) => a.leased_at.localeCompare(b.leased_at) || a.task.localeCompare(b.task));
-      const truncated = Math.max(0, leases.length - MAX_BARS);
-      return { worker, leases: truncated ? leases.slice(truncated) : leases, truncated };
-    });
+    const workers = [...this.perWorker]
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([worker, leases]) => {
+        leases.sort((a, b) => a.leased_at.localeCompare(b.leased_at) || a.task.localeCompare(b.task));
+        const truncated = Math.max(0, leases.length - MAX_BARS);
+        return { worker, leases: truncated ? leases.slice(truncated) : leases, truncated };
+      });
     const iso = (x: number) => new Date(x).toISOString();
     return {
       from: iso(from),
       to: iso(this.o.now),
       step_seconds: step / 1000,
       times: Array.from({ length: STEPS }, (_, i) => iso(from + (i + 1) * step)),
-      queue_depth: [...this.depth].sort(([a], [b]) => a.localeCompare(b)).map(([reason, counts]) => ({ reason, counts: counts.map((n) => Math.round(n * 100) / 100) })),
+      queue_depth: [...this.depth]
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([reason, counts]) => ({ reason, counts: counts.map((n) => Math.round(n * 100) / 100) })),
       queued_now: Object.fromEntries([...this.queuedNow].sort(([a], [b]) => a.localeCompare(b))),
       leases_granted: this.granted,
       workers,
@@ -220,7 +256,11 @@ export class HistoryBuilder {
   }
 }
 
-export function fleetHistory(tasks: Iterable<Task>, events: Iterable<NotAdmittedEvent>, o: { now: number; minutes: number }): FleetHistory {
+export function fleetHistory(
+  tasks: Iterable<Task>,
+  events: Iterable<NotAdmittedEvent>,
+  o: { now: number; minutes: number },
+): FleetHistory {
   const b = new HistoryBuilder(events, o);
   for (const t of tasks) b.add(t);
   return b.result();

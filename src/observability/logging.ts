@@ -12,7 +12,14 @@ export const LOG_FORMATS: readonly LogFormat[] = ["auto", "pretty", "json"];
 /** Secrets a request may carry; pino replaces them before anything is written. */
 const REDACT = ["req.headers.authorization", 'req.headers["x-loom-token"]'];
 
-const LEVELS: Record<number, [string, string]> = { 10: ["TRACE", "90"], 20: ["DEBUG", "90"], 30: ["INFO", "32"], 40: ["WARN", "33"], 50: ["ERROR", "31"], 60: ["FATAL", "31"] };
+const LEVELS: Record<number, [string, string]> = {
+  10: ["TRACE", "90"],
+  20: ["DEBUG", "90"],
+  30: ["INFO", "32"],
+  40: ["WARN", "33"],
+  50: ["ERROR", "31"],
+  60: ["FATAL", "31"],
+};
 
 /**
  * One line per entry: `12:03:04.567 WARN task x: NotAdmitted: ...`. The fields that the
@@ -24,11 +31,15 @@ export function formatLine(entry: Record<string, unknown>, o: { columns?: number
   const t = new Date(typeof entry.time === "number" || typeof entry.time === "string" ? entry.time : Date.now());
   const time = `${String(t.getHours()).padStart(2, "0")}:${String(t.getMinutes()).padStart(2, "0")}:${String(t.getSeconds()).padStart(2, "0")}.${String(t.getMilliseconds()).padStart(3, "0")}`;
   const err = entry.err as { message?: string; stack?: string } | undefined;
-  const msg = String(entry.msg ?? "") + (err?.message && !String(entry.msg ?? "").includes(err.message) ? `: ${err.message}` : "");
+  const msg =
+    String(entry.msg ?? "") +
+    (err?.message && !String(entry.msg ?? "").includes(err.message) ? `: ${err.message}` : "");
   const plain = `${time} ${name.padEnd(5)} ${msg.replace(/\s*\n\s*/g, " ")}`;
   const width = o.columns && o.columns > 20 ? o.columns : 0;
   const cut = width && plain.length > width && !err ? `${plain.slice(0, width - 1)}…` : plain;
-  const line = o.color ? `\x1b[${color}m${cut.slice(0, time.length + 1 + name.length)}\x1b[0m${cut.slice(time.length + 1 + name.length)}` : cut;
+  const line = o.color
+    ? `\x1b[${color}m${cut.slice(0, time.length + 1 + name.length)}\x1b[0m${cut.slice(time.length + 1 + name.length)}`
+    : cut;
   return `${line}\n${err?.stack && Number(entry.level) >= 50 ? `${err.stack}\n` : ""}`;
 }
 
@@ -51,7 +62,11 @@ export function shortLineStream(out: NodeJS.WriteStream = process.stdout) {
   };
 }
 
-export function loggerOptions(level: LogLevel, format: LogFormat = "auto", tty: boolean = Boolean(process.stdout.isTTY)): FastifyServerOptions["logger"] {
+export function loggerOptions(
+  level: LogLevel,
+  format: LogFormat = "auto",
+  tty: boolean = Boolean(process.stdout.isTTY),
+): FastifyServerOptions["logger"] {
   if (level === "silent") return false;
   const base = { level, redact: REDACT };
   if (format === "pretty" || (format === "auto" && tty)) return { ...base, stream: shortLineStream() };
@@ -59,13 +74,19 @@ export function loggerOptions(level: LogLevel, format: LogFormat = "auto", tty: 
 }
 
 /** Fastify's logger, with its two info lines per request turned off (logRequests writes one at debug). */
-export function serverLogOptions(level: LogLevel, format: LogFormat = "auto"): Pick<FastifyServerOptions, "logger" | "logController"> {
+export function serverLogOptions(
+  level: LogLevel,
+  format: LogFormat = "auto",
+): Pick<FastifyServerOptions, "logger" | "logController"> {
   return { logger: loggerOptions(level, format), logController: new LogController({ disableRequestLogging: true }) };
 }
 
 /** One debug line per finished request, instead of fastify's two at info. */
 export function logRequests(f: FastifyInstance): void {
   f.addHook("onResponse", async (req, reply) => {
-    req.log.debug({ method: req.method, url: req.url.split("?")[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, "request");
+    req.log.debug(
+      { method: req.method, url: req.url.split("?")[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) },
+      "request",
+    );
   });
 }

@@ -21,7 +21,12 @@ type Range = { min: number; max: number; dflt: number; integer: boolean; zeroIsD
 function clamp(v: unknown, field: string, r: Range, clamps: Clamp[]): number {
   if (v === undefined || v === null) return r.dflt;
   const n = typeof v === "string" && v.trim() !== "" ? Number(v) : v;
-  if (typeof n !== "number" || !Number.isFinite(n)) throw new HubError(400, `invalid_${field}`, { field, detail: `must be a number (${r.min} to ${r.max}; others are clamped)`, received: v });
+  if (typeof n !== "number" || !Number.isFinite(n))
+    throw new HubError(400, `invalid_${field}`, {
+      field,
+      detail: `must be a number (${r.min} to ${r.max}; others are clamped)`,
+      received: v,
+    });
   const base = (r.integer ? Math.trunc(n) : n) || (r.zeroIsDefault ? r.dflt : 0);
   const used = Math.min(r.max, Math.max(r.min, base));
   if (used !== n) clamps.push({ field, asked: n, used });
@@ -40,15 +45,25 @@ const MIN_LEASE_SECONDS = 30;
 /** The rule every lease call shares: at least 30 whole seconds, at most a week, 600 by default. */
 export const leaseSecondsOf = (v: unknown, dflt = 600) => {
   if (v === undefined || v === null) return dflt;
-  if (typeof v !== "number" || !Number.isFinite(v)) throw new HubError(400, "invalid_lease_seconds", { field: "lease_seconds", detail: "must be a number of seconds" });
-  if (v > LIMITS.leaseSeconds) throw new HubError(400, "invalid_lease_seconds", { field: "lease_seconds", detail: `must be at most ${LIMITS.leaseSeconds} seconds (7 days)` });
+  if (typeof v !== "number" || !Number.isFinite(v))
+    throw new HubError(400, "invalid_lease_seconds", { field: "lease_seconds", detail: "must be a number of seconds" });
+  if (v > LIMITS.leaseSeconds)
+    throw new HubError(400, "invalid_lease_seconds", {
+      field: "lease_seconds",
+      detail: `must be at most ${LIMITS.leaseSeconds} seconds (7 days)`,
+    });
   return Math.max(MIN_LEASE_SECONDS, Math.floor(v));
 };
 
 /** A number that must lie in [min, max] (not clamped): a 400 `invalid_<field>` otherwise. */
 export function numIn(v: unknown, min: number, max: number, dflt: number, field: string): number {
   if (v === undefined || v === null) return dflt;
-  if (typeof v !== "number" || !Number.isFinite(v) || v < min || v > max) throw new HubError(400, `invalid_${field}`, { field, detail: `must be a number from ${min} to ${max}`, received: v });
+  if (typeof v !== "number" || !Number.isFinite(v) || v < min || v > max)
+    throw new HubError(400, `invalid_${field}`, {
+      field,
+      detail: `must be a number from ${min} to ${max}`,
+      received: v,
+    });
   return v;
 }
 
@@ -59,7 +74,8 @@ export function claimParams(body: { limit?: unknown; wait_seconds?: unknown; lea
   const limit = clamp(body.limit, "limit", LIMIT, clamps);
   const wait = clamp(body.wait_seconds, "wait_seconds", WAIT, clamps);
   const leaseSeconds = leaseSecondsOf(body.lease_seconds);
-  if (typeof body.lease_seconds === "number" && body.lease_seconds !== leaseSeconds) clamps.push({ field: "lease_seconds", asked: body.lease_seconds, used: leaseSeconds });
+  if (typeof body.lease_seconds === "number" && body.lease_seconds !== leaseSeconds)
+    clamps.push({ field: "lease_seconds", asked: body.lease_seconds, used: leaseSeconds });
   return { limit, waitMs: wait * 1000, leaseSeconds, clamps };
 }
 

@@ -11,20 +11,52 @@ import type { RequestTypes } from "./types.gen.ts";
  */
 export const HUB_ERROR_CODES = [
   // the Runner API
-  "runner_api_version_required", "unsupported_runner_api_version", "concurrency_values_must_be_integers", "initial_concurrency_must_be_between_one_and_max_concurrency",
-  "unsupported_concurrency_policy", "worker_not_available", "task_not_found", "lease_worker_mismatch", "stale_lease", "task_cancelled",
-  "X-Task-Id required", "X-Worker-Id required", "content_length_required", "body_too_large", "too_many_uploads", "result_not_found", "result_unreadable",
+  "runner_api_version_required",
+  "unsupported_runner_api_version",
+  "concurrency_values_must_be_integers",
+  "initial_concurrency_must_be_between_one_and_max_concurrency",
+  "unsupported_concurrency_policy",
+  "worker_not_available",
+  "task_not_found",
+  "lease_worker_mismatch",
+  "stale_lease",
+  "task_cancelled",
+  "X-Task-Id required",
+  "X-Worker-Id required",
+  "content_length_required",
+  "body_too_large",
+  "too_many_uploads",
+  "result_not_found",
+  "result_unreadable",
   // dispatch and the operator's verbs
-  "dispatch_requires_schema_version", "unsupported_dispatch_schema_version", "task_id_conflict", "hosts_required", "unsupported_inventory_version",
-  "target_type_task_target_id_state_reason_required", "override_needs_lease", "worker_not_found", "unsupported_group_by", "oracle_dispatch_not_supported",
+  "dispatch_requires_schema_version",
+  "unsupported_dispatch_schema_version",
+  "task_id_conflict",
+  "hosts_required",
+  "unsupported_inventory_version",
+  "target_type_task_target_id_state_reason_required",
+  "override_needs_lease",
+  "worker_not_found",
+  "unsupported_group_by",
+  "oracle_dispatch_not_supported",
   // push
-  "runner_token_missing", "token_env_not_allowed", "direct_worker_endpoint_not_registered", "no_eligible_direct_worker", "task_not_queueable",
-  "worker_not_eligible", "worker_resource_unavailable", "worker_capacity_reached", "push_refused", "push_not_delivered", "push_delivery_unknown",
+  "runner_token_missing",
+  "token_env_not_allowed",
+  "direct_worker_endpoint_not_registered",
+  "no_eligible_direct_worker",
+  "task_not_queueable",
+  "worker_not_eligible",
+  "worker_resource_unavailable",
+  "worker_capacity_reached",
+  "push_refused",
+  "push_not_delivered",
+  "push_delivery_unknown",
   // the per-worker token
   "forbidden",
 ] as const;
 
-export type HubErrorCode = (typeof HUB_ERROR_CODES)[number] | `invalid_${string}` | `${string}_required` | `${string}_must_be_integer`;
+export type HubErrorCode =
+  (typeof HUB_ERROR_CODES)[number] | `invalid_${string}` | `${string}_required` | `${string}_must_be_integer`;
 
 export class HubError extends Error {
   override readonly name = "HubError";
@@ -53,7 +85,12 @@ export class HubError extends Error {
     const { error: _e, ...detail } = obj ?? (body === undefined ? {} : { body });
     // Whatever code that Hub sent, or none: a client may talk to a newer Hub, so it is taken as it came.
     const code = (typeof obj?.error === "string" ? obj.error : "") as HubErrorCode;
-    return new HubError(status, code, detail, `${path}: ${status === 0 ? "no reply" : `HTTP ${status}`} ${describeBody(body)}`.trim());
+    return new HubError(
+      status,
+      code,
+      detail,
+      `${path}: ${status === 0 ? "no reply" : `HTTP ${status}`} ${describeBody(body)}`.trim(),
+    );
   }
 }
 

@@ -12,7 +12,9 @@ import { REPLIES, REPLY_TYPES, REQUESTS, REQUEST_TYPES, SHARED } from "./schemas
 const EXTERNAL: Record<string, string> = { QueueExplanation: "../resources/queue-explanation.ts" };
 
 export function generateProtocolTypes(): string {
-  const { typeOf, decls } = typeEmitter({ external: (s: JSONSchema) => (typeof s["x-ts-type"] === "string" ? s["x-ts-type"] : undefined) });
+  const { typeOf, decls } = typeEmitter({
+    external: (s: JSONSchema) => (typeof s["x-ts-type"] === "string" ? s["x-ts-type"] : undefined),
+  });
   const alias = (name: string, s: JSONSchema) => {
     const t = typeOf(s, name);
     if (t !== name) decls.push(`export type ${name} = ${t};`);

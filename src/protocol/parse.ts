@@ -8,7 +8,12 @@ import type { TaskState } from "../resources/types.ts";
 import { crdField, validateMetadata } from "../resources/validate.ts";
 import { claimParams, leaseSecondsOf, numIn, type ClaimParams } from "./clamps.ts";
 import { checkRequest, HubError, type HubErrorCode } from "./errors.ts";
-import type { DispatchRequest, FailRequest, HeartbeatRequestCurrentRunsItem, RegisterRequestHealth } from "./types.gen.ts";
+import type {
+  DispatchRequest,
+  FailRequest,
+  HeartbeatRequestCurrentRunsItem,
+  RegisterRequestHealth,
+} from "./types.gen.ts";
 
 type Body = Record<string, unknown>;
 const isObj = (v: unknown): v is Body => !!v && typeof v === "object" && !Array.isArray(v);
@@ -43,27 +48,50 @@ export function normaliseCapacityInput(raw: unknown, field = "resource_capacity"
   try {
     return parseCapacity(raw, field);
   } catch (e) {
-    if (e instanceof CapacityError) throw new HubError(400, "invalid_resource_capacity", { field: e.field, detail: e.detail });
+    if (e instanceof CapacityError)
+      throw new HubError(400, "invalid_resource_capacity", { field: e.field, detail: e.detail });
     throw e;
   }
 }
 
 export function parseRegister(b: Body): Registration {
-  if (b.runner_api_version === undefined || b.runner_api_version === null) throw new HubError(400, "runner_api_version_required");
-  if (b.runner_api_version !== 1) throw new HubError(400, "unsupported_runner_api_version", { received: b.runner_api_version, expected: 1 });
+  if (b.runner_api_version === undefined || b.runner_api_version === null)
+    throw new HubError(400, "runner_api_version_required");
+  if (b.runner_api_version !== 1)
+    throw new HubError(400, "unsupported_runner_api_version", { received: b.runner_api_version, expected: 1 });
   const id = need(b.worker_id, "worker_id_required");
-  if (validateMetadata({ metadata: { name: id } }).length) throw new HubError(400, "invalid_worker_id", { field: "worker_id", detail: "must be 1-253 characters of A-Z a-z 0-9 _ . - starting with a letter or digit" });
+  if (validateMetadata({ metadata: { name: id } }).length)
+    throw new HubError(400, "invalid_worker_id", {
+      field: "worker_id",
+      detail: "must be 1-253 characters of A-Z a-z 0-9 _ . - starting with a letter or digit",
+    });
   const max = b.max_concurrency ?? 1;
   const initial = b.initial_concurrency ?? max;
-  if (!isInt(max) || !isInt(initial)) throw new HubError(400, "concurrency_values_must_be_integers", { received: { max_concurrency: max, initial_concurrency: initial } });
-  if (initial < 1 || initial > max) throw new HubError(400, "initial_concurrency_must_be_between_one_and_max_concurrency", { received: { max_concurrency: max, initial_concurrency: initial } });
+  if (!isInt(max) || !isInt(initial))
+    throw new HubError(400, "concurrency_values_must_be_integers", {
+      received: { max_concurrency: max, initial_concurrency: initial },
+    });
+  if (initial < 1 || initial > max)
+    throw new HubError(400, "initial_concurrency_must_be_between_one_and_max_concurrency", {
+      received: { max_concurrency: max, initial_concurrency: initial },
+    });
   const policy = b.concurrency_policy ?? "fixed";
-  if (policy !== "fixed" && policy !== "adaptive") throw new HubError(400, "unsupported_concurrency_policy", { received: policy, allowed: ["fixed", "adaptive"] });
+  if (policy !== "fixed" && policy !== "adaptive")
+    throw new HubError(400, "unsupported_concurrency_policy", { received: policy, allowed: ["fixed", "adaptive"] });
   const capabilities = b.capabilities ?? [];
-  if (!Array.isArray(capabilities) || capabilities.some((c) => typeof c !== "string")) throw new HubError(400, "invalid_capabilities", { field: "capabilities", detail: "must be a list of strings" });
+  if (!Array.isArray(capabilities) || capabilities.some((c) => typeof c !== "string"))
+    throw new HubError(400, "invalid_capabilities", { field: "capabilities", detail: "must be a list of strings" });
   const r = checkRequest("register", b);
   const reported = normaliseCapacityInput(r.resource_capacity);
-  return { worker_id: id, capabilities, max_concurrency: max, initial_concurrency: initial, concurrency_policy: policy, reported_capacity: reported, health: r.health ?? {} };
+  return {
+    worker_id: id,
+    capabilities,
+    max_concurrency: max,
+    initial_concurrency: initial,
+    concurrency_policy: policy,
+    reported_capacity: reported,
+    health: r.health ?? {},
+  };
 }
 
 export type Heartbeat = { worker_id: string; current_runs: HeartbeatRequestCurrentRunsItem[]; health?: Health };
@@ -97,7 +125,10 @@ function leaseCall(verb: "start" | "renew" | "complete" | "fail", b: Body): Leas
 
 export const parseStart = (b: Body): LeaseCall => leaseCall("start", b);
 export const parseComplete = (b: Body): LeaseCall => leaseCall("complete", b);
-export const parseRenew = (b: Body): Renewal => ({ ...leaseCall("renew", b), lease_seconds: leaseSecondsOf(b.lease_seconds) });
+export const parseRenew = (b: Body): Renewal => ({
+  ...leaseCall("renew", b),
+  lease_seconds: leaseSecondsOf(b.lease_seconds),
+});
 
 export function parseFail(b: Body): Failure {
   const call = leaseCall("fail", b);
@@ -114,7 +145,12 @@ export function parsePush(b: Body): PushOrder {
   checkRequest("push", b);
   const leaseSeconds = leaseSecondsOf(b.lease_seconds);
   const timeoutMs = numIn(b.push_timeout_seconds, 10, 120, 30, "push_timeout_seconds") * 1000;
-  return { task_id: taskId, ...(typeof b.worker_id === "string" && b.worker_id ? { worker_id: b.worker_id } : {}), lease_seconds: leaseSeconds, timeout_ms: timeoutMs };
+  return {
+    task_id: taskId,
+    ...(typeof b.worker_id === "string" && b.worker_id ? { worker_id: b.worker_id } : {}),
+    lease_seconds: leaseSeconds,
+    timeout_ms: timeoutMs,
+  };
 }
 
 /** The admin verbs' ids: `<field>_required` naming the field, as v1 answers. */
@@ -137,9 +173,14 @@ export const parseWorkerControl = (b: Body) => {
 };
 export function parseSetConcurrency(b: Body): { worker_id: string; desired_concurrency: number; reason: string } {
   const worker_id = adminId(b, "worker_id");
-  if (!isInt(b.desired_concurrency)) throw new HubError(400, "desired_concurrency_must_be_integer", { field: "desired_concurrency" });
+  if (!isInt(b.desired_concurrency))
+    throw new HubError(400, "desired_concurrency_must_be_integer", { field: "desired_concurrency" });
   checkRequest("set-worker-concurrency", b);
-  return { worker_id, desired_concurrency: b.desired_concurrency, reason: typeof b.reason === "string" ? b.reason : "" };
+  return {
+    worker_id,
+    desired_concurrency: b.desired_concurrency,
+    reason: typeof b.reason === "string" ? b.reason : "",
+  };
 }
 
 /** Every state a task may be in, as the Task schema lists them. */
@@ -164,9 +205,21 @@ export function parseOverride(b: Body): StateOverride {
   const reason = text(b, "reason");
   const operator = text(b, "operator") || "local-admin";
   // v1's code for any of the four missing; the field says which.
-  const missing = targetType !== "task" ? "target_type" : !taskId ? "target_id" : !state ? "state" : !reason ? "reason" : undefined;
-  if (missing) throw new HubError(400, "target_type_task_target_id_state_reason_required", { field: missing, detail: missing === "target_type" ? `only "task" can be overridden, not "${targetType}"` : `${missing} is required` });
-  if (!TASK_STATES.includes(state)) throw new HubError(400, "invalid_state", { field: "state", received: state, allowed: TASK_STATES, detail: `"${state}" is not a task state` });
+  const missing =
+    targetType !== "task" ? "target_type" : !taskId ? "target_id" : !state ? "state" : !reason ? "reason" : undefined;
+  if (missing)
+    throw new HubError(400, "target_type_task_target_id_state_reason_required", {
+      field: missing,
+      detail:
+        missing === "target_type" ? `only "task" can be overridden, not "${targetType}"` : `${missing} is required`,
+    });
+  if (!TASK_STATES.includes(state))
+    throw new HubError(400, "invalid_state", {
+      field: "state",
+      received: state,
+      allowed: TASK_STATES,
+      detail: `"${state}" is not a task state`,
+    });
   return { task_id: taskId, state, reason, operator };
 }
 
@@ -178,20 +231,30 @@ export function parseWorkerHosts(b: Body): WorkerHosts {
   const workers: unknown = inv?.workers ?? b.workers ?? b.hosts;
   if (inv) {
     if (inv.inventory_version === undefined) throw new HubError(400, "inventory_version_required");
-    if (inv.inventory_version !== 1) throw new HubError(400, "unsupported_inventory_version", { received: inv.inventory_version });
+    if (inv.inventory_version !== 1)
+      throw new HubError(400, "unsupported_inventory_version", { received: inv.inventory_version });
   }
   if (!Array.isArray(workers) || !workers.length) throw new HubError(400, "hosts_required");
-  return { ...(inv ? { inventory: inv } : {}), workers, ...(typeof b.operator === "string" ? { operator: b.operator } : {}) };
+  return {
+    ...(inv ? { inventory: inv } : {}),
+    workers,
+    ...(typeof b.operator === "string" ? { operator: b.operator } : {}),
+  };
 }
 
 /** POST /api/tasks/dispatch: the document's frame; each task request is checked by dispatch.ts. */
 export function parseDispatch(raw: unknown): DispatchRequest {
   if (!isObj(raw)) throw new HubError(400, "invalid_dispatch", { detail: "body must be a JSON object" });
   if (raw.schema_version === undefined) throw new HubError(400, "dispatch_requires_schema_version");
-  if (raw.schema_version !== 1) throw new HubError(400, "unsupported_dispatch_schema_version", { received: raw.schema_version, expected: 1 });
-  if (raw.tasks !== undefined && !Array.isArray(raw.tasks)) throw new HubError(400, "invalid_task_extensions", { errors: [{ field: "tasks", message: "must be a list" }] });
+  if (raw.schema_version !== 1)
+    throw new HubError(400, "unsupported_dispatch_schema_version", { received: raw.schema_version, expected: 1 });
+  if (raw.tasks !== undefined && !Array.isArray(raw.tasks))
+    throw new HubError(400, "invalid_task_extensions", { errors: [{ field: "tasks", message: "must be a list" }] });
   const str = (v: unknown) => (typeof v === "string" && v !== "") || typeof v === "number";
-  if (raw.case_ids !== undefined && (!Array.isArray(raw.case_ids) || raw.case_ids.some((c) => !str(c)))) throw new HubError(400, "invalid_task_extensions", { errors: [{ field: "case_ids", message: "must be a list of ids" }] });
+  if (raw.case_ids !== undefined && (!Array.isArray(raw.case_ids) || raw.case_ids.some((c) => !str(c))))
+    throw new HubError(400, "invalid_task_extensions", {
+      errors: [{ field: "case_ids", message: "must be a list of ids" }],
+    });
   return { ...raw, schema_version: 1 }; // the frame is checked above; its tasks are unknown until dispatch.ts checks each
 }
 
@@ -203,7 +266,10 @@ export type Changes = {
   inventory?: unknown;
   remove_workers?: string[];
   /** Per worker: a new resource_capacity (fields given replace the effective ones), max or desired concurrency. */
-  workers?: Record<string, { resource_capacity?: Record<string, unknown>; max_concurrency?: number; desired_concurrency?: number }>;
+  workers?: Record<
+    string,
+    { resource_capacity?: Record<string, unknown>; max_concurrency?: number; desired_concurrency?: number }
+  >;
   /** Queued tasks leave the queue; active ones release their lease. */
   cancel_tasks?: string[];
   /** Per queued task: a new execution_profile (placement, resources). */
@@ -215,7 +281,13 @@ export type Changes = {
 const CHANGE_KEYS = ["add_workers", "inventory", "remove_workers", "workers", "cancel_tasks", "tasks", "queues"];
 
 export function parseChanges(raw: unknown): Changes {
-  if (!isObj(raw)) throw new HubError(400, "invalid_simulation", { field: "", detail: "the changes must be an object" });
-  for (const k of Object.keys(raw)) if (!CHANGE_KEYS.includes(k)) throw new HubError(400, "invalid_simulation", { field: k, detail: `unknown change; one of: ${CHANGE_KEYS.join(", ")}` });
-  return raw as Changes; // only the keys are known here; simulate() checks each value as it applies it
+  if (!isObj(raw))
+    throw new HubError(400, "invalid_simulation", { field: "", detail: "the changes must be an object" });
+  for (const k of Object.keys(raw))
+    if (!CHANGE_KEYS.includes(k))
+      throw new HubError(400, "invalid_simulation", {
+        field: k,
+        detail: `unknown change; one of: ${CHANGE_KEYS.join(", ")}`,
+      });
+  return raw; // only the keys are known here; simulate() checks each value as it applies it
 }

@@ -32,7 +32,12 @@ export type AdmissionConditionsOptions = {
 
 const UNSETTLED_INDEX = "admission-unsettled";
 
-export const DEFAULT_CONDITIONS: AdmissionConditionsOptions = { minIntervalMs: 500, refreshMs: 60_000, settleMs: 2_000, maxWritesPerPass: 2000 };
+export const DEFAULT_CONDITIONS: AdmissionConditionsOptions = {
+  minIntervalMs: 500,
+  refreshMs: 60_000,
+  settleMs: 2_000,
+  maxWritesPerPass: 2000,
+};
 
 /**
  * Where a shape stands: some worker admits it now; none does, but one would once its
@@ -48,7 +53,10 @@ type Wanted = AdmissionAnswer & {
 };
 
 /** What the conditions controller uses: the queue's shapes, the workers' views, nominations, and the store it writes in batches. */
-export type ConditionsControllerDeps = Pick<ControllerServices, "store" | "cache" | "now" | "recordEvent" | "task" | "workerView" | "nominate"> & {
+export type ConditionsControllerDeps = Pick<
+  ControllerServices,
+  "store" | "cache" | "now" | "recordEvent" | "task" | "workerView" | "nominate"
+> & {
   readonly queue: Pick<ControllerServices["queue"], "allShapes" | "namesOf" | "has" | "size" | "shapeCount">;
 };
 
@@ -73,7 +81,8 @@ const skeleton = (m: string | undefined) => (m ?? "").replace(/\d+/g, "#");
 /** The most common failure that no worker can outgrow (capability, exclusion, capacity). */
 function dominantUnresolvable(decisions: Decision[]): string {
   const counts = new Map<string, number>();
-  for (const d of decisions) for (const f of d.failures) if (!f.resolvable) counts.set(f.code, (counts.get(f.code) ?? 0) + 1);
+  for (const d of decisions)
+    for (const f of d.failures) if (!f.resolvable) counts.set(f.code, (counts.get(f.code) ?? 0) + 1);
   return [...counts].sort((a, b) => b[1] - a[1])[0]?.[0] ?? "exceeds_worker_capacity";
 }
 
@@ -86,9 +95,17 @@ function pendingNews(t: Task, w: Wanted): LoomEvent[] {
   const cur = getCondition(t.status?.conditions, "Admitted");
   const news: LoomEvent[] = [];
   if (w.admitted.status === "True") {
-    if (cur?.status === "False") news.push({ object: t, type: "Normal", reason: "Admissible", message: w.admitted.message });
-  } else if (!cur || cur.status !== "False" || cur.reason !== w.admitted.reason) news.push({ object: t, type: "Warning", reason: "NotAdmitted", message: `${w.admitted.reason}: ${w.admitted.message}` });
-  if (w.unsatisfiable && getCondition(t.status?.conditions, "Unsatisfiable")?.status !== "True") news.push({ object: t, type: "Warning", reason: "Unsatisfiable", message: w.unsatisfiable.message });
+    if (cur?.status === "False")
+      news.push({ object: t, type: "Normal", reason: "Admissible", message: w.admitted.message });
+  } else if (!cur || cur.status !== "False" || cur.reason !== w.admitted.reason)
+    news.push({
+      object: t,
+      type: "Warning",
+      reason: "NotAdmitted",
+      message: `${w.admitted.reason}: ${w.admitted.message}`,
+    });
+  if (w.unsatisfiable && getCondition(t.status?.conditions, "Unsatisfiable")?.status !== "True")
+    news.push({ object: t, type: "Warning", reason: "Unsatisfiable", message: w.unsatisfiable.message });
   return news;
 }
 
@@ -113,7 +130,10 @@ export class AdmissionConditions implements Reconciler {
 
   private readonly queue: ConditionsControllerDeps["queue"];
 
-  constructor(private readonly deps: ConditionsControllerDeps, opts: Partial<AdmissionConditionsOptions> = {}) {
+  constructor(
+    private readonly deps: ConditionsControllerDeps,
+    opts: Partial<AdmissionConditionsOptions> = {},
+  ) {
     this.opts = { ...DEFAULT_CONDITIONS, ...opts };
     this.queue = deps.queue;
     // Tasks out of the queue whose admission conditions contradict their state; every write
@@ -131,7 +151,10 @@ export class AdmissionConditions implements Reconciler {
     const deferred = await this.pass();
     const due = this.nextDue;
     this.nextDue = Infinity;
-    const after = Math.min(deferred ? this.opts.minIntervalMs : Infinity, due === Infinity ? Infinity : Math.max(0, due - this.deps.now()));
+    const after = Math.min(
+      deferred ? this.opts.minIntervalMs : Infinity,
+      due === Infinity ? Infinity : Math.max(0, due - this.deps.now()),
+    );
     return { writes: this.writes - writesBefore, ...(after < Infinity ? { requeueAfterMs: after } : {}) };
   }
 
@@ -162,7 +185,10 @@ export class AdmissionConditions implements Reconciler {
   }
 
   /** Every worker's view, with the nominations this pass takes (first, so its answers see them; claims see them once stored). */
-  private async viewsWithNominations(slice: TimeSlice, now: number): Promise<{ views: View[]; nominees: Map<string, Nomination> }> {
+  private async viewsWithNominations(
+    slice: TimeSlice,
+    now: number,
+  ): Promise<{ views: View[]; nominees: Map<string, Nomination> }> {
     const views: View[] = [];
     for (const w of this.deps.cache.list<Worker & StoredObject>("Worker")) {
       views.push(this.deps.workerView(w));
@@ -173,13 +199,21 @@ export class AdmissionConditions implements Reconciler {
     if (nom.nextDue < Infinity) this.nextDue = Math.min(this.nextDue, nom.nextDue);
     for (const [i, v] of views.entries()) {
       const n = nom.byWorker.get(v.name);
-      views[i] = n ? { ...v, nominee: { task: n.task, blockers: n.blockers, starts_at: n.starts_at, now } } : { ...v, nominee: undefined };
+      views[i] = n
+        ? { ...v, nominee: { task: n.task, blockers: n.blockers, starts_at: n.starts_at, now } }
+        : { ...v, nominee: undefined };
     }
     return { views, nominees };
   }
 
   /** What every task of one shape should say: admit() once per worker (and on the worker emptied, to tell waiting from blocked). */
-  private async answer(shape: Shape, views: readonly View[], emptiedAt: (i: number) => View, slice: TimeSlice, now: number): Promise<Wanted> {
+  private async answer(
+    shape: Shape,
+    views: readonly View[],
+    emptiedAt: (i: number) => View,
+    slice: TimeSlice,
+    now: number,
+  ): Promise<Wanted> {
     const decisions: Decision[] = [];
     const tv = taskView(shape.sample);
     let waiting = false;
@@ -192,7 +226,7 @@ export class AdmissionConditions implements Reconciler {
     const s = summarize(decisions);
     const message = decisions.length ? explainTask(decisions) : "no workers are declared or registered";
     // A task that can never fit is explained by what can never change, not by what might.
-    const reason = s.unsatisfiable ? dominantUnresolvable(decisions) : s.dominant ?? "NoWorkers";
+    const reason = s.unsatisfiable ? dominantUnresolvable(decisions) : (s.dominant ?? "NoWorkers");
     const standing: Standing = s.admittable.length ? "admissible" : waiting ? "waiting" : "blocked";
     const answer = `${standing} ${reason} ${standing === "admissible" ? "" : skeleton(message)}`;
     const held = this.answers.get(shape.key);
@@ -201,17 +235,29 @@ export class AdmissionConditions implements Reconciler {
       admitted: s.admittable.length
         ? { status: "True", reason: "WorkerAvailable", message }
         : { status: "False", reason, message },
-      ...(s.unsatisfiable ? { unsatisfiable: { reason, message: "no worker could ever admit this task, even empty" } } : {}),
+      ...(s.unsatisfiable
+        ? { unsatisfiable: { reason, message: "no worker could ever admit this task, even empty" } }
+        : {}),
       standing,
       since: held?.answer === answer ? held.since : now,
     };
   }
 
   /** The writes owed to the queued tasks of one shape: their conditions, when due, and their nominations. */
-  private async oweQueued(owed: Owed, shape: Shape, wanted: Wanted, nominees: ReadonlyMap<string, Nomination>, slice: TimeSlice, now: number): Promise<void> {
+  private async oweQueued(
+    owed: Owed,
+    shape: Shape,
+    wanted: Wanted,
+    nominees: ReadonlyMap<string, Nomination>,
+    slice: TimeSlice,
+    now: number,
+  ): Promise<void> {
     for (const name of this.queue.namesOf(shape)) {
       if (slice.due()) await slice.pause();
-      if (owed.ops.length >= this.opts.maxWritesPerPass) { owed.deferred = true; return; }
+      if (owed.ops.length >= this.opts.maxWritesPerPass) {
+        owed.deferred = true;
+        return;
+      }
       const t = this.deps.task(name);
       if (!t || !isQueued(t.status?.state ?? "queued")) continue;
       let next = this.apply(t, wanted, now);
@@ -221,7 +267,10 @@ export class AdmissionConditions implements Reconciler {
       const n = nominees.get(name);
       if (nominationChanged(t.status, n)) {
         next ??= jsonClone(t.status ?? {});
-        const ended = wanted.admitted.status === "True" ? { reason: "WorkerAvailable", message: "a worker admits it now" } : { reason: "NotNominated", message: "no worker is held for it now" };
+        const ended =
+          wanted.admitted.status === "True"
+            ? { reason: "WorkerAvailable", message: "a worker admits it now" }
+            : { reason: "NotNominated", message: "no worker is held for it now" };
         events.push(setNomination(t, next, n, new Date(now).toISOString(), ended));
       }
       if (next) {
@@ -235,8 +284,14 @@ export class AdmissionConditions implements Reconciler {
   /** The one other writer of these conditions, for tasks out of the queue: what their state says. */
   private oweSettling(owed: Owed, now: number): void {
     for (const t of this.deps.cache.byIndex<Task & StoredObject>("Task", UNSETTLED_INDEX, "1", { sorted: false })) {
-      if (owed.ops.length >= this.opts.maxWritesPerPass) { owed.deferred = true; break; }
-      owed.ops.push({ op: "updateStatus", object: { ...t, status: settleAdmission(jsonClone(t.status ?? {}), new Date(now).toISOString()) } });
+      if (owed.ops.length >= this.opts.maxWritesPerPass) {
+        owed.deferred = true;
+        break;
+      }
+      owed.ops.push({
+        op: "updateStatus",
+        object: { ...t, status: settleAdmission(jsonClone(t.status ?? {}), new Date(now).toISOString()) },
+      });
       owed.news.push([]);
       owed.standings.push(undefined);
     }
@@ -250,7 +305,9 @@ export class AdmissionConditions implements Reconciler {
       // meanwhile is left to the next pass, which sees it as it is now. Checked against the
       // informer right before the commit (nothing in between yields), so this process's own
       // writes never make the chunk conflict.
-      const chunk = range(i, Math.min(i + Math.min(200, this.deps.store.maxWritesPerTxn), ops.length)).filter((j) => this.unchanged(ops[j]));
+      const chunk = range(i, Math.min(i + Math.min(200, this.deps.store.maxWritesPerTxn), ops.length)).filter((j) =>
+        this.unchanged(ops[j]),
+      );
       if (chunk.length === 0) continue;
       try {
         await this.deps.store.txn(chunk.map((j) => ops[j]));
@@ -258,7 +315,13 @@ export class AdmissionConditions implements Reconciler {
       } catch (e) {
         // Another replica changed a task under us: write the rest one by one; the next pass redoes the loser.
         if (!isStoreError(e, "Conflict")) throw e;
-        for (const j of chunk) await this.deps.store.txn([ops[j]]).then(() => written.push(j), (err) => { if (!isStoreError(err, "Conflict")) throw err; });
+        for (const j of chunk)
+          await this.deps.store.txn([ops[j]]).then(
+            () => written.push(j),
+            (err) => {
+              if (!isStoreError(err, "Conflict")) throw err;
+            },
+          );
       }
     }
     return written;
@@ -273,7 +336,8 @@ export class AdmissionConditions implements Reconciler {
       if (standing && op.op === "updateStatus") this.lastWrite.set(op.object.metadata.name, { at: now, standing });
     }
     this.writes += written.length;
-    if (this.lastWrite.size > this.queue.size * 2 + 1000) for (const k of this.lastWrite.keys()) if (!this.queue.has(k)) this.lastWrite.delete(k);
+    if (this.lastWrite.size > this.queue.size * 2 + 1000)
+      for (const k of this.lastWrite.keys()) if (!this.queue.has(k)) this.lastWrite.delete(k);
     if (this.answers.size > 2 * this.queue.shapeCount + 1000) {
       const live = new Set([...this.queue.allShapes()].map((sh) => sh.key));
       for (const k of this.answers.keys()) if (!live.has(k)) this.answers.delete(k);
@@ -285,7 +349,11 @@ export class AdmissionConditions implements Reconciler {
     if (op.op !== "updateStatus") return true;
     const t = this.deps.task(op.object.metadata.name);
     const queued = (s: TaskStatus | undefined) => isQueued(s?.state ?? "queued");
-    return t !== undefined && t.metadata.resourceVersion === op.object.metadata.resourceVersion && queued(t.status) === queued(op.object.status as TaskStatus);
+    return (
+      t !== undefined &&
+      t.metadata.resourceVersion === op.object.metadata.resourceVersion &&
+      queued(t.status) === queued(op.object.status as TaskStatus)
+    );
   }
 
   /** The new status if the conditions must be written now, else undefined. */
@@ -303,12 +371,19 @@ export class AdmissionConditions implements Reconciler {
       cur.reason !== w.admitted.reason ||
       (curUnsat?.status === "True") !== !!w.unsatisfiable ||
       (w.admitted.status === "False" && skeleton(cur.message) !== skeleton(w.admitted.message));
-    const messageOnly = !flips && (cur!.message !== w.admitted.message || (w.unsatisfiable && curUnsat?.message !== w.unsatisfiable.message));
+    const messageOnly =
+      !flips &&
+      (cur.message !== w.admitted.message || (w.unsatisfiable && curUnsat?.message !== w.unsatisfiable.message));
     if (!flips && !messageOnly) return undefined;
     const last = this.lastWrite.get(t.metadata.name);
     // A swing between admissible and waiting on leases is churn until it has held a while.
     // Any other change (a reason that appeared or went away while waiting, a blocked task) is news.
-    const swing = flips && last !== undefined && last.standing !== w.standing && last.standing !== "blocked" && w.standing !== "blocked";
+    const swing =
+      flips &&
+      last !== undefined &&
+      last.standing !== w.standing &&
+      last.standing !== "blocked" &&
+      w.standing !== "blocked";
     if (swing && now - w.since < this.opts.settleMs) {
       this.nextDue = Math.min(this.nextDue, w.since + this.opts.settleMs);
       return undefined;

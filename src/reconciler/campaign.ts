@@ -5,7 +5,16 @@
 // is a no-op.
 import { formatInputError } from "../resources/input-errors.ts";
 import { CAMPAIGN_LABEL, expandCampaign } from "../resources/manifest.ts";
-import { initialStatus, isActive, isFinal, isQueued, setCondition, type Campaign, type CampaignStatus, type Task } from "../resources/types.ts";
+import {
+  initialStatus,
+  isActive,
+  isFinal,
+  isQueued,
+  setCondition,
+  type Campaign,
+  type CampaignStatus,
+  type Task,
+} from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
 import type { Store, StoredObject, TxnOp } from "../store/store.ts";
 import type { LoomEvent } from "../resources/meta.ts";
@@ -21,15 +30,26 @@ export const FOREGROUND_FINALIZER = "foregroundDeletion";
 /** Tasks are written in chunks so a 100k-case campaign does not make one giant transaction. */
 const CHUNK = 1000;
 
-const ownedBy = (t: Task, campaign: string) => t.metadata.ownerReferences?.some((r) => r.kind === "Campaign" && r.name === campaign) ?? false;
+const ownedBy = (t: Task, campaign: string) =>
+  t.metadata.ownerReferences?.some((r) => r.kind === "Campaign" && r.name === campaign) ?? false;
 
-type Expanded = { uid: string; generation: number; desired: Task[]; errors: ReturnType<typeof expandCampaign>["errors"]; synced: boolean };
+type Expanded = {
+  uid: string;
+  generation: number;
+  desired: Task[];
+  errors: ReturnType<typeof expandCampaign>["errors"];
+  synced: boolean;
+};
 
 export class CampaignReconciler implements Reconciler {
   readonly name = "campaign";
   /** Expansion per campaign generation: a pass that only recounts does not expand again. */
   private readonly expanded = new Map<string, Expanded>();
-  constructor(private readonly store: Store, private readonly cache: Informer, private readonly recordEvent: (e: LoomEvent) => void) {
+  constructor(
+    private readonly store: Store,
+    private readonly cache: Informer,
+    private readonly recordEvent: (e: LoomEvent) => void,
+  ) {
     cache.addIndex("Task", "campaign", (o) => {
       const l = o.metadata.labels?.[CAMPAIGN_LABEL];
       return l ? [l] : [];
@@ -46,7 +66,9 @@ export class CampaignReconciler implements Reconciler {
   }
 
   async reconcile(name: string): Promise<Result> {
-    const owned = this.cache.byIndex<Task & StoredObject>("Task", "campaign", name, { sorted: false }).filter((t) => ownedBy(t, name));
+    const owned = this.cache
+      .byIndex<Task & StoredObject>("Task", "campaign", name, { sorted: false })
+      .filter((t) => ownedBy(t, name));
     const campaign = this.cache.get<Campaign & StoredObject>("Campaign", name);
     // Kubernetes' garbage collection: a deleted campaign's tasks go with it (background); one
     // being deleted waits for its finalizer's work (foreground: its tasks deleted first;
@@ -70,19 +92,45 @@ export class CampaignReconciler implements Reconciler {
     status.conditions ??= [];
     if (errors.length) {
       // All or nothing: an invalid case stops the campaign's changes until it is fixed.
-      const msg = errors.slice(0, 5).map(formatInputError).join("; ") + (errors.length > 5 ? ` (+${errors.length - 5} more)` : "");
-      if (setCondition(status.conditions, { type: "Valid", status: "False", reason: "InvalidCase", message: msg, observedGeneration: campaign.metadata.generation }, now))
+      const msg =
+        errors.slice(0, 5).map(formatInputError).join("; ") +
+        (errors.length > 5 ? ` (+${errors.length - 5} more)` : "");
+      if (
+        setCondition(
+          status.conditions,
+          {
+            type: "Valid",
+            status: "False",
+            reason: "InvalidCase",
+            message: msg,
+            observedGeneration: campaign.metadata.generation,
+          },
+          now,
+        )
+      )
         this.recordEvent({ object: campaign, type: "Warning", reason: "InvalidCase", message: msg });
       return this.writeStatus(campaign, this.counted(status, owned));
     }
-    setCondition(status.conditions, { type: "Valid", status: "True", reason: "CasesValid", message: `${desired.length} case(s)`, observedGeneration: campaign.metadata.generation }, now);
+    setCondition(
+      status.conditions,
+      {
+        type: "Valid",
+        status: "True",
+        reason: "CasesValid",
+        message: `${desired.length} case(s)`,
+        observedGeneration: campaign.metadata.generation,
+      },
+      now,
+    );
 
     // Already in step with this generation, and nothing owned went missing: only recount.
     if (memo.synced && owned.length === desired.length) return this.writeStatus(campaign, this.counted(status, owned));
     const ops: TxnOp[] = [];
     const wanted = new Set<string>();
     const conflicts: string[] = [];
-    let created = 0, updated = 0, removed = 0;
+    let created = 0,
+      updated = 0,
+      removed = 0;
     for (const d of desired) {
       wanted.add(d.metadata.name);
       const cur = this.cache.get<Task & StoredObject>("Task", d.metadata.name);
@@ -93,7 +141,14 @@ export class CampaignReconciler implements Reconciler {
       } else if (!ownedBy(cur, name)) {
         conflicts.push(d.metadata.name);
       } else if (isQueued(cur.status?.state ?? "queued") && JSON.stringify(cur.spec) !== JSON.stringify(d.spec)) {
-        ops.push({ op: "update", object: { ...cur, spec: d.spec, metadata: { ...cur.metadata, labels: { ...cur.metadata.labels, ...d.metadata.labels } } } });
+        ops.push({
+          op: "update",
+          object: {
+            ...cur,
+            spec: d.spec,
+            metadata: { ...cur.metadata, labels: { ...cur.metadata.labels, ...d.metadata.labels } },
+          },
+        });
         updated++;
       }
     }
@@ -105,14 +160,27 @@ export class CampaignReconciler implements Reconciler {
     await this.write(ops);
     memo.synced = !conflicts.length;
     if (created || updated || removed)
-      this.recordEvent({ object: campaign, type: "Normal", reason: "TasksSynced", message: `tasks: ${created} created, ${updated} updated, ${removed} removed` });
+      this.recordEvent({
+        object: campaign,
+        type: "Normal",
+        reason: "TasksSynced",
+        message: `tasks: ${created} created, ${updated} updated, ${removed} removed`,
+      });
     if (conflicts.length) {
       const msg = `task ids already used by other objects: ${conflicts.slice(0, 5).join(", ")}${conflicts.length > 5 ? ` (+${conflicts.length - 5} more)` : ""}`;
-      if (setCondition(status.conditions, { type: "TasksConflict", status: "True", reason: "TaskIdInUse", message: msg }, now))
+      if (
+        setCondition(
+          status.conditions,
+          { type: "TasksConflict", status: "True", reason: "TaskIdInUse", message: msg },
+          now,
+        )
+      )
         this.recordEvent({ object: campaign, type: "Warning", reason: "TaskIdInUse", message: msg });
     } else status.conditions = status.conditions.filter((c) => c.type !== "TasksConflict");
     // Counts come from the cache after our own writes are visible.
-    const after = this.cache.byIndex<Task & StoredObject>("Task", "campaign", name, { sorted: false }).filter((t) => ownedBy(t, name));
+    const after = this.cache
+      .byIndex<Task & StoredObject>("Task", "campaign", name, { sorted: false })
+      .filter((t) => ownedBy(t, name));
     return this.writeStatus(campaign, this.counted(status, after));
   }
 
@@ -124,16 +192,34 @@ export class CampaignReconciler implements Reconciler {
   private async collect(campaign: string, owned: (Task & StoredObject)[]): Promise<Result> {
     const now = Date.now();
     const ops: TxnOp[][] = owned.map((t) => {
-      const del: TxnOp = { op: "delete", kind: "Task", name: t.metadata.name, resourceVersion: t.metadata.resourceVersion };
+      const del: TxnOp = {
+        op: "delete",
+        kind: "Task",
+        name: t.metadata.name,
+        resourceVersion: t.metadata.resourceVersion,
+      };
       if (!isActive(t.status?.state)) return [del];
       const why = `campaign ${campaign} was deleted`;
-      const status = markFinal(endLease(t.status!, "cancelled", now, "cancelled", "OwnerDeleted"), now, "OwnerDeleted", why);
-      return [{ op: "updateStatus", object: { ...t, status } }, { op: "delete", kind: "Task", name: t.metadata.name }];
+      const status = markFinal(
+        endLease(t.status!, "cancelled", now, "cancelled", "OwnerDeleted"),
+        now,
+        "OwnerDeleted",
+        why,
+      );
+      return [
+        { op: "updateStatus", object: { ...t, status } },
+        { op: "delete", kind: "Task", name: t.metadata.name },
+      ];
     });
     const left = await this.writeEach(ops);
     for (const t of owned) {
       if (!isActive(t.status?.state) || left.has(t.metadata.name)) continue;
-      this.recordEvent({ object: t, type: "Normal", reason: "OwnerDeleted", message: `campaign ${campaign} was deleted: the lease on ${t.status?.lease?.worker} is cancelled and its reservation released; the task is deleted` });
+      this.recordEvent({
+        object: t,
+        type: "Normal",
+        reason: "OwnerDeleted",
+        message: `campaign ${campaign} was deleted: the lease on ${t.status?.lease?.worker} is cancelled and its reservation released; the task is deleted`,
+      });
     }
     return left.size ? { requeueAfterMs: 200 } : undefined;
   }
@@ -156,7 +242,8 @@ export class CampaignReconciler implements Reconciler {
     const rest = finalizers.filter((f) => f !== ORPHAN_FINALIZER && f !== FOREGROUND_FINALIZER);
     // Another finalizer is someone else's to remove; the campaign stays until it is.
     if (rest.length) {
-      if (rest.length !== finalizers.length) await this.store.txn([{ op: "update", object: { ...c, metadata: { ...c.metadata, finalizers: rest } } }]);
+      if (rest.length !== finalizers.length)
+        await this.store.txn([{ op: "update", object: { ...c, metadata: { ...c.metadata, finalizers: rest } } }]);
       return;
     }
     await this.store.txn([{ op: "delete", kind: "Campaign", name, resourceVersion: c.metadata.resourceVersion }]);
@@ -165,7 +252,10 @@ export class CampaignReconciler implements Reconciler {
   /** Write each group of ops as one transaction, many groups per commit; the names of the tasks whose group lost a race. */
   private async writeEach(groups: TxnOp[][]): Promise<Set<string>> {
     const lost = new Set<string>();
-    const nameOf = (g: TxnOp[]) => { const o = g[0]; return o.op === "delete" || o.op === "check" ? o.name : o.object.metadata.name; };
+    const nameOf = (g: TxnOp[]) => {
+      const o = g[0];
+      return o.op === "delete" || o.op === "check" ? o.name : o.object.metadata.name;
+    };
     // Groups per commit: as many as fit one transaction of the store (a group is one or two ops).
     const size = Math.max(1, Math.min(CHUNK, Math.floor(this.store.maxWritesPerTxn / 2)));
     for (let i = 0; i < groups.length; i += size) {
@@ -175,7 +265,11 @@ export class CampaignReconciler implements Reconciler {
       } catch (e) {
         if (!isStoreError(e, "Conflict") && !isStoreError(e, "NotFound")) throw e;
         // One task changed under us: the others go one by one, the loser on the next pass.
-        for (const g of chunk) await this.store.txn(g).catch((err: unknown) => { if (isStoreError(err, "Conflict")) lost.add(nameOf(g)); else if (!isStoreError(err, "NotFound")) throw err; });
+        for (const g of chunk)
+          await this.store.txn(g).catch((err: unknown) => {
+            if (isStoreError(err, "Conflict")) lost.add(nameOf(g));
+            else if (!isStoreError(err, "NotFound")) throw err;
+          });
       }
     }
     await this.cache.waitForRevision(await this.store.revision());
@@ -184,7 +278,9 @@ export class CampaignReconciler implements Reconciler {
 
   private counted(status: CampaignStatus, tasks: Task[]): CampaignStatus {
     const by: Record<string, number> = {};
-    let pending = 0, active = 0, final = 0;
+    let pending = 0,
+      active = 0,
+      final = 0;
     for (const t of tasks) {
       const s = t.status?.state ?? "queued";
       by[s] = (by[s] ?? 0) + 1;

@@ -40,7 +40,6 @@ export type ControllerOptions = {
 /** The key of a controller that has one piece of work (a pass over all of something). */
 export const ALL = "all";
 
-
 export class Controller {
   readonly queue = new WorkQueue();
   private readonly abort = new AbortController();
@@ -50,7 +49,10 @@ export class Controller {
   started = 0;
   passes = 0;
 
-  constructor(readonly reconciler: Reconciler, private readonly opts: ControllerOptions) {}
+  constructor(
+    readonly reconciler: Reconciler,
+    private readonly opts: ControllerOptions,
+  ) {}
 
   get name(): string {
     return this.reconciler.name;

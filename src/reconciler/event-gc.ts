@@ -20,7 +20,10 @@ const BATCH = 500;
 
 export class EventGc implements Reconciler {
   readonly name = "event-gc";
-  constructor(private readonly store: Store, private readonly opts: EventGcOptions) {}
+  constructor(
+    private readonly store: Store,
+    private readonly opts: EventGcOptions,
+  ) {}
 
   keys(): string[] {
     return [ALL];
@@ -36,7 +39,9 @@ export class EventGc implements Reconciler {
     if (drop.length) this.opts.dropped?.(new Set(drop.map((e) => e.metadata.name)));
     const size = Math.min(BATCH, this.store.maxWritesPerTxn);
     for (let i = 0; i < drop.length; i += size)
-      await this.store.txn(drop.slice(i, i + size).map((e) => ({ op: "delete" as const, kind: "Event", name: e.metadata.name })));
+      await this.store.txn(
+        drop.slice(i, i + size).map((e) => ({ op: "delete" as const, kind: "Event", name: e.metadata.name })),
+      );
     return { writes: drop.length, requeueAfterMs: this.opts.everyMs };
   }
 }

@@ -41,7 +41,10 @@ export type EventRecorderOptions = {
 /** A token bucket per reason: the same idea as kube's event spam filter, keyed by reason. */
 class ReasonBudget {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
-  constructor(private readonly b: EventBudget, private readonly now: () => number) {}
+  constructor(
+    private readonly b: EventBudget,
+    private readonly now: () => number,
+  ) {}
 
   take(reason: string): boolean {
     const t = this.now();
@@ -59,7 +62,10 @@ class ReasonBudget {
 
 /** An Event's own name follows the object's, made safe: a file path is not a valid name. */
 export function eventNameBase(name: string): string {
-  const safe = name.replace(/[^A-Za-z0-9_.-]+/g, "-").replace(/^[^A-Za-z0-9]+/, "").slice(-200);
+  const safe = name
+    .replace(/[^A-Za-z0-9_.-]+/g, "-")
+    .replace(/^[^A-Za-z0-9]+/, "")
+    .slice(-200);
   return safe.replace(/^[^A-Za-z0-9]+/, "") || "object";
 }
 
@@ -73,7 +79,10 @@ export class EventRecorder {
   private closed = false;
   private readonly budget: ReasonBudget;
 
-  constructor(private readonly store: Store, private readonly opts: EventRecorderOptions = { maxEvents: 5000, flushMs: 100 }) {
+  constructor(
+    private readonly store: Store,
+    private readonly opts: EventRecorderOptions = { maxEvents: 5000, flushMs: 100 },
+  ) {
     this.budget = new ReasonBudget(opts.budget ?? DEFAULT_EVENT_BUDGET, opts.now ?? Date.now);
   }
 
@@ -108,7 +117,8 @@ export class EventRecorder {
     for (const e of batch) {
       const o = e.object;
       const key = JSON.stringify([o.kind, o.metadata.name, e.type, e.reason, e.message]);
-      const seen = touched.get(key) ?? (this.recent.has(key) ? { ev: { ...this.recent.get(key)! }, existed: true } : undefined);
+      const seen =
+        touched.get(key) ?? (this.recent.has(key) ? { ev: { ...this.recent.get(key)! }, existed: true } : undefined);
       if (seen) {
         seen.ev.count += 1;
         seen.ev.lastTimestamp = now;
@@ -118,8 +128,16 @@ export class EventRecorder {
       const ev: EventObject = {
         apiVersion: "v1",
         kind: "Event",
-        metadata: { name: `${eventNameBase(o.metadata.name)}.${randomUUID().slice(0, 8)}`, labels: { "loom.dev/involved-kind": o.kind, "loom.dev/involved-name": o.metadata.name } },
-        involvedObject: { apiVersion: o.apiVersion, kind: o.kind, name: o.metadata.name, ...(o.metadata.uid ? { uid: o.metadata.uid } : {}) },
+        metadata: {
+          name: `${eventNameBase(o.metadata.name)}.${randomUUID().slice(0, 8)}`,
+          labels: { "loom.dev/involved-kind": o.kind, "loom.dev/involved-name": o.metadata.name },
+        },
+        involvedObject: {
+          apiVersion: o.apiVersion,
+          kind: o.kind,
+          name: o.metadata.name,
+          ...(o.metadata.uid ? { uid: o.metadata.uid } : {}),
+        },
         type: e.type,
         reason: e.reason,
         message: e.message,
@@ -147,13 +165,26 @@ export class EventRecorder {
 
   private async writeChunk(entries: [string, { ev: EventObject; existed: boolean }][], now: string): Promise<void> {
     const ops = (asNew: boolean): TxnOp[] =>
-      entries.map(([, { ev, existed }]) => (existed && !asNew ? { op: "update", object: { ...ev, metadata: { ...ev.metadata, resourceVersion: undefined } } } : { op: "create", object: ev }));
+      entries.map(([, { ev, existed }]) =>
+        existed && !asNew
+          ? { op: "update", object: { ...ev, metadata: { ...ev.metadata, resourceVersion: undefined } } }
+          : { op: "create", object: ev },
+      );
     try {
       await this.store.txn(ops(false));
     } catch (err) {
       // An aggregated Event was pruned meanwhile: start those again as new Events.
       if (!isStoreError(err, "NotFound")) throw err;
-      for (const [, t] of entries) if (t.existed) Object.assign(t.ev, { count: 1, firstTimestamp: now, metadata: { ...t.ev.metadata, name: `${eventNameBase(t.ev.involvedObject.name)}.${randomUUID().slice(0, 8)}` } });
+      for (const [, t] of entries)
+        if (t.existed)
+          Object.assign(t.ev, {
+            count: 1,
+            firstTimestamp: now,
+            metadata: {
+              ...t.ev.metadata,
+              name: `${eventNameBase(t.ev.involvedObject.name)}.${randomUUID().slice(0, 8)}`,
+            },
+          });
       await this.store.txn(ops(true));
     }
   }
@@ -170,8 +201,12 @@ export class EventRecorder {
 }
 
 /** Oldest first by lastTimestamp, as kubectl orders Events; ties keep the order they were created in. */
-export function byLastTimestamp(a: { lastTimestamp?: string; firstTimestamp?: string; metadata: { resourceVersion?: string } }, b: typeof a): number {
-  const la = a.lastTimestamp ?? "", lb = b.lastTimestamp ?? "";
+export function byLastTimestamp(
+  a: { lastTimestamp?: string; firstTimestamp?: string; metadata: { resourceVersion?: string } },
+  b: typeof a,
+): number {
+  const la = a.lastTimestamp ?? "",
+    lb = b.lastTimestamp ?? "";
   if (la !== lb) return la < lb ? -1 : 1;
   return Number(a.metadata.resourceVersion ?? 0) - Number(b.metadata.resourceVersion ?? 0);
 }

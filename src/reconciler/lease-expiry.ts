@@ -14,7 +14,10 @@ import { isStoreError } from "../store/errors.ts";
 const SLACK_MS = 5;
 
 /** What the lease controller uses: tasks with their renewals, the clock, and the expiry itself. */
-export type LeaseExpiryDeps = Pick<ControllerServices, "store" | "now" | "task" | "tasksInState" | "renewal" | "expireLease">;
+export type LeaseExpiryDeps = Pick<
+  ControllerServices,
+  "store" | "now" | "task" | "tasksInState" | "renewal" | "expireLease"
+>;
 
 export class LeaseExpiry implements Reconciler {
   readonly name = "lease-expiry";

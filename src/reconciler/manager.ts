@@ -68,7 +68,16 @@ export class ControllerManager {
     this.events = new Controller(new EventGc(s.store, { ...opts.events, dropped: deps.eventsDropped }), every(0));
     this.queues = new Controller(new QueueStatusReconciler(s), every(opts.resyncMs));
     this.reclaim = new Controller(new ReclaimController(s), every(opts.resyncMs));
-    this.all = [this.campaigns, this.workers, this.admission, this.push, this.leases, this.events, this.queues, this.reclaim];
+    this.all = [
+      this.campaigns,
+      this.workers,
+      this.admission,
+      this.push,
+      this.leases,
+      this.events,
+      this.queues,
+      this.reclaim,
+    ];
   }
 
   /** A change that can move any queued task's answer: a pass of conditions (after a short coalescing delay) and of push. */
@@ -84,8 +93,7 @@ export class ControllerManager {
     else if (o.kind === "Queue") {
       this.queues.enqueue(o.metadata.name);
       this.wakeQueuePasses(); // a new quota or weight can move any queued task's answer
-    }
-    else if (o.kind === "Worker") {
+    } else if (o.kind === "Worker") {
       this.workers.enqueue(o.metadata.name);
       this.wakeQueuePasses();
     } else if (isKind(o, "Task")) {
@@ -93,7 +101,12 @@ export class ControllerManager {
       // Counting is coalesced: a burst of task changes becomes one campaign pass.
       if (campaign) this.campaigns.enqueue(campaign, ev.type === "DELETED" ? 0 : 300);
       // A queue's figures are coalesced the same way, and only a Queue object has a status.
-      if (this.sources.queues.active) for (const q of new Set([queueName(o.spec), ...(ev.old && isKind(ev.old, "Task") ? [queueName(ev.old.spec)] : [])])) this.queues.enqueue(q, 500);
+      if (this.sources.queues.active)
+        for (const q of new Set([
+          queueName(o.spec),
+          ...(ev.old && isKind(ev.old, "Task") ? [queueName(ev.old.spec)] : []),
+        ]))
+          this.queues.enqueue(q, 500);
       for (const t of [o, ev.old] as (Task | undefined)[]) {
         const w = t?.status?.lease?.worker;
         if (w) this.workers.enqueue(w, 100);
@@ -113,7 +126,10 @@ export class ControllerManager {
       this.wakeQueuePasses();
     });
     const unsubscribe = this.unsubscribe;
-    this.unsubscribe = () => { unsubscribe(); stopLiveness(); };
+    this.unsubscribe = () => {
+      unsubscribe();
+      stopLiveness();
+    };
     for (const c of this.all) c.start();
   }
 

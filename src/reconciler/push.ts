@@ -18,7 +18,10 @@ export const isPushWorker = (w: Worker) => !!directEndpoint(w) && w.spec.direct_
  * workers (an index), whatever the number of pull workers.
  */
 /** What the push controller uses: push-mode workers, their views, what fits them, and the push itself. */
-export type PushControllerDeps = Pick<ControllerServices, "cache" | "now" | "workerView" | "pickForWorker" | "pushTask" | "confirmDirectRunners">;
+export type PushControllerDeps = Pick<
+  ControllerServices,
+  "cache" | "now" | "workerView" | "pickForWorker" | "pushTask" | "confirmDirectRunners"
+>;
 
 export class PushDispatcher implements Reconciler {
   readonly name = "push";
@@ -26,7 +29,12 @@ export class PushDispatcher implements Reconciler {
   private readonly resting = new Map<string, number>();
   pushes = 0;
 
-  constructor(private readonly deps: PushControllerDeps, private readonly push: PushOptions, private readonly log: Logger, private readonly restMs = 5000) {
+  constructor(
+    private readonly deps: PushControllerDeps,
+    private readonly push: PushOptions,
+    private readonly log: Logger,
+    private readonly restMs = 5000,
+  ) {
     deps.cache.addIndex("Worker", "pushMode", (w) => (isPushWorker(w) ? ["push"] : []));
   }
 
@@ -47,7 +55,10 @@ export class PushDispatcher implements Reconciler {
     const now = this.deps.now();
     const workers = this.deps.cache.byIndex<Worker & StoredObject>("Worker", "pushMode", "push");
     // An idle v1 Direct Runner does not heartbeat: the quiet ones are asked before the pass.
-    await this.deps.confirmDirectRunners(workers.filter((w) => (this.resting.get(w.metadata.name) ?? 0) <= now), this.push);
+    await this.deps.confirmDirectRunners(
+      workers.filter((w) => (this.resting.get(w.metadata.name) ?? 0) <= now),
+      this.push,
+    );
     for (const w of workers) {
       if (w.spec.unschedulable || !w.status?.registration) continue;
       if ((this.resting.get(w.metadata.name) ?? 0) > now) continue;

@@ -14,13 +14,16 @@ import type { Reconciler, Result } from "./controller.ts";
 export function quotaObject(a: Amounts): QueueSpecQuota {
   const out: QueueSpecQuota = {};
   for (const f of RESOURCE_FIELDS) if (a[f]) out[f] = a[f];
-  for (const [k, v] of Object.entries(a)) if (k.startsWith(TYPED_GPU) && v) (out.gpu_types ??= {})[k.slice(TYPED_GPU.length)] = v;
+  for (const [k, v] of Object.entries(a))
+    if (k.startsWith(TYPED_GPU) && v) (out.gpu_types ??= {})[k.slice(TYPED_GPU.length)] = v;
   return out;
 }
 
 /** `cpu_millis=500,gpu_count=1`, or `-` for nothing. */
 export function amountsText(a: Amounts): string {
-  const parts = Object.entries(a).filter(([, v]) => v > 0).map(([k, v]) => `${k}=${v}`);
+  const parts = Object.entries(a)
+    .filter(([, v]) => v > 0)
+    .map(([k, v]) => `${k}=${v}`);
   return parts.length ? parts.join(",") : "-";
 }
 
@@ -50,7 +53,7 @@ export class QueueStatusReconciler implements Reconciler {
     if (!q || q.kind !== "Queue") return;
     const f = deps.queues.figures(name);
     const iso = new Date(deps.now()).toISOString();
-    const st: QueueStatus = jsonClone((q.status ?? {}) as QueueStatus);
+    const st: QueueStatus = jsonClone(q.status ?? {});
     st.observedGeneration = q.metadata.generation;
     st.used = quotaObject(f.used);
     st.borrowed = amountsText(f.borrowed);
@@ -61,13 +64,38 @@ export class QueueStatusReconciler implements Reconciler {
     st.decayed_share = round(f.decayed_share);
     st.conditions ??= [];
     const borrowing = Object.keys(f.borrowed).length > 0;
-    setCondition(st.conditions, borrowing
-      ? { type: "Borrowing", status: "True", reason: "AboveQuota", message: `uses ${st.borrowed} past its quota, on quota other queues leave unused` }
-      : { type: "Borrowing", status: "False", reason: "WithinQuota", message: "uses no more than its quota" }, iso);
-    const full = Object.entries(f.limits?.quota ?? {}).filter(([d, n]) => (f.used[d] ?? 0) >= n).map(([d]) => d);
-    setCondition(st.conditions, full.length
-      ? { type: "QuotaExhausted", status: "True", reason: "queue_quota_exhausted", message: `all of its nominal ${full.join(", ")} is in use` }
-      : { type: "QuotaExhausted", status: "False", reason: "QuotaAvailable", message: "some of its nominal quota is free" }, iso);
+    setCondition(
+      st.conditions,
+      borrowing
+        ? {
+            type: "Borrowing",
+            status: "True",
+            reason: "AboveQuota",
+            message: `uses ${st.borrowed} past its quota, on quota other queues leave unused`,
+          }
+        : { type: "Borrowing", status: "False", reason: "WithinQuota", message: "uses no more than its quota" },
+      iso,
+    );
+    const full = Object.entries(f.limits?.quota ?? {})
+      .filter(([d, n]) => (f.used[d] ?? 0) >= n)
+      .map(([d]) => d);
+    setCondition(
+      st.conditions,
+      full.length
+        ? {
+            type: "QuotaExhausted",
+            status: "True",
+            reason: "queue_quota_exhausted",
+            message: `all of its nominal ${full.join(", ")} is in use`,
+          }
+        : {
+            type: "QuotaExhausted",
+            status: "False",
+            reason: "QuotaAvailable",
+            message: "some of its nominal quota is free",
+          },
+      iso,
+    );
     if (JSON.stringify(st) === JSON.stringify(q.status ?? {})) return;
     try {
       await deps.store.updateStatus({ ...q, status: st });

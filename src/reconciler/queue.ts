@@ -12,17 +12,25 @@ export class WorkQueue {
   private waiters: ((k: Key | undefined) => void)[] = [];
   private shut = false;
 
-  constructor(private readonly baseBackoffMs = 100, private readonly maxBackoffMs = 30_000) {}
+  constructor(
+    private readonly baseBackoffMs = 100,
+    private readonly maxBackoffMs = 30_000,
+  ) {}
 
-  get length(): number { return this.ready.length; }
+  get length(): number {
+    return this.ready.length;
+  }
 
   add(k: Key): void {
     if (this.shut || this.dirty.has(k)) return;
     this.dirty.add(k);
     if (this.processing.has(k)) return;
     const w = this.waiters.shift();
-    if (w) { this.dirty.delete(k); this.processing.add(k); w(k); }
-    else this.ready.push(k);
+    if (w) {
+      this.dirty.delete(k);
+      this.processing.add(k);
+      w(k);
+    } else this.ready.push(k);
   }
 
   /** Add after a delay. Of two delays for one key the sooner wins, so a long "look again later" never swallows a prompt wake-up. */
@@ -33,7 +41,10 @@ export class WorkQueue {
     const cur = this.delayed.get(k);
     if (cur && cur.due <= due) return;
     if (cur) clearTimeout(cur.timer);
-    const timer = setTimeout(() => { this.delayed.delete(k); this.add(k); }, ms);
+    const timer = setTimeout(() => {
+      this.delayed.delete(k);
+      this.add(k);
+    }, ms);
     timer.unref();
     this.delayed.set(k, { timer, due });
   }
@@ -46,7 +57,9 @@ export class WorkQueue {
   }
 
   /** Success: the next failure starts from the shortest backoff again. */
-  forget(k: Key): void { this.failures.delete(k); }
+  forget(k: Key): void {
+    this.failures.delete(k);
+  }
 
   /** The next key to process, or undefined once the queue is shut down. */
   get(): Promise<Key | undefined> {

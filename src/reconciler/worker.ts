@@ -38,7 +38,10 @@ function lastCallWorthKeeping(w: Worker, lastSeen: number | undefined, graceMs: 
 }
 
 /** What the worker controller reads and writes: workers, their views and capacity, their last calls. */
-export type WorkerControllerDeps = Pick<ControllerServices, "store" | "cache" | "now" | "recordEvent" | "worker" | "workerView" | "capacityEntry" | "heartbeatGraceSeconds"> & {
+export type WorkerControllerDeps = Pick<
+  ControllerServices,
+  "store" | "cache" | "now" | "recordEvent" | "worker" | "workerView" | "capacityEntry" | "heartbeatGraceSeconds"
+> & {
   readonly liveness: Pick<ControllerServices["liveness"], "get">;
 };
 
@@ -59,7 +62,12 @@ export class WorkerReconciler implements Reconciler {
     if (w.metadata.annotations?.[PRUNED_ANNOTATION] === "true" && view.leases.length === 0) {
       try {
         await deps.store.delete("Worker", name, { resourceVersion: w.metadata.resourceVersion });
-        deps.recordEvent({ object: w, type: "Normal", reason: "Deleted", message: "no longer declared and no active lease: deleted" });
+        deps.recordEvent({
+          object: w,
+          type: "Normal",
+          reason: "Deleted",
+          message: "no longer declared and no active lease: deleted",
+        });
       } catch (e) {
         if (!isStoreError(e, "Conflict") && !isStoreError(e, "NotFound")) throw e;
       }
@@ -83,19 +91,77 @@ export class WorkerReconciler implements Reconciler {
     else delete st.exclusive_holder;
     if (live) st.last_heartbeat_at = new Date(live.lastSeen).toISOString();
     st.conditions ??= [];
-    setCondition(st.conditions, st.registration
-      ? { type: "Registered", status: "True", reason: "RunnerRegistered", message: `registered at ${st.registration.registered_at}` }
-      : { type: "Registered", status: "False", reason: "NotRegistered", message: "no Runner has registered as this worker" }, iso);
+    setCondition(
+      st.conditions,
+      st.registration
+        ? {
+            type: "Registered",
+            status: "True",
+            reason: "RunnerRegistered",
+            message: `registered at ${st.registration.registered_at}`,
+          }
+        : {
+            type: "Registered",
+            status: "False",
+            reason: "NotRegistered",
+            message: "no Runner has registered as this worker",
+          },
+      iso,
+    );
     const ready = view.ready;
-    setCondition(st.conditions, ready
-      ? { type: "Ready", status: "True", reason: "RunnerAlive", message: `last call within ${deps.heartbeatGraceSeconds}s` }
-      : { type: "Ready", status: "False", reason: live ? "HeartbeatMissing" : "NoHeartbeat", message: live ? `no call since ${new Date(live.lastSeen).toISOString()} (grace ${deps.heartbeatGraceSeconds}s)` : "no heartbeat since the Hub started" }, iso);
-    if (w.spec.unschedulable) setCondition(st.conditions, { type: "Cordoned", status: "True", reason: w.metadata.annotations?.[PRUNED_ANNOTATION] === "true" ? "NoLongerDeclared" : "Blocked", message: "no new leases are admitted" }, iso);
-    else if (st.conditions.some((c) => c.type === "Cordoned")) setCondition(st.conditions, { type: "Cordoned", status: "False", reason: "Schedulable", message: "accepting leases" }, iso);
-    if (exclusiveActive(view)) setCondition(st.conditions, { type: "ExclusiveHeld", status: "True", reason: "ExclusiveLease", message: `held by ${holder}` }, iso);
-    else if (st.conditions.some((c) => c.type === "ExclusiveHeld")) setCondition(st.conditions, { type: "ExclusiveHeld", status: "False", reason: "NoExclusiveLease", message: "no exclusive lease is active" }, iso);
+    setCondition(
+      st.conditions,
+      ready
+        ? {
+            type: "Ready",
+            status: "True",
+            reason: "RunnerAlive",
+            message: `last call within ${deps.heartbeatGraceSeconds}s`,
+          }
+        : {
+            type: "Ready",
+            status: "False",
+            reason: live ? "HeartbeatMissing" : "NoHeartbeat",
+            message: live
+              ? `no call since ${new Date(live.lastSeen).toISOString()} (grace ${deps.heartbeatGraceSeconds}s)`
+              : "no heartbeat since the Hub started",
+          },
+      iso,
+    );
+    if (w.spec.unschedulable)
+      setCondition(
+        st.conditions,
+        {
+          type: "Cordoned",
+          status: "True",
+          reason: w.metadata.annotations?.[PRUNED_ANNOTATION] === "true" ? "NoLongerDeclared" : "Blocked",
+          message: "no new leases are admitted",
+        },
+        iso,
+      );
+    else if (st.conditions.some((c) => c.type === "Cordoned"))
+      setCondition(
+        st.conditions,
+        { type: "Cordoned", status: "False", reason: "Schedulable", message: "accepting leases" },
+        iso,
+      );
+    if (exclusiveActive(view))
+      setCondition(
+        st.conditions,
+        { type: "ExclusiveHeld", status: "True", reason: "ExclusiveLease", message: `held by ${holder}` },
+        iso,
+      );
+    else if (st.conditions.some((c) => c.type === "ExclusiveHeld"))
+      setCondition(
+        st.conditions,
+        { type: "ExclusiveHeld", status: "False", reason: "NoExclusiveLease", message: "no exclusive lease is active" },
+        iso,
+      );
 
-    if (comparable(st) !== comparable(w.status) || lastCallWorthKeeping(w, live?.lastSeen, deps.heartbeatGraceSeconds * 1000)) {
+    if (
+      comparable(st) !== comparable(w.status) ||
+      lastCallWorthKeeping(w, live?.lastSeen, deps.heartbeatGraceSeconds * 1000)
+    ) {
       try {
         await deps.store.updateStatus({ ...w, status: st });
       } catch (err) {
@@ -104,6 +170,7 @@ export class WorkerReconciler implements Reconciler {
       }
     }
     // Come back when Ready would flip by the clock alone.
-    if (ready && live) return { requeueAfterMs: Math.max(1000, live.lastSeen + deps.heartbeatGraceSeconds * 1000 - now + 50) };
+    if (ready && live)
+      return { requeueAfterMs: Math.max(1000, live.lastSeen + deps.heartbeatGraceSeconds * 1000 - now + 50) };
   }
 }

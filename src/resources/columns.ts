@@ -11,7 +11,6 @@ export const NONE = "<none>";
 
 export type Column<T = any> = { name: string; priority: 0 | 1; cell(o: T, now: Date): string };
 
-
 /** Age of a timestamp at `now`; `<none>` when there is no timestamp, `<invalid>` when unparsable. */
 export function age(ts: unknown, now: Date): string {
   if (typeof ts !== "string" || !ts) return NONE;
@@ -76,7 +75,10 @@ const nameColumn: Column = { name: "NAME", priority: 0, cell: (o) => o.metadata?
  * The CRD's columns in their order, with Loom's refinements: `replace` swaps a CRD column
  * for a computed one, `drop` removes one, `after` inserts computed ones after a CRD column.
  */
-function compose(kind: string, opts: { replace?: Record<string, Column>; drop?: string[]; after?: Record<string, Column[]> }): Column[] {
+function compose(
+  kind: string,
+  opts: { replace?: Record<string, Column>; drop?: string[]; after?: Record<string, Column[]> },
+): Column[] {
   const out: Column[] = [nameColumn];
   for (const [name, col] of crdColumns(kind)) {
     if (opts.drop?.includes(name)) continue;
@@ -85,7 +87,7 @@ function compose(kind: string, opts: { replace?: Record<string, Column>; drop?: 
   return out;
 }
 
-const conditions = (o: { status?: { conditions?: Condition[] } }) => o.status?.conditions as Condition[] | undefined;
+const conditions = (o: { status?: { conditions?: Condition[] } }) => o.status?.conditions;
 
 // --- Task
 
@@ -101,12 +103,22 @@ const taskReason: Column<Task> = {
 
 const taskWorkerColumn: Column<Task> = { name: "WORKER", priority: 0, cell: (t) => taskWorker(t.status) ?? NONE };
 
-const taskRequests: Column<Task> = { name: "REQUESTS", priority: 0, cell: (t) => formatRequests(t.spec?.execution_profile?.resources) };
+const taskRequests: Column<Task> = {
+  name: "REQUESTS",
+  priority: 0,
+  cell: (t) => formatRequests(t.spec?.execution_profile?.resources),
+};
 
-export const taskColumns = once((): Column<Task>[] => compose("Task", {
-  replace: { REASON: taskReason, WORKER: taskWorkerColumn, PLACEMENT: { name: "PLACEMENT", priority: 1, cell: (t) => t.spec?.execution_profile?.placement ?? "shared" } },
-  after: { PLACEMENT: [taskRequests] },
-}));
+export const taskColumns = once((): Column<Task>[] =>
+  compose("Task", {
+    replace: {
+      REASON: taskReason,
+      WORKER: taskWorkerColumn,
+      PLACEMENT: { name: "PLACEMENT", priority: 1, cell: (t) => t.spec?.execution_profile?.placement ?? "shared" },
+    },
+    after: { PLACEMENT: [taskRequests] },
+  }),
+);
 
 /**
  * The Task columns with POSITION after REQUESTS (priority 1, so `-o wide`): a queued task's
@@ -132,21 +144,36 @@ const workerReady: Column<Worker> = {
   },
 };
 
-const activeLimit: Column<Worker> = { name: "ACTIVE/LIMIT", priority: 0, cell: (w) => ratio(w.status?.active_count, w.status?.effective_limit) };
+const activeLimit: Column<Worker> = {
+  name: "ACTIVE/LIMIT",
+  priority: 0,
+  cell: (w) => ratio(w.status?.active_count, w.status?.effective_limit),
+};
 
-const headroom = (label: string, field: "cpu_millis" | "memory_mb" | "disk_mb" | "gpu_count", unit: string): Column<Worker> => ({
+const headroom = (
+  label: string,
+  field: "cpu_millis" | "memory_mb" | "disk_mb" | "gpu_count",
+  unit: string,
+): Column<Worker> => ({
   name: label,
   priority: 0,
   cell: (w) => ratio(w.status?.reserved?.[field], w.status?.capacity?.[field], unit),
 });
 
-export const workerColumns = once((): Column<Worker>[] => compose("Worker", {
-  replace: { READY: workerReady, ACTIVE: activeLimit },
-  drop: ["LIMIT"],
-  after: {
-    ACTIVE: [headroom("CPU", "cpu_millis", "m"), headroom("MEM", "memory_mb", "Mi"), headroom("DISK", "disk_mb", "Mi"), headroom("GPU", "gpu_count", "")],
-  },
-}));
+export const workerColumns = once((): Column<Worker>[] =>
+  compose("Worker", {
+    replace: { READY: workerReady, ACTIVE: activeLimit },
+    drop: ["LIMIT"],
+    after: {
+      ACTIVE: [
+        headroom("CPU", "cpu_millis", "m"),
+        headroom("MEM", "memory_mb", "Mi"),
+        headroom("DISK", "disk_mb", "Mi"),
+        headroom("GPU", "gpu_count", ""),
+      ],
+    },
+  }),
+);
 
 // --- Campaign
 
@@ -165,17 +192,33 @@ const queueUse = (label: string, field: "cpu_millis" | "memory_mb" | "gpu_count"
   },
 });
 
-export const queueColumns = once((): Column[] => compose("Queue", {
-  after: { WEIGHT: [queueUse("CPU", "cpu_millis", "m"), queueUse("MEM", "memory_mb", "Mi"), queueUse("GPU", "gpu_count", "")] },
-  replace: { WEIGHT: { name: "WEIGHT", priority: 0, cell: (q: Queue) => String(q.spec?.weight ?? 1) } },
-}));
+export const queueColumns = once((): Column[] =>
+  compose("Queue", {
+    after: {
+      WEIGHT: [
+        queueUse("CPU", "cpu_millis", "m"),
+        queueUse("MEM", "memory_mb", "Mi"),
+        queueUse("GPU", "gpu_count", ""),
+      ],
+    },
+    replace: { WEIGHT: { name: "WEIGHT", priority: 0, cell: (q: Queue) => String(q.spec?.weight ?? 1) } },
+  }),
+);
 
 // --- Event (no CRD: the core Event's usual columns)
 
 /** `task/NAME`; a watched file as `file:/path` (its name is a path, so `file//path` would read wrong). */
-const objectOf = (o: { kind?: string; name?: string }) => (o.kind === "File" ? `file:${o.name ?? ""}` : `${(o.kind ?? "").toLowerCase()}/${o.name ?? ""}`);
+const objectOf = (o: { kind?: string; name?: string }) =>
+  o.kind === "File" ? `file:${o.name ?? ""}` : `${(o.kind ?? "").toLowerCase()}/${o.name ?? ""}`;
 
-type EventLike = { type?: string; reason?: string; message?: string; lastTimestamp?: string; involvedObject?: { kind?: string; name?: string }; metadata?: { creationTimestamp?: string } };
+type EventLike = {
+  type?: string;
+  reason?: string;
+  message?: string;
+  lastTimestamp?: string;
+  involvedObject?: { kind?: string; name?: string };
+  metadata?: { creationTimestamp?: string };
+};
 
 export const eventColumns: Column<EventLike>[] = [
   { name: "LAST SEEN", priority: 0, cell: (e, now) => age(e.lastTimestamp ?? e.metadata?.creationTimestamp, now) },
@@ -189,11 +232,17 @@ export const eventColumns: Column<EventLike>[] = [
 /** The columns of a kind, Name first. */
 export function columnsFor(kind: string): Column[] {
   switch (kind) {
-    case "Task": return taskColumns();
-    case "Worker": return workerColumns();
-    case "Campaign": return campaignColumns();
-    case "Queue": return queueColumns();
-    case "Event": return eventColumns;
-    default: return [nameColumn];
+    case "Task":
+      return taskColumns();
+    case "Worker":
+      return workerColumns();
+    case "Campaign":
+      return campaignColumns();
+    case "Queue":
+      return queueColumns();
+    case "Event":
+      return eventColumns;
+    default:
+      return [nameColumn];
   }
 }

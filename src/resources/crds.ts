@@ -53,8 +53,10 @@ let cache: Map<string, CrdInfo> | undefined;
 export function loadCrds(dir: string = CRD_DIR): Map<string, CrdInfo> {
   if (cache && dir === CRD_DIR) return cache;
   const out = new Map<string, CrdInfo>();
-  for (const file of readdirSync(dir).filter((f) => f.endsWith(".yaml")).sort()) {
-    const raw = parse(readFileSync(join(dir, file), "utf8"), { merge: true }) as any;
+  for (const file of readdirSync(dir)
+    .filter((f) => f.endsWith(".yaml"))
+    .sort()) {
+    const raw = parse(readFileSync(join(dir, file), "utf8"), { merge: true });
     const version = raw.spec.versions.find((v: any) => v.name === VERSION);
     if (!version) throw new Error(`${file}: no version ${VERSION}`);
     const names = raw.spec.names;

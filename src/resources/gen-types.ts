@@ -5,7 +5,12 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type JSONSchema, loadCrds } from "./crds.ts";
 
-export const pascal = (s: string) => s.split(/[^A-Za-z0-9]+/).filter(Boolean).map((w) => w[0].toUpperCase() + w.slice(1)).join("");
+export const pascal = (s: string) =>
+  s
+    .split(/[^A-Za-z0-9]+/)
+    .filter(Boolean)
+    .map((w) => w[0].toUpperCase() + w.slice(1))
+    .join("");
 
 /**
  * Turns JSON schemas into TypeScript declarations. An object shape met twice (a YAML anchor,
@@ -25,13 +30,19 @@ export function typeEmitter(opts: { external?: (s: JSONSchema) => string | undef
     if (s.enum) return s.enum.map((v) => JSON.stringify(v)).join(" | ");
     if (s["x-kubernetes-int-or-string"]) return "number | string";
     switch (s.type) {
-      case "string": return "string";
-      case "integer": case "number": return "number";
-      case "boolean": return "boolean";
-      case "array": return `${wrap(typeOf(s.items ?? {}, name + "Item"))}[]`;
+      case "string":
+        return "string";
+      case "integer":
+      case "number":
+        return "number";
+      case "boolean":
+        return "boolean";
+      case "array":
+        return `${wrap(typeOf(s.items ?? {}, name + "Item"))}[]`;
       case "object": {
         if (!s.properties) {
-          if (s.additionalProperties && typeof s.additionalProperties === "object") return `Record<string, ${typeOf(s.additionalProperties, name + "Value")}>`;
+          if (s.additionalProperties && typeof s.additionalProperties === "object")
+            return `Record<string, ${typeOf(s.additionalProperties, name + "Value")}>`;
           return "Record<string, unknown>";
         }
         const req = new Set(s.required ?? []);
@@ -39,7 +50,8 @@ export function typeEmitter(opts: { external?: (s: JSONSchema) => string | undef
           const doc = v.description ? `  /** ${v.description} */\n` : "";
           return `${doc}  ${k}${req.has(k) ? "" : "?"}: ${typeOf(v, name + pascal(k))};`;
         });
-        if (s["x-kubernetes-preserve-unknown-fields"] || s.additionalProperties === true) body.push("  [key: string]: unknown;");
+        if (s["x-kubernetes-preserve-unknown-fields"] || s.additionalProperties === true)
+          body.push("  [key: string]: unknown;");
         const shape = body.join("\n");
         const existing = byShape.get(shape);
         if (existing) return existing;
@@ -47,7 +59,8 @@ export function typeEmitter(opts: { external?: (s: JSONSchema) => string | undef
         decls.push(`${s.description ? `/** ${s.description} */\n` : ""}export interface ${name} {\n${shape}\n}`);
         return name;
       }
-      default: return "unknown";
+      default:
+        return "unknown";
     }
   };
   const wrap = (t: string) => (t.includes("|") ? `(${t})` : t);

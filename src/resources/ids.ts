@@ -15,7 +15,10 @@ export function taskId(campaign: unknown, caseId: unknown, setting: unknown, run
 }
 
 /** A case's own `task_id` wins (slugged); otherwise the id is built from its parts. */
-export function caseTaskId(campaign: unknown, c: { task_id?: unknown; case_id?: unknown; setting_id?: unknown; run_id?: unknown }): string {
+export function caseTaskId(
+  campaign: unknown,
+  c: { task_id?: unknown; case_id?: unknown; setting_id?: unknown; run_id?: unknown },
+): string {
   if (c.task_id !== undefined && c.task_id !== null && c.task_id !== "") return slug(c.task_id);
   return taskId(campaign, c.case_id, c.setting_id, c.run_id);
 }

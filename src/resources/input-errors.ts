@@ -9,7 +9,12 @@ export type ItemFieldError = FieldError & { subject?: string; line?: number };
 /** An ItemFieldError located in a file. `field` is a path in the file's own terms. */
 export type InputError = ItemFieldError & { source: string };
 
-export function fieldError(field: string, message: string, reason: FieldReason = "FieldValueInvalid", subject?: string): ItemFieldError {
+export function fieldError(
+  field: string,
+  message: string,
+  reason: FieldReason = "FieldValueInvalid",
+  subject?: string,
+): ItemFieldError {
   return subject === undefined ? { field, message, reason } : { field, message, reason, subject };
 }
 
@@ -17,7 +22,11 @@ export function fieldError(field: string, message: string, reason: FieldReason =
 export function rebaseField(field: string, from: string, to: string): string | undefined {
   if (from === "") return to === "" ? field : field === "" ? to : field.startsWith("[") ? to + field : `${to}.${field}`;
   if (field === from) return to;
-  const rest = field.startsWith(from + ".") ? field.slice(from.length + 1) : field.startsWith(from + "[") ? field.slice(from.length) : undefined;
+  const rest = field.startsWith(from + ".")
+    ? field.slice(from.length + 1)
+    : field.startsWith(from + "[")
+      ? field.slice(from.length)
+      : undefined;
   if (rest === undefined) return undefined;
   if (to === "") return rest;
   return rest.startsWith("[") ? to + rest : `${to}.${rest}`;
@@ -26,7 +35,10 @@ export function rebaseField(field: string, from: string, to: string): string | u
 /** Prefix every field (e.g. "spec." for errors found inside a Campaign's spec). */
 export function prefixErrors<T extends FieldError>(errs: T[], prefix: string): T[] {
   if (!prefix) return errs;
-  return errs.map((e) => ({ ...e, field: e.field === "" ? prefix : e.field.startsWith("[") ? prefix + e.field : `${prefix}.${e.field}` }));
+  return errs.map((e) => ({
+    ...e,
+    field: e.field === "" ? prefix : e.field.startsWith("[") ? prefix + e.field : `${prefix}.${e.field}`,
+  }));
 }
 
 export function withSource(source: string, errs: ItemFieldError[]): InputError[] {
@@ -54,7 +66,8 @@ export function locateField(field: string, subject?: string): string {
 
 /** `file:line: path: message`; the line and path are left out when unknown or empty. */
 export function formatInputError(e: InputError | ItemFieldError): string {
-  const src = "source" in e && e.source ? `${e.source}${e.line ? `:${e.line}` : ""}: ` : e.line ? `line ${e.line}: ` : "";
+  const src =
+    "source" in e && e.source ? `${e.source}${e.line ? `:${e.line}` : ""}: ` : e.line ? `line ${e.line}: ` : "";
   const at = locateField(e.field, e.subject);
   return `${src}${at ? `${at}: ` : ""}${e.message}`;
 }

@@ -3,7 +3,7 @@
 // keys, connection_defaults, ids) and reports problems in the file's own terms.
 import { API_VERSION, crdFor } from "./crds.ts";
 import { validateObject } from "./validate.ts";
-import type { Worker, WorkerSpec } from "./types.ts";
+import type { Worker } from "./types.ts";
 import { type ItemFieldError, dedupeErrors, fieldError, isPlainObject, rebaseField } from "./input-errors.ts";
 import { normaliseGpuTypes } from "./profile.ts";
 import { V1_FIELDS_ANNOTATION, V1_ONLY_WORKER_KEYS, keptAnnotation, keptNote, unknownField } from "./v1-fields.ts";
@@ -33,14 +33,26 @@ function workerSpecKeys(): string[] {
 
 /** The inventory's own settings (not per worker); the Hub and the quick start read them. */
 export type InventorySettings = {
-  controller?: { connection_mode?: (typeof CONTROLLER_CONNECTION_MODES)[number]; host?: string; private_host?: string; user?: string; key_path?: string; bind_host?: string };
+  controller?: {
+    connection_mode?: (typeof CONTROLLER_CONNECTION_MODES)[number];
+    host?: string;
+    private_host?: string;
+    user?: string;
+    key_path?: string;
+    bind_host?: string;
+  };
   controller_public_url?: string;
   controller_worker_url?: string;
   controller_private_url?: string;
 };
 
 /** `notes` name the v1 fields Loom keeps without acting on them; a field v1 did not know either is an error. */
-export type InventoryResult = { workers: Worker[]; settings: InventorySettings; errors: ItemFieldError[]; notes: ItemFieldError[] };
+export type InventoryResult = {
+  workers: Worker[];
+  settings: InventorySettings;
+  errors: ItemFieldError[];
+  notes: ItemFieldError[];
+};
 
 /** The worker keys an inventory may use: the Worker spec's, and v1's that Loom keeps without acting on. */
 type WorkerKeys = { spec: ReadonlySet<string>; v1Only: ReadonlySet<string>; known: readonly string[] };
@@ -60,7 +72,13 @@ export function inventoryToWorkers(doc: unknown): InventoryResult {
   const found: Findings = { errors: [], notes: [] };
   const settings: InventorySettings = {};
   const workers: Worker[] = [];
-  if (!isPlainObject(doc)) return { workers, settings, errors: [fieldError("", "an inventory must be an object", "FieldValueTypeInvalid")], notes: found.notes };
+  if (!isPlainObject(doc))
+    return {
+      workers,
+      settings,
+      errors: [fieldError("", "an inventory must be an object", "FieldValueTypeInvalid")],
+      notes: found.notes,
+    };
   found.errors.push(...inventorySettings(doc, settings));
   const specKeys = new Set(workerSpecKeys());
   const v1Only = new Set<string>(V1_ONLY_WORKER_KEYS);
@@ -68,7 +86,8 @@ export function inventoryToWorkers(doc: unknown): InventoryResult {
   const defaults = connectionDefaults(doc.connection_defaults, keys, found);
 
   if (doc.workers === undefined) found.errors.push(fieldError("workers", "required", "FieldValueRequired"));
-  else if (!Array.isArray(doc.workers)) found.errors.push(fieldError("workers", "must be a list", "FieldValueTypeInvalid"));
+  else if (!Array.isArray(doc.workers))
+    found.errors.push(fieldError("workers", "must be a list", "FieldValueTypeInvalid"));
   else {
     const seen = new Map<string, number>();
     doc.workers.forEach((entry, i) => {
@@ -76,7 +95,14 @@ export function inventoryToWorkers(doc: unknown): InventoryResult {
       if (!w) return;
       const first = seen.get(w.worker.metadata.name);
       if (first !== undefined) {
-        found.errors.push(fieldError(w.idField, `duplicate worker id "${w.worker.metadata.name}" (also workers[${first}])`, "FieldValueDuplicate", w.worker.metadata.name));
+        found.errors.push(
+          fieldError(
+            w.idField,
+            `duplicate worker id "${w.worker.metadata.name}" (also workers[${first}])`,
+            "FieldValueDuplicate",
+            w.worker.metadata.name,
+          ),
+        );
         return;
       }
       seen.set(w.worker.metadata.name, i);
@@ -90,16 +116,20 @@ export function inventoryToWorkers(doc: unknown): InventoryResult {
 function inventorySettings(doc: Record<string, unknown>, settings: InventorySettings): ItemFieldError[] {
   const errors: ItemFieldError[] = [];
   // Every inventory-level key is v1's and Loom's: any other is a typo (or a file of another kind).
-  for (const k of Object.keys(doc)) if (!(INVENTORY_KEYS as readonly string[]).includes(k)) errors.push(unknownField(k, k, INVENTORY_KEYS));
+  for (const k of Object.keys(doc))
+    if (!(INVENTORY_KEYS as readonly string[]).includes(k)) errors.push(unknownField(k, k, INVENTORY_KEYS));
 
-  if (doc.inventory_version === undefined) errors.push(fieldError("inventory_version", "required", "FieldValueRequired"));
-  else if (doc.inventory_version !== 1) errors.push(fieldError("inventory_version", "must be 1", "FieldValueNotSupported"));
+  if (doc.inventory_version === undefined)
+    errors.push(fieldError("inventory_version", "required", "FieldValueRequired"));
+  else if (doc.inventory_version !== 1)
+    errors.push(fieldError("inventory_version", "must be 1", "FieldValueNotSupported"));
 
   errors.push(...checkController(doc.controller, settings));
   for (const k of CONTROLLER_URL_KEYS) {
     const v = doc[k];
     if (v === undefined) continue;
-    if (typeof v !== "string" || !isHttpUrl(v)) errors.push(fieldError(k, "must be an http(s) URL", "FieldValueInvalid"));
+    if (typeof v !== "string" || !isHttpUrl(v))
+      errors.push(fieldError(k, "must be an http(s) URL", "FieldValueInvalid"));
     else settings[k] = v;
   }
   return errors;
@@ -118,7 +148,14 @@ function connectionDefaults(raw: unknown, keys: WorkerKeys, found: Findings): De
   }
   for (const [k, v] of Object.entries(raw)) {
     if (keys.spec.has(k)) defaults.spec[k] = v;
-    else if (k === "worker_id") found.errors.push(fieldError("connection_defaults.worker_id", "worker_id cannot be a default: it must be unique per worker", "FieldUnknown"));
+    else if (k === "worker_id")
+      found.errors.push(
+        fieldError(
+          "connection_defaults.worker_id",
+          "worker_id cannot be a default: it must be unique per worker",
+          "FieldUnknown",
+        ),
+      );
     else if (!keys.v1Only.has(k)) found.errors.push(unknownField(`connection_defaults.${k}`, k, keys.known));
     else {
       defaults.kept[k] = v;
@@ -132,7 +169,13 @@ function connectionDefaults(raw: unknown, keys: WorkerKeys, found: Findings): De
  * One `workers[i]` entry as a Worker, its problems reported in the file's terms. Undefined
  * when it has no usable name; its spec is still checked then, so one pass reports everything.
  */
-function inventoryWorker(entry: unknown, at: string, keys: WorkerKeys, defaults: Defaults, found: Findings): { worker: Worker; idField: string } | undefined {
+function inventoryWorker(
+  entry: unknown,
+  at: string,
+  keys: WorkerKeys,
+  defaults: Defaults,
+  found: Findings,
+): { worker: Worker; idField: string } | undefined {
   if (!isPlainObject(entry)) {
     found.errors.push(fieldError(at, "must be an object", "FieldValueTypeInvalid"));
     return undefined;
@@ -147,25 +190,30 @@ function inventoryWorker(entry: unknown, at: string, keys: WorkerKeys, defaults:
   const idField = worker_id !== undefined ? `${at}.worker_id` : `${at}.host`;
   const raw = worker_id !== undefined ? worker_id : entry.host;
   let name: string | undefined;
-  if (raw === undefined || raw === "") found.errors.push(fieldError(`${at}.worker_id`, "required (or host, which it falls back to)", "FieldValueRequired"));
+  if (raw === undefined || raw === "")
+    found.errors.push(
+      fieldError(`${at}.worker_id`, "required (or host, which it falls back to)", "FieldValueRequired"),
+    );
   else if (typeof raw !== "string") found.errors.push(fieldError(idField, "must be a string", "FieldValueTypeInvalid"));
   else name = raw;
   const spec: Record<string, unknown> = { ...defaults.spec, ...own };
   if (isPlainObject(spec.resource_capacity)) spec.resource_capacity = normaliseGpuTypes(spec.resource_capacity);
   for (const k of Object.keys(all)) {
     if (keys.spec.has(k)) continue;
-    if (keys.v1Only.has(k)) found.notes.push(keptNote(`${at}.${k}`, `on the Worker (annotation ${V1_FIELDS_ANNOTATION})`, name));
+    if (keys.v1Only.has(k))
+      found.notes.push(keptNote(`${at}.${k}`, `on the Worker (annotation ${V1_FIELDS_ANNOTATION})`, name));
     else found.errors.push(unknownField(`${at}.${k}`, k, keys.known, name));
   }
   const annotations = keptAnnotation(kept);
   const metadata = { name: name ?? "unnamed", ...(Object.keys(annotations).length ? { annotations } : {}) };
-  const worker: Worker = { apiVersion: API_VERSION as Worker["apiVersion"], kind: "Worker", metadata, spec: spec as WorkerSpec };
+  const worker: Worker = { apiVersion: API_VERSION, kind: "Worker", metadata, spec: spec };
 
   // Back to the file's terms: a field the worker sets is its own; one it inherits is connection_defaults'.
   const where = (field: string): string => {
     if (field === "metadata.name") return idField;
     const top = /^spec\.([^.[]+)/.exec(field)?.[1];
-    if (top !== undefined && !(top in own) && top in defaults.spec) return rebaseField(field, "spec", "connection_defaults") ?? field;
+    if (top !== undefined && !(top in own) && top in defaults.spec)
+      return rebaseField(field, "spec", "connection_defaults") ?? field;
     return rebaseField(field, "spec", at) ?? rebaseField(field, "", at)!;
   };
   for (const e of validateObject(worker)) {
@@ -174,7 +222,8 @@ function inventoryWorker(entry: unknown, at: string, keys: WorkerKeys, defaults:
     found.errors.push(field.startsWith("connection_defaults") ? { ...e, field } : { ...e, field, subject: name });
   }
   // v1 registration needs an initial concurrency, and the inventory is where it comes from.
-  if (spec.initial_concurrency === undefined) found.errors.push(fieldError(`${at}.initial_concurrency`, "required", "FieldValueRequired", name));
+  if (spec.initial_concurrency === undefined)
+    found.errors.push(fieldError(`${at}.initial_concurrency`, "required", "FieldValueRequired", name));
   return name === undefined ? undefined : { worker, idField };
 }
 
@@ -183,12 +232,20 @@ function checkController(c: unknown, settings: InventorySettings): ItemFieldErro
   if (!isPlainObject(c)) return [fieldError("controller", "must be an object", "FieldValueTypeInvalid")];
   const errs: ItemFieldError[] = [];
   for (const [k, v] of Object.entries(c)) {
-    if (!(CONTROLLER_KEYS as readonly string[]).includes(k)) errs.push(unknownField(`controller.${k}`, k, CONTROLLER_KEYS));
-    else if (typeof v !== "string") errs.push(fieldError(`controller.${k}`, "must be a string", "FieldValueTypeInvalid"));
+    if (!(CONTROLLER_KEYS as readonly string[]).includes(k))
+      errs.push(unknownField(`controller.${k}`, k, CONTROLLER_KEYS));
+    else if (typeof v !== "string")
+      errs.push(fieldError(`controller.${k}`, "must be a string", "FieldValueTypeInvalid"));
     else if (k === "connection_mode" && !(CONTROLLER_CONNECTION_MODES as readonly string[]).includes(v))
-      errs.push(fieldError("controller.connection_mode", `must be one of: ${CONTROLLER_CONNECTION_MODES.join(", ")}`, "FieldValueNotSupported"));
+      errs.push(
+        fieldError(
+          "controller.connection_mode",
+          `must be one of: ${CONTROLLER_CONNECTION_MODES.join(", ")}`,
+          "FieldValueNotSupported",
+        ),
+      );
   }
-  if (errs.length === 0) settings.controller = c as InventorySettings["controller"];
+  if (errs.length === 0) settings.controller = c;
   return errs;
 }
 

@@ -9,10 +9,12 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
     const bb = b as unknown[];
     return a.length === bb.length && a.every((v, i) => jsonEqual(v, bb[i]));
   }
-  const ak = Object.keys(a as object);
+  const ak = Object.keys(a);
   const bo = b as Record<string, unknown>;
   if (ak.length !== Object.keys(bo).length) return false;
-  return ak.every((k) => Object.prototype.hasOwnProperty.call(bo, k) && jsonEqual((a as Record<string, unknown>)[k], bo[k]));
+  return ak.every(
+    (k) => Object.prototype.hasOwnProperty.call(bo, k) && jsonEqual((a as Record<string, unknown>)[k], bo[k]),
+  );
 }
 
 /**
@@ -27,7 +29,8 @@ export function jsonClone<T>(v: T): T {
 }
 
 function copyValue(v: unknown, key: string, ancestors: object[]): unknown {
-  if (v !== null && typeof v === "object" && typeof (v as { toJSON?: unknown }).toJSON === "function") v = (v as { toJSON(k: string): unknown }).toJSON(key);
+  if (v !== null && typeof v === "object" && typeof (v as { toJSON?: unknown }).toJSON === "function")
+    v = (v as { toJSON(k: string): unknown }).toJSON(key);
   switch (typeof v) {
     case "string":
     case "boolean":
@@ -55,7 +58,8 @@ function copyValue(v: unknown, key: string, ancestors: object[]): unknown {
     for (const k of Object.keys(v)) {
       const c = copyValue((v as Record<string, unknown>)[k], k, ancestors);
       if (c === undefined) continue;
-      if (k === "__proto__") Object.defineProperty(o, k, { value: c, enumerable: true, writable: true, configurable: true });
+      if (k === "__proto__")
+        Object.defineProperty(o, k, { value: c, enumerable: true, writable: true, configurable: true });
       else o[k] = c;
     }
     out = o;

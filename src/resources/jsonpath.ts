@@ -22,8 +22,8 @@ export function humanDuration(ms: number): string {
   return `${years}y`;
 }
 
-
-export type Step = { key: string } | { index: number } | { filter: { path: string[]; value: string } } | { wildcard: true };
+export type Step =
+  { key: string } | { index: number } | { filter: { path: string[]; value: string } } | { wildcard: true };
 
 function unquote(s: string): string {
   const t = s.trim();
@@ -66,7 +66,8 @@ export function parseJsonPath(expr: string): Step[] {
   return steps;
 }
 
-const getIn = (o: unknown, path: string[]): unknown => path.reduce<unknown>((v, k) => (v && typeof v === "object" ? (v as Record<string, unknown>)[k] : undefined), o);
+const getIn = (o: unknown, path: string[]): unknown =>
+  path.reduce<unknown>((v, k) => (v && typeof v === "object" ? (v as Record<string, unknown>)[k] : undefined), o);
 
 /** Every value the expression selects (filters and wildcards may select several). */
 export function evalJsonPath(obj: unknown, expr: string | Step[]): unknown[] {
@@ -77,7 +78,8 @@ export function evalJsonPath(obj: unknown, expr: string | Step[]): unknown[] {
     for (const v of cur) {
       if (v === null || v === undefined) continue;
       if ("key" in st) {
-        if (typeof v === "object" && !Array.isArray(v) && st.key in (v as object)) next.push((v as Record<string, unknown>)[st.key]);
+        if (typeof v === "object" && !Array.isArray(v) && st.key in v)
+          next.push((v as Record<string, unknown>)[st.key]);
       } else if ("index" in st) {
         if (Array.isArray(v)) {
           const x = v[st.index < 0 ? v.length + st.index : st.index];
@@ -85,7 +87,7 @@ export function evalJsonPath(obj: unknown, expr: string | Step[]): unknown[] {
         }
       } else if ("wildcard" in st) {
         if (Array.isArray(v)) next.push(...v);
-        else if (typeof v === "object") next.push(...Object.values(v as object));
+        else if (typeof v === "object") next.push(...Object.values(v));
       } else if (Array.isArray(v)) {
         next.push(...v.filter((x) => String(getIn(x, st.filter.path)) === st.filter.value));
       }
@@ -94,4 +96,3 @@ export function evalJsonPath(obj: unknown, expr: string | Step[]): unknown[] {
   }
   return cur.filter((v) => v !== undefined && v !== null);
 }
-

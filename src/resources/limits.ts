@@ -52,13 +52,18 @@ export function jsonTooDeep(buf: Buffer, max: number = LIMITS.depth): boolean {
   return false;
 }
 
-const join = (at: string, key: string | number) => (typeof key === "number" ? `${at}[${key}]` : at ? `${at}.${key}` : key);
+const join = (at: string, key: string | number) =>
+  typeof key === "number" ? `${at}[${key}]` : at ? `${at}.${key}` : key;
 
 /**
  * Bounds for any value, schema or not: depth, string length, no NUL, finite numbers, item
  * counts. Iterative; stops after a few errors (one bad field is enough to refuse).
  */
-export function boundErrors(value: unknown, at = "", opts: { depth?: number; stringLength?: number; items?: number } = {}): FieldError[] {
+export function boundErrors(
+  value: unknown,
+  at = "",
+  opts: { depth?: number; stringLength?: number; items?: number } = {},
+): FieldError[] {
   const maxDepth = opts.depth ?? LIMITS.depth;
   const maxString = opts.stringLength ?? LIMITS.freeStringLength;
   const maxItems = opts.items ?? LIMITS.freeItems;
@@ -67,24 +72,34 @@ export function boundErrors(value: unknown, at = "", opts: { depth?: number; str
   while (stack.length && errs.length < 5) {
     const [v, path, depth] = stack.pop()!;
     if (typeof v === "string") {
-      if (v.length > maxString) errs.push({ field: path, message: `must be at most ${maxString} characters`, reason: "FieldValueInvalid" });
-      else if (v.includes("\0")) errs.push({ field: path, message: "must not contain NUL characters", reason: "FieldValueInvalid" });
+      if (v.length > maxString)
+        errs.push({ field: path, message: `must be at most ${maxString} characters`, reason: "FieldValueInvalid" });
+      else if (v.includes("\0"))
+        errs.push({ field: path, message: "must not contain NUL characters", reason: "FieldValueInvalid" });
     } else if (typeof v === "number") {
-      if (!Number.isFinite(v)) errs.push({ field: path, message: "must be a finite number", reason: "FieldValueInvalid" });
+      if (!Number.isFinite(v))
+        errs.push({ field: path, message: "must be a finite number", reason: "FieldValueInvalid" });
     } else if (v !== null && typeof v === "object") {
       if (depth >= maxDepth) {
         errs.push({ field: path, message: `nests deeper than ${maxDepth} levels`, reason: "FieldValueInvalid" });
         continue;
       }
       if (Array.isArray(v)) {
-        if (v.length > maxItems) errs.push({ field: path, message: `must have at most ${maxItems} items`, reason: "FieldValueInvalid" });
+        if (v.length > maxItems)
+          errs.push({ field: path, message: `must have at most ${maxItems} items`, reason: "FieldValueInvalid" });
         else for (let i = 0; i < v.length; i++) stack.push([v[i], join(path, i), depth + 1]);
       } else {
         const keys = Object.keys(v);
-        if (keys.length > maxItems) errs.push({ field: path, message: `must have at most ${maxItems} keys`, reason: "FieldValueInvalid" });
+        if (keys.length > maxItems)
+          errs.push({ field: path, message: `must have at most ${maxItems} keys`, reason: "FieldValueInvalid" });
         else
           for (const k of keys) {
-            if (k.length > LIMITS.stringLength || k.includes("\0")) errs.push({ field: path, message: "has a key that is too long or contains NUL", reason: "FieldValueInvalid" });
+            if (k.length > LIMITS.stringLength || k.includes("\0"))
+              errs.push({
+                field: path,
+                message: "has a key that is too long or contains NUL",
+                reason: "FieldValueInvalid",
+              });
             else stack.push([(v as Record<string, unknown>)[k], join(path, k), depth + 1]);
           }
       }
@@ -122,8 +137,12 @@ export function withDefaultLimits(s: Schema): Schema {
     if (!s.format) out.pattern ??= NO_CONTROL;
   }
   if (s.type === "array") out.maxItems ??= LIMITS.arrayItems;
-  if (s.properties) out.properties = Object.fromEntries(Object.entries(s.properties as Record<string, Schema>).map(([k, v]) => [k, withDefaultLimits(v)]));
+  if (s.properties)
+    out.properties = Object.fromEntries(
+      Object.entries(s.properties as Record<string, Schema>).map(([k, v]) => [k, withDefaultLimits(v)]),
+    );
   if (s.items) out.items = withDefaultLimits(s.items);
-  if (s.additionalProperties && typeof s.additionalProperties === "object") out.additionalProperties = withDefaultLimits(s.additionalProperties);
+  if (s.additionalProperties && typeof s.additionalProperties === "object")
+    out.additionalProperties = withDefaultLimits(s.additionalProperties);
   return out;
 }

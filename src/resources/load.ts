@@ -11,7 +11,15 @@ import { KINDS, type Campaign, type Queue, type Task, type Worker } from "./type
 
 /** A resource a file declares. */
 export type LoadedResource = Worker | Campaign | Task | Queue;
-import { type InputError, type ItemFieldError, InputValidationError, dedupeErrors, fieldError, isPlainObject, prefixErrors } from "./input-errors.ts";
+import {
+  type InputError,
+  type ItemFieldError,
+  InputValidationError,
+  dedupeErrors,
+  fieldError,
+  isPlainObject,
+  prefixErrors,
+} from "./input-errors.ts";
 import { type InventorySettings, inventoryToWorkers } from "./inventory.ts";
 import { convertJsonlManifest, convertManifest, expandCampaign } from "./manifest.ts";
 
@@ -66,7 +74,10 @@ export function loadPaths(paths: string[]): LoadResult {
     try {
       st = statSync(p);
     } catch (e) {
-      acc.errors.push({ source: p, ...fieldError("", `cannot read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`) });
+      acc.errors.push({
+        source: p,
+        ...fieldError("", `cannot read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`),
+      });
       continue;
     }
     if (st.isDirectory()) files.push(...walk(p));
@@ -77,7 +88,10 @@ export function loadPaths(paths: string[]): LoadResult {
     try {
       text = readFileSync(file, "utf8");
     } catch (e) {
-      acc.errors.push({ source: file, ...fieldError("", `cannot read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`) });
+      acc.errors.push({
+        source: file,
+        ...fieldError("", `cannot read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`),
+      });
       continue;
     }
     parseInto(acc, text, file);
@@ -124,7 +138,8 @@ function addJsonl(acc: Acc, text: string, source: string): void {
     return m ? r.lines[Number(m[1])] : undefined;
   };
   addObject(acc, r.campaign, { source, field: "campaign_id", locate: () => r.lines[0] });
-  for (const t of r.tasks) addTask(acc, t, { source, field: `cases[${sourceIndex(t)}]`, subject: t.metadata.name, locate });
+  for (const t of r.tasks)
+    addTask(acc, t, { source, field: `cases[${sourceIndex(t)}]`, subject: t.metadata.name, locate });
 }
 
 function addJson(acc: Acc, text: string, source: string): void {
@@ -157,7 +172,11 @@ function addYaml(acc: Acc, text: string, source: string): void {
       for (const e of doc.errors) {
         const pos = e.linePos?.[0];
         const message = e.message.split("\n")[0].replace(/ at line \d+, column \d+:?$/, "");
-        acc.errors.push({ source, ...fieldError("", `invalid YAML: ${message}${pos ? ` (column ${pos.col})` : ""}`), line: pos?.line });
+        acc.errors.push({
+          source,
+          ...fieldError("", `invalid YAML: ${message}${pos ? ` (column ${pos.col})` : ""}`),
+          line: pos?.line,
+        });
       }
       continue;
     }
@@ -178,7 +197,13 @@ function addValue(acc: Acc, value: unknown, source: string, locate: Locate): voi
     return;
   }
   if (!isPlainObject(value)) {
-    push([fieldError("", "must be an object: a Loom resource (apiVersion, kind), an inventory (inventory_version) or a campaign manifest (schema_version)", "FieldValueTypeInvalid")]);
+    push([
+      fieldError(
+        "",
+        "must be an object: a Loom resource (apiVersion, kind), an inventory (inventory_version) or a campaign manifest (schema_version)",
+        "FieldValueTypeInvalid",
+      ),
+    ]);
     return;
   }
   if ("apiVersion" in value || "kind" in value) {
@@ -196,7 +221,10 @@ function addValue(acc: Acc, value: unknown, source: string, locate: Locate): voi
     const entries = Array.isArray(value.workers) ? value.workers : [];
     for (const w of r.workers) {
       const i = entries.findIndex((e) => isPlainObject(e) && (e.worker_id ?? e.host) === w.metadata.name);
-      const field = isPlainObject(entries[i]) && entries[i].worker_id !== undefined ? `workers[${i}].worker_id` : `workers[${i}].host`;
+      const field =
+        isPlainObject(entries[i]) && entries[i].worker_id !== undefined
+          ? `workers[${i}].worker_id`
+          : `workers[${i}].host`;
       addObject(acc, w, { source, field, subject: w.metadata.name, locate });
     }
     return;
@@ -206,10 +234,17 @@ function addValue(acc: Acc, value: unknown, source: string, locate: Locate): voi
     push(r.errors);
     note(r.notes);
     if (r.campaign) addObject(acc, r.campaign, { source, field: "campaign_id", locate });
-    for (const t of r.tasks) addTask(acc, t, { source, field: `cases[${sourceIndex(t)}]`, subject: t.metadata.name, locate });
+    for (const t of r.tasks)
+      addTask(acc, t, { source, field: `cases[${sourceIndex(t)}]`, subject: t.metadata.name, locate });
     return;
   }
-  push([fieldError("", "not a Loom resource (apiVersion, kind), an inventory (inventory_version) or a campaign manifest (schema_version, campaign_id, cases)", "FieldValueInvalid")]);
+  push([
+    fieldError(
+      "",
+      "not a Loom resource (apiVersion, kind), an inventory (inventory_version) or a campaign manifest (schema_version, campaign_id, cases)",
+      "FieldValueInvalid",
+    ),
+  ]);
 }
 
 function isList(v: Record<string, unknown>): boolean {
@@ -217,12 +252,21 @@ function isList(v: Record<string, unknown>): boolean {
 }
 
 /** A Loom resource document (or a List item at `at`). */
-function addResource(acc: Acc, obj: unknown, at: string, source: string, locate: Locate, push: (errs: ItemFieldError[]) => void): void {
-  if (!isPlainObject(obj)) return push([fieldError(at, "must be an object with apiVersion and kind", "FieldValueTypeInvalid")]);
+function addResource(
+  acc: Acc,
+  obj: unknown,
+  at: string,
+  source: string,
+  locate: Locate,
+  push: (errs: ItemFieldError[]) => void,
+): void {
+  if (!isPlainObject(obj))
+    return push([fieldError(at, "must be an object with apiVersion and kind", "FieldValueTypeInvalid")]);
   const name = isPlainObject(obj.metadata) && typeof obj.metadata.name === "string" ? obj.metadata.name : undefined;
   const subject = typeof obj.kind === "string" ? `${obj.kind}/${name ?? "<unnamed>"}` : undefined;
   const errs: ItemFieldError[] = [];
-  if (obj.apiVersion === undefined) errs.push(fieldError("apiVersion", `required (${API_VERSION})`, "FieldValueRequired"));
+  if (obj.apiVersion === undefined)
+    errs.push(fieldError("apiVersion", `required (${API_VERSION})`, "FieldValueRequired"));
   errs.push(...validateObject(obj));
   push(prefixErrors(errs, at).map((e) => ({ ...e, subject })));
   if (obj.apiVersion !== API_VERSION || !(KINDS as readonly unknown[]).includes(obj.kind) || name === undefined) return;
@@ -233,13 +277,19 @@ function addResource(acc: Acc, obj: unknown, at: string, source: string, locate:
     const r = expandCampaign(resource);
     push(prefixErrors(r.errors, prefixField(at, "spec")));
     for (const t of r.tasks)
-      addTask(acc, t, { source, field: prefixField(at, `spec.cases[${sourceIndex(t)}]`), subject: t.metadata.name, locate });
+      addTask(acc, t, {
+        source,
+        field: prefixField(at, `spec.cases[${sourceIndex(t)}]`),
+        subject: t.metadata.name,
+        locate,
+      });
   }
 }
 
 const prefixField = (at: string, field: string) => (at ? `${at}.${field}` : field);
 // source_index counts cases from 1, as v1 does; cases[] counts from 0.
-const sourceIndex = (t: Task) => ((t.spec.payload as { normalized?: { source_index?: number } } | undefined)?.normalized?.source_index ?? 1) - 1;
+const sourceIndex = (t: Task) =>
+  ((t.spec.payload as { normalized?: { source_index?: number } } | undefined)?.normalized?.source_index ?? 1) - 1;
 
 function addObject(acc: Acc, obj: object, origin: Origin): void {
   acc.resources.push(obj as LoadedResource);
@@ -268,14 +318,25 @@ function finish(acc: Acc): LoadResult {
     }
     acc.errors.push({
       source: origin.source,
-      ...fieldError(origin.field, `duplicate ${obj.kind} "${obj.metadata.name}" (also declared at ${where(prev)})`, "FieldValueDuplicate", origin.subject),
+      ...fieldError(
+        origin.field,
+        `duplicate ${obj.kind} "${obj.metadata.name}" (also declared at ${where(prev)})`,
+        "FieldValueDuplicate",
+        origin.subject,
+      ),
       line: origin.locate(origin.field),
     });
     return false;
   };
   const resources = acc.resources.filter(keep);
   const tasks = acc.tasks.filter(keep);
-  return { resources, tasks, inventories: acc.inventories, errors: dedupeErrors(acc.errors), notes: dedupeErrors(acc.notes) };
+  return {
+    resources,
+    tasks,
+    inventories: acc.inventories,
+    errors: dedupeErrors(acc.errors),
+    notes: dedupeErrors(acc.notes),
+  };
 }
 
 /** The line of the deepest node on a field path ("cases[3].env.X"); keys are preferred, so an unknown key points at itself. */

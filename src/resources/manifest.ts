@@ -14,7 +14,14 @@ import { jsonClone } from "./json.ts";
 import { HAS_CONTROL } from "./limits.ts";
 
 /** `nominate_after_seconds` is the campaign's starvation threshold and `queue` its Queue, both copied into each task (see the Campaign CRD). */
-export const MANIFEST_KEYS = ["schema_version", "campaign_id", "nominate_after_seconds", "queue", "defaults", "cases"] as const;
+export const MANIFEST_KEYS = [
+  "schema_version",
+  "campaign_id",
+  "nominate_after_seconds",
+  "queue",
+  "defaults",
+  "cases",
+] as const;
 
 /**
  * The keys a case may have. Identity, scheduling, then what the Runner executes; the
@@ -22,17 +29,48 @@ export const MANIFEST_KEYS = ["schema_version", "campaign_id", "nominate_after_s
  * `phases` because the normalised payload carries both.
  */
 export const CASE_KEYS = [
-  "task_id", "case_id", "setting_id", "run_id", "case_version", "scenario_id", "package_id",
-  "required_capability", "priority", "expected", "execution_profile", "retry_policy",
-  "payload", "runner", "command", "source", "phases", "commands", "env", "artifact_paths", "timeout_seconds", "continue_on_error",
+  "task_id",
+  "case_id",
+  "setting_id",
+  "run_id",
+  "case_version",
+  "scenario_id",
+  "package_id",
+  "required_capability",
+  "priority",
+  "expected",
+  "execution_profile",
+  "retry_policy",
+  "payload",
+  "runner",
+  "command",
+  "source",
+  "phases",
+  "commands",
+  "env",
+  "artifact_paths",
+  "timeout_seconds",
+  "continue_on_error",
   // `vars` are `{name}` template values; the other three are v1 contracts Loom carries in the payload.
-  "vars", "extensions", "oracle", "trajectory_export",
+  "vars",
+  "extensions",
+  "oracle",
+  "trajectory_export",
 ] as const;
 
 /** Defaults may set anything a case may, except its own task_id (which would repeat in every case). */
 export const DEFAULT_KEYS = CASE_KEYS.filter((k) => k !== "task_id");
 
-export const PHASE_KEYS = ["name", "command", "args", "cwd", "env", "timeout_seconds", "continue_on_error", "artifact_paths"] as const;
+export const PHASE_KEYS = [
+  "name",
+  "command",
+  "args",
+  "cwd",
+  "env",
+  "timeout_seconds",
+  "continue_on_error",
+  "artifact_paths",
+] as const;
 export const RUNNERS = ["noop", "shell", "repo"] as const;
 export const CAMPAIGN_LABEL = "loom.dev/campaign";
 export const DEFAULT_TIMEOUT_SECONDS = 300;
@@ -58,24 +96,39 @@ type Obj = Record<string, unknown>;
 type FieldCheck = (v: unknown, field: string) => ItemFieldError[];
 
 const ok: ItemFieldError[] = [];
-const bad = (field: string, message: string, reason: ItemFieldError["reason"] = "FieldValueInvalid") => [fieldError(field, message, reason)];
+const bad = (field: string, message: string, reason: ItemFieldError["reason"] = "FieldValueInvalid") => [
+  fieldError(field, message, reason),
+];
 
 const isId = (v: unknown) => (typeof v === "string" && v !== "" && !HAS_CONTROL.test(v)) || Number.isSafeInteger(v);
-const checkString: FieldCheck = (v, f) => (typeof v === "string" ? ok : bad(f, "must be a string", "FieldValueTypeInvalid"));
-const checkBool: FieldCheck = (v, f) => (typeof v === "boolean" ? ok : bad(f, "must be a boolean", "FieldValueTypeInvalid"));
-const checkPositive: FieldCheck = (v, f) => (typeof v === "number" && Number.isFinite(v) && v > 0 ? ok : bad(f, "must be a positive number"));
+const checkString: FieldCheck = (v, f) =>
+  typeof v === "string" ? ok : bad(f, "must be a string", "FieldValueTypeInvalid");
+const checkBool: FieldCheck = (v, f) =>
+  typeof v === "boolean" ? ok : bad(f, "must be a boolean", "FieldValueTypeInvalid");
+const checkPositive: FieldCheck = (v, f) =>
+  typeof v === "number" && Number.isFinite(v) && v > 0 ? ok : bad(f, "must be a positive number");
 const checkStringList: FieldCheck = (v, f) => {
   if (!Array.isArray(v)) return bad(f, "must be a list of strings", "FieldValueTypeInvalid");
-  return v.flatMap((x, i) => (typeof x === "string" ? [] : bad(`${f}[${i}]`, "must be a string", "FieldValueTypeInvalid")));
+  return v.flatMap((x, i) =>
+    typeof x === "string" ? [] : bad(`${f}[${i}]`, "must be a string", "FieldValueTypeInvalid"),
+  );
 };
-const checkCommand: FieldCheck = (v, f) => (typeof v === "string" ? (v.trim() ? ok : bad(f, "must not be empty")) : checkStringList(v, f));
+const checkCommand: FieldCheck = (v, f) =>
+  typeof v === "string" ? (v.trim() ? ok : bad(f, "must not be empty")) : checkStringList(v, f);
 const checkEnv: FieldCheck = (v, f) => {
   if (!isPlainObject(v)) return bad(f, "must be a map of strings", "FieldValueTypeInvalid");
-  return Object.entries(v).flatMap(([k, x]) => (typeof x === "string" ? [] : bad(`${f}.${k}`, "must be a string", "FieldValueTypeInvalid")));
+  return Object.entries(v).flatMap(([k, x]) =>
+    typeof x === "string" ? [] : bad(`${f}.${k}`, "must be a string", "FieldValueTypeInvalid"),
+  );
 };
 const checkRunner: FieldCheck = (v, f) =>
-  (RUNNERS as readonly unknown[]).includes(v) ? ok : bad(f, `must be one of: ${RUNNERS.join(", ")}`, "FieldValueNotSupported");
-const checkSource: FieldCheck = (v, f) => (isPlainObject(v) || (typeof v === "string" && v !== "") ? ok : bad(f, "must be an object or a non-empty string", "FieldValueTypeInvalid"));
+  (RUNNERS as readonly unknown[]).includes(v)
+    ? ok
+    : bad(f, `must be one of: ${RUNNERS.join(", ")}`, "FieldValueNotSupported");
+const checkSource: FieldCheck = (v, f) =>
+  isPlainObject(v) || (typeof v === "string" && v !== "")
+    ? ok
+    : bad(f, "must be an object or a non-empty string", "FieldValueTypeInvalid");
 const checkRetry: FieldCheck = (v, f) => {
   if (!isPlainObject(v)) return bad(f, "must be an object", "FieldValueTypeInvalid");
   return v.categories !== undefined ? checkStringList(v.categories, `${f}.categories`) : ok;
@@ -107,13 +160,19 @@ const LAYER_CHECKS: Record<string, FieldCheck> = {
   extensions: (v, f) => (isPlainObject(v) ? ok : bad(f, "must be an object", "FieldValueTypeInvalid")),
   oracle: (v, f) => (isPlainObject(v) ? ok : bad(f, "must be an object", "FieldValueTypeInvalid")),
   trajectory_export: (v, f) => (isPlainObject(v) ? ok : bad(f, "must be an object", "FieldValueTypeInvalid")),
-  payload: (v, f) => (isPlainObject(v) ? checkKnown(v, f, PAYLOAD_CHECKS) : bad(f, "must be an object", "FieldValueTypeInvalid")),
+  payload: (v, f) =>
+    isPlainObject(v) ? checkKnown(v, f, PAYLOAD_CHECKS) : bad(f, "must be an object", "FieldValueTypeInvalid"),
 };
 
 function checkKnown(obj: Obj, base: string, checks: Record<string, FieldCheck>): ItemFieldError[] {
   const errs: ItemFieldError[] = [];
-  for (const [k, v] of Object.entries(obj)) if (checks[k] && v !== undefined) errs.push(...checks[k](v, `${base}.${k}`));
-  if (obj.phases !== undefined && obj.commands !== undefined && JSON.stringify(obj.phases) !== JSON.stringify(obj.commands))
+  for (const [k, v] of Object.entries(obj))
+    if (checks[k] && v !== undefined) errs.push(...checks[k](v, `${base}.${k}`));
+  if (
+    obj.phases !== undefined &&
+    obj.commands !== undefined &&
+    JSON.stringify(obj.phases) !== JSON.stringify(obj.commands)
+  )
     errs.push(fieldError(`${base}.commands`, "conflicts with phases (commands is another name for phases; set one)"));
   return errs;
 }
@@ -132,10 +191,32 @@ function checkPhaseList(v: unknown, field: string): ItemFieldError[] {
     const at = `${field}[${j}]`;
     if (!isPlainObject(p)) return errs.push(...bad(at, "must be an object", "FieldValueTypeInvalid"));
     errs.push(...unknownKeys(p, PHASE_KEYS, at));
-    if (typeof p.name !== "string" || p.name === "") errs.push(...bad(`${at}.name`, p.name === undefined ? "required" : "must be a non-empty string", p.name === undefined ? "FieldValueRequired" : "FieldValueTypeInvalid"));
-    else if (names.has(p.name)) errs.push(...bad(`${at}.name`, `duplicate phase name "${p.name}" (also ${field}[${names.get(p.name)}])`, "FieldValueDuplicate"));
+    if (typeof p.name !== "string" || p.name === "")
+      errs.push(
+        ...bad(
+          `${at}.name`,
+          p.name === undefined ? "required" : "must be a non-empty string",
+          p.name === undefined ? "FieldValueRequired" : "FieldValueTypeInvalid",
+        ),
+      );
+    else if (names.has(p.name))
+      errs.push(
+        ...bad(
+          `${at}.name`,
+          `duplicate phase name "${p.name}" (also ${field}[${names.get(p.name)}])`,
+          "FieldValueDuplicate",
+        ),
+      );
     else names.set(p.name, j);
-    const checks: Record<string, FieldCheck> = { command: checkCommand, args: checkStringList, cwd: checkString, env: checkEnv, timeout_seconds: checkPositive, continue_on_error: checkBool, artifact_paths: checkStringList };
+    const checks: Record<string, FieldCheck> = {
+      command: checkCommand,
+      args: checkStringList,
+      cwd: checkString,
+      env: checkEnv,
+      timeout_seconds: checkPositive,
+      continue_on_error: checkBool,
+      artifact_paths: checkStringList,
+    };
     errs.push(...checkKnown(p, at, checks));
   });
   return errs;
@@ -152,10 +233,15 @@ function mergePhaseLayers(layers: { list: unknown; field: string }[]): { phases:
       const i = phases.findIndex((x) => x.name === p.name);
       if (i >= 0) {
         const base = phases[i];
-        const env = base.env || p.env ? { ...(base.env ?? {}), ...(isPlainObject(p.env) ? (p.env as Record<string, string>) : {}) } : undefined;
+        const env =
+          base.env || p.env
+            ? { ...(base.env ?? {}), ...(isPlainObject(p.env) ? (p.env as Record<string, string>) : {}) }
+            : undefined;
         phases[i] = { ...base, ...(p as Phase), ...(env ? { env } : {}) };
       } else if (p.command === undefined) {
-        errors.push(fieldError(`${field}[${j}].command`, `required: no earlier phase is named "${p.name}"`, "FieldValueRequired"));
+        errors.push(
+          fieldError(`${field}[${j}].command`, `required: no earlier phase is named "${p.name}"`, "FieldValueRequired"),
+        );
       } else phases.push({ ...(p as Phase) });
     });
   }
@@ -167,7 +253,7 @@ function deepMerge(a: Obj, b: Obj): Obj {
   const out: Obj = { ...a };
   for (const [k, v] of Object.entries(b)) {
     if (v === undefined) continue;
-    out[k] = isPlainObject(out[k]) && isPlainObject(v) ? deepMerge(out[k] as Obj, v) : v;
+    out[k] = isPlainObject(out[k]) && isPlainObject(v) ? deepMerge(out[k], v) : v;
   }
   return out;
 }
@@ -187,7 +273,8 @@ function expander(vars: Record<string, string>): <T>(v: T) => T {
 const first = (...vs: unknown[]) => vs.find((v) => v !== undefined);
 const objOr = (v: unknown): Obj => (isPlainObject(v) ? v : {});
 const idString = (v: unknown): string | undefined => (isId(v) ? String(v) : undefined);
-const phasesOf = (layer: Obj) => (layer.phases !== undefined ? { list: layer.phases, key: "phases" } : { list: layer.commands, key: "commands" });
+const phasesOf = (layer: Obj) =>
+  layer.phases !== undefined ? { list: layer.phases, key: "phases" } : { list: layer.commands, key: "commands" };
 
 /**
  * One normalised Task per case (RUNNER_PROTOCOL §5 "Normalised task"). Pure: the same
@@ -198,14 +285,17 @@ const phasesOf = (layer: Obj) => (layer.phases !== undefined ? { list: layer.pha
 /** The Campaign layer: its id and its defaults (with the defaults' payload). */
 function campaignLayer(spec: Obj, errors: ItemFieldError[]): { cid: string; d: Obj; dp: Obj } {
   let cid = "unknown";
-  if (spec.campaign_id === undefined || spec.campaign_id === "") errors.push(fieldError("campaign_id", "required", "FieldValueRequired"));
-  else if (typeof spec.campaign_id !== "string") errors.push(fieldError("campaign_id", "must be a string", "FieldValueTypeInvalid"));
+  if (spec.campaign_id === undefined || spec.campaign_id === "")
+    errors.push(fieldError("campaign_id", "required", "FieldValueRequired"));
+  else if (typeof spec.campaign_id !== "string")
+    errors.push(fieldError("campaign_id", "must be a string", "FieldValueTypeInvalid"));
   // Ids are slugged as v1 slugs them, so its normalised form and Loom's tasks agree.
   else cid = slug(spec.campaign_id);
 
   let d: Obj = {};
   if (spec.defaults !== undefined) {
-    if (!isPlainObject(spec.defaults)) errors.push(fieldError("defaults", "must be an object", "FieldValueTypeInvalid"));
+    if (!isPlainObject(spec.defaults))
+      errors.push(fieldError("defaults", "must be an object", "FieldValueTypeInvalid"));
     else {
       d = spec.defaults;
       errors.push(...unknownKeys(d, DEFAULT_KEYS, "defaults"), ...checkKnown(d, "defaults", LAYER_CHECKS));
@@ -215,7 +305,15 @@ function campaignLayer(spec: Obj, errors: ItemFieldError[]): { cid: string; d: O
 }
 
 type CaseIds = Record<"case_id" | "setting_id" | "run_id", string>;
-type CaseIdentity = { ids: CaseIds; id: string; resolved: boolean; case_version: string; scenario_id: unknown; package_id: unknown; vars: Record<string, string> };
+type CaseIdentity = {
+  ids: CaseIds;
+  id: string;
+  resolved: boolean;
+  case_version: string;
+  scenario_id: unknown;
+  package_id: unknown;
+  vars: Record<string, string>;
+};
 
 /** The case layer's identity: its ids (case over defaults), its task id and the template values. */
 function caseIdentity(cid: string, c: Obj, d: Obj, at: string, caseErrors: ItemFieldError[]): CaseIdentity {
@@ -228,7 +326,8 @@ function caseIdentity(cid: string, c: Obj, d: Obj, at: string, caseErrors: ItemF
       resolved = false;
     } else {
       const s = idString(v);
-      if (s === undefined) resolved = false; // reported by the layer checks
+      if (s === undefined)
+        resolved = false; // reported by the layer checks
       else ids[k] = slug(s);
     }
   }
@@ -238,15 +337,31 @@ function caseIdentity(cid: string, c: Obj, d: Obj, at: string, caseErrors: ItemF
   const given = first(c.package_id, d.package_id);
   const package_id = given === undefined || given === null ? packageId(cid, ids.setting_id) : slug(given);
   // Template values below the task's own identity, as v1 had them (defaults < case < ids).
-  const own = Object.entries({ ...objOr(d.vars), ...objOr(c.vars) }).filter(([, v]) => ["string", "number", "boolean"].includes(typeof v));
-  const vars: Record<string, string> = { ...Object.fromEntries(own.map(([k, v]) => [k, String(v)])), campaign_id: cid, ...ids, task_id: id, case_version, scenario_id: String(scenario_id), package_id: String(package_id) };
+  const own = Object.entries({ ...objOr(d.vars), ...objOr(c.vars) }).filter(([, v]) =>
+    ["string", "number", "boolean"].includes(typeof v),
+  );
+  const vars: Record<string, string> = {
+    ...Object.fromEntries(own.map(([k, v]) => [k, String(v)])),
+    campaign_id: cid,
+    ...ids,
+    task_id: id,
+    case_version,
+    scenario_id: String(scenario_id),
+    package_id: String(package_id),
+  };
   return { ids, id, resolved, case_version, scenario_id, package_id, vars };
 }
 
 type Layers = { d: Obj; dp: Obj; c: Obj; cp: Obj; at: string };
 
 /** The payload layer: payload < defaults < case for every key, then phases, profile and contracts. */
-function casePayload(l: Layers, cid: string, who: CaseIdentity, index: number, caseErrors: ItemFieldError[]): { payload: Obj; profile: unknown; retry: Obj } {
+function casePayload(
+  l: Layers,
+  cid: string,
+  who: CaseIdentity,
+  index: number,
+  caseErrors: ItemFieldError[],
+): { payload: Obj; profile: unknown; retry: Obj } {
   const { d, dp, c, cp, at } = l;
   const { ids } = who;
   const subject = who.resolved ? who.id : undefined;
@@ -259,14 +374,19 @@ function casePayload(l: Layers, cid: string, who: CaseIdentity, index: number, c
 
   const runner = (pickValid("runner") as string | undefined) ?? DEFAULT_RUNNER;
   const command = pickValid("command");
-  if (runner === "shell" && pick("command") === undefined) caseErrors.push(fieldError(`${at}.command`, "required when runner is shell", "FieldValueRequired"));
-  const source = first(pickValid("source"), valid("source", payload.source_descriptor) ? payload.source_descriptor : undefined);
+  if (runner === "shell" && pick("command") === undefined)
+    caseErrors.push(fieldError(`${at}.command`, "required when runner is shell", "FieldValueRequired"));
+  const source = first(
+    pickValid("source"),
+    valid("source", payload.source_descriptor) ? payload.source_descriptor : undefined,
+  );
 
   const env: Record<string, string> = {};
   for (const layer of [payload.env, d.env, c.env]) if (valid("env", layer)) Object.assign(env, layer);
 
   const retry: Obj = {};
-  for (const layer of [payload.retry_policy, d.retry_policy, c.retry_policy]) if (isPlainObject(layer)) Object.assign(retry, layer);
+  for (const layer of [payload.retry_policy, d.retry_policy, c.retry_policy])
+    if (isPlainObject(layer)) Object.assign(retry, layer);
   if ("categories" in retry) {
     retry.retry_categories ??= retry.categories;
     delete retry.categories;
@@ -297,7 +417,13 @@ function casePayload(l: Layers, cid: string, who: CaseIdentity, index: number, c
       env: expand(env),
       timeout_seconds: pickValid("timeout_seconds") ?? DEFAULT_TIMEOUT_SECONDS,
       continue_on_error: pickValid("continue_on_error") ?? false,
-      normalized: { campaign_id: cid, case_id: ids.case_id, run_id: ids.run_id, setting_id: ids.setting_id, source_index: index + 1 }, // v1 counts cases from 1
+      normalized: {
+        campaign_id: cid,
+        case_id: ids.case_id,
+        run_id: ids.run_id,
+        setting_id: ids.setting_id,
+        source_index: index + 1,
+      }, // v1 counts cases from 1
       retry_policy: retry,
       phases,
       commands: phases,
@@ -311,7 +437,14 @@ function casePayload(l: Layers, cid: string, who: CaseIdentity, index: number, c
 }
 
 /** The Task layer: the object the Campaign owns, from the case's identity and payload. */
-function caseTask(campaign: Campaign, owner: string, cid: string, l: Layers, who: CaseIdentity, p: { payload: Obj; profile: unknown; retry: Obj }): Task {
+function caseTask(
+  campaign: Campaign,
+  owner: string,
+  cid: string,
+  l: Layers,
+  who: CaseIdentity,
+  p: { payload: Obj; profile: unknown; retry: Obj },
+): Task {
   const { d, c } = l;
   const expected = first(c.expected, d.expected);
   const taskSpec = {
@@ -323,18 +456,26 @@ function caseTask(campaign: Campaign, owner: string, cid: string, l: Layers, who
     package_id: who.package_id,
     required_capability: first(c.required_capability, d.required_capability) ?? DEFAULT_CAPABILITY,
     priority: first(c.priority, d.priority) ?? 0,
-    ...(campaign.spec.nominate_after_seconds !== undefined ? { nominate_after_seconds: campaign.spec.nominate_after_seconds } : {}),
+    ...(campaign.spec.nominate_after_seconds !== undefined
+      ? { nominate_after_seconds: campaign.spec.nominate_after_seconds }
+      : {}),
     ...(campaign.spec.queue !== undefined ? { queue: campaign.spec.queue } : {}),
     execution_profile: p.profile,
     retry_policy: p.retry,
     payload: p.payload,
     ...(expected !== undefined ? { expected } : {}),
   };
-  const ownerRef = { apiVersion: API_VERSION, kind: "Campaign", name: owner, controller: true, ...(campaign.metadata?.uid ? { uid: campaign.metadata.uid } : {}) };
+  const ownerRef = {
+    apiVersion: API_VERSION,
+    kind: "Campaign",
+    name: owner,
+    controller: true,
+    ...(campaign.metadata?.uid ? { uid: campaign.metadata.uid } : {}),
+  };
   // A JSON copy: no object is shared between tasks, the payload and the Campaign (shared
   // objects would also print as YAML anchors, and structuredClone keeps sharing).
   return jsonClone({
-    apiVersion: API_VERSION as Task["apiVersion"],
+    apiVersion: API_VERSION,
     kind: "Task" as const,
     metadata: {
       name: who.id,
@@ -351,12 +492,19 @@ function caseTask(campaign: Campaign, owner: string, cid: string, l: Layers, who
 export function expandCampaign(campaign: Campaign): ExpandResult {
   const errors: ItemFieldError[] = [];
   const tasks: Task[] = [];
-  const spec: Obj = isPlainObject(campaign?.spec) ? (campaign.spec as Obj) : {};
-  if (!isPlainObject(campaign?.spec)) return { tasks, errors: [fieldError("", "spec must be an object", "FieldValueTypeInvalid")] };
+  const spec: Obj = isPlainObject(campaign?.spec) ? campaign.spec : {};
+  if (!isPlainObject(campaign?.spec))
+    return { tasks, errors: [fieldError("", "spec must be an object", "FieldValueTypeInvalid")] };
   const { cid, d, dp } = campaignLayer(spec, errors);
 
   if (!Array.isArray(spec.cases)) {
-    errors.push(fieldError("cases", spec.cases === undefined ? "required" : "must be a list", spec.cases === undefined ? "FieldValueRequired" : "FieldValueTypeInvalid"));
+    errors.push(
+      fieldError(
+        "cases",
+        spec.cases === undefined ? "required" : "must be a list",
+        spec.cases === undefined ? "FieldValueRequired" : "FieldValueTypeInvalid",
+      ),
+    );
     return { tasks, errors: dedupeErrors(errors) };
   }
 
@@ -380,11 +528,19 @@ export function expandCampaign(campaign: Campaign): ExpandResult {
       const message = e.field === "metadata.name" ? `task id "${id}" ${e.message}` : e.message;
       caseErrors.push(field.startsWith("defaults") ? { ...e, field, message } : { ...e, field, message, subject });
     }
-    for (const e of caseErrors) errors.push(e.field.startsWith("defaults") || e.subject !== undefined ? e : { ...e, subject });
+    for (const e of caseErrors)
+      errors.push(e.field.startsWith("defaults") || e.subject !== undefined ? e : { ...e, subject });
 
     const firstAt = seen.get(id);
     if (firstAt !== undefined) {
-      errors.push(fieldError(c.task_id !== undefined ? `${at}.task_id` : at, `duplicate task id "${id}" (also cases[${firstAt}])`, "FieldValueDuplicate", id));
+      errors.push(
+        fieldError(
+          c.task_id !== undefined ? `${at}.task_id` : at,
+          `duplicate task id "${id}" (also cases[${firstAt}])`,
+          "FieldValueDuplicate",
+          id,
+        ),
+      );
       return;
     }
     if (!resolved) return;
@@ -403,7 +559,10 @@ function v1Contracts(layers: Obj[], expand: <T>(v: T) => T): Obj {
   const ext = layers.map((l) => l.extensions).filter(isPlainObject);
   if (ext.length) out.extensions = Object.assign({}, ...ext);
   for (const k of ["oracle", "trajectory_export"]) {
-    const top = layers.map((l) => l[k]).filter(isPlainObject).at(-1);
+    const top = layers
+      .map((l) => l[k])
+      .filter(isPlainObject)
+      .at(-1);
     if (top) out[k] = expand(top);
   }
   return out;
@@ -422,8 +581,13 @@ function taskFieldToCase(field: string, at: string, c: Obj, d: Obj): string {
 }
 
 /** The Campaign resource for a parsed manifest object (schema v1), with the manifest's own checks. */
-export function manifestToCampaign(input: unknown): { campaign?: Campaign; errors: ItemFieldError[]; notes: ItemFieldError[] } {
-  if (!isPlainObject(input)) return { errors: [fieldError("", "a manifest must be an object", "FieldValueTypeInvalid")], notes: [] };
+export function manifestToCampaign(input: unknown): {
+  campaign?: Campaign;
+  errors: ItemFieldError[];
+  notes: ItemFieldError[];
+} {
+  if (!isPlainObject(input))
+    return { errors: [fieldError("", "a manifest must be an object", "FieldValueTypeInvalid")], notes: [] };
   const { doc, notes, annotations } = readV1Manifest(input, MANIFEST_KEYS, CASE_KEYS);
   const errors: ItemFieldError[] = unknownKeys(doc, MANIFEST_KEYS, "").map((e) => ({ ...e, field: e.field.slice(1) }));
   if (doc.schema_version === undefined) errors.push(fieldError("schema_version", "required", "FieldValueRequired"));
@@ -436,7 +600,14 @@ export function manifestToCampaign(input: unknown): { campaign?: Campaign; error
   else if (doc.cases.length === 0) errors.push(fieldError("cases", "must list at least one case"));
   const name = slug(typeof cid === "string" ? cid : "");
   const spec: Obj = Object.fromEntries(
-    Object.entries({ schema_version: doc.schema_version, campaign_id: cid, nominate_after_seconds: doc.nominate_after_seconds, queue: doc.queue, defaults: doc.defaults, cases: doc.cases }).filter(([, v]) => v !== undefined),
+    Object.entries({
+      schema_version: doc.schema_version,
+      campaign_id: cid,
+      nominate_after_seconds: doc.nominate_after_seconds,
+      queue: doc.queue,
+      defaults: doc.defaults,
+      cases: doc.cases,
+    }).filter(([, v]) => v !== undefined),
   );
   const campaign = {
     apiVersion: API_VERSION as Campaign["apiVersion"],
@@ -456,12 +627,20 @@ export function convertManifest(doc: unknown): ManifestResult {
 }
 
 /** Schema and expansion errors for a manifest's Campaign; `suppress` names fields the caller already reported in its own words. */
-function finishManifest(campaign: Campaign, errors: ItemFieldError[], suppress: Set<string>): Omit<ManifestResult, "notes"> {
+function finishManifest(
+  campaign: Campaign,
+  errors: ItemFieldError[],
+  suppress: Set<string>,
+): Omit<ManifestResult, "notes"> {
   const out = [...errors];
   for (const e of validateObject(campaign)) {
     const field = e.field === "metadata.name" ? "campaign_id" : (rebaseField(e.field, "spec", "") ?? e.field);
     if (suppress.has(field)) continue;
-    out.push({ ...e, field, ...(e.field === "metadata.name" ? { message: `"${campaign.metadata.name}" ${e.message}` } : {}) });
+    out.push({
+      ...e,
+      field,
+      ...(e.field === "metadata.name" ? { message: `"${campaign.metadata.name}" ${e.message}` } : {}),
+    });
   }
   const expanded = expandCampaign(campaign);
   out.push(...expanded.errors.filter((e) => !suppress.has(e.field)));
@@ -494,13 +673,25 @@ export function convertJsonlManifest(text: string): ManifestResult & { lines: nu
       continue;
     }
     const { campaign_id, schema_version, defaults, ...rest } = obj;
-    if (schema_version === undefined) errors.push({ ...fieldError(`${at}.schema_version`, "required", "FieldValueRequired"), line: lineNo });
-    else if (schema_version !== 1) errors.push({ ...fieldError(`${at}.schema_version`, "must be 1", "FieldValueNotSupported"), line: lineNo });
-    if (campaign_id === undefined || campaign_id === "") errors.push({ ...fieldError(`${at}.campaign_id`, "required", "FieldValueRequired"), line: lineNo });
-    else if (typeof campaign_id !== "string") errors.push({ ...fieldError(`${at}.campaign_id`, "must be a string", "FieldValueTypeInvalid"), line: lineNo });
+    if (schema_version === undefined)
+      errors.push({ ...fieldError(`${at}.schema_version`, "required", "FieldValueRequired"), line: lineNo });
+    else if (schema_version !== 1)
+      errors.push({ ...fieldError(`${at}.schema_version`, "must be 1", "FieldValueNotSupported"), line: lineNo });
+    if (campaign_id === undefined || campaign_id === "")
+      errors.push({ ...fieldError(`${at}.campaign_id`, "required", "FieldValueRequired"), line: lineNo });
+    else if (typeof campaign_id !== "string")
+      errors.push({ ...fieldError(`${at}.campaign_id`, "must be a string", "FieldValueTypeInvalid"), line: lineNo });
     else if (campaignId === undefined) campaignId = campaign_id;
-    else if (campaign_id !== campaignId) errors.push({ ...fieldError(`${at}.campaign_id`, `must be "${campaignId}", as on the first line (one campaign per file)`), line: lineNo });
-    if (defaults !== undefined) errors.push({ ...fieldError(`${at}.defaults`, "not allowed: a JSONL manifest has no defaults", "FieldUnknown"), line: lineNo });
+    else if (campaign_id !== campaignId)
+      errors.push({
+        ...fieldError(`${at}.campaign_id`, `must be "${campaignId}", as on the first line (one campaign per file)`),
+        line: lineNo,
+      });
+    if (defaults !== undefined)
+      errors.push({
+        ...fieldError(`${at}.defaults`, "not allowed: a JSONL manifest has no defaults", "FieldUnknown"),
+        line: lineNo,
+      });
     cases.push(rest);
     lines.push(lineNo);
   }

@@ -59,7 +59,10 @@ export type Truncation = { field: string; from: number; to: number };
  * Loom does with a registered capacity. Only finite, non-negative numbers are touched;
  * anything else is left for the schema to name.
  */
-export function truncateResources(profile: ExecutionProfile, field: string): { profile: ExecutionProfile; truncated: Truncation[] } {
+export function truncateResources(
+  profile: ExecutionProfile,
+  field: string,
+): { profile: ExecutionProfile; truncated: Truncation[] } {
   const truncated: Truncation[] = [];
   const resources: Record<string, unknown> = { ...profile.resources };
   for (const k of RESOURCE_FIELDS) {
@@ -69,5 +72,5 @@ export function truncateResources(profile: ExecutionProfile, field: string): { p
       truncated.push({ field: `${field}.resources.${k}`, from: v, to: Math.trunc(v) });
     }
   }
-  return truncated.length ? { profile: { ...profile, resources: resources as ResourceSpec }, truncated } : { profile, truncated };
+  return truncated.length ? { profile: { ...profile, resources: resources }, truncated } : { profile, truncated };
 }

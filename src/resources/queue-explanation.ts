@@ -1,7 +1,14 @@
 // How a task's queue standing is explained (task-admission's `queue` section): built by
 // scheduler/queue-explain.ts, read by the CLI and the web view. Plain types, no Node imports,
 // so the web view compiles this file as it is.
-export type QuotaLine = { dimension: string; used: number; requested: number; nominal: number; borrowing_limit: number; borrowable: number };
+export type QuotaLine = {
+  dimension: string;
+  used: number;
+  requested: number;
+  nominal: number;
+  borrowing_limit: number;
+  borrowable: number;
+};
 
 export type QueueExplanation = {
   name: string;

@@ -39,7 +39,8 @@ function canonical(v: unknown, key?: string): unknown {
     // Derived from `source` by each side in its own way: the source itself is compared.
     if (k === "source_descriptor" && v.source !== undefined) continue;
     const c = canonical(v[k], k);
-    if (c === undefined || (Array.isArray(c) && c.length === 0) || (isPlainObject(c) && Object.keys(c).length === 0)) continue;
+    if (c === undefined || (Array.isArray(c) && c.length === 0) || (isPlainObject(c) && Object.keys(c).length === 0))
+      continue;
     out[k] = c;
   }
   return out;

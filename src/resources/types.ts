@@ -24,7 +24,17 @@ export type ResourceField = (typeof RESOURCE_FIELDS)[number];
 /** The two states that hold a lease, and so a reservation. */
 export const ACTIVE_STATES: readonly TaskState[] = ["leased", "running"];
 export const QUEUED_STATES: readonly TaskState[] = ["queued", "retry_queued"];
-export const FINAL_STATES: readonly TaskState[] = ["clean", "dirty", "run_error", "needs_review", "accepted", "ignored", "blocked", "cancelled", "lease_expired"];
+export const FINAL_STATES: readonly TaskState[] = [
+  "clean",
+  "dirty",
+  "run_error",
+  "needs_review",
+  "accepted",
+  "ignored",
+  "blocked",
+  "cancelled",
+  "lease_expired",
+];
 
 /** The status every new Task starts with, however it is created. */
 export function initialStatus(): TaskStatus {

@@ -34,12 +34,15 @@ export function readV1Manifest(input: Obj, manifestKeys: readonly string[], case
   if (doc.cases === undefined && input.runs !== undefined) doc.cases = input.runs;
   for (const k of FOLDED_INTO_DEFAULTS) if (input[k] !== undefined && defaults[k] === undefined) defaults[k] = input[k];
   // Extensions merge by their top-level key, the campaign's below the defaults'.
-  if (isPlainObject(input.extensions)) defaults.extensions = { ...input.extensions, ...(isPlainObject(defaults.extensions) ? defaults.extensions : {}) };
+  if (isPlainObject(input.extensions))
+    defaults.extensions = { ...input.extensions, ...(isPlainObject(defaults.extensions) ? defaults.extensions : {}) };
   else if (input.extensions !== undefined && defaults.extensions === undefined) defaults.extensions = input.extensions;
 
-  if (input.defaults !== undefined && !isPlainObject(input.defaults)) doc.defaults = input.defaults; // Loom reports it
+  if (input.defaults !== undefined && !isPlainObject(input.defaults))
+    doc.defaults = input.defaults; // Loom reports it
   else if (Object.keys(defaults).length) doc.defaults = layer(defaults, "defaults", caseKeys, notes);
-  if (Array.isArray(doc.cases)) doc.cases = doc.cases.map((c, i) => (isPlainObject(c) ? layer(c, `cases[${i}]`, caseKeys, notes) : c));
+  if (Array.isArray(doc.cases))
+    doc.cases = doc.cases.map((c, i) => (isPlainObject(c) ? layer(c, `cases[${i}]`, caseKeys, notes) : c));
   return { doc, notes, annotations: keptAnnotation(kept) };
 }
 
@@ -52,7 +55,11 @@ function layer(src: Obj, at: string, known: readonly string[], notes: ItemFieldE
     else if (k === "artifacts" && src.artifact_paths === undefined) out.artifact_paths = v;
     else {
       vars[k] = v;
-      notes.push({ field: `${at}.${k}`, message: `not a Loom field; kept as the template value {${k}} (${at}.vars.${k})`, reason: "FieldUnknown" });
+      notes.push({
+        field: `${at}.${k}`,
+        message: `not a Loom field; kept as the template value {${k}} (${at}.vars.${k})`,
+        reason: "FieldUnknown",
+      });
     }
   }
   if (Object.keys(vars).length) out.vars = vars;

@@ -15,8 +15,12 @@ export type { FieldError, FieldReason } from "./field-error.ts";
 const CEL_RULES: Record<string, (self: any) => boolean> = {
   "!has(self.gpu_types) || size(self.gpu_types) == 0 || (has(self.gpu_count) && self.gpu_count > 0)": (s) =>
     !Array.isArray(s.gpu_types) || s.gpu_types.length === 0 || (typeof s.gpu_count === "number" && s.gpu_count > 0),
-  "!has(self.initial_concurrency) || !has(self.max_concurrency) || self.initial_concurrency <= self.max_concurrency": (s) =>
-    typeof s.initial_concurrency !== "number" || typeof s.max_concurrency !== "number" || s.initial_concurrency <= s.max_concurrency,
+  "!has(self.initial_concurrency) || !has(self.max_concurrency) || self.initial_concurrency <= self.max_concurrency": (
+    s,
+  ) =>
+    typeof s.initial_concurrency !== "number" ||
+    typeof s.max_concurrency !== "number" ||
+    s.initial_concurrency <= s.max_concurrency,
   "!has(self.state) || !(self.state in ['leased', 'running']) || has(self.lease)": (s) =>
     s.state !== "leased" && s.state !== "running" ? true : s.lease !== undefined,
 };
@@ -29,10 +33,12 @@ function closeObjects(s: JSONSchema): JSONSchema {
   const out: JSONSchema = { ...s };
   if (s.properties) {
     out.properties = Object.fromEntries(Object.entries(s.properties).map(([k, v]) => [k, closeObjects(v)]));
-    if (!s["x-kubernetes-preserve-unknown-fields"] && s.additionalProperties === undefined) out.additionalProperties = false;
+    if (!s["x-kubernetes-preserve-unknown-fields"] && s.additionalProperties === undefined)
+      out.additionalProperties = false;
   }
   if (s.items) out.items = closeObjects(s.items);
-  if (s.additionalProperties && typeof s.additionalProperties === "object") out.additionalProperties = closeObjects(s.additionalProperties);
+  if (s.additionalProperties && typeof s.additionalProperties === "object")
+    out.additionalProperties = closeObjects(s.additionalProperties);
   return out;
 }
 
@@ -54,7 +60,10 @@ function makeAjv(): Ajv {
   ajv.addFormat("int64", true);
   ajv.addFormat("int32", true);
   // RFC 3339 as Kubernetes writes it; Date.parse alone would take "1" or "May 5".
-  ajv.addFormat("date-time", { type: "string", validate: (v: string) => RFC3339.test(v) && Number.isFinite(Date.parse(v)) });
+  ajv.addFormat("date-time", {
+    type: "string",
+    validate: (v: string) => RFC3339.test(v) && Number.isFinite(Date.parse(v)),
+  });
   ajv.addKeyword({
     keyword: "x-kubernetes-validations",
     type: "object",
@@ -173,23 +182,50 @@ function toFieldError(e: ErrorObject): FieldError | undefined {
     case "enum":
       return { field: at, message: `must be one of: ${p.allowedValues.join(", ")}`, reason: "FieldValueNotSupported" };
     case "type":
-      return { field: at, message: `must be ${String(p.type).split(",").map((t) => `${/^[aeiou]/.test(t) ? "an" : "a"} ${t}`).join(" or ")}`, reason: "FieldValueTypeInvalid" };
+      return {
+        field: at,
+        message: `must be ${String(p.type)
+          .split(",")
+          .map((t) => `${/^[aeiou]/.test(t) ? "an" : "a"} ${t}`)
+          .join(" or ")}`,
+        reason: "FieldValueTypeInvalid",
+      };
     case "minimum":
-      return { field: at, message: p.limit === 0 ? "must be non-negative" : `must be >= ${p.limit}`, reason: "FieldValueInvalid" };
+      return {
+        field: at,
+        message: p.limit === 0 ? "must be non-negative" : `must be >= ${p.limit}`,
+        reason: "FieldValueInvalid",
+      };
     case "maximum":
       return { field: at, message: `must be <= ${p.limit}`, reason: "FieldValueInvalid" };
     case "maxLength":
       return { field: at, message: `must be at most ${p.limit} characters`, reason: "FieldValueInvalid" };
     case "minLength":
-      return { field: at, message: p.limit === 1 ? "must not be empty" : `must be at least ${p.limit} characters`, reason: "FieldValueInvalid" };
+      return {
+        field: at,
+        message: p.limit === 1 ? "must not be empty" : `must be at least ${p.limit} characters`,
+        reason: "FieldValueInvalid",
+      };
     case "maxItems":
       return { field: at, message: `must have at most ${p.limit} items`, reason: "FieldValueInvalid" };
     case "pattern":
-      return { field: at, message: p.pattern === NO_CONTROL ? "must not contain control characters" : `must match ${p.pattern}`, reason: "FieldValueInvalid" };
+      return {
+        field: at,
+        message: p.pattern === NO_CONTROL ? "must not contain control characters" : `must match ${p.pattern}`,
+        reason: "FieldValueInvalid",
+      };
     case "format":
-      return { field: at, message: p.format === "date-time" ? "must be an RFC 3339 date-time" : `must be a valid ${p.format}`, reason: "FieldValueInvalid" };
+      return {
+        field: at,
+        message: p.format === "date-time" ? "must be an RFC 3339 date-time" : `must be a valid ${p.format}`,
+        reason: "FieldValueInvalid",
+      };
     case "x-kubernetes-validations":
-      return { field: joinField(at, String(p.fieldPath).replace(/^\./, "")), message: e.message ?? "invalid", reason: "FieldValueInvalid" };
+      return {
+        field: joinField(at, String(p.fieldPath).replace(/^\./, "")),
+        message: e.message ?? "invalid",
+        reason: "FieldValueInvalid",
+      };
     default:
       return { field: at, message: e.message ?? e.keyword, reason: "FieldValueInvalid" };
   }
@@ -206,11 +242,25 @@ function labelErrors(k: string, val: string): FieldError[] {
   const [prefix, name] = slash < 0 ? [undefined, k] : [k.slice(0, slash), k.slice(slash + 1)];
   const errs: FieldError[] = [];
   if (prefix !== undefined && (prefix.length > 253 || !DNS_SUBDOMAIN_RE.test(prefix)))
-    errs.push({ field, message: "the key's prefix must be a DNS subdomain: at most 253 characters of a-z 0-9 - and ., each part starting and ending with a letter or digit", reason: "FieldValueInvalid" });
+    errs.push({
+      field,
+      message:
+        "the key's prefix must be a DNS subdomain: at most 253 characters of a-z 0-9 - and ., each part starting and ending with a letter or digit",
+      reason: "FieldValueInvalid",
+    });
   if (!LABEL_NAME_RE.test(name))
-    errs.push({ field, message: "the key's name (after any prefix/) must be 1-63 characters of A-Z a-z 0-9 - _ . beginning and ending with a letter or digit", reason: "FieldValueInvalid" });
+    errs.push({
+      field,
+      message:
+        "the key's name (after any prefix/) must be 1-63 characters of A-Z a-z 0-9 - _ . beginning and ending with a letter or digit",
+      reason: "FieldValueInvalid",
+    });
   if (val !== "" && !LABEL_NAME_RE.test(val))
-    errs.push({ field, message: "must be empty or 1-63 characters of A-Z a-z 0-9 - _ . beginning and ending with a letter or digit", reason: "FieldValueInvalid" });
+    errs.push({
+      field,
+      message: "must be empty or 1-63 characters of A-Z a-z 0-9 - _ . beginning and ending with a letter or digit",
+      reason: "FieldValueInvalid",
+    });
   return errs;
 }
 
@@ -225,21 +275,47 @@ const NAME_RE = /^[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?$/;
 export function validateMetadata(obj: any, opts: { labelSyntax?: boolean } = {}): FieldError[] {
   const errs: FieldError[] = [];
   const m = obj?.metadata;
-  if (!m || typeof m !== "object" || Array.isArray(m)) return [{ field: "metadata", message: "required", reason: "FieldValueRequired" }];
-  if (m.resourceVersion !== undefined && (typeof m.resourceVersion !== "string" || !/^\d{0,19}$/.test(m.resourceVersion)))
-    errs.push({ field: "metadata.resourceVersion", message: "must be a string holding a revision number", reason: "FieldValueTypeInvalid" });
-  if (typeof m.name !== "string" || m.name === "") errs.push({ field: "metadata.name", message: "required", reason: "FieldValueRequired" });
-  else if (!NAME_RE.test(m.name)) errs.push({ field: "metadata.name", message: "must be 1-253 characters of A-Z a-z 0-9 _ . - and start with a letter or digit", reason: "FieldValueInvalid" });
+  if (!m || typeof m !== "object" || Array.isArray(m))
+    return [{ field: "metadata", message: "required", reason: "FieldValueRequired" }];
+  if (
+    m.resourceVersion !== undefined &&
+    (typeof m.resourceVersion !== "string" || !/^\d{0,19}$/.test(m.resourceVersion))
+  )
+    errs.push({
+      field: "metadata.resourceVersion",
+      message: "must be a string holding a revision number",
+      reason: "FieldValueTypeInvalid",
+    });
+  if (typeof m.name !== "string" || m.name === "")
+    errs.push({ field: "metadata.name", message: "required", reason: "FieldValueRequired" });
+  else if (!NAME_RE.test(m.name))
+    errs.push({
+      field: "metadata.name",
+      message: "must be 1-253 characters of A-Z a-z 0-9 _ . - and start with a letter or digit",
+      reason: "FieldValueInvalid",
+    });
   for (const key of ["labels", "annotations"] as const) {
     const v = m[key];
     if (v === undefined) continue;
-    if (!v || typeof v !== "object" || Array.isArray(v)) errs.push({ field: `metadata.${key}`, message: "must be a map of strings", reason: "FieldValueTypeInvalid" });
+    if (!v || typeof v !== "object" || Array.isArray(v))
+      errs.push({ field: `metadata.${key}`, message: "must be a map of strings", reason: "FieldValueTypeInvalid" });
     else
       for (const [k, val] of Object.entries(v)) {
-        if (typeof val !== "string") errs.push({ field: `metadata.${key}.${k}`, message: "must be a string", reason: "FieldValueTypeInvalid" });
+        if (typeof val !== "string")
+          errs.push({ field: `metadata.${key}.${k}`, message: "must be a string", reason: "FieldValueTypeInvalid" });
         else if (key === "labels" && opts.labelSyntax) errs.push(...labelErrors(k, val));
-        else if (k.length > 253 || HAS_CONTROL.test(k)) errs.push({ field: `metadata.${key}`, message: "keys must be at most 253 characters without control characters", reason: "FieldValueInvalid" });
-        else if (key === "labels" && (val.length > 1024 || HAS_CONTROL.test(val))) errs.push({ field: `metadata.${key}.${k}`, message: "must be at most 1024 characters without control characters", reason: "FieldValueInvalid" });
+        else if (k.length > 253 || HAS_CONTROL.test(k))
+          errs.push({
+            field: `metadata.${key}`,
+            message: "keys must be at most 253 characters without control characters",
+            reason: "FieldValueInvalid",
+          });
+        else if (key === "labels" && (val.length > 1024 || HAS_CONTROL.test(val)))
+          errs.push({
+            field: `metadata.${key}.${k}`,
+            message: "must be at most 1024 characters without control characters",
+            reason: "FieldValueInvalid",
+          });
       }
   }
   return errs;
@@ -247,7 +323,8 @@ export function validateMetadata(obj: any, opts: { labelSyntax?: boolean } = {})
 
 /** Validate a whole object of any Loom kind. Returns every problem, not only the first. */
 export function validateObject(obj: any, opts: { kind?: string } = {}): FieldError[] {
-  if (!obj || typeof obj !== "object" || Array.isArray(obj)) return [{ field: "", message: "must be an object", reason: "FieldValueTypeInvalid" }];
+  if (!obj || typeof obj !== "object" || Array.isArray(obj))
+    return [{ field: "", message: "must be an object", reason: "FieldValueTypeInvalid" }];
   const kind = opts.kind ?? obj.kind;
   const errs: FieldError[] = [];
   if (obj.apiVersion !== undefined && obj.apiVersion !== API_VERSION)
@@ -256,15 +333,32 @@ export function validateObject(obj: any, opts: { kind?: string } = {}): FieldErr
   const bounds = boundErrors(obj);
   if (bounds.length) return bounds;
   const v = typeof kind === "string" ? validatorFor(kind) : undefined;
-  if (!v) return [...errs, { field: "kind", message: `must be one of: ${[...loadCrds().keys()].join(", ")}`, reason: "FieldValueNotSupported" }];
+  if (!v)
+    return [
+      ...errs,
+      {
+        field: "kind",
+        message: `must be one of: ${[...loadCrds().keys()].join(", ")}`,
+        reason: "FieldValueNotSupported",
+      },
+    ];
   errs.push(...validateMetadata(obj, { labelSyntax: true }));
-  if (!v(obj)) for (const e of v.errors ?? []) { const fe = toFieldError(e); if (fe) errs.push(fe); }
+  if (!v(obj))
+    for (const e of v.errors ?? []) {
+      const fe = toFieldError(e);
+      if (fe) errs.push(fe);
+    }
   return dedupe(errs);
 }
 
 function dedupe(errs: FieldError[]): FieldError[] {
   const seen = new Set<string>();
-  return errs.filter((e) => { const k = `${e.field}\0${e.message}`; if (seen.has(k)) return false; seen.add(k); return true; });
+  return errs.filter((e) => {
+    const k = `${e.field}\0${e.message}`;
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
 }
 
 export function formatFieldErrors(errs: FieldError[], prefix = ""): string[] {
@@ -273,7 +367,10 @@ export function formatFieldErrors(errs: FieldError[], prefix = ""): string[] {
 
 /** Thrown by every door when input is invalid; carries all field errors at once. */
 export class ValidationError extends Error {
-  constructor(readonly errors: FieldError[], readonly source?: string) {
+  constructor(
+    readonly errors: FieldError[],
+    readonly source?: string,
+  ) {
     super(formatFieldErrors(errors, source ? `${source}: ` : "").join("\n"));
     this.name = "ValidationError";
   }

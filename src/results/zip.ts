@@ -80,7 +80,12 @@ export async function readZip(buf: Buffer, opts: ReadZipOptions = {}): Promise<M
   const maxEntries = opts.maxEntries ?? 100_000;
   let zip: yauzl.ZipFile;
   try {
-    zip = await yauzl.fromBufferPromise(buf, { lazyEntries: true, decodeStrings: true, validateEntrySizes: true, strictFileNames: false });
+    zip = await yauzl.fromBufferPromise(buf, {
+      lazyEntries: true,
+      decodeStrings: true,
+      validateEntrySizes: true,
+      strictFileNames: false,
+    });
   } catch (e) {
     throw new ZipError(`corrupt ZIP: ${errText(e)}`);
   }
@@ -97,7 +102,9 @@ export async function readZip(buf: Buffer, opts: ReadZipOptions = {}): Promise<M
       if (name.endsWith("/")) continue;
       if (opts.select && !opts.select(name)) continue;
       if (entry.uncompressedSize > maxEntryBytes) {
-        throw new ZipError(`ZIP entry ${JSON.stringify(name)} is ${entry.uncompressedSize} bytes uncompressed, over the limit of ${maxEntryBytes}`);
+        throw new ZipError(
+          `ZIP entry ${JSON.stringify(name)} is ${entry.uncompressedSize} bytes uncompressed, over the limit of ${maxEntryBytes}`,
+        );
       }
       total += entry.uncompressedSize;
       if (total > maxTotalBytes) throw new ZipError(`ZIP content exceeds the limit of ${maxTotalBytes} bytes`);
@@ -130,12 +137,19 @@ export const ISSUE_PATTERNS: readonly { category: IssueCategory; pattern: RegExp
     category: "terminal_resource_insufficient",
     // v1 matched a bare "oom", which also hits "loom", "room" and "zoom"; a word boundary
     // (plus "OOMKilled"-style joins) keeps the intent without flagging every Loom path.
-    pattern: /(out of memory|\boom\b|oom.?kill|cannot allocate memory|no space left|disk quota|resource temporarily unavailable|too many open files)/i,
+    pattern:
+      /(out of memory|\boom\b|oom.?kill|cannot allocate memory|no space left|disk quota|resource temporarily unavailable|too many open files)/i,
   },
-  { category: "token_balance_insufficient", pattern: /(insufficient.*(credit|balance|quota)|billing|payment required|credits? exhausted)/i },
+  {
+    category: "token_balance_insufficient",
+    pattern: /(insufficient.*(credit|balance|quota)|billing|payment required|credits? exhausted)/i,
+  },
   { category: "rate_limited", pattern: /(rate.?limit|too many requests|429|quota exceeded|limit exceeded)/i },
   { category: "auth_failed", pattern: /(unauthorized|forbidden|invalid api key|permission denied|401|403)/i },
-  { category: "network_unavailable", pattern: /(connection timed out|temporary failure|network is unreachable|could not resolve|tls|ssl)/i },
+  {
+    category: "network_unavailable",
+    pattern: /(connection timed out|temporary failure|network is unreachable|could not resolve|tls|ssl)/i,
+  },
 ];
 
 export type IssueCategory =
@@ -256,7 +270,11 @@ export type InspectLimits = {
   maxRatio: number;
   maxEntries: number;
 };
-export const DEFAULT_INSPECT_LIMITS: InspectLimits = { maxTotalBytes: 1024 * 1024 * 1024, maxRatio: 200, maxEntries: 100_000 };
+export const DEFAULT_INSPECT_LIMITS: InspectLimits = {
+  maxTotalBytes: 1024 * 1024 * 1024,
+  maxRatio: 200,
+  maxEntries: 100_000,
+};
 
 /** Entries the scoring reads, and how much of each it keeps. */
 const KEEP: { suffix: string; bytes: number }[] = [
@@ -272,9 +290,14 @@ const KEEP: { suffix: string; bytes: number }[] = [
  * absolutely and relative to the archive's size, and only what scoring reads is kept (JSON
  * summaries, the head of stdout/stderr). Memory stays small whatever the archive claims.
  */
-async function inspectEntries(zip: yauzl.ZipFile, archiveBytes: number, lim: InspectLimits): Promise<{ kept: Map<string, Buffer>; names: string[] }> {
+async function inspectEntries(
+  zip: yauzl.ZipFile,
+  archiveBytes: number,
+  lim: InspectLimits,
+): Promise<{ kept: Map<string, Buffer>; names: string[] }> {
   const cap = Math.min(lim.maxTotalBytes, Math.max(1024 * 1024, archiveBytes * lim.maxRatio));
-  if (zip.entryCount > lim.maxEntries) throw new ZipError(`ZIP has ${zip.entryCount} entries, more than the limit of ${lim.maxEntries}`);
+  if (zip.entryCount > lim.maxEntries)
+    throw new ZipError(`ZIP has ${zip.entryCount} entries, more than the limit of ${lim.maxEntries}`);
   const kept = new Map<string, Buffer>();
   const names: string[] = [];
   let total = 0;
@@ -283,7 +306,10 @@ async function inspectEntries(zip: yauzl.ZipFile, archiveBytes: number, lim: Ins
     assertSafeName(name);
     if (name.endsWith("/")) continue;
     if (names.length < 200) names.push(name);
-    if (total + entry.uncompressedSize > cap) throw new ZipError(`ZIP inflates to more than ${cap} bytes (limit: ${lim.maxRatio}x the upload, at most ${lim.maxTotalBytes})`);
+    if (total + entry.uncompressedSize > cap)
+      throw new ZipError(
+        `ZIP inflates to more than ${cap} bytes (limit: ${lim.maxRatio}x the upload, at most ${lim.maxTotalBytes})`,
+      );
     const keep = KEEP.find((k) => name.endsWith(k.suffix))?.bytes ?? 0;
     const chunks: Buffer[] = [];
     let held = 0;
@@ -293,7 +319,9 @@ async function inspectEntries(zip: yauzl.ZipFile, archiveBytes: number, lim: Ins
       total += c.length;
       if (total > cap) {
         stream.destroy();
-        throw new ZipError(`ZIP inflates to more than ${cap} bytes (limit: ${lim.maxRatio}x the upload, at most ${lim.maxTotalBytes})`);
+        throw new ZipError(
+          `ZIP inflates to more than ${cap} bytes (limit: ${lim.maxRatio}x the upload, at most ${lim.maxTotalBytes})`,
+        );
       }
       crc = crc32(c, crc);
       if (held < keep) {
@@ -301,7 +329,8 @@ async function inspectEntries(zip: yauzl.ZipFile, archiveBytes: number, lim: Ins
         held += Math.min(c.length, keep - held);
       }
     }
-    if (crc >>> 0 !== entry.crc32 >>> 0) throw new ZipError(`ZIP entry ${JSON.stringify(name)} fails its CRC check: the archive is damaged`);
+    if (crc >>> 0 !== entry.crc32 >>> 0)
+      throw new ZipError(`ZIP entry ${JSON.stringify(name)} fails its CRC check: the archive is damaged`);
     if (keep) kept.set(name, Buffer.concat(chunks));
   }
   return { kept, names };
@@ -315,12 +344,22 @@ function scored(r: { kept: Map<string, Buffer>; names: string[] }): ResultInspec
 function unreadable(e: unknown): ResultInspection {
   const error = e instanceof ZipError ? e.message : `corrupt ZIP: ${errText(e)}`;
   const issues = classifyIssueText(error);
-  return { verdict: "run_error", issues: issues.length ? [...new Set(issues)].sort() : ["result_import_error"], files: [], error, entries: null };
+  return {
+    verdict: "run_error",
+    issues: issues.length ? [...new Set(issues)].sort() : ["result_import_error"],
+    files: [],
+    error,
+    entries: null,
+  };
 }
 
 const OPEN = { lazyEntries: true, decodeStrings: true, validateEntrySizes: true, strictFileNames: false } as const;
 
-async function inspectWith(open: () => Promise<yauzl.ZipFile>, bytes: number, lim: InspectLimits): Promise<ResultInspection> {
+async function inspectWith(
+  open: () => Promise<yauzl.ZipFile>,
+  bytes: number,
+  lim: InspectLimits,
+): Promise<ResultInspection> {
   let zip: yauzl.ZipFile | undefined;
   try {
     zip = await open();
@@ -338,6 +377,10 @@ export function inspectResultZip(buf: Buffer, lim: InspectLimits = DEFAULT_INSPE
 }
 
 /** Scores a result file on disk the same way, reading it as a stream. */
-export function inspectResultFile(path: string, bytes: number, lim: InspectLimits = DEFAULT_INSPECT_LIMITS): Promise<ResultInspection> {
+export function inspectResultFile(
+  path: string,
+  bytes: number,
+  lim: InspectLimits = DEFAULT_INSPECT_LIMITS,
+): Promise<ResultInspection> {
   return inspectWith(() => yauzl.openPromise(path, OPEN), bytes, lim);
 }

@@ -11,7 +11,8 @@ import type { Store } from "../store/store.ts";
 import { SoleLeader, type Leadership } from "./leader.ts";
 
 /** Which store: SQLite under a data dir, or etcd. */
-export type StoreSpec = { kind: "sqlite"; dataDir: string; sqlite?: SqliteStoreOptions } | { kind: "etcd"; etcd: EtcdStoreOptions };
+export type StoreSpec =
+  { kind: "sqlite"; dataDir: string; sqlite?: SqliteStoreOptions } | { kind: "etcd"; etcd: EtcdStoreOptions };
 
 /** A Hub's backend: the store, and for etcd this replica's name and how soon a silent leader is replaced. */
 export type BackendSpec =
@@ -41,7 +42,11 @@ export async function openBackend(spec: BackendSpec, dataDir: string): Promise<B
   if (spec.kind === "sqlite") {
     const unlock = lockDataDir(dataDir);
     try {
-      return { store: await openStore({ kind: "sqlite", dataDir, sqlite: spec.sqlite }), leadership: new SoleLeader(defaultReplicaId()), release: unlock };
+      return {
+        store: await openStore({ kind: "sqlite", dataDir, sqlite: spec.sqlite }),
+        leadership: new SoleLeader(defaultReplicaId()),
+        release: unlock,
+      };
     } catch (e) {
       unlock();
       throw e;
@@ -49,6 +54,9 @@ export async function openBackend(spec: BackendSpec, dataDir: string): Promise<B
   }
   const store = await openEtcd(spec.etcd);
   const { EtcdLeadership } = await import("./etcd-leader.ts");
-  const leadership = new EtcdLeadership(store.etcd, store.prefix, spec.replicaId ?? defaultReplicaId(), { ttlSeconds: spec.leaderTtlSeconds, log: spec.log });
+  const leadership = new EtcdLeadership(store.etcd, store.prefix, spec.replicaId ?? defaultReplicaId(), {
+    ttlSeconds: spec.leaderTtlSeconds,
+    log: spec.log,
+  });
   return { store, leadership, release: () => {} };
 }

@@ -31,7 +31,12 @@ export class EtcdLeadership implements Leadership {
   private url = "";
   private readonly startedAt = new Date().toISOString();
 
-  constructor(client: Etcd3, prefix: string, readonly identity: string, private readonly opts: EtcdLeadershipOptions = {}) {
+  constructor(
+    client: Etcd3,
+    prefix: string,
+    readonly identity: string,
+    private readonly opts: EtcdLeadershipOptions = {},
+  ) {
     this.ns = client.namespace(`${prefix}/`);
     this.ttl = opts.ttlSeconds ?? 3;
     this.retryMs = (opts.retrySeconds ?? 1) * 1000;
@@ -61,9 +66,15 @@ export class EtcdLeadership implements Leadership {
     // leader key once per TTL as well, so every replica's view settles within one.
     this.refresh = setInterval(() => {
       if (this.closed || this.leading) return;
-      void this.ns.election("leader", this.ttl).leader().then((id) => {
-        if (!this.closed && !this.leading && id !== undefined) this.current = id;
-      }, () => undefined);
+      void this.ns
+        .election("leader", this.ttl)
+        .leader()
+        .then(
+          (id) => {
+            if (!this.closed && !this.leading && id !== undefined) this.current = id;
+          },
+          () => undefined,
+        );
     }, this.ttl * 1000);
     this.refresh.unref();
     this.runCampaign();

@@ -1,9 +1,20 @@
 // The Runner's side of RUNNER_PROTOCOL §1a: JSON over fetch, the Hub token as a Bearer
 // header. The token is held privately and never appears in an error or a log line.
 import { HubError } from "../protocol/errors.ts";
-import type { ClaimReply, ClaimRequest, CompleteRequest, FailRequest, HeartbeatReply, HeartbeatRequest, LeaseReply, RegisterReply, RegisterRequest, RenewRequest, UploadReply } from "../protocol/types.gen.ts";
+import type {
+  ClaimReply,
+  ClaimRequest,
+  CompleteRequest,
+  FailRequest,
+  HeartbeatReply,
+  HeartbeatRequest,
+  LeaseReply,
+  RegisterReply,
+  RegisterRequest,
+  RenewRequest,
+  UploadReply,
+} from "../protocol/types.gen.ts";
 import { type Fetch, fetchTrusting } from "../tls/fetch.ts";
-import type { ClaimedTask } from "./execute.ts";
 
 // A non-2xx or non-JSON reply is a HubError (status 0: no reply at all), as on the Hub's side.
 export { HubError };
@@ -43,7 +54,10 @@ export class HubClient {
     return this.#token !== undefined;
   }
 
-  private async request<T>(path: string, init: { body: string | Buffer; headers: Record<string, string>; timeoutMs: number; signal?: AbortSignal }): Promise<T> {
+  private async request<T>(
+    path: string,
+    init: { body: string | Buffer; headers: Record<string, string>; timeoutMs: number; signal?: AbortSignal },
+  ): Promise<T> {
     const headers: Record<string, string> = { Accept: "application/json", ...init.headers };
     if (this.#token) headers.Authorization = `Bearer ${this.#token}`;
     const timeout = AbortSignal.timeout(init.timeoutMs);
@@ -53,7 +67,11 @@ export class HubClient {
       res = await this.#fetch(this.baseUrl + path, { method: "POST", headers, body: init.body, signal });
     } catch (e) {
       const cause = e instanceof Error ? ((e.cause as Error | undefined)?.message ?? e.message) : String(e);
-      throw HubError.received(0, { error: timeout.aborted ? "timeout" : init.signal?.aborted ? "aborted" : "network_error", detail: cause }, path);
+      throw HubError.received(
+        0,
+        { error: timeout.aborted ? "timeout" : init.signal?.aborted ? "aborted" : "network_error", detail: cause },
+        path,
+      );
     }
     const text = await res.text().catch(() => "");
     let body: unknown;
@@ -68,7 +86,12 @@ export class HubClient {
   }
 
   private post<T>(path: string, body: object, timeoutMs = this.#timeoutMs, signal?: AbortSignal): Promise<T> {
-    return this.request<T>(path, { body: JSON.stringify(body), headers: { "Content-Type": "application/json" }, timeoutMs, signal });
+    return this.request<T>(path, {
+      body: JSON.stringify(body),
+      headers: { "Content-Type": "application/json" },
+      timeoutMs,
+      signal,
+    });
   }
 
   register(body: RegisterRequest): Promise<RegisterReply> {

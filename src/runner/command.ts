@@ -16,7 +16,10 @@ import { PullLoop, type ConcurrencyPolicy, type PullOptions } from "./pull.ts";
 export const CONNECTION_MODES = ["ssh-start", "long-poll", "direct-worker-api", "prestarted"] as const;
 export type ConnectionMode = (typeof CONNECTION_MODES)[number];
 /** v1 Runner's mode names: `poll` is a pull loop with no long-poll wait, `direct-api` serves pushes. */
-export const V1_CONNECTION_MODES: Record<string, ConnectionMode> = { poll: "prestarted", "direct-api": "direct-worker-api" };
+export const V1_CONNECTION_MODES: Record<string, ConnectionMode> = {
+  poll: "prestarted",
+  "direct-api": "direct-worker-api",
+};
 const LONG_POLL_WAIT_SECONDS = 25;
 const SHUTDOWN_GRACE_SECONDS = 30;
 
@@ -51,7 +54,10 @@ interface RawOptions {
 }
 
 export class FlagError extends Error {
-  constructor(readonly flag: string, message: string) {
+  constructor(
+    readonly flag: string,
+    message: string,
+  ) {
     super(`${flag}: ${message}`);
     this.name = "FlagError";
   }
@@ -59,9 +65,11 @@ export class FlagError extends Error {
 
 function int(flag: string, raw: string | undefined, { min, max }: { min: number; max?: number }): number | undefined {
   if (raw === undefined) return undefined;
-  if (!/^\s*\d+\s*$/.test(raw)) throw new FlagError(flag, `must be a whole number${min > 0 ? ` >= ${min}` : " >= 0"}, got ${JSON.stringify(raw)}`);
+  if (!/^\s*\d+\s*$/.test(raw))
+    throw new FlagError(flag, `must be a whole number${min > 0 ? ` >= ${min}` : " >= 0"}, got ${JSON.stringify(raw)}`);
   const n = Number(raw);
-  if (n < min || (max !== undefined && n > max)) throw new FlagError(flag, `must be between ${min} and ${max ?? "∞"}, got ${n}`);
+  if (n < min || (max !== undefined && n > max))
+    throw new FlagError(flag, `must be between ${min} and ${max ?? "∞"}, got ${n}`);
   return n;
 }
 
@@ -91,8 +99,13 @@ function controllerFlags(raw: RawOptions, env: NodeJS.ProcessEnv): { controller:
   } catch {
     throw new FlagError("--controller", `not a URL: ${JSON.stringify(controller)}`);
   }
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw new FlagError("--controller", `must be an http(s) URL, got ${url.protocol}`);
-  if (url.username || url.password) throw new FlagError("--controller", "must not carry credentials; put the token in the env var named by --auth-token-env");
+  if (url.protocol !== "http:" && url.protocol !== "https:")
+    throw new FlagError("--controller", `must be an http(s) URL, got ${url.protocol}`);
+  if (url.username || url.password)
+    throw new FlagError(
+      "--controller",
+      "must not carry credentials; put the token in the env var named by --auth-token-env",
+    );
   let ca: Buffer | undefined;
   try {
     ca = readCa(raw.certificateAuthority, env)?.pem;
@@ -106,21 +119,34 @@ function controllerFlags(raw: RawOptions, env: NodeJS.ProcessEnv): { controller:
 function connectionMode(raw: RawOptions): ConnectionMode {
   const modeName = V1_CONNECTION_MODES[raw.connectionMode] ?? raw.connectionMode;
   if (!(CONNECTION_MODES as readonly string[]).includes(modeName)) {
-    throw new FlagError("--connection-mode", `must be one of ${[...CONNECTION_MODES, ...Object.keys(V1_CONNECTION_MODES)].join(", ")}, got ${JSON.stringify(raw.connectionMode)}`);
+    throw new FlagError(
+      "--connection-mode",
+      `must be one of ${[...CONNECTION_MODES, ...Object.keys(V1_CONNECTION_MODES)].join(", ")}, got ${JSON.stringify(raw.connectionMode)}`,
+    );
   }
-  return modeName as ConnectionMode;
+  return modeName;
 }
 
 /** --concurrency-policy, --max-concurrency and --initial-concurrency, which must fit under it. */
-function concurrencyFlags(raw: RawOptions): { concurrencyPolicy: ConcurrencyPolicy; maxConcurrency: number; initialConcurrency: number } {
+function concurrencyFlags(raw: RawOptions): {
+  concurrencyPolicy: ConcurrencyPolicy;
+  maxConcurrency: number;
+  initialConcurrency: number;
+} {
   if (raw.concurrencyPolicy !== "fixed" && raw.concurrencyPolicy !== "adaptive") {
-    throw new FlagError("--concurrency-policy", `must be fixed or adaptive, got ${JSON.stringify(raw.concurrencyPolicy)}`);
+    throw new FlagError(
+      "--concurrency-policy",
+      `must be fixed or adaptive, got ${JSON.stringify(raw.concurrencyPolicy)}`,
+    );
   }
   const maxConcurrency = int("--max-concurrency", raw.maxConcurrency, { min: 1, max: 1024 })!;
   // v1's default: start at one and let the Hub raise it.
   const initialConcurrency = int("--initial-concurrency", raw.initialConcurrency, { min: 1 }) ?? 1;
   if (initialConcurrency > maxConcurrency) {
-    throw new FlagError("--initial-concurrency", `must be between 1 and --max-concurrency (${maxConcurrency}), got ${initialConcurrency}`);
+    throw new FlagError(
+      "--initial-concurrency",
+      `must be between 1 and --max-concurrency (${maxConcurrency}), got ${initialConcurrency}`,
+    );
   }
   return { concurrencyPolicy: raw.concurrencyPolicy, maxConcurrency, initialConcurrency };
 }
@@ -161,13 +187,22 @@ export function resolveConfig(raw: RawOptions, env: NodeJS.ProcessEnv = process.
   const servePort = int("--serve-port", raw.servePort, { min: 0, max: 65535 })!;
   const shutdownGrace = int("--shutdown-grace-seconds", raw.shutdownGraceSeconds, { min: 0 })!;
   int("--source-cache-max-mb", raw.sourceCacheMaxMb, { min: 0 });
-  for (const [flag, name] of [[raw.controllerTokenEnv !== undefined ? "--controller-token-env" : "--auth-token-env", authTokenEnv], ["--direct-api-token-env", raw.directApiTokenEnv]] as const) {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new FlagError(flag, `must be an environment variable name, got ${JSON.stringify(name)}`);
+  for (const [flag, name] of [
+    [raw.controllerTokenEnv !== undefined ? "--controller-token-env" : "--auth-token-env", authTokenEnv],
+    ["--direct-api-token-env", raw.directApiTokenEnv],
+  ] as const) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+      throw new FlagError(flag, `must be an environment variable name, got ${JSON.stringify(name)}`);
   }
   if (mode === "direct-worker-api" && !isLoopback(raw.serveHost) && !env[raw.directApiTokenEnv]) {
-    throw new FlagError("--serve-host", `${raw.serveHost} is not a loopback address; serving the Direct Runner API there needs a token in $${raw.directApiTokenEnv}`);
+    throw new FlagError(
+      "--serve-host",
+      `${raw.serveHost} is not a loopback address; serving the Direct Runner API there needs a token in $${raw.directApiTokenEnv}`,
+    );
   }
-  const capabilities = raw.capability.length ? [...new Set(raw.capability.map((c) => c.trim()).filter(Boolean))] : ["linux", "*"];
+  const capabilities = raw.capability.length
+    ? [...new Set(raw.capability.map((c) => c.trim()).filter(Boolean))]
+    : ["linux", "*"];
   const workDir = path.resolve(raw.workDir ?? path.join(".loom", "runner", dirSafe(workerId)));
   return {
     mode,
@@ -176,7 +211,9 @@ export function resolveConfig(raw: RawOptions, env: NodeJS.ProcessEnv = process.
     authTokenEnv,
     directApiTokenEnv: raw.directApiTokenEnv,
     ignored: [
-      ...(raw.sourceCacheDir !== undefined || raw.sourceCacheMaxMb !== undefined ? ["--source-cache-dir/--source-cache-max-mb (this Runner keeps no source cache)"] : []),
+      ...(raw.sourceCacheDir !== undefined || raw.sourceCacheMaxMb !== undefined
+        ? ["--source-cache-dir/--source-cache-max-mb (this Runner keeps no source cache)"]
+        : []),
       ...(raw.failFast ? ["--fail-fast (a failed task is reported to the Hub and the loop goes on)"] : []),
       ...(raw.directApiRunOnStart ? ["--direct-api-run-on-start (a Direct Runner here only takes pushes)"] : []),
     ],
@@ -199,7 +236,8 @@ export function resolveConfig(raw: RawOptions, env: NodeJS.ProcessEnv = process.
   };
 }
 
-const stderrLog = (workerId: string) => (line: string) => process.stderr.write(`${utcNow()} runner ${workerId}: ${line}\n`);
+const stderrLog = (workerId: string) => (line: string) =>
+  process.stderr.write(`${utcNow()} runner ${workerId}: ${line}\n`);
 
 /** SIGINT/SIGTERM: the first stops claiming and lets tasks finish; a second stops them now. */
 function onSignals(first: (sig: string) => void, second: (sig: string) => void): () => void {
@@ -229,10 +267,17 @@ export async function runRunner(cfg: RunnerConfig): Promise<number> {
   const opts: PullOptions = { ...cfg.pull, client, log };
   // Capacity is frozen at registration: say what it will be before anything else.
   const snap = await hostSnapshot(cfg.pull.workDir);
-  log(`work dir ${cfg.pull.workDir}; capacity ${JSON.stringify(resolveCapacity(snap.resources, cfg.pull.capacityOverrides))}; mode ${cfg.mode}`);
+  log(
+    `work dir ${cfg.pull.workDir}; capacity ${JSON.stringify(resolveCapacity(snap.resources, cfg.pull.capacityOverrides))}; mode ${cfg.mode}`,
+  );
 
   if (cfg.mode === "direct-worker-api") {
-    const server = new DirectServer({ ...opts, host: cfg.serveHost, port: cfg.servePort, runnerToken: process.env[cfg.directApiTokenEnv] || undefined });
+    const server = new DirectServer({
+      ...opts,
+      host: cfg.serveHost,
+      port: cfg.servePort,
+      runnerToken: process.env[cfg.directApiTokenEnv] || undefined,
+    });
     await server.start();
     await new Promise<void>((resolve) => {
       const off = onSignals(
@@ -263,7 +308,9 @@ export async function runRunner(cfg: RunnerConfig): Promise<number> {
   try {
     const s = await loop.run();
     log(`exiting: ${s.claimed} claimed, ${s.completed} finished${s.stopped ? " (stopped)" : ""}`);
-    process.stdout.write(JSON.stringify({ worker_id: cfg.pull.workerId, claimed: s.claimed, completed: s.completed }) + "\n");
+    process.stdout.write(
+      JSON.stringify({ worker_id: cfg.pull.workerId, claimed: s.claimed, completed: s.completed }) + "\n",
+    );
     return 0;
   } finally {
     off();
@@ -274,7 +321,9 @@ const collect = (v: string, prev: string[]) => [...prev, v];
 
 export function runnerCommand(): Command {
   const cmd = new Command("runner")
-    .description("run a Loom Runner on this host: register with the Hub, then pull (or be pushed) tasks and upload their result ZIPs")
+    .description(
+      "run a Loom Runner on this host: register with the Hub, then pull (or be pushed) tasks and upload their result ZIPs",
+    )
     .option("--controller <url>", "Hub URL (env LOOM_CONTROLLER, default http://127.0.0.1:8765)")
     .option("--certificate-authority <file>", "PEM file of the CA that signed the Hub's certificate (env LOOM_CA_FILE)")
     .option("--worker-id <id>", "worker id (default: the hostname)")
@@ -282,11 +331,18 @@ export function runnerCommand(): Command {
     .option("--max-concurrency <n>", "hard cap on tasks running at once", "1")
     .option("--initial-concurrency <n>", "desired concurrency at registration; the Hub may raise it (default 1)")
     .option("--concurrency-policy <policy>", "fixed | adaptive", "fixed")
-    .option("--resource-capacity-json <json>", 'capacity overrides, e.g. {"memory_mb":2048,"gpu_count":1,"gpu_types":["a100"]}')
+    .option(
+      "--resource-capacity-json <json>",
+      'capacity overrides, e.g. {"memory_mb":2048,"gpu_count":1,"gpu_types":["a100"]}',
+    )
     .option("--work-dir <dir>", "where attempts and result ZIPs are kept (default ./.loom/runner/<worker>)")
     .option("--lease-seconds <n>", "lease asked for on claim and renew (>= 30)", "600")
     .option("--claim-wait-seconds <n>", "long-poll wait sent with claims (0..60; long-poll mode: 25)")
-    .option("--connection-mode <mode>", `${CONNECTION_MODES.join(" | ")}; v1's poll and direct-api mean prestarted and direct-worker-api`, "ssh-start")
+    .option(
+      "--connection-mode <mode>",
+      `${CONNECTION_MODES.join(" | ")}; v1's poll and direct-api mean prestarted and direct-worker-api`,
+      "ssh-start",
+    )
     .option("--poll-seconds <n>", "pause between idle rounds", "5")
     .option("--once", "exit after an idle round with nothing running")
     .option("--max-tasks <n>", "exit after this many tasks (0 = no limit)")
@@ -295,7 +351,11 @@ export function runnerCommand(): Command {
     .option("--auth-token-env <name>", "env var holding the Hub token", "LOOM_HUB_TOKEN")
     .option("--controller-token-env <name>", "v1's name for --auth-token-env")
     .option("--direct-api-token-env <name>", "env var holding the Direct Runner API token", "LOOM_RUNNER_TOKEN")
-    .option("--shutdown-grace-seconds <n>", "on SIGINT/SIGTERM, how long running tasks may finish", String(SHUTDOWN_GRACE_SECONDS))
+    .option(
+      "--shutdown-grace-seconds <n>",
+      "on SIGINT/SIGTERM, how long running tasks may finish",
+      String(SHUTDOWN_GRACE_SECONDS),
+    )
     .option("--source-cache-dir <dir>", "v1 flag, accepted; this Runner keeps no source cache")
     .option("--source-cache-max-mb <n>", "v1 flag, accepted; this Runner keeps no source cache")
     .option("--fail-fast", "v1 flag, accepted; a failed task is reported and the loop goes on")

@@ -49,7 +49,9 @@ export class DirectServer {
 
   constructor(private readonly o: DirectOptions) {
     if (!isLoopback(o.host) && !o.runnerToken) {
-      throw new Error(`refusing to serve the Direct Runner API on ${o.host} without a Runner token (set LOOM_RUNNER_TOKEN or --direct-api-token-env)`);
+      throw new Error(
+        `refusing to serve the Direct Runner API on ${o.host} without a Runner token (set LOOM_RUNNER_TOKEN or --direct-api-token-env)`,
+      );
     }
     this.app = Fastify({ logger: false, bodyLimit: 64 * 1024 * 1024 });
     this.routes();
@@ -71,7 +73,12 @@ export class DirectServer {
       try {
         done(null, JSON.parse(body));
       } catch (e) {
-        done(Object.assign(new Error(`invalid JSON body: ${(e as Error).message}`), { statusCode: 400, code: "invalid_json" }));
+        done(
+          Object.assign(new Error(`invalid JSON body: ${(e as Error).message}`), {
+            statusCode: 400,
+            code: "invalid_json",
+          }),
+        );
       }
     };
     app.removeAllContentTypeParsers();
@@ -84,7 +91,13 @@ export class DirectServer {
     app.setNotFoundHandler((req, reply) => reply.code(404).send({ error: "not_found", path: req.url }));
     app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
       const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
-      reply.code(status).send(status === 500 ? { error: err.name, detail: err.message } : { error: err.code ?? "bad_request", detail: err.message });
+      reply
+        .code(status)
+        .send(
+          status === 500
+            ? { error: err.name, detail: err.message }
+            : { error: err.code ?? "bad_request", detail: err.message },
+        );
     });
 
     app.get("/api/healthz", () => this.health());
@@ -146,21 +159,29 @@ export class DirectServer {
     if (this.pushes.size) return reply.code(409).send({ error: "push_tasks_active", active_pushes: this.activePushes });
     if (this.loop) return reply.code(202).send({ ok: true, state: "already_running", worker_id: this.o.workerId });
     const opts: PullOptions = { ...this.o, register: false };
-    if (body.max_tasks !== undefined && body.max_tasks !== null) opts.maxTasks = Math.max(0, Math.trunc(Number(body.max_tasks)) || 0);
+    if (body.max_tasks !== undefined && body.max_tasks !== null)
+      opts.maxTasks = Math.max(0, Math.trunc(Number(body.max_tasks)) || 0);
     if (body.once !== undefined && body.once !== null) opts.once = Boolean(body.once);
     const loop = new PullLoop(opts);
     this.loop = loop;
     this.lastResult = { ok: true, state: "starting", started_at: utcNow() };
-    this.loopDone = loop.run().then(
-      (s) => {
-        this.lastResult = { ok: true, completed: s.completed, finished_at: utcNow() };
-      },
-      (e: unknown) => {
-        this.lastResult = { ok: false, error: { type: e instanceof Error ? e.name : "Error", detail: String(e instanceof Error ? e.message : e) }, finished_at: utcNow() };
-      },
-    ).finally(() => {
-      this.loop = undefined;
-    });
+    this.loopDone = loop
+      .run()
+      .then(
+        (s) => {
+          this.lastResult = { ok: true, completed: s.completed, finished_at: utcNow() };
+        },
+        (e: unknown) => {
+          this.lastResult = {
+            ok: false,
+            error: { type: e instanceof Error ? e.name : "Error", detail: String(e instanceof Error ? e.message : e) },
+            finished_at: utcNow(),
+          };
+        },
+      )
+      .finally(() => {
+        this.loop = undefined;
+      });
     return reply.code(202).send({ ok: true, state: "started", worker_id: this.o.workerId });
   }
 
@@ -172,16 +193,31 @@ export class DirectServer {
     const taskId = typeof task.task_id === "string" ? task.task_id : "";
     if (!taskId) return reply.code(400).send({ error: "task_id_required" });
     if (String(task.assigned_worker_id ?? "") !== workerId) {
-      return reply.code(409).send({ error: "assigned_worker_mismatch", worker_id: workerId, task_id: taskId, received: task.assigned_worker_id ?? null });
+      return reply.code(409).send({
+        error: "assigned_worker_mismatch",
+        worker_id: workerId,
+        task_id: taskId,
+        received: task.assigned_worker_id ?? null,
+      });
     }
     if (this.loop) return reply.code(409).send({ error: "pull_loop_active", task_id: taskId });
-    if (this.pushes.has(taskId)) return reply.code(202).send({ ok: true, state: "already_running", task_id: taskId, worker_id: workerId } satisfies ExecuteReply);
+    if (this.pushes.has(taskId))
+      return reply
+        .code(202)
+        .send({ ok: true, state: "already_running", task_id: taskId, worker_id: workerId } satisfies ExecuteReply);
     if (this.pushes.size >= this.o.maxConcurrency) {
-      return reply.code(429).send({ error: "worker_capacity_reached", worker_id: workerId, active_pushes: this.activePushes, max_concurrency: this.o.maxConcurrency });
+      return reply.code(429).send({
+        error: "worker_capacity_reached",
+        worker_id: workerId,
+        active_pushes: this.activePushes,
+        max_concurrency: this.o.maxConcurrency,
+      });
     }
     // The rest of the task is the Hub's claim-shaped task, saved as it came (task.json).
     this.accept({ ...task, task_id: taskId });
-    return reply.code(202).send({ ok: true, state: "accepted", task_id: taskId, worker_id: workerId } satisfies ExecuteReply);
+    return reply
+      .code(202)
+      .send({ ok: true, state: "accepted", task_id: taskId, worker_id: workerId } satisfies ExecuteReply);
   }
 
   private accept(task: ClaimedTask): void {
@@ -191,13 +227,22 @@ export class DirectServer {
     this.o.log(`task ${id} pushed attempt=${task.attempt_no ?? 1}`);
     const push: Push = { task, abort, done: Promise.resolve() };
     push.done = runClaimedTask(task, this.o, abort)
-      .catch((e: unknown): TaskReport => ({ task_id: id, ok: false, state: "failed", error: { type: "Error", detail: String(e) } }))
+      .catch((e: unknown): TaskReport => ({
+        task_id: id,
+        ok: false,
+        state: "failed",
+        error: { type: "Error", detail: String(e) },
+      }))
       .then(async (report) => {
         this.pushes.delete(id);
         this.lastResult = { ...report, finished_at: utcNow() };
         // The completion heartbeat tells the Hub at once that the slot is free (v1 does the same).
         try {
-          const runs = [...this.pushes.values()].map((p) => ({ task_id: p.task.task_id, package_id: p.task.package_id, phase: "running" }));
+          const runs = [...this.pushes.values()].map((p) => ({
+            task_id: p.task.task_id,
+            package_id: p.task.package_id,
+            phase: "running",
+          }));
           await this.o.client.heartbeat(await heartbeatBody(this.o, runs, runs.length ? "running" : "completed"));
         } catch (e) {
           this.o.log(`completion heartbeat failed: ${e instanceof Error ? e.message : String(e)}`);
@@ -216,14 +261,19 @@ export class DirectServer {
     if (this.loop || this.stopCtl.signal.aborted || this.beating) return;
     this.beating = true;
     try {
-      const runs = [...this.pushes.values()].map((p) => ({ task_id: p.task.task_id, package_id: p.task.package_id, phase: "running" }));
+      const runs = [...this.pushes.values()].map((p) => ({
+        task_id: p.task.task_id,
+        package_id: p.task.package_id,
+        phase: "running",
+      }));
       const hb = await this.o.client.heartbeat(await heartbeatBody(this.o, runs, runs.length ? "running" : "idle"));
       if (hb.registered === false) {
         this.o.log("the Hub does not know this worker as registered; registering again");
         await registerWithRetry(this.o, this.stopCtl.signal, this.o.maxBackoffMs);
       }
     } catch (e) {
-      if (!this.stopCtl.signal.aborted) this.o.log(`idle heartbeat failed: ${e instanceof Error ? e.message : String(e)}`);
+      if (!this.stopCtl.signal.aborted)
+        this.o.log(`idle heartbeat failed: ${e instanceof Error ? e.message : String(e)}`);
     } finally {
       this.beating = false;
     }
@@ -232,7 +282,10 @@ export class DirectServer {
   /** Registers (in the background, retrying while the Hub is unreachable) and listens. */
   async start(): Promise<string> {
     this.registration = registerWithRetry(this.o, this.stopCtl.signal, this.o.maxBackoffMs).catch((e: unknown) => {
-      if (!this.stopCtl.signal.aborted) this.o.log(`registration failed${isFatal(e, "register") ? " (not retried)" : ""}: ${e instanceof Error ? e.message : String(e)}`);
+      if (!this.stopCtl.signal.aborted)
+        this.o.log(
+          `registration failed${isFatal(e, "register") ? " (not retried)" : ""}: ${e instanceof Error ? e.message : String(e)}`,
+        );
     });
     this.heartbeatTimer = setInterval(() => void this.beat(), (this.o.idleHeartbeatSeconds ?? 30) * 1000);
     this.heartbeatTimer.unref();
@@ -248,7 +301,10 @@ export class DirectServer {
     const loop = this.loop;
     loop?.requestStop("server closing");
     const work = () => Promise.all([...[...this.pushes.values()].map((p) => p.done), this.loopDone]);
-    const late = await Promise.race([work().then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), graceSeconds * 1000).unref())]);
+    const late = await Promise.race([
+      work().then(() => false),
+      new Promise<boolean>((r) => setTimeout(() => r(true), graceSeconds * 1000).unref()),
+    ]);
     if (late) {
       for (const p of this.pushes.values()) p.abort.abort("shutdown: grace period elapsed");
       loop?.abortRunning("shutdown: grace period elapsed");

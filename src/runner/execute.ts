@@ -90,17 +90,29 @@ export function taskDirName(taskId: string): string {
 export function attemptPaths(workDir: string, task: ClaimedTask) {
   const attemptNo = Math.max(1, Math.trunc(Number(task.attempt_no)) || 1);
   const taskRoot = path.join(workDir, taskDirName(task.task_id));
-  return { attemptNo, taskRoot, attemptDir: path.join(taskRoot, `attempt-${pad(attemptNo, 3)}`), zipPath: path.join(taskRoot, `attempt-${pad(attemptNo, 3)}.zip`) };
+  return {
+    attemptNo,
+    taskRoot,
+    attemptDir: path.join(taskRoot, `attempt-${pad(attemptNo, 3)}`),
+    zipPath: path.join(taskRoot, `attempt-${pad(attemptNo, 3)}.zip`),
+  };
 }
 
 function envObject(v: unknown, field: string): Record<string, string> {
   if (v === undefined || v === null) return {};
   if (!isObj(v)) throw new Error(`${field} must be an object`);
-  return Object.fromEntries(Object.entries(v).map(([k, val]) => [k, typeof val === "string" ? val : JSON.stringify(val)]));
+  return Object.fromEntries(
+    Object.entries(v).map(([k, val]) => [k, typeof val === "string" ? val : JSON.stringify(val)]),
+  );
 }
 
 /** base < payload.env < phase env < the Runner's LOOM_* values, which a task cannot override. */
-function buildEnv(opts: ExecuteOptions, payload: Record<string, unknown>, runtime: Record<string, string>, spec?: Record<string, unknown>): NodeJS.ProcessEnv {
+function buildEnv(
+  opts: ExecuteOptions,
+  payload: Record<string, unknown>,
+  runtime: Record<string, string>,
+  spec?: Record<string, unknown>,
+): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...(opts.baseEnv ?? process.env) };
   for (const k of [...DEFAULT_SCRUBBED_ENV, ...(opts.scrubEnv ?? []), ...RUNTIME_ENV_KEYS]) delete env[k];
   Object.assign(env, envObject(payload.env, "payload.env"));
@@ -135,7 +147,8 @@ export function commandWithArgs(spec: Record<string, unknown>): string | string[
   const args = spec.args ?? [];
   if (!Array.isArray(args)) throw new Error(`args of ${String(spec.name)} must be a list`);
   const rendered = args.map(String);
-  if (typeof command === "string") return command.trim() === "" ? undefined : [command, ...rendered.map(shellQuote)].join(" ");
+  if (typeof command === "string")
+    return command.trim() === "" ? undefined : [command, ...rendered.map(shellQuote)].join(" ");
   if (Array.isArray(command) && command.length) return [...command.map(String), ...rendered];
   if (command === undefined || command === null || (Array.isArray(command) && !command.length)) return undefined;
   throw new Error(`command of ${String(spec.name)} must be a string or a list`);
@@ -144,7 +157,9 @@ export function commandWithArgs(spec: Record<string, unknown>): string | string[
 /** payload.phases (ordered), else payload.commands, else payload.command; each gets a name and an index. */
 export function commandList(payload: Record<string, unknown>): Record<string, unknown>[] {
   const isPhases = payload.phases !== undefined && payload.phases !== null;
-  let raw: unknown = isPhases ? payload.phases : (payload.commands ?? (payload.command !== undefined ? [payload.command] : []));
+  let raw: unknown = isPhases
+    ? payload.phases
+    : (payload.commands ?? (payload.command !== undefined ? [payload.command] : []));
   if (typeof raw === "string") raw = [raw];
   if (!Array.isArray(raw)) throw new Error(`payload.${isPhases ? "phases" : "commands"} must be a list`);
   return raw.map((item, i) => {
@@ -158,7 +173,8 @@ export function commandList(payload: Record<string, unknown>): Record<string, un
 }
 
 function insideRelative(rel: string, what: string): string {
-  if (path.isAbsolute(rel) || rel.split(/[\\/]/).includes("..")) throw new Error(`${what} must be relative and stay inside the workspace: ${rel}`);
+  if (path.isAbsolute(rel) || rel.split(/[\\/]/).includes(".."))
+    throw new Error(`${what} must be relative and stay inside the workspace: ${rel}`);
   return rel;
 }
 
@@ -193,7 +209,7 @@ const hasMagic = (p: string) => /[*?[]/.test(p);
 function globToRegExp(pattern: string): RegExp {
   let re = "";
   for (let i = 0; i < pattern.length; i++) {
-    const c = pattern[i]!;
+    const c = pattern[i];
     if (c === "*") {
       if (pattern[i + 1] === "*") {
         const slash = pattern[i + 2] === "/";
@@ -205,7 +221,10 @@ function globToRegExp(pattern: string): RegExp {
       const end = pattern.indexOf("]", i + 1);
       if (end < 0) re += "\\[";
       else {
-        const body = pattern.slice(i + 1, end).replace(/^!/, "^").replace(/\\/g, "\\\\");
+        const body = pattern
+          .slice(i + 1, end)
+          .replace(/^!/, "^")
+          .replace(/\\/g, "\\\\");
         re += `[${body}]`;
         i = end;
       }
@@ -238,7 +257,11 @@ async function sha256File(p: string): Promise<string> {
 }
 
 /** Copies files matched by the patterns (relative to the workspace) into attempt/artifacts/. */
-export async function collectArtifacts(workspace: string, attemptDir: string, patterns: string[]): Promise<ArtifactEntry[]> {
+export async function collectArtifacts(
+  workspace: string,
+  attemptDir: string,
+  patterns: string[],
+): Promise<ArtifactEntry[]> {
   const root = await realpath(workspace);
   const matched: string[] = [];
   for (const raw of patterns) {
@@ -318,26 +341,50 @@ async function materialize(ctx: RunContext, workspace: string): Promise<SourceSu
   const materializeTimeout = Number(payload.materialize_timeout_seconds ?? payload.timeout_seconds ?? 600) || 600;
   let summary: SourceSummary;
   try {
-    summary = await materializeSource(source, { attemptDir, workspace, env: buildEnv(opts, payload, ctx.runtime), timeoutSeconds: materializeTimeout, signal: opts.signal, excludePaths: [opts.workDir] });
+    summary = await materializeSource(source, {
+      attemptDir,
+      workspace,
+      env: buildEnv(opts, payload, ctx.runtime),
+      timeoutSeconds: materializeTimeout,
+      signal: opts.signal,
+      excludePaths: [opts.workDir],
+    });
   } catch (e) {
-    summary = { ok: false, type: source.url || source.repo_url ? "git" : "local", commit: null, steps: [], failure: e instanceof Error ? e.message : String(e) };
+    summary = {
+      ok: false,
+      type: source.url || source.repo_url ? "git" : "local",
+      commit: null,
+      steps: [],
+      failure: e instanceof Error ? e.message : String(e),
+    };
   }
   await writeFile(path.join(attemptDir, "source-summary.json"), json(summary));
   return summary;
 }
 
 /** Run one phase (the i-th command) in the workspace, its output in NN-name.std{out,err}.txt. */
-async function runPhase(ctx: RunContext, workspace: string, spec: Record<string, unknown>, command: NonNullable<ReturnType<typeof commandWithArgs>>, i: number): Promise<{ result: PhaseResult; aborted?: string | null }> {
+async function runPhase(
+  ctx: RunContext,
+  workspace: string,
+  spec: Record<string, unknown>,
+  command: NonNullable<ReturnType<typeof commandWithArgs>>,
+  i: number,
+): Promise<{ result: PhaseResult; aborted?: string | null }> {
   const { attemptDir, payload, opts } = ctx;
   const relCwd = insideRelative(String(spec.cwd ?? "."), `cwd of phase ${String(spec.name)}`);
-  const timeout = Number(spec.timeout_seconds ?? payload.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS) || DEFAULT_TIMEOUT_SECONDS;
+  const timeout =
+    Number(spec.timeout_seconds ?? payload.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS) || DEFAULT_TIMEOUT_SECONDS;
   const name = `${pad(i + 1, 2)}-${String(spec.name)}`;
   const stdoutPath = `${fileSafe(name)}.stdout.txt`;
   const stderrPath = `${fileSafe(name)}.stderr.txt`;
   const o = await runProcess({
     command,
     cwd: path.join(workspace, relCwd),
-    env: { ...buildEnv(opts, payload, ctx.runtime, spec), LOOM_PHASE_NAME: String(spec.phase), LOOM_PHASE_INDEX: String(spec.phase_index) },
+    env: {
+      ...buildEnv(opts, payload, ctx.runtime, spec),
+      LOOM_PHASE_NAME: String(spec.phase),
+      LOOM_PHASE_INDEX: String(spec.phase_index),
+    },
     timeoutSeconds: timeout,
     stdoutPath: path.join(attemptDir, stdoutPath),
     stderrPath: path.join(attemptDir, stderrPath),
@@ -363,7 +410,13 @@ async function runPhase(ctx: RunContext, workspace: string, spec: Record<string,
 }
 
 /** Run the phases in order until one fails (unless it may continue) or the run is stopped; phase-results.json lists them. */
-async function runPhases(task: ClaimedTask, ctx: RunContext, workspace: string, specs: ReturnType<typeof commandList>, log: RunLog): Promise<RunOutcome> {
+async function runPhases(
+  task: ClaimedTask,
+  ctx: RunContext,
+  workspace: string,
+  specs: ReturnType<typeof commandList>,
+  log: RunLog,
+): Promise<RunOutcome> {
   const phases: PhaseResult[] = [];
   const out: RunOutcome = { exitCode: 0, usage: [], timedOut: false };
   for (const [i, spec] of specs.entries()) {
@@ -373,7 +426,9 @@ async function runPhases(task: ClaimedTask, ctx: RunContext, workspace: string, 
     phases.push(r);
     out.usage.push(r.resource_usage);
     out.timedOut ||= r.timed_out;
-    log.lines.push(`phase ${r.name}: exit ${r.exit_code}${r.timed_out ? " (timeout)" : ""} in ${r.resource_usage.duration_seconds}s`);
+    log.lines.push(
+      `phase ${r.name}: exit ${r.exit_code}${r.timed_out ? " (timeout)" : ""} in ${r.resource_usage.duration_seconds}s`,
+    );
     if (aborted) {
       out.stopped = aborted;
       out.exitCode = r.exit_code;
@@ -382,11 +437,15 @@ async function runPhases(task: ClaimedTask, ctx: RunContext, workspace: string, 
     if (r.exit_code !== 0) {
       out.exitCode = r.exit_code;
       log.errors.push(`phase ${r.name} exited ${r.exit_code}; see ${r.stderr_path}`);
-      const cont = spec.continue_on_error !== undefined ? Boolean(spec.continue_on_error) : Boolean(ctx.payload.continue_on_error);
+      const cont =
+        spec.continue_on_error !== undefined ? Boolean(spec.continue_on_error) : Boolean(ctx.payload.continue_on_error);
       if (!cont) break;
     }
   }
-  await writeFile(path.join(ctx.attemptDir, "phase-results.json"), json({ schema_version: 1, task_id: task.task_id, attempt_no: ctx.attemptNo, phases }));
+  await writeFile(
+    path.join(ctx.attemptDir, "phase-results.json"),
+    json({ schema_version: 1, task_id: task.task_id, attempt_no: ctx.attemptNo, phases }),
+  );
   return out;
 }
 
@@ -397,14 +456,19 @@ async function runRepo(task: ClaimedTask, ctx: RunContext): Promise<RunOutcome> 
   const summary = await materialize(ctx, workspace);
   const usage = summary.steps.map((s) => s.resource_usage);
   const log: RunLog = {
-    lines: [`source: ${summary.type} ${summary.url ?? summary.path ?? ""}${summary.ref ? ` ref ${summary.ref}` : ""} ${summary.ok ? "ready" : `failed (${summary.failure ?? "see steps"})`}`],
+    lines: [
+      `source: ${summary.type} ${summary.url ?? summary.path ?? ""}${summary.ref ? ` ref ${summary.ref}` : ""} ${summary.ok ? "ready" : `failed (${summary.failure ?? "see steps"})`}`,
+    ],
     errors: summary.ok ? [] : [`source materialisation failed: ${summary.failure ?? "see materialize-* logs"}`],
   };
   const specs = commandList(payload);
   const run = await runPhases(task, ctx, workspace, summary.ok ? specs : [], log);
   let exitCode = summary.ok ? run.exitCode : 2;
   usage.push(...run.usage);
-  const patterns = [payload.artifact_paths ?? payload.artifacts ?? [], ...specs.map((s) => s.artifact_paths ?? [])].flatMap((p) => (Array.isArray(p) ? p.map(String) : [String(p)]));
+  const patterns = [
+    payload.artifact_paths ?? payload.artifacts ?? [],
+    ...specs.map((s) => s.artifact_paths ?? []),
+  ].flatMap((p) => (Array.isArray(p) ? p.map(String) : [String(p)]));
   let artifacts: ArtifactEntry[] = [];
   if (summary.ok) {
     try {
@@ -447,7 +511,13 @@ async function filesUnder(dir: string, rel = ""): Promise<string[]> {
 async function runAttempt(runner: string, task: ClaimedTask, ctx: RunContext): Promise<RunOutcome> {
   const { opts, attemptDir } = ctx;
   try {
-    if (opts.signal?.aborted) return { exitCode: STOPPED_EXIT_CODE, usage: [], timedOut: false, stopped: String(opts.signal.reason ?? "aborted") };
+    if (opts.signal?.aborted)
+      return {
+        exitCode: STOPPED_EXIT_CODE,
+        usage: [],
+        timedOut: false,
+        stopped: String(opts.signal.reason ?? "aborted"),
+      };
     if (runner === "noop") {
       await writeFile(path.join(attemptDir, "stdout.txt"), "noop ok\n");
       return { exitCode: 0, usage: [], timedOut: false };
@@ -457,7 +527,10 @@ async function runAttempt(runner: string, task: ClaimedTask, ctx: RunContext): P
     await writeFile(path.join(attemptDir, "stderr.txt"), `unsupported runner: ${runner}\n`);
     return { exitCode: 2, usage: [], timedOut: false };
   } catch (e) {
-    await appendFile(path.join(attemptDir, "stderr.txt"), `${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}\n`);
+    await appendFile(
+      path.join(attemptDir, "stderr.txt"),
+      `${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}\n`,
+    );
     return { exitCode: 2, usage: [], timedOut: false };
   }
 }
@@ -489,7 +562,11 @@ export async function executeTask(task: ClaimedTask, opts: ExecuteOptions): Prom
   const finishedAt = utcNow();
   const host = await hostSnapshot(opts.workDir);
   const cc = isObj(task.controller_concurrency) ? task.controller_concurrency : {};
-  const admission = isObj(cc.resource_admission) ? cc.resource_admission : isObj(task.resource_admission) ? task.resource_admission : {};
+  const admission = isObj(cc.resource_admission)
+    ? cc.resource_admission
+    : isObj(task.resource_admission)
+      ? task.resource_admission
+      : {};
   const result: WorkerResult = {
     task_id: task.task_id,
     attempt_no: attemptNo,

@@ -84,6 +84,10 @@ export async function hostSnapshot(workDir: string = process.cwd()): Promise<Hos
 }
 
 /** The full capacity the Runner registers: defaults from the snapshot, overridden field by field. */
-export function resolveCapacity(resources: Partial<HostResources>, overrides: unknown, field = "resource_capacity"): ResourceCapacity {
+export function resolveCapacity(
+  resources: Partial<HostResources>,
+  overrides: unknown,
+  field = "resource_capacity",
+): ResourceCapacity {
   return overlayCapacity(defaultCapacityFromHost(resources), parseCapacity(overrides, field));
 }

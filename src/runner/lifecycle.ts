@@ -55,7 +55,10 @@ export async function withNetworkRetry<T>(fn: () => Promise<T>, delaysMs: number
   }
 }
 
-const errorOf = (e: unknown) => ({ type: e instanceof Error ? e.name : "Error", detail: e instanceof Error ? e.message : String(e) });
+const errorOf = (e: unknown) => ({
+  type: e instanceof Error ? e.name : "Error",
+  detail: e instanceof Error ? e.message : String(e),
+});
 
 /**
  * start → renew while running → execute → upload → complete (unless the upload queued an
@@ -63,7 +66,12 @@ const errorOf = (e: unknown) => ({ type: e instanceof Error ? e.name : "Error", 
  * failed start is not (the task is not ours). A 409/404 on renew stops the task's processes.
  * `abort` lets the caller stop the task (shutdown); that is reported as a failure.
  */
-export async function runClaimedTask(task: ClaimedTask, ctx: TaskContext, abort: AbortController, onPhase: (p: TaskPhase) => void = () => {}): Promise<TaskReport> {
+export async function runClaimedTask(
+  task: ClaimedTask,
+  ctx: TaskContext,
+  abort: AbortController,
+  onPhase: (p: TaskPhase) => void = () => {},
+): Promise<TaskReport> {
   const id = task.task_id;
   const { client, workerId, log } = ctx;
   const retry = <T>(fn: () => Promise<T>) => withNetworkRetry(fn, ctx.retryDelaysMs);
@@ -78,40 +86,62 @@ export async function runClaimedTask(task: ClaimedTask, ctx: TaskContext, abort:
   onPhase("running");
 
   let renewError: string | undefined;
-  const renewer = setInterval(() => {
-    client.renew(workerId, id, ctx.leaseSeconds).then(
-      () => (renewError = undefined),
-      (e: unknown) => {
-        if (isLeaseGone(e)) {
-          if (!abort.signal.aborted) {
-            const why = e.code || e.status;
-            log(`task ${id} lease lost (${why}); stopping it`);
-            abort.abort(`${LEASE_LOST}: ${why}`);
+  const renewer = setInterval(
+    () => {
+      client.renew(workerId, id, ctx.leaseSeconds).then(
+        () => (renewError = undefined),
+        (e: unknown) => {
+          if (isLeaseGone(e)) {
+            if (!abort.signal.aborted) {
+              const why = e.code || e.status;
+              log(`task ${id} lease lost (${why}); stopping it`);
+              abort.abort(`${LEASE_LOST}: ${why}`);
+            }
+          } else {
+            // The lease may still be ours; keep trying, and say so once per streak of errors.
+            if (renewError === undefined) log(`task ${id} renew failed, will retry: ${errorOf(e).detail}`);
+            renewError = errorOf(e).detail;
           }
-        } else {
-          // The lease may still be ours; keep trying, and say so once per streak of errors.
-          if (renewError === undefined) log(`task ${id} renew failed, will retry: ${errorOf(e).detail}`);
-          renewError = errorOf(e).detail;
-        }
-      },
-    );
-  }, ctx.renewIntervalMs ?? renewIntervalSeconds(ctx.leaseSeconds) * 1000);
+        },
+      );
+    },
+    ctx.renewIntervalMs ?? renewIntervalSeconds(ctx.leaseSeconds) * 1000,
+  );
 
   try {
-    const outcome = await executeTask(task, { workDir: ctx.workDir, workerId, signal: abort.signal, scrubEnv: ctx.scrubEnv, killGraceMs: ctx.killGraceMs });
+    const outcome = await executeTask(task, {
+      workDir: ctx.workDir,
+      workerId,
+      signal: abort.signal,
+      scrubEnv: ctx.scrubEnv,
+      killGraceMs: ctx.killGraceMs,
+    });
     const reason = abort.signal.aborted ? String(abort.signal.reason) : undefined;
     if (reason?.startsWith(LEASE_LOST)) {
       // Another attempt (or a cancel) owns the task now; an upload or fail would only be refused.
       log(`task ${id} stopped after losing its lease; result kept at ${outcome.zipPath}`);
-      return { task_id: id, ok: false, state: "lease_lost", exit_code: outcome.result.exit_code, zip_path: outcome.zipPath };
+      return {
+        task_id: id,
+        ok: false,
+        state: "lease_lost",
+        exit_code: outcome.result.exit_code,
+        zip_path: outcome.zipPath,
+      };
     }
-    if (reason !== undefined) throw Object.assign(new Error(`runner stopped the task: ${reason}`), { name: "RunnerStopped" });
+    if (reason !== undefined)
+      throw Object.assign(new Error(`runner stopped the task: ${reason}`), { name: "RunnerStopped" });
     log(`task ${id} ran exit_code=${outcome.result.exit_code} verdict=${outcome.result.verdict}`);
     onPhase("uploading");
     const zip = await readFile(outcome.zipPath);
     const upload: UploadReply = await retry(() => client.uploadResult(id, workerId, zip));
     log(`task ${id} uploaded result_id=${upload.result_id} verdict=${upload.verdict ?? "?"} bytes=${zip.length}`);
-    const base = { task_id: id, exit_code: outcome.result.exit_code, verdict: upload.verdict ?? outcome.result.verdict, result_id: upload.result_id, zip_path: outcome.zipPath };
+    const base = {
+      task_id: id,
+      exit_code: outcome.result.exit_code,
+      verdict: upload.verdict ?? outcome.result.verdict,
+      result_id: upload.result_id,
+      zip_path: outcome.zipPath,
+    };
     if (upload.auto_retry?.queued) {
       log(`task ${id} automatic retry queued by the Hub; not completing`);
       return { ...base, ok: true, state: "auto_retry" };
@@ -125,7 +155,14 @@ export async function runClaimedTask(task: ClaimedTask, ctx: TaskContext, abort:
     log(`task ${id} failed: ${error.type}: ${error.detail}`);
     onPhase("failing");
     try {
-      await retry(() => client.fail({ worker_id: workerId, task_id: id, controller_concurrency: task.controller_concurrency ?? {}, error }));
+      await retry(() =>
+        client.fail({
+          worker_id: workerId,
+          task_id: id,
+          controller_concurrency: task.controller_concurrency ?? {},
+          error,
+        }),
+      );
       log(`task ${id} failure reported`);
     } catch (fe) {
       log(`task ${id} could not report the failure: ${errorOf(fe).detail}`);

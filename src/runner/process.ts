@@ -78,7 +78,9 @@ function procConstants() {
   if (!procConsts) {
     const get = (name: string, fallback: number) => {
       try {
-        const v = Number(execFileSync("getconf", [name], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim());
+        const v = Number(
+          execFileSync("getconf", [name], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim(),
+        );
         return Number.isFinite(v) && v > 0 ? v : fallback;
       } catch {
         return fallback;
@@ -130,7 +132,10 @@ class TreeSampler {
   private busy = false;
   readonly enabled = process.platform === "linux";
 
-  constructor(private rootPid: number, private intervalMs: number) {}
+  constructor(
+    private rootPid: number,
+    private intervalMs: number,
+  ) {}
 
   start(): void {
     if (!this.enabled) return;
@@ -167,7 +172,13 @@ class TreeSampler {
   }
 
   usage(durationSeconds: number): ResourceUsage {
-    if (!this.enabled) return { duration_seconds: round(durationSeconds, 4), cpu_seconds: 0, max_rss_mb: 0, measurement_source: "unavailable" };
+    if (!this.enabled)
+      return {
+        duration_seconds: round(durationSeconds, 4),
+        cpu_seconds: 0,
+        max_rss_mb: 0,
+        measurement_source: "unavailable",
+      };
     const { clkTck, pageSize } = procConstants();
     let ticks = 0;
     for (const t of this.cpuTicksByPid.values()) ticks += t;
@@ -195,9 +206,18 @@ export async function runProcess(spec: ProcessSpec): Promise<ProcessOutcome> {
     if (spec.signal?.aborted) {
       aborted = String(spec.signal.reason ?? "aborted");
       await note(`\nstopped before start: ${aborted}\n`);
-      return { exitCode: STOPPED_EXIT_CODE, timedOut, aborted, termSignal: null, startedAt, finishedAt: utcNow(), usage: new TreeSampler(0, 1).usage(0) };
+      return {
+        exitCode: STOPPED_EXIT_CODE,
+        timedOut,
+        aborted,
+        termSignal: null,
+        startedAt,
+        finishedAt: utcNow(),
+        usage: new TreeSampler(0, 1).usage(0),
+      };
     }
-    const [file, args] = typeof spec.command === "string" ? ["/bin/sh", ["-c", spec.command]] : [spec.command[0]!, spec.command.slice(1)];
+    const [file, args] =
+      typeof spec.command === "string" ? ["/bin/sh", ["-c", spec.command]] : [spec.command[0], spec.command.slice(1)];
     const child = spawn(file, args, {
       cwd: spec.cwd,
       env: spec.env,
@@ -206,35 +226,40 @@ export async function runProcess(spec: ProcessSpec): Promise<ProcessOutcome> {
       stdio: ["ignore", out.fd, err.fd],
       detached: true, // setsid: the child leads a new process group we can signal as a whole
     });
-    const result = await new Promise<{ code: number | null; sig: NodeJS.Signals | null; spawnError?: Error }>((resolve) => {
-      let timer: NodeJS.Timeout | undefined;
-      const onAbort = () => {
-        aborted = String(spec.signal?.reason ?? "aborted");
-        if (child.pid) void stopGroup(child.pid, graceMs);
-      };
-      child.once("spawn", () => {
-        sampler = new TreeSampler(child.pid!, spec.sampleIntervalMs ?? 500);
-        sampler.start();
-        timer = setTimeout(() => {
-          timedOut = true;
-          void stopGroup(child.pid!, graceMs);
-        }, Math.max(0, spec.timeoutSeconds) * 1000);
-        if (spec.signal?.aborted) onAbort();
-        else spec.signal?.addEventListener("abort", onAbort, { once: true });
-      });
-      child.once("error", (e) => {
-        if (timer) clearTimeout(timer);
-        spec.signal?.removeEventListener("abort", onAbort);
-        resolve({ code: null, sig: null, spawnError: e });
-      });
-      child.once("exit", (code, sig) => {
-        if (timer) clearTimeout(timer);
-        spec.signal?.removeEventListener("abort", onAbort);
-        // A task's processes must not outlive it: the Hub frees its reservation when it ends.
-        if (child.pid) signalGroup(child.pid, "SIGKILL");
-        resolve({ code, sig });
-      });
-    });
+    const result = await new Promise<{ code: number | null; sig: NodeJS.Signals | null; spawnError?: Error }>(
+      (resolve) => {
+        let timer: NodeJS.Timeout | undefined;
+        const onAbort = () => {
+          aborted = String(spec.signal?.reason ?? "aborted");
+          if (child.pid) void stopGroup(child.pid, graceMs);
+        };
+        child.once("spawn", () => {
+          sampler = new TreeSampler(child.pid!, spec.sampleIntervalMs ?? 500);
+          sampler.start();
+          timer = setTimeout(
+            () => {
+              timedOut = true;
+              void stopGroup(child.pid!, graceMs);
+            },
+            Math.max(0, spec.timeoutSeconds) * 1000,
+          );
+          if (spec.signal?.aborted) onAbort();
+          else spec.signal?.addEventListener("abort", onAbort, { once: true });
+        });
+        child.once("error", (e) => {
+          if (timer) clearTimeout(timer);
+          spec.signal?.removeEventListener("abort", onAbort);
+          resolve({ code: null, sig: null, spawnError: e });
+        });
+        child.once("exit", (code, sig) => {
+          if (timer) clearTimeout(timer);
+          spec.signal?.removeEventListener("abort", onAbort);
+          // A task's processes must not outlive it: the Hub frees its reservation when it ends.
+          if (child.pid) signalGroup(child.pid, "SIGKILL");
+          resolve({ code, sig });
+        });
+      },
+    );
     sampler?.stop();
     const duration = (performance.now() - t0) / 1000;
     const usage = (sampler ?? new TreeSampler(0, 1)).usage(duration);
@@ -264,8 +289,14 @@ export function aggregateUsage(parts: ResourceUsage[], durationSeconds: number):
   const measured = parts.filter((p) => p.measurement_source !== "unavailable");
   return {
     duration_seconds: round(durationSeconds, 4),
-    cpu_seconds: round(measured.reduce((s, p) => s + p.cpu_seconds, 0), 4),
-    max_rss_mb: round(measured.reduce((m, p) => Math.max(m, p.max_rss_mb), 0), 2),
+    cpu_seconds: round(
+      measured.reduce((s, p) => s + p.cpu_seconds, 0),
+      4,
+    ),
+    max_rss_mb: round(
+      measured.reduce((m, p) => Math.max(m, p.max_rss_mb), 0),
+      2,
+    ),
     measurement_source: measured.length ? "proc_sampled" : "unavailable",
   };
 }

@@ -38,7 +38,10 @@ export interface PullOptions extends WorkerIdentity {
 /** The source cache is not implemented by this Runner; v1 Hubs still expect the object. */
 const SOURCE_CACHE = { enabled: false, entry_count: 0, bytes: 0, max_bytes: 0, keys: [], keys_truncated: false };
 
-export async function registrationBody(w: WorkerIdentity, snap?: HostSnapshot): Promise<{ body: RegisterRequest; capacity: ResourceCapacity }> {
+export async function registrationBody(
+  w: WorkerIdentity,
+  snap?: HostSnapshot,
+): Promise<{ body: RegisterRequest; capacity: ResourceCapacity }> {
   const s = snap ?? (await hostSnapshot(w.workDir));
   const capacity = resolveCapacity(s.resources, w.capacityOverrides);
   return {
@@ -56,12 +59,23 @@ export async function registrationBody(w: WorkerIdentity, snap?: HostSnapshot): 
   };
 }
 
-export async function heartbeatBody(w: WorkerIdentity, currentRuns: { task_id: string; package_id?: string | null; phase: string }[], phase: string): Promise<HeartbeatRequest> {
+export async function heartbeatBody(
+  w: WorkerIdentity,
+  currentRuns: { task_id: string; package_id?: string | null; phase: string }[],
+  phase: string,
+): Promise<HeartbeatRequest> {
   const s = await hostSnapshot(w.workDir);
   return {
     worker_id: w.workerId,
     current_runs: currentRuns,
-    health: { phase, hostname: s.hostname, platform: s.platform, resources: s.resources, source_cache: SOURCE_CACHE, time: new Date().toISOString().replace("Z", "+00:00") },
+    health: {
+      phase,
+      hostname: s.hostname,
+      platform: s.platform,
+      resources: s.resources,
+      source_cache: SOURCE_CACHE,
+      time: new Date().toISOString().replace("Z", "+00:00"),
+    },
   };
 }
 
@@ -81,7 +95,10 @@ export function notRegistered(e: unknown): boolean {
 
 export class Backoff {
   private n = 0;
-  constructor(private baseMs = 1000, private maxMs = 30_000) {}
+  constructor(
+    private baseMs = 1000,
+    private maxMs = 30_000,
+  ) {}
   next(): number {
     const ms = Math.min(this.maxMs, this.baseMs * 2 ** this.n++);
     return Math.round(ms * (0.75 + Math.random() * 0.5)); // jitter: many Runners must not retry in step
@@ -92,13 +109,19 @@ export class Backoff {
 }
 
 /** Registers, retrying while the Hub is unreachable; throws on a definite refusal or when stopped. */
-export async function registerWithRetry(w: WorkerIdentity, stop: AbortSignal, maxBackoffMs = 30_000): Promise<RegisterReply> {
+export async function registerWithRetry(
+  w: WorkerIdentity,
+  stop: AbortSignal,
+  maxBackoffMs = 30_000,
+): Promise<RegisterReply> {
   const backoff = new Backoff(1000, maxBackoffMs);
   for (;;) {
     try {
       const { body } = await registrationBody(w);
       const reply = await w.client.register(body);
-      w.log(`registered with ${w.client.baseUrl} max_concurrency=${w.maxConcurrency} initial=${w.initialConcurrency} policy=${w.concurrencyPolicy} capacity=${JSON.stringify(body.resource_capacity)}`);
+      w.log(
+        `registered with ${w.client.baseUrl} max_concurrency=${w.maxConcurrency} initial=${w.initialConcurrency} policy=${w.concurrencyPolicy} capacity=${JSON.stringify(body.resource_capacity)}`,
+      );
       return reply;
     } catch (e) {
       if (isFatal(e, "register") || !(e instanceof HubError)) throw e;
@@ -174,11 +197,16 @@ export class PullLoop {
   }
 
   private currentRuns() {
-    return [...this.running.values()].map((r) => ({ task_id: r.task.task_id, package_id: r.task.package_id, phase: r.phase }));
+    return [...this.running.values()].map((r) => ({
+      task_id: r.task.task_id,
+      package_id: r.task.package_id,
+      phase: r.phase,
+    }));
   }
 
   private clampDesired(v: unknown): void {
-    if (typeof v === "number" && Number.isFinite(v)) this.desired = Math.max(1, Math.min(this.o.maxConcurrency, Math.trunc(v)));
+    if (typeof v === "number" && Number.isFinite(v))
+      this.desired = Math.max(1, Math.min(this.o.maxConcurrency, Math.trunc(v)));
   }
 
   /** Waits for a task to finish, a stop request, or the timeout; a change since the last wait counts. */
@@ -207,7 +235,12 @@ export class PullLoop {
     const entry: Running = { task, phase: "starting", abort, done: Promise.resolve(undefined as never) };
     const ctx: TaskContext = this.o;
     entry.done = runClaimedTask(task, ctx, abort, (p) => (entry.phase = p))
-      .catch((e: unknown) => ({ task_id: task.task_id, ok: false, state: "failed", error: { type: "Error", detail: String(e) } }))
+      .catch((e: unknown) => ({
+        task_id: task.task_id,
+        ok: false,
+        state: "failed",
+        error: { type: "Error", detail: String(e) },
+      }))
       .then((report) => {
         this.running.delete(task.task_id);
         this.reports.push(report);
@@ -275,7 +308,9 @@ export class PullLoop {
   private async beat(backoff: Backoff): Promise<boolean> {
     const o = this.o;
     try {
-      const hb = await o.client.heartbeat(await heartbeatBody(o, this.currentRuns(), this.running.size ? "running" : "idle"));
+      const hb = await o.client.heartbeat(
+        await heartbeatBody(o, this.currentRuns(), this.running.size ? "running" : "idle"),
+      );
       this.clampDesired(hb.desired_concurrency);
       if (hb.registered === false) {
         const wait = backoff.next();
@@ -290,7 +325,9 @@ export class PullLoop {
     } catch (e) {
       if (isFatal(e, "loop")) throw e;
       const wait = backoff.next();
-      o.log(`heartbeat failed (${e instanceof Error ? e.message : String(e)}); retrying in ${(wait / 1000).toFixed(1)}s`);
+      o.log(
+        `heartbeat failed (${e instanceof Error ? e.message : String(e)}); retrying in ${(wait / 1000).toFixed(1)}s`,
+      );
       await this.waitForChange(wait);
       return false;
     }

@@ -42,9 +42,18 @@ export interface MaterializeContext {
   excludePaths?: string[];
 }
 
-const DEFAULT_LOCAL_IGNORES = [".git", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", "loom-runs", ".loom"];
+const DEFAULT_LOCAL_IGNORES = [
+  ".git",
+  "__pycache__",
+  ".mypy_cache",
+  ".pytest_cache",
+  ".ruff_cache",
+  "loom-runs",
+  ".loom",
+];
 const HEX_COMMIT = /^[0-9a-f]{7,64}$/i;
-const TRANSIENT_GIT = /(http2 framing|connection reset|connection timed out|could not resolve host|remote end hung up unexpectedly|rpc failed|early eof|tls connection|ssl connection|network is unreachable)/i;
+const TRANSIENT_GIT =
+  /(http2 framing|connection reset|connection timed out|could not resolve host|remote end hung up unexpectedly|rpc failed|early eof|tls connection|ssl connection|network is unreachable)/i;
 
 const str = (v: unknown) => (typeof v === "string" && v.trim() !== "" ? v.trim() : undefined);
 
@@ -55,7 +64,8 @@ export function redactUrl(text: string): string {
 
 /** The source object of a repo payload: `source`, else `source_descriptor`, else v1's top-level repo_url/ref. */
 export function resolveSource(payload: Record<string, unknown>): Record<string, unknown> {
-  const obj = (v: unknown) => (v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined);
+  const obj = (v: unknown) =>
+    v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
   const s = obj(payload.source) ?? obj(payload.source_descriptor);
   if (s && Object.keys(s).length) return s;
   if (str(payload.source)) return { path: payload.source };
@@ -63,7 +73,10 @@ export function resolveSource(payload: Record<string, unknown>): Record<string, 
   throw new Error("repo runner needs payload.source or payload.source_descriptor");
 }
 
-export async function materializeSource(source: Record<string, unknown>, ctx: MaterializeContext): Promise<SourceSummary> {
+export async function materializeSource(
+  source: Record<string, unknown>,
+  ctx: MaterializeContext,
+): Promise<SourceSummary> {
   await rm(ctx.workspace, { recursive: true, force: true });
   const url = str(source.url) ?? str(source.repo_url) ?? str(source.canonical_url);
   const localPath = str(source.path) ?? str(source.local_path);
@@ -79,14 +92,20 @@ export async function materializeSource(source: Record<string, unknown>, ctx: Ma
   throw new Error(`unsupported source type: ${type}`);
 }
 
-async function gitAskpass(source: Record<string, unknown>): Promise<{ env: NodeJS.ProcessEnv; cleanup: () => Promise<void> } | undefined> {
+async function gitAskpass(
+  source: Record<string, unknown>,
+): Promise<{ env: NodeJS.ProcessEnv; cleanup: () => Promise<void> } | undefined> {
   const tokenEnv = str(source.token_env);
   const token = tokenEnv ? process.env[tokenEnv] : undefined;
   if (!token) return undefined;
   // The token stays in the environment of git alone; the script only echoes it on request.
   const dir = await mkdtemp(path.join(os.tmpdir(), "loom-askpass-"));
   const script = path.join(dir, "askpass.sh");
-  await writeFile(script, `#!/bin/sh\ncase "$1" in\n  *Username*) printf '%s\\n' "$LOOM_GIT_USERNAME" ;;\n  *) printf '%s\\n' "$LOOM_GIT_TOKEN" ;;\nesac\n`, { mode: 0o700 });
+  await writeFile(
+    script,
+    `#!/bin/sh\ncase "$1" in\n  *Username*) printf '%s\\n' "$LOOM_GIT_USERNAME" ;;\n  *) printf '%s\\n' "$LOOM_GIT_TOKEN" ;;\nesac\n`,
+    { mode: 0o700 },
+  );
   await chmod(script, 0o700);
   return {
     env: { GIT_ASKPASS: script, LOOM_GIT_USERNAME: str(source.username) ?? "x-access-token", LOOM_GIT_TOKEN: token },
@@ -94,13 +113,26 @@ async function gitAskpass(source: Record<string, unknown>): Promise<{ env: NodeJ
   };
 }
 
-async function materializeGit(source: Record<string, unknown>, url: string, ctx: MaterializeContext): Promise<SourceSummary> {
+async function materializeGit(
+  source: Record<string, unknown>,
+  url: string,
+  ctx: MaterializeContext,
+): Promise<SourceSummary> {
   const commit = str(source.resolved_commit) ?? str(source.commit);
   const ref = str(source.ref);
   const target = commit ?? ref;
   const depth = typeof source.depth === "number" && source.depth > 0 ? Math.trunc(source.depth) : undefined;
   const steps: SourceStep[] = [];
-  const summary: SourceSummary = { ok: false, type: "git", url: redactUrl(url), ref: ref ?? null, commit: null, requested_commit: commit ?? null, token_env: str(source.token_env) ?? null, steps };
+  const summary: SourceSummary = {
+    ok: false,
+    type: "git",
+    url: redactUrl(url),
+    ref: ref ?? null,
+    commit: null,
+    requested_commit: commit ?? null,
+    token_env: str(source.token_env) ?? null,
+    steps,
+  };
   const askpass = await gitAskpass(source);
   const env = { ...ctx.env, GIT_TERMINAL_PROMPT: "0", ...askpass?.env };
   const step = async (name: string, args: string[], cwd: string) => {
@@ -115,15 +147,33 @@ async function materializeGit(source: Record<string, unknown>, url: string, ctx:
       stderrPath: path.join(ctx.attemptDir, stderrPath),
       signal: ctx.signal,
     });
-    steps.push({ name, command: ["git", ...args].map(redactUrl), exit_code: o.exitCode, stdout_path: stdoutPath, stderr_path: stderrPath, resource_usage: o.usage });
+    steps.push({
+      name,
+      command: ["git", ...args].map(redactUrl),
+      exit_code: o.exitCode,
+      stdout_path: stdoutPath,
+      stderr_path: stderrPath,
+      resource_usage: o.usage,
+    });
     return o;
   };
   try {
     // A branch or tag name can be cloned directly (and shallowly); a commit needs a full clone and a checkout.
     const byBranch = ref && !commit && !HEX_COMMIT.test(ref);
-    const cloneArgs = ["clone", ...(depth && !commit ? ["--depth", String(depth)] : []), ...(byBranch ? ["--branch", ref] : []), "--", url, ctx.workspace];
+    const cloneArgs = [
+      "clone",
+      ...(depth && !commit ? ["--depth", String(depth)] : []),
+      ...(byBranch ? ["--branch", ref] : []),
+      "--",
+      url,
+      ctx.workspace,
+    ];
     let clone = await step("materialize-git-clone", cloneArgs, ctx.attemptDir);
-    for (let attempt = 2; clone.exitCode !== 0 && attempt <= 3 && (await isTransient(ctx.attemptDir, steps.at(-1)!)); attempt++) {
+    for (
+      let attempt = 2;
+      clone.exitCode !== 0 && attempt <= 3 && (await isTransient(ctx.attemptDir, steps.at(-1)!));
+      attempt++
+    ) {
       await rm(ctx.workspace, { recursive: true, force: true });
       await new Promise((r) => setTimeout(r, attempt * 1000));
       clone = await step(`materialize-git-clone-retry-${attempt}`, cloneArgs, ctx.attemptDir);
@@ -137,7 +187,11 @@ async function materializeGit(source: Record<string, unknown>, url: string, ctx:
     }
     if (clone.exitCode !== 0) return { ...summary, failure: "git_clone_failed" };
     if (checkoutNeeded && target) {
-      const co = await step("materialize-git-checkout", ["-c", "advice.detachedHead=false", "checkout", "--quiet", target], ctx.workspace);
+      const co = await step(
+        "materialize-git-checkout",
+        ["-c", "advice.detachedHead=false", "checkout", "--quiet", target],
+        ctx.workspace,
+      );
       if (co.exitCode !== 0) return { ...summary, failure: "git_checkout_failed" };
     }
     // Read in memory, not logged: a hash in a *stdout.txt would feed the issue classifier digits.
@@ -165,7 +219,11 @@ async function gitHead(dir: string, env: NodeJS.ProcessEnv = process.env): Promi
   }
 }
 
-async function materializeLocal(source: Record<string, unknown>, rawPath: string, ctx: MaterializeContext): Promise<SourceSummary> {
+async function materializeLocal(
+  source: Record<string, unknown>,
+  rawPath: string,
+  ctx: MaterializeContext,
+): Promise<SourceSummary> {
   const src = path.resolve(rawPath.startsWith("~/") ? path.join(os.homedir(), rawPath.slice(2)) : rawPath);
   const st = await stat(src).catch(() => null);
   if (!st?.isDirectory()) throw new Error(`local source is not a directory: ${src}`);

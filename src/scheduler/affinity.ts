@@ -4,7 +4,12 @@ import { createHash } from "node:crypto";
 import type { Task } from "../resources/types.ts";
 import type { LiveRecord } from "./liveness.ts";
 
-export type CacheAffinity = { cache_key: string | null; cache_hit: boolean; worker_cache_enabled: boolean; reason: "task_has_no_immutable_source" | "worker_cache_disabled" | "cache_hit" | "cache_miss" };
+export type CacheAffinity = {
+  cache_key: string | null;
+  cache_hit: boolean;
+  worker_cache_enabled: boolean;
+  reason: "task_has_no_immutable_source" | "worker_cache_disabled" | "cache_hit" | "cache_miss";
+};
 
 const FULL_SHA = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/i;
 
@@ -26,17 +31,25 @@ export function sourceCacheKey(payload: Record<string, unknown> | undefined): st
   const src = (payload?.source_descriptor ?? payload?.source) as Record<string, unknown> | undefined;
   if (!src || typeof src !== "object") return null;
   const url = src.url ?? src.repo_url ?? src.repository;
-  const commit = [src.resolved_commit, src.commit, src.ref].find((c) => typeof c === "string" && FULL_SHA.test(c)) as string | undefined;
+  const commit = [src.resolved_commit, src.commit, src.ref].find((c) => typeof c === "string" && FULL_SHA.test(c)) as
+    string | undefined;
   if (typeof url !== "string" || !commit) return null;
-  const body = JSON.stringify({ canonical_url: canonicalUrl(url), commit: commit.toLowerCase(), schema_version: 1, type: "git" });
+  const body = JSON.stringify({
+    canonical_url: canonicalUrl(url),
+    commit: commit.toLowerCase(),
+    schema_version: 1,
+    type: "git",
+  });
   return `git-sha256:${createHash("sha256").update(body).digest("hex")}`;
 }
 
 export function cacheAffinity(task: Task, _worker: string, live: LiveRecord | undefined): CacheAffinity {
-  const key = sourceCacheKey(task.spec.payload as Record<string, unknown> | undefined);
+  const key = sourceCacheKey(task.spec.payload);
   const enabled = live?.cacheEnabled ?? false;
-  if (!key) return { cache_key: null, cache_hit: false, worker_cache_enabled: enabled, reason: "task_has_no_immutable_source" };
-  if (!enabled) return { cache_key: key, cache_hit: false, worker_cache_enabled: false, reason: "worker_cache_disabled" };
+  if (!key)
+    return { cache_key: null, cache_hit: false, worker_cache_enabled: enabled, reason: "task_has_no_immutable_source" };
+  if (!enabled)
+    return { cache_key: key, cache_hit: false, worker_cache_enabled: false, reason: "worker_cache_disabled" };
   const hit = live!.cacheKeys.has(key);
   return { cache_key: key, cache_hit: hit, worker_cache_enabled: true, reason: hit ? "cache_hit" : "cache_miss" };
 }

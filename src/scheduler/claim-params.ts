@@ -13,7 +13,12 @@ export { claimParams } from "../protocol/clamps.ts";
  * task's `active_count_at_claim`, is the count before this claim, as v1 gives it; a worker
  * that was already full gets no resource fields, as v1 and the protocol leave them out.
  */
-export function claimReply(ctx: SchedulerContext, worker: Worker, leased: Leased[], batch: { id: string; size: number } | undefined): ClaimReply {
+export function claimReply(
+  ctx: SchedulerContext,
+  worker: Worker,
+  leased: Leased[],
+  batch: { id: string; size: number } | undefined,
+): ClaimReply {
   const s = effectiveSettings(worker);
   const e = capacityEntry(ctx, worker);
   // Before the claim: the leases it wrote were not there; what the Runner reported was.

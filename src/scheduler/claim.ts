@@ -1,7 +1,17 @@
 // Granting leases: pull claims and push both come through leaseBatch(), which asks the one
 // admission function and writes every lease (with its reservation) in one transaction.
 import { randomUUID } from "node:crypto";
-import { acceptsAny, admit, admits, asLease, taskView, type Decision, type WorkerView, type Vector, type LeaseView } from "../admission/index.ts";
+import {
+  acceptsAny,
+  admit,
+  admits,
+  asLease,
+  taskView,
+  type Decision,
+  type WorkerView,
+  type Vector,
+  type LeaseView,
+} from "../admission/index.ts";
 import { isQueued, type Task, type Worker } from "../resources/types.ts";
 import { cacheAffinity, type CacheAffinity } from "./affinity.ts";
 import type { SchedulerContext } from "./context.ts";
@@ -40,7 +50,12 @@ export const MAX_SKIPPED_SHAPES = 2048;
  * places longer than it would on one Hub, and a stripe whose replica has no Runners is
  * taken by the others as it reaches the head.
  */
-export function pickForWorker(queue: ClaimQueue, ctx: SchedulerContext, worker: Worker, limit: number): { picks: Pick[]; view: WorkerView } {
+export function pickForWorker(
+  queue: ClaimQueue,
+  ctx: SchedulerContext,
+  worker: Worker,
+  limit: number,
+): { picks: Pick[]; view: WorkerView } {
   let view = ctx.workerView(worker);
   const picks: Pick[] = [];
   const walk = queue.walk(view.capabilities);
@@ -57,7 +72,12 @@ export function pickForWorker(queue: ClaimQueue, ctx: SchedulerContext, worker: 
   };
   try {
     let skipped = 0;
-    while (picks.length < limit && skipped < MAX_SKIPPED_SHAPES && (window === 0 || deferred.length < window) && acceptsAny(view)) {
+    while (
+      picks.length < limit &&
+      skipped < MAX_SKIPPED_SHAPES &&
+      (window === 0 || deferred.length < window) &&
+      acceptsAny(view)
+    ) {
       const next = walk.next();
       if (!next) break;
       const task = ctx.task(next.entry.name);
@@ -108,15 +128,19 @@ export async function commitLeases(
   const live = ctx.liveness.get(worker.metadata.name);
   const ops = picks.map(({ task, decision }) => {
     const tv = taskView(task);
-    const status = grantLease(task, {
-      worker: worker.metadata.name,
-      mode: opts.mode,
-      pushId: opts.pushId,
-      leaseSeconds: opts.leaseSeconds,
-      placement: tv.placement,
-      reservation: tv.requests as Vector,
-      admission: decision.admission,
-    }, now);
+    const status = grantLease(
+      task,
+      {
+        worker: worker.metadata.name,
+        mode: opts.mode,
+        pushId: opts.pushId,
+        leaseSeconds: opts.leaseSeconds,
+        placement: tv.placement,
+        reservation: tv.requests,
+        admission: decision.admission,
+      },
+      now,
+    );
     return { op: "updateStatus" as const, object: { ...task, status } };
   });
   const written = await ctx.commit(ops);
@@ -124,17 +148,28 @@ export async function commitLeases(
     const decision = picks[i].decision;
     const held = picks[i].task.status?.nominated_worker;
     if (held) ctx.recordEvent(nominationEnded(task, held, `leased to ${worker.metadata.name}`));
-    ctx.recordEvent({ object: task, type: "Normal", reason: "LeaseGranted", message: `leased to ${worker.metadata.name} (${opts.mode}, epoch ${task.status?.attempt}); reserved ${fmtReservation(decision.admission.requested)}` });
+    ctx.recordEvent({
+      object: task,
+      type: "Normal",
+      reason: "LeaseGranted",
+      message: `leased to ${worker.metadata.name} (${opts.mode}, epoch ${task.status?.attempt}); reserved ${fmtReservation(decision.admission.requested)}`,
+    });
     return { task, decision, affinity: cacheAffinity(task, worker.metadata.name, live) };
   });
 }
 
-const fmtReservation = (v: Vector) => `cpu_millis=${v.cpu_millis} memory_mb=${v.memory_mb} disk_mb=${v.disk_mb} gpu_count=${v.gpu_count}`;
+const fmtReservation = (v: Vector) =>
+  `cpu_millis=${v.cpu_millis} memory_mb=${v.memory_mb} disk_mb=${v.disk_mb} gpu_count=${v.gpu_count}`;
 
 /** The claim-shaped task a Runner receives (RUNNER_PROTOCOL 1a), saved by it as task.json. */
 export function claimedTask(
   l: Leased,
-  settings: { desired_concurrency: number; max_concurrency: number; initial_concurrency: number; concurrency_policy: string },
+  settings: {
+    desired_concurrency: number;
+    max_concurrency: number;
+    initial_concurrency: number;
+    concurrency_policy: string;
+  },
   batch: { id: string; size: number } | undefined,
   extra: Partial<ClaimedTaskControllerConcurrency> = {},
 ): ClaimedTask & { controller_concurrency: ClaimedTaskControllerConcurrency } {
@@ -173,7 +208,10 @@ export function claimedTask(
 export const newBatchId = () => `claim-${randomUUID()}`;
 
 /** Every worker's decision for one task: the task-admission API, conditions and the CLI use this. */
-export function decideAll(ctx: SchedulerContext, task: Task): { worker: Worker; view: WorkerView; decision: Decision }[] {
+export function decideAll(
+  ctx: SchedulerContext,
+  task: Task,
+): { worker: Worker; view: WorkerView; decision: Decision }[] {
   const tv = taskView(task);
   return ctx.cache.list("Worker").map((worker) => {
     const view = ctx.workerView(worker);
@@ -183,7 +221,9 @@ export function decideAll(ctx: SchedulerContext, task: Task): { worker: Worker; 
 
 export function requireWorker(ctx: SchedulerContext, workerId: string): Worker {
   const w = ctx.worker(workerId);
-  if (!w || !w.status?.registration) throw new HubError(403, "worker_not_available", { worker_id: workerId, detail: "worker is not registered" });
-  if (w.spec.unschedulable) throw new HubError(403, "worker_not_available", { worker_id: workerId, detail: "worker is blocked" });
+  if (!w || !w.status?.registration)
+    throw new HubError(403, "worker_not_available", { worker_id: workerId, detail: "worker is not registered" });
+  if (w.spec.unschedulable)
+    throw new HubError(403, "worker_not_available", { worker_id: workerId, detail: "worker is blocked" });
   return w;
 }

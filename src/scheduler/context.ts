@@ -42,7 +42,8 @@ export class SchedulerContext {
   /** Where this replica's place among the live replicas comes from. */
   private readonly stripeOf: () => { index: number; count: number };
   /** The informer's copy of an object: what the store may decide on instead of reading it. */
-  private readonly known: Known = (kind, name) => (this.cache.caches(kind) ? (this.cache.get(kind, name) ?? null) : undefined);
+  private readonly known: Known = (kind, name) =>
+    this.cache.caches(kind) ? (this.cache.get(kind, name) ?? null) : undefined;
   /** Queues' limits, usage and shares, from the informer. */
   readonly queues: QueueLedger;
 
@@ -58,8 +59,13 @@ export class SchedulerContext {
     const sole = { index: 0, count: 1 };
     this.stripeOf = deps.stripe ?? (() => sole);
     // Liveness only for registered workers: a declared worker whose Runner has not registered (again) is not Ready.
-    this.liveness = new Liveness(opts.heartbeatGraceSeconds * 1000, (w) => this.worker(w)?.status?.registration !== undefined);
-    cache.addIndex("Task", "leaseWorker", (t) => (isActive(t.status?.state) && t.status?.lease ? [t.status.lease.worker] : []));
+    this.liveness = new Liveness(
+      opts.heartbeatGraceSeconds * 1000,
+      (w) => this.worker(w)?.status?.registration !== undefined,
+    );
+    cache.addIndex("Task", "leaseWorker", (t) =>
+      isActive(t.status?.state) && t.status?.lease ? [t.status.lease.worker] : [],
+    );
     cache.addIndex("Task", "state", (t) => [t.status?.state ?? "queued"]);
     // Queued tasks by the worker they nominated (status.nominated_worker): what a claim asks.
     cache.addIndex("Task", NOMINATED_INDEX, nominatedIndexFn);
@@ -94,7 +100,9 @@ export class SchedulerContext {
    */
   workerView(w: Worker): WorkerView {
     const name = w.metadata.name;
-    const leases = this.activeTasksOn(name).map(leaseView).filter((l) => l !== undefined);
+    const leases = this.activeTasksOn(name)
+      .map(leaseView)
+      .filter((l) => l !== undefined);
     const held = this.assumedOn.get(name);
     if (held) for (const [task, l] of held) if (!leases.some((x) => x.task === task)) leases.push(l);
     const v = workerView(w, leases, {
@@ -180,7 +188,10 @@ export class SchedulerContext {
     }
     this.wake();
     // Commit latency runs until the write is durable, whoever waits for that.
-    const durable = applied.durable.then(() => observed(), (e: unknown) => (observed(e), Promise.reject(e)));
+    const durable = applied.durable.then(
+      () => observed(),
+      (e: unknown) => (observed(e), Promise.reject(e)),
+    );
     const writes = this.unflushed.getStore();
     if (writes) writes.push(durable);
     else await durable;
@@ -210,14 +221,21 @@ export class SchedulerContext {
    * keeps it exact, and a Conflict retries on caught-up data (retryOnConflict). A decision
    * made meanwhile sees the task as it was, which only ever holds more back.
    */
-  async updateTask<R>(name: string, fn: (t: Task) => { status?: TaskStatus; result: R }, also: () => TxnOp[] = () => []): Promise<R> {
-    return retryOnConflict(async () => {
-      const t = this.task(name);
-      if (!t) throw new HubError(404, "task_not_found", { task_id: name });
-      const { status, result } = fn(t);
-      if (status) await this.commit([{ op: "updateStatus", object: { ...t, status } }, ...also()]);
-      return result;
-    }, { refresh: () => this.caughtUp() });
+  async updateTask<R>(
+    name: string,
+    fn: (t: Task) => { status?: TaskStatus; result: R },
+    also: () => TxnOp[] = () => [],
+  ): Promise<R> {
+    return retryOnConflict(
+      async () => {
+        const t = this.task(name);
+        if (!t) throw new HubError(404, "task_not_found", { task_id: name });
+        const { status, result } = fn(t);
+        if (status) await this.commit([{ op: "updateStatus", object: { ...t, status } }, ...also()]);
+        return result;
+      },
+      { refresh: () => this.caughtUp() },
+    );
   }
 
   /** Resolves on the next change that could make work admissible, or after ms. */

@@ -29,14 +29,25 @@ export const DEFAULT_ALLOWED_TOKEN_ENV = ["LOOM_DIRECT_TOKEN_*"] as const;
 
 export function tokenEnvAllowed(name: string, o: PushOptions): boolean {
   if (name === o.defaultTokenEnv) return true;
-  return (o.allowedTokenEnv ?? DEFAULT_ALLOWED_TOKEN_ENV).some((p) => (p.endsWith("*") ? name.startsWith(p.slice(0, -1)) : name === p));
+  return (o.allowedTokenEnv ?? DEFAULT_ALLOWED_TOKEN_ENV).some((p) =>
+    p.endsWith("*") ? name.startsWith(p.slice(0, -1)) : name === p,
+  );
 }
 
 export function runnerToken(w: Worker, o: PushOptions): string {
   const name = w.spec.direct_api_token_env || o.defaultTokenEnv;
   if (!tokenEnvAllowed(name, o))
-    throw new HubError(403, "token_env_not_allowed", { field: "spec.direct_api_token_env", worker_id: w.metadata.name, token_env: name, detail: `the Hub pushes only with variables the operator allows (loom hub --direct-token-env; now: ${(o.allowedTokenEnv ?? DEFAULT_ALLOWED_TOKEN_ENV).join(", ")})` });
+    throw new HubError(403, "token_env_not_allowed", {
+      field: "spec.direct_api_token_env",
+      worker_id: w.metadata.name,
+      token_env: name,
+      detail: `the Hub pushes only with variables the operator allows (loom hub --direct-token-env; now: ${(o.allowedTokenEnv ?? DEFAULT_ALLOWED_TOKEN_ENV).join(", ")})`,
+    });
   const v = (o.env ?? process.env)[name];
-  if (!v) throw new HubError(400, "runner_token_missing", { detail: `the Hub's environment has no ${name}`, token_env: name });
+  if (!v)
+    throw new HubError(400, "runner_token_missing", {
+      detail: `the Hub's environment has no ${name}`,
+      token_env: name,
+    });
   return v;
 }

@@ -27,7 +27,12 @@ function probesOf(ctx: SchedulerContext): Map<string, ProbeState> {
  * True if the worker is alive: its last call is within the grace period, or its Direct
  * Runner answers GET /api/healthz as this worker. `force` skips the wait after a failed probe.
  */
-export async function confirmDirectRunner(ctx: SchedulerContext, w: Worker, o: PushOptions, opts: { force?: boolean } = {}): Promise<boolean> {
+export async function confirmDirectRunner(
+  ctx: SchedulerContext,
+  w: Worker,
+  o: PushOptions,
+  opts: { force?: boolean } = {},
+): Promise<boolean> {
   const name = w.metadata.name;
   if (ctx.liveness.ready(name, ctx.now())) return true;
   const url = directEndpoint(w);
@@ -54,7 +59,10 @@ async function probe(ctx: SchedulerContext, w: Worker, url: string, o: PushOptio
   }
   const last = ctx.liveness.get(name)?.lastSeen;
   try {
-    const res = await (o.fetchImpl ?? fetch)(`${url}/api/healthz`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(PROBE_TIMEOUT_MS) });
+    const res = await (o.fetchImpl ?? fetch)(`${url}/api/healthz`, {
+      headers: { authorization: `Bearer ${token}` },
+      signal: AbortSignal.timeout(PROBE_TIMEOUT_MS),
+    });
     const body = (await res.json().catch(() => undefined)) as { ok?: unknown; worker_id?: unknown } | undefined;
     // Another Runner listening at this address is not this worker.
     if (!res.ok || body?.ok !== true || (body.worker_id !== undefined && body.worker_id !== name)) return false;
@@ -63,14 +71,22 @@ async function probe(ctx: SchedulerContext, w: Worker, url: string, o: PushOptio
   }
   ctx.liveness.touch(name, ctx.now());
   const quiet = last === undefined ? "no call since the Hub started" : `no call since ${new Date(last).toISOString()}`;
-  ctx.recordEvent({ object: w, type: "Normal", reason: "RunnerAnswered", message: `${quiet}; its Direct Runner answered GET /api/healthz, so it counts as alive` });
+  ctx.recordEvent({
+    object: w,
+    type: "Normal",
+    reason: "RunnerAnswered",
+    message: `${quiet}; its Direct Runner answered GET /api/healthz, so it counts as alive`,
+  });
   return true;
 }
 
 /** Ask every quiet Direct Runner among `workers` at once (not one timeout after another). */
 export async function confirmDirectRunners(ctx: SchedulerContext, workers: Worker[], o: PushOptions): Promise<void> {
   const now = ctx.now();
-  const quiet = workers.filter((w) => directEndpoint(w) && w.status?.registration && !w.spec.unschedulable && !ctx.liveness.ready(w.metadata.name, now));
+  const quiet = workers.filter(
+    (w) =>
+      directEndpoint(w) && w.status?.registration && !w.spec.unschedulable && !ctx.liveness.ready(w.metadata.name, now),
+  );
   await Promise.all(quiet.map((w) => confirmDirectRunner(ctx, w, o)));
 }
 

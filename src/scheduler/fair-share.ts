@@ -33,7 +33,9 @@ export function decayTowards(avg: Amounts, used: Amounts, dtMs: number, halfLife
 export function standingSentence(shares: { queue: string; share: number }[]): string {
   if (shares.length === 0) return "no queues";
   const sorted = [...shares].sort((a, b) => b.share - a.share || (a.queue < b.queue ? -1 : 1));
-  const parts = sorted.map((s, i) => (i === 0 ? `${s.queue} has share ${s.share.toFixed(2)}` : `${s.queue} ${s.share.toFixed(2)}`));
+  const parts = sorted.map((s, i) =>
+    i === 0 ? `${s.queue} has share ${s.share.toFixed(2)}` : `${s.queue} ${s.share.toFixed(2)}`,
+  );
   const first = sorted.at(-1)!;
   return sorted.length === 1 ? `${parts[0]}` : `${parts.join(", ")}: ${first.queue} goes first`;
 }

@@ -7,21 +7,41 @@ import { directEndpoint } from "./direct-endpoint.ts";
 import { conflictOrTaken } from "../store/retry.ts";
 
 export async function applyWorkers(ctx: SchedulerContext, workers: Worker[], operator?: string) {
-  return ctx.readModifyWrite(async () => {
-    const ops: TxnOp<Worker>[] = [];
-    for (const w of workers) {
-      const cur = await ctx.store.get("Worker", w.metadata.name);
-      if (!cur) ops.push({ op: "create", object: w });
-      else {
-        // Declared fields replace the stored ones; a cordon set by an operator stays.
-        const spec = { ...w.spec, ...(cur.spec.unschedulable ? { unschedulable: true } : {}) };
-        ops.push({ op: "update", object: { ...cur, metadata: { ...cur.metadata, labels: { ...cur.metadata.labels, ...w.metadata.labels }, annotations: { ...cur.metadata.annotations, ...w.metadata.annotations } }, spec } });
+  return ctx.readModifyWrite(
+    async () => {
+      const ops: TxnOp<Worker>[] = [];
+      for (const w of workers) {
+        const cur = await ctx.store.get("Worker", w.metadata.name);
+        if (!cur) ops.push({ op: "create", object: w });
+        else {
+          // Declared fields replace the stored ones; a cordon set by an operator stays.
+          const spec = { ...w.spec, ...(cur.spec.unschedulable ? { unschedulable: true } : {}) };
+          ops.push({
+            op: "update",
+            object: {
+              ...cur,
+              metadata: {
+                ...cur.metadata,
+                labels: { ...cur.metadata.labels, ...w.metadata.labels },
+                annotations: { ...cur.metadata.annotations, ...w.metadata.annotations },
+              },
+              spec,
+            },
+          });
+        }
       }
-    }
-    const written = await ctx.commit(ops);
-    for (const o of written) ctx.recordEvent({ object: o, type: "Normal", reason: "HostRegistered", message: `worker host registered${operator ? ` by ${operator}` : ""}` });
-    return written.map(hostItem);
-  }, { retryable: conflictOrTaken });
+      const written = await ctx.commit(ops);
+      for (const o of written)
+        ctx.recordEvent({
+          object: o,
+          type: "Normal",
+          reason: "HostRegistered",
+          message: `worker host registered${operator ? ` by ${operator}` : ""}`,
+        });
+      return written.map(hostItem);
+    },
+    { retryable: conflictOrTaken },
+  );
 }
 
 /**

@@ -29,7 +29,9 @@ export function taskAdmission(ctx: SchedulerContext, queue: ClaimQueue, taskId: 
   // Why it is pending: only a queued task has a place in the queue or leases in its way.
   const standing = queueStanding(queue, task, all);
   const tv = taskView(task);
-  const blocking = new Map(standing ? all.map(({ view, decision }) => [view.name, blockingLeases(ctx, tv, view, decision)] as const) : []);
+  const blocking = new Map(
+    standing ? all.map(({ view, decision }) => [view.name, blockingLeases(ctx, tv, view, decision)] as const) : [],
+  );
   const explained = explainQueue(ctx, queue, task, all, blocking);
   return {
     task_id: taskId,
@@ -62,7 +64,12 @@ export function taskAdmission(ctx: SchedulerContext, queue: ClaimQueue, taskId: 
 
 /** GET /api/data/worker-capacity: the workers not blocked, with what they hold and have free. */
 export function workerCapacity(ctx: SchedulerContext): WorkerCapacityReply {
-  return { workers: ctx.cache.list("Worker").filter((w) => !w.spec.unschedulable).map((w) => capacityEntry(ctx, w)) };
+  return {
+    workers: ctx.cache
+      .list("Worker")
+      .filter((w) => !w.spec.unschedulable)
+      .map((w) => capacityEntry(ctx, w)),
+  };
 }
 
 /** worker -> the starving task it is held for, with what it waits on, as every replica sees them. */
@@ -70,12 +77,24 @@ export function nominations(ctx: SchedulerContext): NominationsReply {
   return {
     nominations: ctx.cache.list("Worker").flatMap((w) => {
       const n = ctx.workerView(w).nominee;
-      return n ? [{ worker_id: w.metadata.name, task_id: n.task.name, blocking_leases: n.blockers, ...(n.starts_at < Infinity ? { starts_by: new Date(n.starts_at).toISOString() } : {}) }] : [];
+      return n
+        ? [
+            {
+              worker_id: w.metadata.name,
+              task_id: n.task.name,
+              blocking_leases: n.blockers,
+              ...(n.starts_at < Infinity ? { starts_by: new Date(n.starts_at).toISOString() } : {}),
+            },
+          ]
+        : [];
     }),
   };
 }
 
 /** Every queued task's queue_position. */
 export function positions(ctx: SchedulerContext, queue: ClaimQueue): Map<string, number> {
-  return queuePositions(queue, ctx.cache.list("Worker").map((w) => ctx.workerView(w)));
+  return queuePositions(
+    queue,
+    ctx.cache.list("Worker").map((w) => ctx.workerView(w)),
+  );
 }

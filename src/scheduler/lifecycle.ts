@@ -2,7 +2,17 @@
 // decides when to apply them and writes the result. The lease is the reservation: granting
 // one writes both, and every way out of the active states removes both together.
 import type { AdmissionObject } from "../admission/index.ts";
-import { getCondition, initialStatus, isActive, isQueued, setCondition, type Condition, type TaskStatus, type TaskState, type Task } from "../resources/types.ts";
+import {
+  getCondition,
+  initialStatus,
+  isActive,
+  isQueued,
+  setCondition,
+  type Condition,
+  type TaskStatus,
+  type TaskState,
+  type Task,
+} from "../resources/types.ts";
 import type { Vector } from "../admission/index.ts";
 import { jsonClone } from "../resources/json.ts";
 
@@ -18,7 +28,6 @@ export type LeaseGrant = {
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
-
 /** queued -> leased, recording the lease with its reservation and the admission snapshot. */
 export function grantLease(task: Task, g: LeaseGrant, now: number): TaskStatus {
   const st: TaskStatus = jsonClone(task.status ?? initialStatus());
@@ -33,11 +42,26 @@ export function grantLease(task: Task, g: LeaseGrant, now: number): TaskStatus {
     leased_at: iso(now),
     lease_until: iso(now + g.leaseSeconds * 1000),
     placement: g.placement,
-    reservation: { cpu_millis: g.reservation.cpu_millis, memory_mb: g.reservation.memory_mb, disk_mb: g.reservation.disk_mb, gpu_count: g.reservation.gpu_count, ...(g.reservation.gpu_types.length ? { gpu_types: g.reservation.gpu_types } : {}) },
+    reservation: {
+      cpu_millis: g.reservation.cpu_millis,
+      memory_mb: g.reservation.memory_mb,
+      disk_mb: g.reservation.disk_mb,
+      gpu_count: g.reservation.gpu_count,
+      ...(g.reservation.gpu_types.length ? { gpu_types: g.reservation.gpu_types } : {}),
+    },
     admission: g.admission,
   };
   st.conditions ??= [];
-  setCondition(st.conditions, { type: "Leased", status: "True", reason: "LeaseGranted", message: `leased to ${g.worker} (epoch ${attempt}) until ${st.lease.lease_until}` }, iso(now));
+  setCondition(
+    st.conditions,
+    {
+      type: "Leased",
+      status: "True",
+      reason: "LeaseGranted",
+      message: `leased to ${g.worker} (epoch ${attempt}) until ${st.lease.lease_until}`,
+    },
+    iso(now),
+  );
   settleAdmission(st, iso(now));
   clearNomination(st, "Leased", `leased to ${g.worker}`, iso(now));
   return st;
@@ -48,7 +72,14 @@ export function grantLease(task: Task, g: LeaseGrant, now: number): TaskStatus {
  * snapshot, and the task's state becomes `next`. Leaving the active states is what
  * releases the reservation; there is nothing else to free.
  */
-export function endLease(status: TaskStatus, next: TaskState, now: number, outcome: string, reason: string, extra: { resultId?: string } = {}): TaskStatus {
+export function endLease(
+  status: TaskStatus,
+  next: TaskState,
+  now: number,
+  outcome: string,
+  reason: string,
+  extra: { resultId?: string } = {},
+): TaskStatus {
   const st: TaskStatus = jsonClone(status);
   const lease = st.lease;
   if (lease) {
@@ -69,7 +100,16 @@ export function endLease(status: TaskStatus, next: TaskState, now: number, outco
     if (st.attempts.length > 50) st.attempts.splice(0, st.attempts.length - 50);
     delete st.lease;
     st.conditions ??= [];
-    setCondition(st.conditions, { type: "Leased", status: "False", reason, message: `lease on ${lease.worker} (epoch ${lease.epoch}) ended: ${outcome}` }, iso(now));
+    setCondition(
+      st.conditions,
+      {
+        type: "Leased",
+        status: "False",
+        reason,
+        message: `lease on ${lease.worker} (epoch ${lease.epoch}) ended: ${outcome}`,
+      },
+      iso(now),
+    );
   }
   st.state = next;
   return settleAdmission(st, iso(now));
@@ -93,7 +133,11 @@ export type AdmissionAnswer = {
  * whatever was stored otherwise, so no task holds Unsatisfiable=True beside a lease or a
  * final state. Mutates and returns `st`.
  */
-export function writeAdmission(st: TaskStatus, nowIso: string, queued?: { answer: AdmissionAnswer; generation: number | undefined }): TaskStatus {
+export function writeAdmission(
+  st: TaskStatus,
+  nowIso: string,
+  queued?: { answer: AdmissionAnswer; generation: number | undefined },
+): TaskStatus {
   const state = st.state ?? "queued";
   if (isQueued(state)) {
     if (!queued) return st;
@@ -101,18 +145,34 @@ export function writeAdmission(st: TaskStatus, nowIso: string, queued?: { answer
     const { answer, generation } = queued;
     const observed = { observedGeneration: generation };
     setCondition(conds, { type: "Admitted", ...answer.admitted, ...observed }, nowIso);
-    if (answer.unsatisfiable) setCondition(conds, { type: "Unsatisfiable", status: "True", ...answer.unsatisfiable, ...observed }, nowIso);
-    else if (getCondition(conds, "Unsatisfiable")) setCondition(conds, { type: "Unsatisfiable", status: "False", reason: "Satisfiable", message: "some worker could admit this task", ...observed }, nowIso);
+    if (answer.unsatisfiable)
+      setCondition(conds, { type: "Unsatisfiable", status: "True", ...answer.unsatisfiable, ...observed }, nowIso);
+    else if (getCondition(conds, "Unsatisfiable"))
+      setCondition(
+        conds,
+        {
+          type: "Unsatisfiable",
+          status: "False",
+          reason: "Satisfiable",
+          message: "some worker could admit this task",
+          ...observed,
+        },
+        nowIso,
+      );
     return st;
   }
   if (isActive(state) && st.lease) {
     const conds = (st.conditions ??= []);
     const message = `admitted on ${st.lease.worker}`;
     setCondition(conds, { type: "Admitted", status: "True", reason: "Admitted", message }, nowIso);
-    if (getCondition(conds, "Unsatisfiable")) setCondition(conds, { type: "Unsatisfiable", status: "False", reason: "Admitted", message }, nowIso);
+    if (getCondition(conds, "Unsatisfiable"))
+      setCondition(conds, { type: "Unsatisfiable", status: "False", reason: "Admitted", message }, nowIso);
     return st;
   }
-  if (st.conditions) st.conditions = st.conditions.filter((c) => c.type !== "Unsatisfiable" && !(c.type === "Admitted" && c.status !== "True"));
+  if (st.conditions)
+    st.conditions = st.conditions.filter(
+      (c) => c.type !== "Unsatisfiable" && !(c.type === "Admitted" && c.status !== "True"),
+    );
   return st;
 }
 
@@ -125,8 +185,15 @@ export function settleAdmission(st: TaskStatus, nowIso: string): TaskStatus {
 export function admissionUnsettled(st: TaskStatus | undefined): boolean {
   if (!st || isQueued(st.state ?? "queued")) return false;
   // Out of the queue with no lease: what settleAdmission would filter out (no copy on the informer's hot path).
-  if (!(isActive(st.state) && st.lease)) return st.conditions?.some((c) => c.type === "Unsatisfiable" || (c.type === "Admitted" && c.status !== "True")) ?? false;
-  const probe: TaskStatus = { state: st.state, lease: st.lease, conditions: (st.conditions ?? []).map((c) => ({ ...c })) };
+  if (!(isActive(st.state) && st.lease))
+    return (
+      st.conditions?.some((c) => c.type === "Unsatisfiable" || (c.type === "Admitted" && c.status !== "True")) ?? false
+    );
+  const probe: TaskStatus = {
+    state: st.state,
+    lease: st.lease,
+    conditions: (st.conditions ?? []).map((c) => ({ ...c })),
+  };
   return JSON.stringify(settleAdmission(probe, "").conditions) !== JSON.stringify(st.conditions ?? []);
 }
 
@@ -137,11 +204,28 @@ export const FAILED_STATES: readonly string[] = ["dirty", "run_error", "blocked"
  * nomination is removed and a Nominated condition, if it had one, turns False. Returns the
  * worker it held, if any.
  */
-export function clearNomination(st: TaskStatus, reason: string, message: string, nowIso: string, generation?: number): string | undefined {
+export function clearNomination(
+  st: TaskStatus,
+  reason: string,
+  message: string,
+  nowIso: string,
+  generation?: number,
+): string | undefined {
   const held = st.nominated_worker;
   delete st.nominated_worker;
   delete st.nomination_blockers;
-  if (st.conditions?.some((c) => c.type === "Nominated")) setCondition(st.conditions, { type: "Nominated", status: "False", reason, message: held ? `no longer holds ${held}: ${message}` : message, ...(generation !== undefined ? { observedGeneration: generation } : {}) }, nowIso);
+  if (st.conditions?.some((c) => c.type === "Nominated"))
+    setCondition(
+      st.conditions,
+      {
+        type: "Nominated",
+        status: "False",
+        reason,
+        message: held ? `no longer holds ${held}: ${message}` : message,
+        ...(generation !== undefined ? { observedGeneration: generation } : {}),
+      },
+      nowIso,
+    );
   return held;
 }
 
@@ -157,11 +241,18 @@ export function markFinal(st: TaskStatus, now: number, reason: string, message: 
 }
 
 /** Back to the queue for another attempt; the epoch moves on, fencing the old holder out. */
-export function requeue(status: TaskStatus, now: number, outcome: string, reason: string, opts: { excludeWorker?: string; keepAttempt?: boolean; clearExclusions?: boolean } = {}): TaskStatus {
+export function requeue(
+  status: TaskStatus,
+  now: number,
+  outcome: string,
+  reason: string,
+  opts: { excludeWorker?: string; keepAttempt?: boolean; clearExclusions?: boolean } = {},
+): TaskStatus {
   const st = endLease(status, "retry_queued", now, outcome, reason);
   if (!opts.keepAttempt) st.attempt = (st.attempt ?? 1) + 1;
   if (opts.clearExclusions) delete st.excluded_workers;
-  if (opts.excludeWorker) st.excluded_workers = [...new Set([...(st.excluded_workers ?? []), opts.excludeWorker])].sort();
+  if (opts.excludeWorker)
+    st.excluded_workers = [...new Set([...(st.excluded_workers ?? []), opts.excludeWorker])].sort();
   delete st.result;
   delete st.error;
   delete st.finished_at;

@@ -21,7 +21,10 @@ export class Liveness {
    * `known`: only workers the store holds get a record, so a call naming an unknown id (a
    * typo, a probe, a pruned worker's Runner) does not grow this table.
    */
-  constructor(readonly graceMs: number, private readonly known: (worker: string) => boolean = () => true) {}
+  constructor(
+    readonly graceMs: number,
+    private readonly known: (worker: string) => boolean = () => true,
+  ) {}
 
   /** Listen for changes of a worker's liveness facts; returns the unsubscribe. */
   subscribe(fn: (worker: string) => void): () => void {
@@ -36,7 +39,11 @@ export class Liveness {
   private rec(worker: string, now: number): LiveRecord {
     let r = this.records.get(worker);
     if (!r || now - r.lastSeen > this.graceMs) queueMicrotask(() => this.onChange(worker));
-    if (!r) this.records.set(worker, (r = { lastSeen: now, reportedActive: 0, currentRuns: [], cacheKeys: new Set(), cacheEnabled: false }));
+    if (!r)
+      this.records.set(
+        worker,
+        (r = { lastSeen: now, reportedActive: 0, currentRuns: [], cacheKeys: new Set(), cacheEnabled: false }),
+      );
     return r;
   }
 
@@ -79,7 +86,9 @@ export class Liveness {
     const r = this.records.get(worker);
     if (!r) return false;
     const before = r.currentRuns.length;
-    r.currentRuns = r.currentRuns.filter((x) => !(x && typeof x === "object" && (x as { task_id?: unknown }).task_id === taskId));
+    r.currentRuns = r.currentRuns.filter(
+      (x) => !(x && typeof x === "object" && (x as { task_id?: unknown }).task_id === taskId),
+    );
     r.reportedActive = r.currentRuns.length;
     if (r.currentRuns.length !== before) queueMicrotask(() => this.onChange(worker));
     return r.currentRuns.length !== before;

@@ -19,7 +19,9 @@ export type NominationReads = TaskReads & { readonly queues: { readonly active: 
 export type NomineeReads = TaskReads & { readonly cache: Pick<Informer, "byIndex"> };
 
 /** Why a task nominates: it waited past its threshold, or it outranks a lease it waits on. */
-export type NominationCause = { kind: "waited"; threshold_seconds: number } | { kind: "outranks"; priority: number; lease: string; lease_priority: number };
+export type NominationCause =
+  | { kind: "waited"; threshold_seconds: number }
+  | { kind: "outranks"; priority: number; lease: string; lease_priority: number };
 
 export type Nomination = Omit<Nominee, "now"> & { worker: string; cause: NominationCause };
 
@@ -32,7 +34,8 @@ export const nominatedIndexFn = (t: Task): string[] => {
 };
 
 /** The task's own threshold (its campaign's nominate_after_seconds), else the Hub's, in ms. */
-export const thresholdMs = (t: Task, hubSeconds: number): number => (t.spec.nominate_after_seconds ?? hubSeconds) * 1000;
+export const thresholdMs = (t: Task, hubSeconds: number): number =>
+  (t.spec.nominate_after_seconds ?? hubSeconds) * 1000;
 
 const priorityOf = (ctx: TaskReads, task: string) => ctx.task(task)?.spec.priority ?? 0;
 
@@ -47,7 +50,13 @@ const priorityOf = (ctx: TaskReads, task: string) => ctx.task(task)?.spec.priori
  * Tasks are served in claim order, one per worker. Returns, too, when the next task crosses
  * its threshold (ms, Infinity if none).
  */
-export function nominate(ctx: NominationReads, queue: ClaimQueue, views: readonly WorkerView[], now: number, hubSeconds: number): { byWorker: Map<string, Nomination>; nextDue: number } {
+export function nominate(
+  ctx: NominationReads,
+  queue: ClaimQueue,
+  views: readonly WorkerView[],
+  now: number,
+  hubSeconds: number,
+): { byWorker: Map<string, Nomination>; nextDue: number } {
   const plain = views.map((v) => ({ ...v, nominee: undefined }));
   // With Queues, priority ranks work within a queue only: a task outranks only leases of its
   // own queue (across queues fair share decides, and a higher number elsewhere holds nothing).
@@ -92,12 +101,17 @@ export function nominate(ctx: NominationReads, queue: ClaimQueue, views: readonl
       if (!b) continue;
       let cause: NominationCause = { kind: "waited", threshold_seconds: thresholdMs(h.task, hubSeconds) / 1000 };
       if (!h.waited) {
-        const outranked = b.leases.filter((l) => ranked(l, q)).map((l) => ({ lease: l.task, p: priorityOf(ctx, l.task) })).filter((l) => l.p < h.entry.priority).sort((x, y) => x.p - y.p)[0];
+        const outranked = b.leases
+          .filter((l) => ranked(l, q))
+          .map((l) => ({ lease: l.task, p: priorityOf(ctx, l.task) }))
+          .filter((l) => l.p < h.entry.priority)
+          .sort((x, y) => x.p - y.p)[0];
         if (!outranked) continue;
         cause = { kind: "outranks", priority: h.entry.priority, lease: outranked.lease, lease_priority: outranked.p };
       }
       const startsAt = b.until ? Date.parse(b.until) : Infinity;
-      if (!best || startsAt < best.starts_at || (startsAt === best.starts_at && b.leases.length < best.blockers.length)) best = { worker: v.name, task: tv, blockers: b.leases.map((l) => l.task), starts_at: startsAt, cause };
+      if (!best || startsAt < best.starts_at || (startsAt === best.starts_at && b.leases.length < best.blockers.length))
+        best = { worker: v.name, task: tv, blockers: b.leases.map((l) => l.task), starts_at: startsAt, cause };
     }
     if (best) byWorker.set(best.worker, best);
   }
@@ -112,7 +126,12 @@ export function nominate(ctx: NominationReads, queue: ClaimQueue, views: readonl
 export function storedNominee(ctx: NomineeReads, view: WorkerView, now: number): Nominee | undefined {
   const held = ctx.cache.byIndex("Task", NOMINATED_INDEX, view.name, { sorted: false });
   if (!held.length) return undefined;
-  const entry = (t: Task): QueueEntry => ({ name: t.metadata.name, priority: t.spec.priority ?? 0, created: t.metadata.creationTimestamp ?? "", shape: "" });
+  const entry = (t: Task): QueueEntry => ({
+    name: t.metadata.name,
+    priority: t.spec.priority ?? 0,
+    created: t.metadata.creationTimestamp ?? "",
+    shape: "",
+  });
   const t = held.length === 1 ? held[0] : [...held].sort((a, b) => claimOrder(entry(a), entry(b)))[0];
   const blockers = t.status?.nomination_blockers ?? [];
   let startsAt = now;
@@ -126,13 +145,15 @@ export function storedNominee(ctx: NomineeReads, view: WorkerView, now: number):
 
 // --- The nomination as stored on the task
 
-const sameList = (a: readonly string[] | undefined, b: readonly string[]) => (a ?? []).length === b.length && b.every((x, i) => a![i] === x);
+const sameList = (a: readonly string[] | undefined, b: readonly string[]) =>
+  (a ?? []).length === b.length && b.every((x, i) => a![i] === x);
 
 /** The Nominated condition's message: the worker, why, and the leases it waits on. */
 export function nominatedMessage(n: Nomination): string {
-  const why = n.cause.kind === "waited"
-    ? `it has waited past its threshold of ${n.cause.threshold_seconds}s`
-    : `its priority ${n.cause.priority} outranks ${n.cause.lease} (priority ${n.cause.lease_priority})`;
+  const why =
+    n.cause.kind === "waited"
+      ? `it has waited past its threshold of ${n.cause.threshold_seconds}s`
+      : `its priority ${n.cause.priority} outranks ${n.cause.lease} (priority ${n.cause.lease_priority})`;
   const waits = n.blockers.length ? `waits on ${n.blockers.join(", ")}` : "waits on no lease";
   const by = n.starts_at < Infinity ? `, expected to start by ${new Date(n.starts_at).toISOString()}` : "";
   return `holds ${n.worker}: fits no worker now and ${why}; ${waits}${by}`;
@@ -142,7 +163,12 @@ export function nominatedMessage(n: Nomination): string {
 export function nominationChanged(st: TaskStatus | undefined, n: Nomination | undefined): boolean {
   const cond = getCondition(st?.conditions, "Nominated");
   if (!n) return st?.nominated_worker !== undefined || cond?.status === "True";
-  return st?.nominated_worker !== n.worker || !sameList(st?.nomination_blockers, n.blockers) || cond?.status !== "True" || cond.message !== nominatedMessage(n);
+  return (
+    st?.nominated_worker !== n.worker ||
+    !sameList(st?.nomination_blockers, n.blockers) ||
+    cond?.status !== "True" ||
+    cond.message !== nominatedMessage(n)
+  );
 }
 
 /**
@@ -150,7 +176,13 @@ export function nominationChanged(st: TaskStatus | undefined, n: Nomination | un
  * Returns the Event the change announces: Nominated when the task takes a worker (or moves
  * to another), NominationEnded when it lets one go; nothing when only the blockers changed.
  */
-export function setNomination(task: Task, st: TaskStatus, n: Nomination | undefined, nowIso: string, ended: { reason: string; message: string }): LoomEvent | undefined {
+export function setNomination(
+  task: Task,
+  st: TaskStatus,
+  n: Nomination | undefined,
+  nowIso: string,
+  ended: { reason: string; message: string },
+): LoomEvent | undefined {
   const before = st.nominated_worker;
   const object = task;
   st.conditions ??= [];
@@ -158,7 +190,17 @@ export function setNomination(task: Task, st: TaskStatus, n: Nomination | undefi
     st.nominated_worker = n.worker;
     st.nomination_blockers = [...n.blockers];
     const message = nominatedMessage(n);
-    setCondition(st.conditions, { type: "Nominated", status: "True", reason: n.cause.kind === "waited" ? "WaitedPastThreshold" : "OutranksLease", message, observedGeneration: task.metadata.generation }, nowIso);
+    setCondition(
+      st.conditions,
+      {
+        type: "Nominated",
+        status: "True",
+        reason: n.cause.kind === "waited" ? "WaitedPastThreshold" : "OutranksLease",
+        message,
+        observedGeneration: task.metadata.generation,
+      },
+      nowIso,
+    );
     return before !== n.worker ? { object, type: "Normal", reason: "Nominated", message } : undefined;
   }
   clearNomination(st, ended.reason, ended.message, nowIso, task.metadata.generation);
@@ -166,4 +208,9 @@ export function setNomination(task: Task, st: TaskStatus, n: Nomination | undefi
 }
 
 /** The Event of a task letting go of the worker it held (`held`): leased, finished, or no longer starving. */
-export const nominationEnded = (task: Task, held: string, why: string): LoomEvent => ({ object: task, type: "Normal", reason: "NominationEnded", message: `no longer holds ${held}: ${why}` });
+export const nominationEnded = (task: Task, held: string, why: string): LoomEvent => ({
+  object: task,
+  type: "Normal",
+  reason: "NominationEnded",
+  message: `no longer holds ${held}: ${why}`,
+});

@@ -22,7 +22,12 @@ export async function overrideState(ctx: SchedulerContext, o: StateOverride) {
     let status: TaskStatus;
     if (isActive(state)) {
       // leased <-> running keeps the lease it has; a lease is granted only by admission.
-      if (!isActive(old) || !from.lease) throw new HubError(409, "override_needs_lease", { task_id: taskId, state: old, detail: `"${state}" needs a lease, and the task holds none; lease it with a claim or push-task` });
+      if (!isActive(old) || !from.lease)
+        throw new HubError(409, "override_needs_lease", {
+          task_id: taskId,
+          state: old,
+          detail: `"${state}" needs a lease, and the task holds none; lease it with a claim or push-task`,
+        });
       status = { ...jsonClone(from), state };
     } else {
       released = isActive(old) ? from.lease?.worker : undefined;
@@ -42,6 +47,11 @@ export async function overrideState(ctx: SchedulerContext, o: StateOverride) {
   });
   const t = ctx.task(taskId);
   if (t && out.old_state !== out.new_state)
-    ctx.recordEvent({ object: t, type: "Normal", reason: "StateOverridden", message: `${out.old_state} -> ${out.new_state} by ${operator}: ${reason}${released ? `; lease on ${released} ended, reservation released` : ""}` });
+    ctx.recordEvent({
+      object: t,
+      type: "Normal",
+      reason: "StateOverridden",
+      message: `${out.old_state} -> ${out.new_state} by ${operator}: ${reason}${released ? `; lease on ${released} ended, reservation released` : ""}`,
+    });
   return out;
 }

@@ -18,7 +18,13 @@ function standings(ctx: SchedulerContext, also: string): { queue: string; share:
 }
 
 /** Undefined while no Queue exists: then queues change nothing, and replies stay as they were. */
-export function explainQueue(ctx: SchedulerContext, queue: ClaimQueue, task: Task, all: readonly { view: WorkerView; decision: Decision }[], blocking: ReadonlyMap<string, BlockingLeases | undefined> = new Map()): QueueExplanation | undefined {
+export function explainQueue(
+  ctx: SchedulerContext,
+  queue: ClaimQueue,
+  task: Task,
+  all: readonly { view: WorkerView; decision: Decision }[],
+  blocking: ReadonlyMap<string, BlockingLeases | undefined> = new Map(),
+): QueueExplanation | undefined {
   if (!ctx.queues.active) return undefined;
   const name = queueName(task.spec);
   const f = ctx.queues.figures(name);
@@ -37,12 +43,21 @@ export function explainQueue(ctx: SchedulerContext, queue: ClaimQueue, task: Tas
   // Borrowed leases in its way: of other queues now past their own quota.
   const borrowing = (q: string) => q !== name && Object.keys(book.borrowedBy(q)).length > 0;
   const within = quota.every((l) => l.used + l.requested <= l.nominal);
-  const waits = !within ? [] : [...blocking.values()]
-    .filter((b): b is BlockingLeases => !!b)
-    .map((b) => ({ b, leases: b.leases.map((l) => ({ task: l.task, queue: queueName(ctx.task(l.task)?.spec), ...(l.ends_at ? { ends_at: l.ends_at } : {}) })) }))
-    .filter(({ leases }) => leases.length > 0 && leases.every((l) => borrowing(l.queue)))
-    .map(({ b, leases }) => ({ worker: b.worker, leases, ...(b.until ? { until: b.until } : {}) }))
-    .sort((x, y) => (x.until ?? "~") < (y.until ?? "~") ? -1 : (x.until ?? "~") > (y.until ?? "~") ? 1 : 0);
+  const waits = !within
+    ? []
+    : [...blocking.values()]
+        .filter((b): b is BlockingLeases => !!b)
+        .map((b) => ({
+          b,
+          leases: b.leases.map((l) => ({
+            task: l.task,
+            queue: queueName(ctx.task(l.task)?.spec),
+            ...(l.ends_at ? { ends_at: l.ends_at } : {}),
+          })),
+        }))
+        .filter(({ leases }) => leases.length > 0 && leases.every((l) => borrowing(l.queue)))
+        .map(({ b, leases }) => ({ worker: b.worker, leases, ...(b.until ? { until: b.until } : {}) }))
+        .sort((x, y) => ((x.until ?? "~") < (y.until ?? "~") ? -1 : (x.until ?? "~") > (y.until ?? "~") ? 1 : 0));
   return {
     name,
     limited: f.limits !== undefined,
@@ -67,7 +82,23 @@ export function queuesReport(ctx: SchedulerContext) {
     standing: standingSentence(list),
     queues: names.map((q) => {
       const f = ctx.queues.figures(q);
-      return { name: q, limited: f.limits !== undefined, quota: f.limits?.quota ?? {}, borrowing_limit: f.limits?.borrowing ?? {}, lending_limit: f.limits?.lending ?? {}, weight: f.limits?.weight ?? 1, reclaim: f.limits?.reclaim ?? "wait", used: f.used, borrowed: f.borrowed, lent: f.lent, pending: f.pending, admitted: f.admitted, share: f.share, decayed_share: f.decayed_share, rank: f.rank };
+      return {
+        name: q,
+        limited: f.limits !== undefined,
+        quota: f.limits?.quota ?? {},
+        borrowing_limit: f.limits?.borrowing ?? {},
+        lending_limit: f.limits?.lending ?? {},
+        weight: f.limits?.weight ?? 1,
+        reclaim: f.limits?.reclaim ?? "wait",
+        used: f.used,
+        borrowed: f.borrowed,
+        lent: f.lent,
+        pending: f.pending,
+        admitted: f.admitted,
+        share: f.share,
+        decayed_share: f.decayed_share,
+        rank: f.rank,
+      };
     }),
   };
 }

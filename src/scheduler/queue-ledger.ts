@@ -3,7 +3,15 @@
 // event, the way an index is: it is rebuilt from the cache, never written anywhere. The
 // decayed average is the only thing with a memory, and it is a moving average of the same.
 import { effectiveCapacity } from "../admission/capacity.ts";
-import { addAmounts, demandOf, queueLimits, queueName, QueueBook, type Amounts, type QueueLimits } from "../admission/queues.ts";
+import {
+  addAmounts,
+  demandOf,
+  queueLimits,
+  queueName,
+  QueueBook,
+  type Amounts,
+  type QueueLimits,
+} from "../admission/queues.ts";
 import { leaseView, taskView, type QueuesView } from "../admission/view.ts";
 import { add, zero, type Vector } from "../admission/vector.ts";
 import { isKind, isQueued, type Task } from "../resources/types.ts";
@@ -25,7 +33,8 @@ function contributionOf(t: Task | undefined): Contribution | undefined {
   const queue = queueName(t.spec);
   const l = leaseView(t);
   if (l) return { queue, demand: demandOf(l.reservation), admitted: 1, pending: 0 };
-  if (isQueued(t.status?.state ?? "queued")) return { queue, demand: demandOf(taskView(t).requests), admitted: 0, pending: 1 };
+  if (isQueued(t.status?.state ?? "queued"))
+    return { queue, demand: demandOf(taskView(t).requests), admitted: 0, pending: 1 };
   return undefined;
 }
 
@@ -102,7 +111,13 @@ export class QueueLedger {
     if (kind === "Task") {
       const before = contributionOf(isKind(ev.old, "Task") ? ev.old : undefined);
       const after = ev.type === "DELETED" ? undefined : contributionOf(ev.object as Task);
-      if (before?.queue === after?.queue && before?.admitted === after?.admitted && before?.pending === after?.pending && sameAmounts(before?.demand, after?.demand)) return;
+      if (
+        before?.queue === after?.queue &&
+        before?.admitted === after?.admitted &&
+        before?.pending === after?.pending &&
+        sameAmounts(before?.demand, after?.demand)
+      )
+        return;
       this.count(before, -1);
       this.count(after, 1);
     } else if (kind === "Queue") {
@@ -131,7 +146,12 @@ export class QueueLedger {
     if (!this.halfLifeMs) return;
     const now = this.now();
     const d = this.decayed.get(queue);
-    this.decayed.set(queue, { at: now, avg: d ? decayTowards(d.avg, this.used.get(queue) ?? {}, now - d.at, this.halfLifeMs) : { ...(this.used.get(queue) ?? {}) } });
+    this.decayed.set(queue, {
+      at: now,
+      avg: d
+        ? decayTowards(d.avg, this.used.get(queue) ?? {}, now - d.at, this.halfLifeMs)
+        : { ...(this.used.get(queue) ?? {}) },
+    });
   }
 
   /** The decayed average usage of a queue now. */
@@ -144,7 +164,9 @@ export class QueueLedger {
 
   /** The sum of every worker's effective capacity: what a share is a fraction of. */
   fleet(): Vector {
-    return (this.fleetCache ??= this.cache.list("Worker").reduce((acc, w) => (isKind(w, "Worker") ? add(acc, effectiveCapacity(w).capacity) : acc), zero()));
+    return (this.fleetCache ??= this.cache
+      .list("Worker")
+      .reduce((acc, w) => (isKind(w, "Worker") ? add(acc, effectiveCapacity(w).capacity) : acc), zero()));
   }
 
   /** The Queues' limits and usage now, as copies a what-if may change. */
@@ -185,7 +207,9 @@ export class QueueLedger {
 
   /** Every queue with a Queue object or with tasks, by name. */
   names(): string[] {
-    return [...new Set([...this.limits.keys(), ...this.used.keys(), ...this.admitted.keys(), ...this.pending.keys()])].sort();
+    return [
+      ...new Set([...this.limits.keys(), ...this.used.keys(), ...this.admitted.keys(), ...this.pending.keys()]),
+    ].sort();
   }
 
   figures(queue: string): QueueFigures {

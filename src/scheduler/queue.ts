@@ -17,8 +17,15 @@ import { isQueued } from "../resources/types.ts";
 export type QueueEntry = { name: string; priority: number; created: string; shape: string };
 
 /** Claim order: priority descending, then creation time, then name. The web view sorts its queue by it too. */
-export function claimOrder(a: Pick<QueueEntry, "name" | "priority" | "created">, b: Pick<QueueEntry, "name" | "priority" | "created">): number {
-  return b.priority - a.priority || (a.created < b.created ? -1 : a.created > b.created ? 1 : 0) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+export function claimOrder(
+  a: Pick<QueueEntry, "name" | "priority" | "created">,
+  b: Pick<QueueEntry, "name" | "priority" | "created">,
+): number {
+  return (
+    b.priority - a.priority ||
+    (a.created < b.created ? -1 : a.created > b.created ? 1 : 0) ||
+    (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
+  );
 }
 
 /** The first k items of xs in `order`, without sorting all of xs (k is at most a few hundred). */
@@ -27,7 +34,8 @@ export function topK<T>(xs: T[], k: number, order: (a: T, b: T) => number): T[] 
   const best: T[] = [];
   for (const x of xs) {
     if (best.length === k && order(x, best[k - 1]) >= 0) continue;
-    let lo = 0, hi = best.length;
+    let lo = 0,
+      hi = best.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
       if (order(best[mid], x) <= 0) lo = mid + 1;
@@ -45,7 +53,10 @@ export function shapeKey(t: Task): string {
   return JSON.stringify([
     capabilityOf(t),
     p.placement ?? "shared",
-    r.cpu_millis ?? 0, r.memory_mb ?? 0, r.disk_mb ?? 0, r.gpu_count ?? 0,
+    r.cpu_millis ?? 0,
+    r.memory_mb ?? 0,
+    r.disk_mb ?? 0,
+    r.gpu_count ?? 0,
     [...(r.gpu_types ?? [])].sort(),
     [...(t.status?.excluded_workers ?? [])].sort(),
     // Only a named queue is part of the key, so without queues the keys are what they were.
@@ -65,8 +76,12 @@ const capabilityOf = (t: Task) => (t.spec.required_capability ?? "").trim();
 class IndexedHeap<T extends { heapIndex: number }> {
   readonly items: T[] = [];
   constructor(private readonly before: (a: T, b: T) => boolean) {}
-  get size(): number { return this.items.length; }
-  peek(): T | undefined { return this.items[0]; }
+  get size(): number {
+    return this.items.length;
+  }
+  peek(): T | undefined {
+    return this.items[0];
+  }
   push(x: T): void {
     x.heapIndex = this.items.length;
     this.items.push(x);
@@ -100,9 +115,12 @@ class IndexedHeap<T extends { heapIndex: number }> {
     }
   }
   private swap(i: number, j: number): void {
-    const a = this.items[i], b = this.items[j];
-    this.items[i] = b; b.heapIndex = i;
-    this.items[j] = a; a.heapIndex = j;
+    const a = this.items[i],
+      b = this.items[j];
+    this.items[i] = b;
+    b.heapIndex = i;
+    this.items[j] = a;
+    a.heapIndex = j;
   }
   private up(i: number): void {
     while (i > 0) {
@@ -114,7 +132,8 @@ class IndexedHeap<T extends { heapIndex: number }> {
   }
   private down(i: number): void {
     for (;;) {
-      const l = 2 * i + 1, r = l + 1;
+      const l = 2 * i + 1,
+        r = l + 1;
       let m = i;
       if (l < this.items.length && this.before(this.items[l], this.items[m])) m = l;
       if (r < this.items.length && this.before(this.items[r], this.items[m])) m = r;
@@ -137,10 +156,13 @@ const arrives = (a: QueueEntry, b: QueueEntry) => a.created < b.created || (a.cr
 class ArrivalRun {
   private items: (Entry | undefined)[] = [];
   private head = 0;
-  get size(): number { return this.items.length - this.head; }
+  get size(): number {
+    return this.items.length - this.head;
+  }
   /** How many entries arrive before `e`. */
   before(e: QueueEntry): number {
-    let lo = this.head, hi = this.items.length;
+    let lo = this.head,
+      hi = this.items.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
       if (arrives(this.items[mid]!, e)) lo = mid + 1;
@@ -156,13 +178,16 @@ class ArrivalRun {
   remove(e: Entry): void {
     if (this.items[this.head] === e) {
       this.items[this.head++] = undefined;
-      if (this.head > 64 && this.head * 2 > this.items.length) [this.items, this.head] = [this.items.slice(this.head), 0];
+      if (this.head > 64 && this.head * 2 > this.items.length)
+        [this.items, this.head] = [this.items.slice(this.head), 0];
       return;
     }
     const i = this.head + this.before(e);
     if (this.items[i] === e) this.items.splice(i, 1);
   }
-  first(k: number): Entry[] { return this.items.slice(this.head, this.head + k) as Entry[]; }
+  first(k: number): Entry[] {
+    return this.items.slice(this.head, this.head + k) as Entry[];
+  }
 }
 
 /** A shape's entries by priority: what task-admission counts ahead of a task without walking them. */
@@ -202,7 +227,15 @@ class PriorityRuns {
 }
 
 /** The queued tasks of one requirement shape, best first (a heap: inserting and removing cost O(log n) at any depth). */
-export type Shape = { key: string; capability: string; queue: string; sample: Task; entries: IndexedHeap<Entry>; ranks: PriorityRuns; heapIndex: number };
+export type Shape = {
+  key: string;
+  capability: string;
+  queue: string;
+  sample: Task;
+  entries: IndexedHeap<Entry>;
+  ranks: PriorityRuns;
+  heapIndex: number;
+};
 
 /** Shapes ordered by their best task. */
 const shapeHeap = () => new IndexedHeap<Shape>((a, b) => claimOrder(a.entries.peek()!, b.entries.peek()!) < 0);
@@ -215,14 +248,22 @@ export class ClaimQueue {
   /** Set by the scheduler from its queue ledger; unset, every queue ranks the same. */
   rank: QueueRank = () => 0;
 
-  get size(): number { return this.byName.size; }
+  get size(): number {
+    return this.byName.size;
+  }
 
   /** Track a task's latest version: queued tasks are (re)inserted, others removed. */
   upsert(task: Task): void {
     const name = task.metadata.name;
     // A task with no status yet is new, so queued.
     if (!isQueued(task.status?.state ?? "queued")) return this.remove(name);
-    const entry: Entry = { name, priority: task.spec.priority ?? 0, created: task.metadata.creationTimestamp ?? "", shape: shapeKey(task), heapIndex: -1 };
+    const entry: Entry = {
+      name,
+      priority: task.spec.priority ?? 0,
+      created: task.metadata.creationTimestamp ?? "",
+      shape: shapeKey(task),
+      heapIndex: -1,
+    };
     const old = this.byName.get(name);
     if (old && old.shape === entry.shape && old.priority === entry.priority && old.created === entry.created) {
       this.shapes.get(old.shape)!.sample = task;
@@ -230,7 +271,19 @@ export class ClaimQueue {
     }
     if (old) this.remove(name);
     let shape = this.shapes.get(entry.shape);
-    if (!shape) this.shapes.set(entry.shape, (shape = { key: entry.shape, capability: capabilityOf(task), queue: queueName(task.spec), sample: task, entries: new IndexedHeap<Entry>((a, b) => claimOrder(a, b) < 0), ranks: new PriorityRuns(), heapIndex: -1 }));
+    if (!shape)
+      this.shapes.set(
+        entry.shape,
+        (shape = {
+          key: entry.shape,
+          capability: capabilityOf(task),
+          queue: queueName(task.spec),
+          sample: task,
+          entries: new IndexedHeap<Entry>((a, b) => claimOrder(a, b) < 0),
+          ranks: new PriorityRuns(),
+          heapIndex: -1,
+        }),
+      );
     entry.shape = shape.key; // one string per shape, not one per queued task
     shape.sample = task;
     const head = shape.entries.peek();
@@ -261,7 +314,9 @@ export class ClaimQueue {
     } else if (wasHead) heap.update(shape);
   }
 
-  has(name: string): boolean { return this.byName.has(name); }
+  has(name: string): boolean {
+    return this.byName.has(name);
+  }
 
   /** A queued task's entry and the shape it is queued under. */
   locate(name: string): { entry: QueueEntry; shape: Shape } | undefined {
@@ -278,12 +333,18 @@ export class ClaimQueue {
     return shape.ranks.standing(pivot, name);
   }
 
-  allShapes(): IterableIterator<Shape> { return this.shapes.values(); }
+  allShapes(): IterableIterator<Shape> {
+    return this.shapes.values();
+  }
 
   /** The names of a shape's queued tasks, in no particular order. */
-  namesOf(shape: Shape): string[] { return shape.entries.items.map((e) => e.name); }
+  namesOf(shape: Shape): string[] {
+    return shape.entries.items.map((e) => e.name);
+  }
 
-  get shapeCount(): number { return this.shapes.size; }
+  get shapeCount(): number {
+    return this.shapes.size;
+  }
 
   /**
    * The queued tasks a worker with these capabilities could run, best first, one shape at a
@@ -294,8 +355,13 @@ export class ClaimQueue {
    * written and the informer removes their tasks).
    */
   walk(capabilities: readonly string[]): ClaimWalk {
-    const caps = capabilities.includes("*") ? [...this.heaps.values()] : ["", ...new Set(capabilities)].map((c) => this.heaps.get(c)).filter((m) => !!m);
-    return new ClaimWalk(caps.flatMap((m) => [...m.values()]), this.rank);
+    const caps = capabilities.includes("*")
+      ? [...this.heaps.values()]
+      : ["", ...new Set(capabilities)].map((c) => this.heaps.get(c)).filter((m) => !!m);
+    return new ClaimWalk(
+      caps.flatMap((m) => [...m.values()]),
+      this.rank,
+    );
   }
 
   private heap(shape: Shape): IndexedHeap<Shape> {
@@ -330,10 +396,14 @@ export class ClaimWalk {
   private readonly extra = new Map<string, Amounts>();
   private readonly queues = new Map<string, QueueCursors>();
   private readonly order = new IndexedHeap<QueueCursors>(
-    (a, b) => a.rank < b.rank || (a.rank === b.rank && claimOrder(headOf(a.cursors.peek()!), headOf(b.cursors.peek()!)) < 0),
+    (a, b) =>
+      a.rank < b.rank || (a.rank === b.rank && claimOrder(headOf(a.cursors.peek()!), headOf(b.cursors.peek()!)) < 0),
   );
 
-  constructor(sources: IndexedHeap<Shape>[], private readonly rank: QueueRank = () => 0) {
+  constructor(
+    sources: IndexedHeap<Shape>[],
+    private readonly rank: QueueRank = () => 0,
+  ) {
     for (const h of sources) this.pull(h);
   }
 
@@ -348,7 +418,10 @@ export class ClaimWalk {
   take(): void {
     const c = this.current!;
     const q = this.queues.get(c.shape.queue)!;
-    const extra = addAmounts(this.extra.get(q.queue) ?? {}, demandOf(normalise(c.shape.sample.spec.execution_profile?.resources)));
+    const extra = addAmounts(
+      this.extra.get(q.queue) ?? {},
+      demandOf(normalise(c.shape.sample.spec.execution_profile?.resources)),
+    );
     this.extra.set(q.queue, extra);
     q.rank = this.rank(q.queue, extra);
     this.taken.push({ shape: c.shape, entry: c.shape.entries.pop()! });
@@ -397,7 +470,11 @@ export class ClaimWalk {
     if (!shape) return;
     this.popped.push({ shape, source: h });
     let q = this.queues.get(shape.queue);
-    if (!q) this.queues.set(shape.queue, (q = { queue: shape.queue, rank: this.rank(shape.queue, {}), cursors: cursorHeap(), heapIndex: -1 }));
+    if (!q)
+      this.queues.set(
+        shape.queue,
+        (q = { queue: shape.queue, rank: this.rank(shape.queue, {}), cursors: cursorHeap(), heapIndex: -1 }),
+      );
     q.cursors.push({ shape, source: h, pulled: false, heapIndex: -1 });
     this.place(q);
   }

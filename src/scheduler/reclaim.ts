@@ -71,7 +71,13 @@ export function planReclaim(ctx: SchedulerContext, queue: ClaimQueue): ReclaimPl
         .filter((l: LeaseView) => queueName(l) !== name && borrowing(queueName(l)))
         .map((l) => {
           const t = ctx.task(l.task);
-          return { task: l.task, queue: queueName(l), priority: t?.spec.priority ?? 0, leased_at: t?.status?.lease?.leased_at ?? "", created: t?.metadata.creationTimestamp ?? "" };
+          return {
+            task: l.task,
+            queue: queueName(l),
+            priority: t?.spec.priority ?? 0,
+            leased_at: t?.status?.lease?.leased_at ?? "",
+            created: t?.metadata.creationTimestamp ?? "",
+          };
         })
         .sort(victimOrder);
       const released = new Set<string>();
@@ -81,8 +87,16 @@ export function planReclaim(ctx: SchedulerContext, queue: ClaimQueue): ReclaimPl
         released.add(c.task);
         victims.push(c);
         if (fits(admit(tv, without(v, released)))) {
-          const used = Object.entries(limits.quota).map(([d, n]) => `${d} ${book.usedBy(name)[d] ?? 0} used of ${n} nominal`).join(", ");
-          best = { queue: name, task: task.metadata.name, worker: v.name, victims: [...victims], why: `queue ${name} is below its quota (${used}) and ${task.metadata.name} fits on ${v.name} once these borrowed leases end` };
+          const used = Object.entries(limits.quota)
+            .map(([d, n]) => `${d} ${book.usedBy(name)[d] ?? 0} used of ${n} nominal`)
+            .join(", ");
+          best = {
+            queue: name,
+            task: task.metadata.name,
+            worker: v.name,
+            victims: [...victims],
+            why: `queue ${name} is below its quota (${used}) and ${task.metadata.name} fits on ${v.name} once these borrowed leases end`,
+          };
           break;
         }
       }
@@ -96,12 +110,23 @@ export function planReclaim(ctx: SchedulerContext, queue: ClaimQueue): ReclaimPl
 }
 
 /** Requeue one victim if it still holds the lease the plan saw; returns the task as written, or undefined. */
-export async function reclaimLease(ctx: SchedulerContext, plan: ReclaimPlan, victim: Victim): Promise<Task | undefined> {
+export async function reclaimLease(
+  ctx: SchedulerContext,
+  plan: ReclaimPlan,
+  victim: Victim,
+): Promise<Task | undefined> {
   const done = await ctx.updateTask<boolean>(victim.task, (t) => {
-    if (t.status?.lease?.worker !== plan.worker || (t.status.state !== "leased" && t.status.state !== "running")) return { result: false };
+    if (t.status?.lease?.worker !== plan.worker || (t.status.state !== "leased" && t.status.state !== "running"))
+      return { result: false };
     return { status: requeue(t.status, ctx.now(), RECLAIMED, "Reclaimed"), result: true };
   });
   const t = done ? ctx.task(victim.task) : undefined;
-  if (t) ctx.recordEvent({ object: t, type: "Normal", reason: "Reclaimed", message: `lease on ${plan.worker} ended and requeued (not counted against max_attempts): queue ${victim.queue} had borrowed it; ${plan.why}` });
+  if (t)
+    ctx.recordEvent({
+      object: t,
+      type: "Normal",
+      reason: "Reclaimed",
+      message: `lease on ${plan.worker} ended and requeued (not counted against max_attempts): queue ${victim.queue} had borrowed it; ${plan.why}`,
+    });
   return t;
 }

@@ -11,7 +11,10 @@ import type { StoredObject, TxnOp } from "../store/store.ts";
 export const RENEWAL_KIND = "TaskLease";
 
 /** One task's renewal: named as the task. */
-export type TaskLease = StoredObject & { kind: typeof RENEWAL_KIND; spec: { worker: string; epoch: number; lease_until: string } };
+export type TaskLease = StoredObject & {
+  kind: typeof RENEWAL_KIND;
+  spec: { worker: string; epoch: number; lease_until: string };
+};
 
 export function renewalObject(task: Task, leaseUntil: string, base?: TaskLease): TaskLease {
   const lease = task.status!.lease!;

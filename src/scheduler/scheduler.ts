@@ -8,7 +8,17 @@ import type { Store } from "../store/store.ts";
 import { isStoreError } from "../store/errors.ts";
 import { commitLeases, newBatchId, pickForWorker, requireWorker, type Leased, type Pick as Picked } from "./claim.ts";
 import { SchedulerContext, type SchedulerDeps, type SchedulerOptions } from "./context.ts";
-import type { Changes, ClaimOrder, Failure, Heartbeat, LeaseCall, PushOrder, Registration, Renewal, StateOverride } from "../protocol/parse.ts";
+import type {
+  Changes,
+  ClaimOrder,
+  Failure,
+  Heartbeat,
+  LeaseCall,
+  PushOrder,
+  Registration,
+  Renewal,
+  StateOverride,
+} from "../protocol/parse.ts";
 import type { ClaimReply, DispatchRequest } from "../protocol/types.gen.ts";
 import { ClaimQueue } from "./queue.ts";
 import { claimReply } from "./claim-params.ts";
@@ -42,7 +52,8 @@ export class Scheduler {
         else this.queue.upsert(cur);
         const old = isKind(ev.old, "Task") ? ev.old : undefined;
         const holder = old?.status?.lease?.worker;
-        if (holder && isActive(old?.status?.state) && (ev.type === "DELETED" || !isActive(cur.status?.state))) this.ctx.liveness.finished(holder, cur.metadata.name);
+        if (holder && isActive(old?.status?.state) && (ev.type === "DELETED" || !isActive(cur.status?.state)))
+          this.ctx.liveness.finished(holder, cur.metadata.name);
         this.ctx.wake();
       } else if (ev.object.kind === "Worker") {
         // A deleted worker's liveness goes with it: if it is declared again, it is Ready only once its Runner calls in.
@@ -82,8 +93,20 @@ export class Scheduler {
         const worker = requireWorker(this.ctx, workerId);
         // Admission's concurrency check stops the batch at the worker's limit; `limit` caps it
         // for the Runner, and one batch is one transaction, so it fits the store's (etcd's 128 ops).
-        const { picks } = pickForWorker(this.queue, this.ctx, worker, Math.min(limit, this.ctx.store.maxWritesPerTxn - 4));
-        return { worker, picks, hold: this.ctx.assume(worker.metadata.name, picks.map((p) => p.lease)) };
+        const { picks } = pickForWorker(
+          this.queue,
+          this.ctx,
+          worker,
+          Math.min(limit, this.ctx.store.maxWritesPerTxn - 4),
+        );
+        return {
+          worker,
+          picks,
+          hold: this.ctx.assume(
+            worker.metadata.name,
+            picks.map((p) => p.lease),
+          ),
+        };
       });
       try {
         return await this.commitRebasing(worker, picks, leaseSeconds);
@@ -113,49 +136,116 @@ export class Scheduler {
       await this.ctx.caughtUp();
       // Still queued, and only its status moved (same generation: the request it was admitted for).
       const fresh = picks.map((p) => ({ ...p, task: this.ctx.task(p.task.metadata.name) }));
-      if (!fresh.every((p, i) => p.task && isQueued(p.task.status?.state ?? "queued") && p.task.metadata.generation === picks[i].task.metadata.generation)) throw e;
+      if (
+        !fresh.every(
+          (p, i) =>
+            p.task &&
+            isQueued(p.task.status?.state ?? "queued") &&
+            p.task.metadata.generation === picks[i].task.metadata.generation,
+        )
+      )
+        throw e;
       const again = fresh as Picked[];
       if (again.every((p, i) => p.task.metadata.resourceVersion === picks[i].task.metadata.resourceVersion)) throw e; // nothing moved: not a stale copy
-      return commitLeases(this.ctx, this.ctx.worker(worker.metadata.name) ?? worker, again, { mode: "pull", leaseSeconds });
+      return commitLeases(this.ctx, this.ctx.worker(worker.metadata.name) ?? worker, again, {
+        mode: "pull",
+        leaseSeconds,
+      });
     }
   }
 
   // ---- the Runner API ----
-  register(r: Registration) { return register(this.ctx, r); }
-  heartbeat(h: Heartbeat) { return heartbeat(this.ctx, h); }
-  start(c: LeaseCall) { return transitions.start(this.ctx, c); }
-  renew(c: Renewal) { return transitions.renew(this.ctx, c); }
-  complete(c: LeaseCall) { return transitions.complete(this.ctx, c); }
-  fail(c: Failure) { return transitions.fail(this.ctx, c); }
+  register(r: Registration) {
+    return register(this.ctx, r);
+  }
+  heartbeat(h: Heartbeat) {
+    return heartbeat(this.ctx, h);
+  }
+  start(c: LeaseCall) {
+    return transitions.start(this.ctx, c);
+  }
+  renew(c: Renewal) {
+    return transitions.renew(this.ctx, c);
+  }
+  complete(c: LeaseCall) {
+    return transitions.complete(this.ctx, c);
+  }
+  fail(c: Failure) {
+    return transitions.fail(this.ctx, c);
+  }
   /** The checks an upload passes before its body is read (transitions.ts). */
-  uploadFence(h: { taskId?: string; workerId?: string }) { return transitions.uploadFence(this.ctx, h); }
-  upload(h: { taskId?: string; workerId?: string }, file: transitions.UploadedFile) { return transitions.upload(this.ctx, h, file); }
-  get resultsDir(): string { return this.ctx.opts.resultsDir; }
+  uploadFence(h: { taskId?: string; workerId?: string }) {
+    return transitions.uploadFence(this.ctx, h);
+  }
+  upload(h: { taskId?: string; workerId?: string }, file: transitions.UploadedFile) {
+    return transitions.upload(this.ctx, h, file);
+  }
+  get resultsDir(): string {
+    return this.ctx.opts.resultsDir;
+  }
 
   // ---- the operator's verbs ----
-  push(order: PushOrder, o: PushOptions) { return pushTask(this.ctx, order, o); }
-  dispatch(req: DispatchRequest) { return dispatch(this.ctx, req); }
-  cancel(taskId: string) { return transitions.cancel(this.ctx, taskId); }
-  retry(taskId: string, preserveExcluded: boolean) { return transitions.retry(this.ctx, taskId, preserveExcluded); }
-  expireLeases() { return transitions.expireLeases(this.ctx); }
-  overrideState(o: StateOverride) { return overrideState(this.ctx, o); }
-  setBlocked(workerId: string, blocked: boolean) { return setBlocked(this.ctx, workerId, blocked); }
-  setDesiredConcurrency(workerId: string, desired: number, reason: string) { return setDesiredConcurrency(this.ctx, workerId, desired, reason); }
+  push(order: PushOrder, o: PushOptions) {
+    return pushTask(this.ctx, order, o);
+  }
+  dispatch(req: DispatchRequest) {
+    return dispatch(this.ctx, req);
+  }
+  cancel(taskId: string) {
+    return transitions.cancel(this.ctx, taskId);
+  }
+  retry(taskId: string, preserveExcluded: boolean) {
+    return transitions.retry(this.ctx, taskId, preserveExcluded);
+  }
+  expireLeases() {
+    return transitions.expireLeases(this.ctx);
+  }
+  overrideState(o: StateOverride) {
+    return overrideState(this.ctx, o);
+  }
+  setBlocked(workerId: string, blocked: boolean) {
+    return setBlocked(this.ctx, workerId, blocked);
+  }
+  setDesiredConcurrency(workerId: string, desired: number, reason: string) {
+    return setDesiredConcurrency(this.ctx, workerId, desired, reason);
+  }
   /** Declared workers (register-worker-hosts), already converted from the inventory. */
-  registerWorkers(workers: Worker[], operator?: string) { return applyWorkers(this.ctx, workers, operator); }
+  registerWorkers(workers: Worker[], operator?: string) {
+    return applyWorkers(this.ctx, workers, operator);
+  }
 
   // ---- reads, in the protocol's shapes ----
-  task(name: string): Task | undefined { return this.ctx.task(name); }
-  renewal(name: string) { return this.ctx.renewal(name); }
+  task(name: string): Task | undefined {
+    return this.ctx.task(name);
+  }
+  renewal(name: string) {
+    return this.ctx.renewal(name);
+  }
   /** What the worker's Runner last said, and when. */
-  liveness(name: string) { return this.ctx.liveness.get(name); }
-  capacity(w: Worker) { return capacityEntry(this.ctx, w); }
-  workerCapacity() { return workerCapacity(this.ctx); }
-  taskAdmission(taskId: string) { return taskAdmission(this.ctx, this.queue, taskId); }
-  queuesReport() { return queuesReport(this.ctx); }
-  simulate(changes: Changes) { return simulate(this.ctx, this.queue, changes); }
-  nominations() { return nominations(this.ctx); }
-  queuePositions() { return positions(this.ctx, this.queue); }
+  liveness(name: string) {
+    return this.ctx.liveness.get(name);
+  }
+  capacity(w: Worker) {
+    return capacityEntry(this.ctx, w);
+  }
+  workerCapacity() {
+    return workerCapacity(this.ctx);
+  }
+  taskAdmission(taskId: string) {
+    return taskAdmission(this.ctx, this.queue, taskId);
+  }
+  queuesReport() {
+    return queuesReport(this.ctx);
+  }
+  simulate(changes: Changes) {
+    return simulate(this.ctx, this.queue, changes);
+  }
+  nominations() {
+    return nominations(this.ctx);
+  }
+  queuePositions() {
+    return positions(this.ctx, this.queue);
+  }
 
   /** POST /api/tasks/claim: lease up to `limit` tasks, long-polling up to wait_seconds for work. */
   async claim(order: ClaimOrder, signal?: AbortSignal): Promise<ClaimReply> {
@@ -182,7 +272,35 @@ export class Scheduler {
 const CLAIM_ATTEMPTS = 5;
 
 /** The verbs and reads the API calls; the scheduler's context stays behind them. */
-export type SchedulerApi = Pick<Scheduler,
-  | "register" | "heartbeat" | "claim" | "start" | "renew" | "complete" | "fail" | "uploadFence" | "upload" | "resultsDir"
-  | "push" | "dispatch" | "cancel" | "retry" | "expireLeases" | "overrideState" | "setBlocked" | "setDesiredConcurrency" | "registerWorkers"
-  | "task" | "renewal" | "liveness" | "capacity" | "workerCapacity" | "taskAdmission" | "queuesReport" | "simulate" | "nominations" | "queuePositions">;
+export type SchedulerApi = Pick<
+  Scheduler,
+  | "register"
+  | "heartbeat"
+  | "claim"
+  | "start"
+  | "renew"
+  | "complete"
+  | "fail"
+  | "uploadFence"
+  | "upload"
+  | "resultsDir"
+  | "push"
+  | "dispatch"
+  | "cancel"
+  | "retry"
+  | "expireLeases"
+  | "overrideState"
+  | "setBlocked"
+  | "setDesiredConcurrency"
+  | "registerWorkers"
+  | "task"
+  | "renewal"
+  | "liveness"
+  | "capacity"
+  | "workerCapacity"
+  | "taskAdmission"
+  | "queuesReport"
+  | "simulate"
+  | "nominations"
+  | "queuePositions"
+>;

@@ -1,7 +1,15 @@
 // Queues in a what-if: new quotas and weights (or new queues) over a copy of the ledger's
 // limits and usage, and the order a claim would take queues in, as the claim walk does:
 // the queue with the lowest weighted dominant share first, then claim order within it.
-import { addAmounts, demandOf, queueLimits, queueName, QueueBook, type Amounts, type QueueLimits } from "../admission/queues.ts";
+import {
+  addAmounts,
+  demandOf,
+  queueLimits,
+  queueName,
+  QueueBook,
+  type Amounts,
+  type QueueLimits,
+} from "../admission/queues.ts";
 import { sum, type Vector } from "../admission/vector.ts";
 import type { LeaseView, TaskView, WorkerView } from "../admission/view.ts";
 import type { Queue } from "../resources/types.ts";
@@ -21,17 +29,26 @@ const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object
 export function queueLimitsAfter(ctx: SchedulerContext, changes: unknown): Map<string, QueueLimits> {
   const { limits } = ctx.queues.snapshot();
   if (changes === undefined) return limits;
-  if (!isObj(changes)) throw bad("queues", "must be an object of queue name to spec changes (quota, borrowing_limit, lending_limit, weight, reclaim)");
+  if (!isObj(changes))
+    throw bad(
+      "queues",
+      "must be an object of queue name to spec changes (quota, borrowing_limit, lending_limit, weight, reclaim)",
+    );
   for (const [name, ch] of Object.entries(changes)) {
     if (!isObj(ch)) throw bad(`queues.${name}`, "must be an object");
     let stored: Queue | undefined;
     try {
       const o = ctx.cache.get("Queue", name);
-      stored = o?.kind === "Queue" ? (o as Queue) : undefined;
+      stored = o?.kind === "Queue" ? o : undefined;
     } catch {
       stored = undefined;
     }
-    const q = { apiVersion: "loom.dev/v1alpha1", kind: "Queue", metadata: { name }, spec: { ...(stored?.spec ?? {}), ...ch } } as Queue;
+    const q = {
+      apiVersion: "loom.dev/v1alpha1",
+      kind: "Queue",
+      metadata: { name },
+      spec: { ...(stored?.spec ?? {}), ...ch },
+    } as Queue;
     const errs = validateObject(q);
     if (errs.length) throw bad(`queues.${name}.${errs[0].field.replace(/^spec\./, "")}`, errs[0].message);
     limits.set(name, queueLimits(q));
@@ -46,7 +63,11 @@ export class QueueSim {
   private book: QueueBook;
   private readonly fleet: Vector;
 
-  constructor(private readonly limits: Map<string, QueueLimits>, state: { used: Map<string, Amounts>; waiting: Map<string, Amounts> }, views: readonly WorkerView[]) {
+  constructor(
+    private readonly limits: Map<string, QueueLimits>,
+    state: { used: Map<string, Amounts>; waiting: Map<string, Amounts> },
+    views: readonly WorkerView[],
+  ) {
     this.used = new Map(state.used);
     this.waiting = new Map(state.waiting);
     this.book = new QueueBook(limits, this.used, this.waiting);
@@ -59,7 +80,8 @@ export class QueueSim {
 
   /** The views as the quota check must see them: one book, each view's leases counted in it. */
   attach(views: WorkerView[]): void {
-    for (const v of views) v.queues = this.active ? { book: this.book, counted: new Set(v.leases.map((l) => l.task)) } : undefined;
+    for (const v of views)
+      v.queues = this.active ? { book: this.book, counted: new Set(v.leases.map((l) => l.task)) } : undefined;
   }
 
   placed(v: WorkerView, l: LeaseView, views: WorkerView[]): void {
@@ -68,7 +90,8 @@ export class QueueSim {
     this.used.set(q, addAmounts(this.used.get(q) ?? {}, demandOf(l.reservation)));
     this.waiting.set(q, addAmounts(this.waiting.get(q) ?? {}, demandOf(l.reservation), -1));
     this.book = new QueueBook(this.limits, this.used, this.waiting);
-    for (const w of views) w.queues = { book: this.book, counted: w === v ? new Set([...w.queues!.counted, l.task]) : w.queues!.counted };
+    for (const w of views)
+      w.queues = { book: this.book, counted: w === v ? new Set([...w.queues!.counted, l.task]) : w.queues!.counted };
   }
 
   private rank(q: string): number {
@@ -84,7 +107,7 @@ export class QueueSim {
     if (!this.active) return yield* [...entries].sort(claimOrder);
     const byQueue = new Map<string, QueueEntry[]>();
     for (const e of [...entries].sort(claimOrder)) {
-      const q = queueName(tasks.get(e.name)!);
+      const q = queueName(tasks.get(e.name));
       byQueue.set(q, [...(byQueue.get(q) ?? []), e]);
     }
     const heads = new Map([...byQueue.keys()].map((q) => [q, 0]));
@@ -92,7 +115,10 @@ export class QueueSim {
       let best: string | undefined;
       for (const [q, i] of heads) {
         if (i >= byQueue.get(q)!.length) continue;
-        if (best === undefined) { best = q; continue; }
+        if (best === undefined) {
+          best = q;
+          continue;
+        }
         const d = this.rank(q) - this.rank(best);
         if (d < 0 || (d === 0 && claimOrder(byQueue.get(q)![i], byQueue.get(best)![heads.get(best)!]) < 0)) best = q;
       }

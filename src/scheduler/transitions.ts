@@ -23,13 +23,32 @@ import { jsonClone } from "../resources/json.ts";
 /** The fence: the caller must hold the task's current, active lease. */
 function fence(t: Task, workerId: string, attemptNo: number | undefined): void {
   const st = t.status;
-  if (st?.state === "cancelled") throw new HubError(409, "task_cancelled", { task_id: t.metadata.name, state: st.state });
-  if (!st?.lease || !isActive(st.state)) throw new HubError(409, "stale_lease", { task_id: t.metadata.name, state: st?.state ?? "queued", detail: "the task holds no active lease" });
-  if (st.lease.worker !== workerId) throw new HubError(409, "lease_worker_mismatch", { task_id: t.metadata.name, lease_worker_id: st.lease.worker, worker_id: workerId });
+  if (st?.state === "cancelled")
+    throw new HubError(409, "task_cancelled", { task_id: t.metadata.name, state: st.state });
+  if (!st?.lease || !isActive(st.state))
+    throw new HubError(409, "stale_lease", {
+      task_id: t.metadata.name,
+      state: st?.state ?? "queued",
+      detail: "the task holds no active lease",
+    });
+  if (st.lease.worker !== workerId)
+    throw new HubError(409, "lease_worker_mismatch", {
+      task_id: t.metadata.name,
+      lease_worker_id: st.lease.worker,
+      worker_id: workerId,
+    });
   if (attemptNo !== undefined && !(Number.isSafeInteger(attemptNo) && attemptNo >= 0))
-    throw new HubError(400, "invalid_attempt_no", { field: "attempt_no", detail: "must be a non-negative integer", received: attemptNo });
+    throw new HubError(400, "invalid_attempt_no", {
+      field: "attempt_no",
+      detail: "must be a non-negative integer",
+      received: attemptNo,
+    });
   if (attemptNo !== undefined && attemptNo !== st.lease.epoch)
-    throw new HubError(409, "stale_lease", { task_id: t.metadata.name, attempt_no: st.lease.epoch, received: attemptNo });
+    throw new HubError(409, "stale_lease", {
+      task_id: t.metadata.name,
+      attempt_no: st.lease.epoch,
+      received: attemptNo,
+    });
 }
 
 /** A lease holder's call: the asking Runner is alive, whatever the answer. */
@@ -57,28 +76,42 @@ export async function renew(ctx: SchedulerContext, call: Renewal): Promise<Lease
   const seconds = call.lease_seconds;
   // Another writer of the task, or of its record (created or dropped meanwhile), is a race the Hub retries.
   const raced = (e: unknown) => conflictOrTaken(e) || isStoreError(e, "NotFound");
-  return retryOnConflict(async () => {
-    const t = ctx.task(taskId);
-    if (!t) throw new HubError(404, "task_not_found", { task_id: taskId });
-    fence(t, workerId, call.attempt_no);
-    const cur = ctx.renewal(taskId);
-    const until = new Date(ctx.now() + seconds * 1000).toISOString();
-    const op: TxnOp = cur ? { op: "update", object: renewalObject(t, until, cur) } : { op: "create", object: renewalObject(t, until) };
-    // The task must still hold this lease when the renewal commits.
-    await ctx.commit([{ op: "check", kind: "Task", name: taskId, resourceVersion: t.metadata.resourceVersion! }, op]);
-    return { ok: true, task_id: taskId, lease_until: until };
-  }, { retryable: raced, refresh: () => ctx.caughtUp() });
+  return retryOnConflict(
+    async () => {
+      const t = ctx.task(taskId);
+      if (!t) throw new HubError(404, "task_not_found", { task_id: taskId });
+      fence(t, workerId, call.attempt_no);
+      const cur = ctx.renewal(taskId);
+      const until = new Date(ctx.now() + seconds * 1000).toISOString();
+      const op: TxnOp = cur
+        ? { op: "update", object: renewalObject(t, until, cur) }
+        : { op: "create", object: renewalObject(t, until) };
+      // The task must still hold this lease when the renewal commits.
+      await ctx.commit([{ op: "check", kind: "Task", name: taskId, resourceVersion: t.metadata.resourceVersion! }, op]);
+      return { ok: true, task_id: taskId, lease_until: until };
+    },
+    { retryable: raced, refresh: () => ctx.caughtUp() },
+  );
 }
 
-type RetryPolicy = { max_attempts?: number; retry_categories?: string[]; categories?: string[]; different_worker?: boolean };
+type RetryPolicy = {
+  max_attempts?: number;
+  retry_categories?: string[];
+  categories?: string[];
+  different_worker?: boolean;
+};
 
 function retryPolicyOf(t: Task): RetryPolicy {
-  const fromPayload = ((t.spec.payload ?? {}) as Record<string, unknown>).retry_policy as RetryPolicy | undefined;
+  const fromPayload = (t.spec.payload ?? {}).retry_policy as RetryPolicy | undefined;
   return { ...(fromPayload ?? {}), ...(t.spec.retry_policy ?? {}) };
 }
 
 /** Automatic retry (v1): the issues meet the policy's categories and attempts remain. */
-function autoRetry(ctx: SchedulerContext, t: Task, issues: string[]): { queued: boolean; reason?: string; categories?: string[]; excludeWorker?: string } {
+function autoRetry(
+  ctx: SchedulerContext,
+  t: Task,
+  issues: string[],
+): { queued: boolean; reason?: string; categories?: string[]; excludeWorker?: string } {
   const p = retryPolicyOf(t);
   const cats = p.retry_categories ?? p.categories ?? [];
   const hit = issues.filter((i) => cats.includes(i));
@@ -111,12 +144,16 @@ export type UploadedFile = { path: string; bytes: number; sha256: string };
  * The checks an upload can pass before its body is read: the headers name a task, and the
  * worker holding its current lease. A refused upload costs the Hub no bytes on disk.
  */
-export function uploadFence(ctx: SchedulerContext, headers: { taskId?: string; workerId?: string }): { taskId: string; workerId: string } {
+export function uploadFence(
+  ctx: SchedulerContext,
+  headers: { taskId?: string; workerId?: string },
+): { taskId: string; workerId: string } {
   const taskId = headers.taskId;
   if (!taskId) throw new HubError(400, "X-Task-Id required");
   // v1 waved an upload without X-Worker-Id through; Loom requires it, so the fence always applies.
   const workerId = headers.workerId;
-  if (!workerId) throw new HubError(400, "X-Worker-Id required", { detail: "uploads must name the worker holding the lease" });
+  if (!workerId)
+    throw new HubError(400, "X-Worker-Id required", { detail: "uploads must name the worker holding the lease" });
   ctx.liveness.touch(workerId, ctx.now());
   const pre = ctx.task(taskId);
   if (!pre) throw new HubError(404, "task_not_found", { task_id: taskId });
@@ -125,7 +162,11 @@ export function uploadFence(ctx: SchedulerContext, headers: { taskId?: string; w
 }
 
 /** Score the streamed result, move it into place and commit the verdict; the temp file never outlives the call. */
-export async function upload(ctx: SchedulerContext, headers: { taskId?: string; workerId?: string }, file: UploadedFile): Promise<UploadReply> {
+export async function upload(
+  ctx: SchedulerContext,
+  headers: { taskId?: string; workerId?: string },
+  file: UploadedFile,
+): Promise<UploadReply> {
   let final: string | undefined;
   try {
     const { taskId, workerId } = uploadFence(ctx, headers);
@@ -153,7 +194,14 @@ async function syncDir(dir: string): Promise<void> {
   }
 }
 
-async function commitUpload(ctx: SchedulerContext, taskId: string, workerId: string, file: UploadedFile, resultId: string, inspection: ResultInspection): Promise<UploadReply> {
+async function commitUpload(
+  ctx: SchedulerContext,
+  taskId: string,
+  workerId: string,
+  file: UploadedFile,
+  resultId: string,
+  inspection: ResultInspection,
+): Promise<UploadReply> {
   const { path, sha256, bytes } = file;
   return ctx.readModifyWrite(async () => {
     const t = ctx.task(taskId);
@@ -167,7 +215,9 @@ async function commitUpload(ctx: SchedulerContext, taskId: string, workerId: str
     if (retry.queued) {
       status = requeue(t.status!, now, verdict, "AutoRetry", { excludeWorker: retry.excludeWorker });
     } else {
-      status = endLease(t.status!, verdict as TaskStatus["state"] & string, now, verdict, "ResultUploaded", { resultId });
+      status = endLease(t.status!, verdict as TaskStatus["state"] & string, now, verdict, "ResultUploaded", {
+        resultId,
+      });
       status.result = { result_id: resultId, verdict, bytes, sha256, uploaded_at: new Date(now).toISOString() };
       status.issues = inspection.issues;
       markFinal(status, now, verdict === "clean" ? "Clean" : "ResultVerdict", `result ${resultId}: ${verdict}`);
@@ -176,14 +226,38 @@ async function commitUpload(ctx: SchedulerContext, taskId: string, workerId: str
       apiVersion: "loom.dev/v1alpha1",
       kind: "Result",
       metadata: { name: resultId, labels: { "loom.dev/task": taskId } },
-      spec: { task_id: taskId, attempt_no: attempt, worker_id: workerId, verdict, bytes, sha256, path, issues: inspection.issues, files: inspection.files, uploaded_at: new Date(now).toISOString() },
+      spec: {
+        task_id: taskId,
+        attempt_no: attempt,
+        worker_id: workerId,
+        verdict,
+        bytes,
+        sha256,
+        path,
+        issues: inspection.issues,
+        files: inspection.files,
+        uploaded_at: new Date(now).toISOString(),
+      },
     };
     const [written] = await ctx.commit([
       { op: "updateStatus", object: { ...t, status } },
       { op: "create", object: resultObj },
     ]);
-    ctx.recordEvent({ object: written, type: verdict === "clean" ? "Normal" : "Warning", reason: retry.queued ? "Requeued" : "LeaseReleased", message: retry.queued ? `verdict ${verdict} (${retry.categories!.join(", ")}): retrying as attempt ${attempt + 1}` : `result ${resultId}: ${verdict}; reservation released` });
-    if (!retry.queued && retry.reason === "automatic_retry_unavailable") ctx.recordEvent({ object: written, type: "Warning", reason: "AutomaticRetryUnavailable", message: "no other capable worker seen in the last 5 minutes" });
+    ctx.recordEvent({
+      object: written,
+      type: verdict === "clean" ? "Normal" : "Warning",
+      reason: retry.queued ? "Requeued" : "LeaseReleased",
+      message: retry.queued
+        ? `verdict ${verdict} (${retry.categories!.join(", ")}): retrying as attempt ${attempt + 1}`
+        : `result ${resultId}: ${verdict}; reservation released`,
+    });
+    if (!retry.queued && retry.reason === "automatic_retry_unavailable")
+      ctx.recordEvent({
+        object: written,
+        type: "Warning",
+        reason: "AutomaticRetryUnavailable",
+        message: "no other capable worker seen in the last 5 minutes",
+      });
     await adjustConcurrency(ctx, workerId, { verdict, issues: inspection.issues, entries: inspection.entries });
     return {
       ok: true,
@@ -213,7 +287,13 @@ export async function complete(ctx: SchedulerContext, call: LeaseCall): Promise<
     released = t;
     return { status, result: { ok: true, task_id: taskId, old_state: state, new_state: "returned" } };
   });
-  if (released) ctx.recordEvent({ object: released, type: "Warning", reason: "LeaseReleased", message: `${workerId} completed without uploading a result; reservation released` });
+  if (released)
+    ctx.recordEvent({
+      object: released,
+      type: "Warning",
+      reason: "LeaseReleased",
+      message: `${workerId} completed without uploading a result; reservation released`,
+    });
   return out;
 }
 
@@ -231,7 +311,8 @@ export async function fail(ctx: SchedulerContext, call: Failure): Promise<LeaseR
     const old = t.status!.state;
     const retry = autoRetry(ctx, t, issues);
     let status: TaskStatus;
-    if (retry.queued) status = requeue(t.status!, now, "run_error", "AutoRetry", { excludeWorker: retry.excludeWorker });
+    if (retry.queued)
+      status = requeue(t.status!, now, "run_error", "AutoRetry", { excludeWorker: retry.excludeWorker });
     else {
       status = endLease(t.status!, "run_error", now, "run_error", "RunnerReportedFailure");
       status.error = error;
@@ -240,12 +321,25 @@ export async function fail(ctx: SchedulerContext, call: Failure): Promise<LeaseR
     }
     return {
       status,
-      result: { ok: true, task_id: taskId, old_state: old, new_state: status.state, auto_retry: retry.queued ? { queued: true, attempt_no: status.attempt, categories: retry.categories } : null, issues },
+      result: {
+        ok: true,
+        task_id: taskId,
+        old_state: old,
+        new_state: status.state,
+        auto_retry: retry.queued ? { queued: true, attempt_no: status.attempt, categories: retry.categories } : null,
+        issues,
+      },
     };
   });
   if (!out.ignored_stale_failure) {
     const t = ctx.task(taskId);
-    if (t) ctx.recordEvent({ object: t, type: "Warning", reason: out.new_state === "retry_queued" ? "Requeued" : "LeaseReleased", message: `${workerId} reported a failure; ${out.new_state === "retry_queued" ? `retrying as attempt ${t.status?.attempt}` : "reservation released"}` });
+    if (t)
+      ctx.recordEvent({
+        object: t,
+        type: "Warning",
+        reason: out.new_state === "retry_queued" ? "Requeued" : "LeaseReleased",
+        message: `${workerId} reported a failure; ${out.new_state === "retry_queued" ? `retrying as attempt ${t.status?.attempt}` : "reservation released"}`,
+      });
     await adjustConcurrency(ctx, workerId, { verdict: "run_error", issues: out.issues ?? [], entries: null });
   }
   return out;
@@ -258,23 +352,40 @@ export async function cancel(ctx: SchedulerContext, taskId: string): Promise<Lea
     held = t.status?.nominated_worker;
     if (old === "cancelled") return { result: { ok: true, task_id: taskId, old_state: old, new_state: old } };
     // Cancel ends the lease at once, releasing the reservation; the old holder is fenced off.
-    const status = markFinal(endLease(t.status ?? { state: "queued", attempt: 1 }, "cancelled", ctx.now(), "cancelled", "Cancelled"), ctx.now(), "Cancelled", "cancelled by an operator");
+    const status = markFinal(
+      endLease(t.status ?? { state: "queued", attempt: 1 }, "cancelled", ctx.now(), "cancelled", "Cancelled"),
+      ctx.now(),
+      "Cancelled",
+      "cancelled by an operator",
+    );
     return { status, result: { ok: true, task_id: taskId, old_state: old, new_state: "cancelled" } };
   });
   const t = ctx.task(taskId);
   if (t) ctx.recordEvent({ object: t, type: "Normal", reason: "Cancelled", message: "cancelled; any lease released" });
-  if (t && held && out.new_state === "cancelled" && out.old_state !== "cancelled") ctx.recordEvent(nominationEnded(t, held, "cancelled"));
+  if (t && held && out.new_state === "cancelled" && out.old_state !== "cancelled")
+    ctx.recordEvent(nominationEnded(t, held, "cancelled"));
   return out;
 }
 
 export async function retry(ctx: SchedulerContext, taskId: string, preserveExcluded: boolean): Promise<LeaseReply> {
   const out = await ctx.updateTask<LeaseReply>(taskId, (t) => {
     const old = t.status?.state ?? "queued";
-    const status = requeue(t.status ?? { state: "queued", attempt: 1 }, ctx.now(), "retried", "OperatorRetry", { clearExclusions: !preserveExcluded });
-    return { status, result: { ok: true, task_id: taskId, old_state: old, new_state: "retry_queued", attempt_no: status.attempt } };
+    const status = requeue(t.status ?? { state: "queued", attempt: 1 }, ctx.now(), "retried", "OperatorRetry", {
+      clearExclusions: !preserveExcluded,
+    });
+    return {
+      status,
+      result: { ok: true, task_id: taskId, old_state: old, new_state: "retry_queued", attempt_no: status.attempt },
+    };
   });
   const t = ctx.task(taskId);
-  if (t) ctx.recordEvent({ object: t, type: "Normal", reason: "Requeued", message: `retried by an operator as attempt ${out.attempt_no}` });
+  if (t)
+    ctx.recordEvent({
+      object: t,
+      type: "Normal",
+      reason: "Requeued",
+      message: `retried by an operator as attempt ${out.attempt_no}`,
+    });
   return out;
 }
 
@@ -291,20 +402,39 @@ export type Expired = { task_id: string; old_state: string; new_state: string };
  */
 export async function expireLease(ctx: SchedulerContext, name: string): Promise<Expired | undefined> {
   try {
-    const r = await ctx.updateTask(name, (t) => {
-      const lease = t.status?.lease;
-      const due = leaseDue(t, ctx.renewal(name));
-      if (!lease || due === undefined || due >= ctx.now()) return { result: undefined };
-      const old = t.status!.state!;
-      const attempt = countedAttempts(t.status);
-      const status = attempt < maxAttemptsForExpiry(ctx, t)
-        ? requeue(t.status!, ctx.now(), "lease_expired", "LeaseExpired")
-        : markFinal(endLease(t.status!, "lease_expired", ctx.now(), "lease_expired", "LeaseExpired"), ctx.now(), "AttemptsExhausted", `lease on ${lease.worker} expired on attempt ${attempt} of ${maxAttemptsForExpiry(ctx, t)}`);
-      return { status, result: { task_id: t.metadata.name, old_state: old, new_state: status.state!, worker: lease.worker } };
-    }, () => [renewalCheck(name, ctx.renewal(name))]);
+    const r = await ctx.updateTask(
+      name,
+      (t) => {
+        const lease = t.status?.lease;
+        const due = leaseDue(t, ctx.renewal(name));
+        if (!lease || due === undefined || due >= ctx.now()) return { result: undefined };
+        const old = t.status!.state!;
+        const attempt = countedAttempts(t.status);
+        const status =
+          attempt < maxAttemptsForExpiry(ctx, t)
+            ? requeue(t.status!, ctx.now(), "lease_expired", "LeaseExpired")
+            : markFinal(
+                endLease(t.status!, "lease_expired", ctx.now(), "lease_expired", "LeaseExpired"),
+                ctx.now(),
+                "AttemptsExhausted",
+                `lease on ${lease.worker} expired on attempt ${attempt} of ${maxAttemptsForExpiry(ctx, t)}`,
+              );
+        return {
+          status,
+          result: { task_id: t.metadata.name, old_state: old, new_state: status.state!, worker: lease.worker },
+        };
+      },
+      () => [renewalCheck(name, ctx.renewal(name))],
+    );
     if (!r) return undefined;
     const t = ctx.task(r.task_id);
-    if (t) ctx.recordEvent({ object: t, type: "Warning", reason: "LeaseExpired", message: `lease on ${r.worker} expired; ${r.new_state === "retry_queued" ? `requeued as attempt ${t.status?.attempt}` : "no attempts left"}` });
+    if (t)
+      ctx.recordEvent({
+        object: t,
+        type: "Warning",
+        reason: "LeaseExpired",
+        message: `lease on ${r.worker} expired; ${r.new_state === "retry_queued" ? `requeued as attempt ${t.status?.attempt}` : "no attempts left"}`,
+      });
     return { task_id: r.task_id, old_state: r.old_state, new_state: r.new_state };
   } catch (e) {
     if (e instanceof HubError && e.status === 404) return undefined;
@@ -316,7 +446,9 @@ export async function expireLease(ctx: SchedulerContext, name: string): Promise<
 export async function expireLeases(ctx: SchedulerContext) {
   const expired: Expired[] = [];
   const now = ctx.now();
-  const due = [...ctx.tasksInState("leased"), ...ctx.tasksInState("running")].filter((t) => (leaseDue(t, ctx.renewal(t.metadata.name)) ?? Infinity) < now);
+  const due = [...ctx.tasksInState("leased"), ...ctx.tasksInState("running")].filter(
+    (t) => (leaseDue(t, ctx.renewal(t.metadata.name)) ?? Infinity) < now,
+  );
   for (const d of due) {
     const r = await expireLease(ctx, d.metadata.name);
     if (r) expired.push(r);

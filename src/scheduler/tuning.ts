@@ -12,7 +12,14 @@ export type ResultFacts = { verdict: string; issues: string[]; entries: Map<stri
 
 const LOWERING_ISSUES = ["terminal_resource_insufficient", "rate_limited"];
 
-type Observed = { desired?: number; batchId?: string; batchSize?: number; cpuSeconds?: number; wallSeconds?: number; maxRssMb?: number };
+type Observed = {
+  desired?: number;
+  batchId?: string;
+  batchSize?: number;
+  cpuSeconds?: number;
+  wallSeconds?: number;
+  maxRssMb?: number;
+};
 
 function observe(entries: Map<string, Buffer> | null): Observed {
   if (!entries) return {};
@@ -22,13 +29,24 @@ function observe(entries: Map<string, Buffer> | null): Observed {
     const wr = JSON.parse(entries.get(name)!.toString("utf8"));
     const cc = wr.controller_concurrency ?? {};
     const ru = wr.resource_usage ?? {};
-    return { desired: cc.desired_concurrency, batchId: cc.claim_batch_id, batchSize: cc.claim_batch_size, cpuSeconds: ru.cpu_seconds, wallSeconds: ru.duration_seconds, maxRssMb: ru.max_rss_mb };
+    return {
+      desired: cc.desired_concurrency,
+      batchId: cc.claim_batch_id,
+      batchSize: cc.claim_batch_size,
+      cpuSeconds: ru.cpu_seconds,
+      wallSeconds: ru.duration_seconds,
+      maxRssMb: ru.max_rss_mb,
+    };
   } catch {
     return {};
   }
 }
 
-export function nextDesired(w: Worker, facts: ResultFacts, batches: BatchTally): { desired: number; tuning?: WorkerStatus["tuning"] } | undefined {
+export function nextDesired(
+  w: Worker,
+  facts: ResultFacts,
+  batches: BatchTally,
+): { desired: number; tuning?: WorkerStatus["tuning"] } | undefined {
   const s = effectiveSettings(w);
   const healthy = facts.verdict === "clean" && facts.issues.length === 0;
   const cur = s.desired_concurrency;
@@ -54,7 +72,8 @@ export function nextDesired(w: Worker, facts: ResultFacts, batches: BatchTally):
     t.theoretical = Math.min(cpuBound, memBound);
   }
   // Within a batch, only the result that completes a clean batch may step up.
-  if (o.batchId && o.batchSize && (!batch || batch.unhealthy > 0)) return t.theoretical !== w.status?.tuning?.theoretical ? { desired: cur, tuning: t } : undefined;
+  if (o.batchId && o.batchSize && (!batch || batch.unhealthy > 0))
+    return t.theoretical !== w.status?.tuning?.theoretical ? { desired: cur, tuning: t } : undefined;
   t.good = Math.max(t.good ?? 0, observed);
   const good = t.good;
   const theo = t.theoretical ?? max;
@@ -71,17 +90,33 @@ export async function adjustConcurrency(ctx: SchedulerContext, workerId: string,
   if (!w) return;
   const next = nextDesired(w, facts, ctx.batches);
   if (!next) return;
-  const same = next.desired === w.status?.desired_concurrency && JSON.stringify(next.tuning ?? w.status?.tuning) === JSON.stringify(w.status?.tuning);
+  const same =
+    next.desired === w.status?.desired_concurrency &&
+    JSON.stringify(next.tuning ?? w.status?.tuning) === JSON.stringify(w.status?.tuning);
   if (same) return;
-  const status = { ...(w.status ?? {}), desired_concurrency: next.desired, ...(next.tuning ? { tuning: next.tuning } : {}) };
+  const status = {
+    ...(w.status ?? {}),
+    desired_concurrency: next.desired,
+    ...(next.tuning ? { tuning: next.tuning } : {}),
+  };
   try {
     const [written] = await ctx.commit([{ op: "updateStatus", object: { ...w, status } }]);
     if (next.desired !== w.status?.desired_concurrency)
-      ctx.recordEvent({ object: written, type: "Normal", reason: "ConcurrencyTuned", message: `desired concurrency ${w.status?.desired_concurrency ?? "?"} -> ${next.desired} (${effectiveSettings(w).concurrency_policy})` });
+      ctx.recordEvent({
+        object: written,
+        type: "Normal",
+        reason: "ConcurrencyTuned",
+        message: `desired concurrency ${w.status?.desired_concurrency ?? "?"} -> ${next.desired} (${effectiveSettings(w).concurrency_policy})`,
+      });
   } catch (e) {
     // A concurrent write to the worker wins, or the worker is gone; the next result tunes again.
     if (isStoreError(e, "Conflict") || isStoreError(e, "NotFound")) return;
     // The result itself is recorded already, so its reply stands; the worker says what failed.
-    ctx.recordEvent({ object: w, type: "Warning", reason: "ConcurrencyTuneFailed", message: `desired concurrency not written: ${e instanceof Error ? e.message : String(e)}` });
+    ctx.recordEvent({
+      object: w,
+      type: "Warning",
+      reason: "ConcurrencyTuneFailed",
+      message: `desired concurrency not written: ${e instanceof Error ? e.message : String(e)}`,
+    });
   }
 }

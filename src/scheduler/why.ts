@@ -1,7 +1,16 @@
 // "Why is it pending, and what would change that?": a queued task's standing in the queue,
 // the leases whose release would let it fit, and verified changes to its request. Every
 // answer here is a what-if run through the one admission function, never a second rule.
-import { admit, declaredSeconds, taskView, type Decision, type LeaseView, type TaskView, type Vector, type WorkerView } from "../admission/index.ts";
+import {
+  admit,
+  declaredSeconds,
+  taskView,
+  type Decision,
+  type LeaseView,
+  type TaskView,
+  type Vector,
+  type WorkerView,
+} from "../admission/index.ts";
 import { RESOURCE_FIELDS, type ResourceSpec, type Task } from "../resources/types.ts";
 import { claimOrder, topK, type ClaimQueue, type QueueEntry, type Shape } from "./queue.ts";
 
@@ -26,7 +35,12 @@ export type QueueStanding = {
  * check per shape and candidate worker (stopping at the first worker a shape reaches), plus
  * the entries ahead: no sort of the queue.
  */
-export function queueStanding(queue: ClaimQueue, task: Task, decisions: readonly { view: WorkerView; decision: Decision }[], only: (s: Shape) => boolean = () => true): QueueStanding | undefined {
+export function queueStanding(
+  queue: ClaimQueue,
+  task: Task,
+  decisions: readonly { view: WorkerView; decision: Decision }[],
+  only: (s: Shape) => boolean = () => true,
+): QueueStanding | undefined {
   const me = queue.locate(task.metadata.name);
   if (!me) return undefined;
   // Workers this task could ever run on: failures that hold even when empty rule the rest out.
@@ -44,7 +58,11 @@ export function queueStanding(queue: ClaimQueue, task: Task, decisions: readonly
     higherCount += st.higher;
     higher.push(...st.first);
   }
-  return { queue_position: ahead + 1, higher_priority_ahead: topK(higher, NAMED_AHEAD, claimOrder).map((e) => e.name), higher_priority_ahead_count: higherCount };
+  return {
+    queue_position: ahead + 1,
+    higher_priority_ahead: topK(higher, NAMED_AHEAD, claimOrder).map((e) => e.name),
+    higher_priority_ahead_count: higherCount,
+  };
 }
 
 /**
@@ -106,7 +124,9 @@ export function leaseTiming(ctx: TaskReads, l: LeaseView): LeaseTiming {
     reservation: l.reservation,
     ...(since ? { since } : {}),
     ...(declared !== undefined ? { declared_seconds: declared } : {}),
-    ...(declared !== undefined && !Number.isNaN(start) ? { ends_at: new Date(start + declared * 1000).toISOString() } : {}),
+    ...(declared !== undefined && !Number.isNaN(start)
+      ? { ends_at: new Date(start + declared * 1000).toISOString() }
+      : {}),
   };
 }
 
@@ -129,10 +149,16 @@ export function without(v: WorkerView, released: ReadonlySet<string>): WorkerVie
  * admit() once more; no lease in it can be dropped (minimal), though a different set of
  * the same or smaller size may exist (smallest in the greedy sense, not a global optimum).
  */
-export function blockingLeases(ctx: TaskReads, task: TaskView, view: WorkerView, now: Decision = admit(task, view)): BlockingLeases | undefined {
+export function blockingLeases(
+  ctx: TaskReads,
+  task: TaskView,
+  view: WorkerView,
+  now: Decision = admit(task, view),
+): BlockingLeases | undefined {
   // `now` is admit(task, view), when the caller has it already. A task that fits, or that
   // would not fit even on the empty worker, has no blocking leases.
-  if (now.ok || now.unresolvable || !admit(task, without(view, new Set(view.leases.map((l) => l.task)))).ok) return undefined;
+  if (now.ok || now.unresolvable || !admit(task, without(view, new Set(view.leases.map((l) => l.task)))).ok)
+    return undefined;
   const timings = view.leases.map((l) => leaseTiming(ctx, l));
   const soonest = [...timings].sort((a, b) => endMs(a) - endMs(b) || (a.task < b.task ? -1 : 1));
   const released = new Set<string>();
@@ -163,7 +189,12 @@ export type Suggestion =
  * once empty (soonest by blocking leases). Each one was admitted by admit() before it is
  * returned; a change admit() rejects is not suggested.
  */
-export function suggestions(ctx: TaskReads, task: Task, rows: readonly { view: WorkerView; decision: Decision }[], blocking?: ReadonlyMap<string, BlockingLeases | undefined>): Suggestion[] {
+export function suggestions(
+  ctx: TaskReads,
+  task: Task,
+  rows: readonly { view: WorkerView; decision: Decision }[],
+  blocking?: ReadonlyMap<string, BlockingLeases | undefined>,
+): Suggestion[] {
   if (rows.some((r) => r.decision.ok)) return [];
   const tv = taskView(task);
   const out: Suggestion[] = [];
@@ -182,15 +213,32 @@ export function suggestions(ctx: TaskReads, task: Task, rows: readonly { view: W
       req[f] = free[f];
     }
     if (!changes.length || !admit({ ...tv, requests: req }, view).ok) continue;
-    if (!best || cost < best.cost) best = { worker: view.name, resources: specOf(req), cost, change: changes.join(", ") };
+    if (!best || cost < best.cost)
+      best = { worker: view.name, resources: specOf(req), cost, change: changes.join(", ") };
   }
-  if (best) out.push({ kind: "request", worker: best.worker, resources: best.resources, change: `lower ${best.change} to fit ${best.worker} now` });
+  if (best)
+    out.push({
+      kind: "request",
+      worker: best.worker,
+      resources: best.resources,
+      change: `lower ${best.change} to fit ${best.worker} now`,
+    });
   let soonest: BlockingLeases | undefined;
   for (const { view, decision } of rows) {
     const b = blocking ? blocking.get(view.name) : blockingLeases(ctx, tv, view, decision);
-    if (b && (!soonest || (b.until ? Date.parse(b.until) : Infinity) < (soonest.until ? Date.parse(soonest.until) : Infinity))) soonest = b;
+    if (
+      b &&
+      (!soonest || (b.until ? Date.parse(b.until) : Infinity) < (soonest.until ? Date.parse(soonest.until) : Infinity))
+    )
+      soonest = b;
   }
-  if (soonest) out.push({ kind: "empty_worker", worker: soonest.worker, change: `fits ${soonest.worker} once its blocking leases end`, ...(soonest.until ? { until: soonest.until } : {}) });
+  if (soonest)
+    out.push({
+      kind: "empty_worker",
+      worker: soonest.worker,
+      change: `fits ${soonest.worker} once its blocking leases end`,
+      ...(soonest.until ? { until: soonest.until } : {}),
+    });
   return out;
 }
 

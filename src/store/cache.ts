@@ -182,8 +182,18 @@ export class Informer {
 
   /** The objects with this index value, sorted by name unless `sorted` is false (a count needs no order). */
   byIndex<K extends Kind>(kind: K, indexName: string, value: string, opts?: { sorted?: boolean }): ObjectOf<K>[];
-  byIndex<T extends StoredObject = StoredObject>(kind: string, indexName: string, value: string, opts?: { sorted?: boolean }): T[];
-  byIndex<T extends StoredObject>(kind: string, indexName: string, value: string, opts: { sorted?: boolean } = {}): T[] {
+  byIndex<T extends StoredObject = StoredObject>(
+    kind: string,
+    indexName: string,
+    value: string,
+    opts?: { sorted?: boolean },
+  ): T[];
+  byIndex<T extends StoredObject>(
+    kind: string,
+    indexName: string,
+    value: string,
+    opts: { sorted?: boolean } = {},
+  ): T[] {
     const index = this.kindIndexes(kind).get(indexName);
     if (!index) throw new Error(`no index ${kind}/${indexName}`);
     const names = index.byValue.get(value);

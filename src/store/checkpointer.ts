@@ -43,7 +43,11 @@ export class Checkpointer {
    * `onLost`: the worker is gone (it could not open the file, or died); the store then goes
    * back to SQLite's own checkpoints, so the WAL never grows without bound.
    */
-  constructor(path: string, private readonly onLost: (why: string) => void, private readonly everyMs = 1000) {
+  constructor(
+    path: string,
+    private readonly onLost: (why: string) => void,
+    private readonly everyMs = 1000,
+  ) {
     const driver = createRequire(import.meta.url).resolve("better-sqlite3");
     this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { path, driver } });
     this.worker.unref();

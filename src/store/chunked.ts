@@ -11,7 +11,11 @@ import type { Store, StoredObject, TxnOp } from "./store.ts";
  * leased in between stays, and the error names it). `commit` is how the caller writes one
  * chunk (the scheduler's commit waits for its informer).
  */
-export async function createAllOrNothing<T extends StoredObject>(store: Store, ops: TxnOp<T>[], commit: (ops: TxnOp<T>[]) => Promise<T[]>): Promise<T[]> {
+export async function createAllOrNothing<T extends StoredObject>(
+  store: Store,
+  ops: TxnOp<T>[],
+  commit: (ops: TxnOp<T>[]) => Promise<T[]>,
+): Promise<T[]> {
   if (ops.length <= store.maxWritesPerTxn) return commit(ops);
   const bad = ops.find((o) => o.op !== "create" && o.op !== "check");
   if (bad) throw new Error(`createAllOrNothing: a ${bad.op} cannot be undone; split only creates and checks`);
@@ -21,7 +25,8 @@ export async function createAllOrNothing<T extends StoredObject>(store: Store, o
     return written;
   } catch (e) {
     const kept = await undoCreates(store, written);
-    if (kept.length && e instanceof Error) e.message += `; ${kept.length} object(s) created by the earlier part changed before they could be removed: ${kept.slice(0, 10).join(", ")}`;
+    if (kept.length && e instanceof Error)
+      e.message += `; ${kept.length} object(s) created by the earlier part changed before they could be removed: ${kept.slice(0, 10).join(", ")}`;
     throw e;
   }
 }
@@ -29,7 +34,12 @@ export async function createAllOrNothing<T extends StoredObject>(store: Store, o
 /** Delete what was created, each at the resourceVersion it was created at; returns the names that moved on. */
 async function undoCreates(store: Store, created: StoredObject[]): Promise<string[]> {
   const kept: string[] = [];
-  const ops: TxnOp[] = created.map((o) => ({ op: "delete", kind: o.kind, name: o.metadata.name, resourceVersion: o.metadata.resourceVersion }));
+  const ops: TxnOp[] = created.map((o) => ({
+    op: "delete",
+    kind: o.kind,
+    name: o.metadata.name,
+    resourceVersion: o.metadata.resourceVersion,
+  }));
   for (const chunk of chunks(ops, store.maxWritesPerTxn)) {
     try {
       await store.txn(chunk);

@@ -12,8 +12,14 @@ import { readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 export class DataDirLockedError extends Error {
-  constructor(readonly dir: string, readonly pid: number | undefined, readonly lockFile: string) {
-    super(`the data directory ${dir} is in use by another loom hub (${pid ? `pid ${pid}` : "pid unknown"}); stop it, or give this one another --data-dir (lock file: ${lockFile})`);
+  constructor(
+    readonly dir: string,
+    readonly pid: number | undefined,
+    readonly lockFile: string,
+  ) {
+    super(
+      `the data directory ${dir} is in use by another loom hub (${pid ? `pid ${pid}` : "pid unknown"}); stop it, or give this one another --data-dir (lock file: ${lockFile})`,
+    );
     this.name = "DataDirLockedError";
   }
 }

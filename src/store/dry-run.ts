@@ -8,7 +8,10 @@ import type { Store, StoredObject, TxnOp } from "./store.ts";
 
 /** Thrown inside a decision that needs an object not read yet; the op is decided again once it is. */
 class NeedObject {
-  constructor(readonly kind: string, readonly name: string) {}
+  constructor(
+    readonly kind: string,
+    readonly name: string,
+  ) {}
 }
 
 export type DryRunSource = {

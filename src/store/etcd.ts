@@ -27,10 +27,32 @@ import type { LeaseView } from "../admission/view.ts";
 import { jsonClone } from "../resources/json.ts";
 import { conflict, gone, StoreError, tooLarge } from "./errors.ts";
 import { labelSelectorMatcher } from "./labels.ts";
-import { allocationChange, badRequest, decideOp, guardLease, objectValidator, QueueUsageTxn, TxnWrites, type OpView } from "./ops.ts";
+import {
+  allocationChange,
+  badRequest,
+  decideOp,
+  guardLease,
+  objectValidator,
+  QueueUsageTxn,
+  TxnWrites,
+  type OpView,
+} from "./ops.ts";
 import { allocationQueue, usageOf } from "../admission/guard.ts";
 import { queueName, type Amounts } from "../admission/queues.ts";
-import type { Applied, ApplyOptions, Known, ListOptions, ListResult, Store, StoredObject, TxnOp, WatchEvent, WatchEventType, WatchHandle, WatchOptions } from "./store.ts";
+import type {
+  Applied,
+  ApplyOptions,
+  Known,
+  ListOptions,
+  ListResult,
+  Store,
+  StoredObject,
+  TxnOp,
+  WatchEvent,
+  WatchEventType,
+  WatchHandle,
+  WatchOptions,
+} from "./store.ts";
 
 export type EtcdStoreOptions = {
   endpoints: string[];
@@ -90,7 +112,13 @@ const replyTooLarge = (e: unknown) => /RESOURCE_EXHAUSTED|larger than max/.test(
  */
 type Entry = { value?: string; obj?: StoredObject; mod: number; assumed?: boolean };
 /** `seededAt`: the revision queue usage was summed from the allocation keys at; none of them may change before the commit. */
-type Plan = { results: StoredObject[]; reads: Map<string, Entry>; writes: IRequestOp[]; allocationsWritten: [string, string | undefined][]; seededAt?: number };
+type Plan = {
+  results: StoredObject[];
+  reads: Map<string, Entry>;
+  writes: IRequestOp[];
+  allocationsWritten: [string, string | undefined][];
+  seededAt?: number;
+};
 
 /** etcd's defaults: --max-txn-ops 128 and --max-request-bytes 1.5 MiB. */
 export const ETCD_DEFAULT_MAX_TXN_OPS = 128;
@@ -127,10 +155,16 @@ export class EtcdStore extends TxnWrites implements Store {
     this.maxAttempts = opts.maxAttempts ?? 64;
     this.maxTxnOps = opts.maxTxnOps ?? ETCD_DEFAULT_MAX_TXN_OPS;
     this.maxRequestBytes = opts.maxRequestBytes ?? ETCD_DEFAULT_MAX_REQUEST_BYTES;
-    if (!Number.isInteger(this.maxTxnOps) || this.maxTxnOps < 16) throw new Error(`etcd store: maxTxnOps must be an integer of at least 16, got ${opts.maxTxnOps}`);
+    if (!Number.isInteger(this.maxTxnOps) || this.maxTxnOps < 16)
+      throw new Error(`etcd store: maxTxnOps must be an integer of at least 16, got ${opts.maxTxnOps}`);
     this.maxWritesPerTxn = this.maxTxnOps - KEYS_BESIDE_OBJECTS;
-    const options: IOptions = { hosts: opts.endpoints, dialTimeout: 5000, grpcOptions: { "grpc.max_receive_message_length": MAX_REPLY_BYTES } };
-    if (opts.tls) options.credentials = { rootCertificate: opts.tls.ca, privateKey: opts.tls.key, certChain: opts.tls.cert };
+    const options: IOptions = {
+      hosts: opts.endpoints,
+      dialTimeout: 5000,
+      grpcOptions: { "grpc.max_receive_message_length": MAX_REPLY_BYTES },
+    };
+    if (opts.tls)
+      options.credentials = { rootCertificate: opts.tls.ca, privateKey: opts.tls.key, certChain: opts.tls.cert };
     if (opts.auth) options.auth = opts.auth;
     this.client = new Etcd3(options);
   }
@@ -193,10 +227,13 @@ export class EtcdStore extends TxnWrites implements Store {
     // The first page and the store revision in one read-only Txn; the later pages read at the
     // etcd revision of that Txn, so the whole list is one snapshot.
     const first = await this.client.kv.txn({
-      success: [{ request_range: { key: Buffer.from(from), range_end: end, limit: LIST_PAGE } }, { request_range: { key: Buffer.from(this.revisionKey) } }],
+      success: [
+        { request_range: { key: Buffer.from(from), range_end: end, limit: LIST_PAGE } },
+        { request_range: { key: Buffer.from(this.revisionKey) } },
+      ],
     });
     const snapshot = first.header.revision;
-    const [page, rev] = first.responses.map((r) => r.response_range!);
+    const [page, rev] = first.responses.map((r) => r.response_range);
     const items: T[] = [];
     const take = (kvs: typeof page.kvs) => {
       for (const kv of kvs) {
@@ -211,7 +248,12 @@ export class EtcdStore extends TxnWrites implements Store {
     while (more && last) {
       let next;
       try {
-        next = await this.client.kv.range({ key: Buffer.concat([last, Buffer.from([0])]), range_end: end, limit, revision: snapshot });
+        next = await this.client.kv.range({
+          key: Buffer.concat([last, Buffer.from([0])]),
+          range_end: end,
+          limit,
+          revision: snapshot,
+        });
       } catch (e) {
         if (!replyTooLarge(e) || limit === 1) throw e;
         limit = Math.max(1, limit >> 1);
@@ -250,8 +292,14 @@ export class EtcdStore extends TxnWrites implements Store {
         if (e instanceof Stale) continue;
         throw e;
       }
-      if (plan.writes.length === 0) return { results: plan.results, revision: await this.revision(), durable: Promise.resolve() };
-      const compare: ICompare[] = [...plan.reads].map(([key, e]) => ({ key: Buffer.from(key), target: "Mod" as const, result: "Equal" as const, mod_revision: e.mod }));
+      if (plan.writes.length === 0)
+        return { results: plan.results, revision: await this.revision(), durable: Promise.resolve() };
+      const compare: ICompare[] = [...plan.reads].map(([key, e]) => ({
+        key: Buffer.from(key),
+        target: "Mod" as const,
+        result: "Equal" as const,
+        mod_revision: e.mod,
+      }));
       if (plan.seededAt !== undefined) compare.push(this.allocationsUnchangedSince(plan.seededAt));
       const writes = [...plan.writes, { request_put: { key: Buffer.from(this.revisionKey), value: Buffer.from("") } }];
       this.checkSize(ops.length, compare.length, writes);
@@ -259,7 +307,10 @@ export class EtcdStore extends TxnWrites implements Store {
       try {
         res = await this.client.kv.txn({ compare, success: writes });
       } catch (e) {
-        throw new Error(`etcd refused a transaction of ${ops.length} ops (${compare.length} compares, ${writes.length} writes): ${(e as Error).message}`, { cause: e });
+        throw new Error(
+          `etcd refused a transaction of ${ops.length} ops (${compare.length} compares, ${writes.length} writes): ${(e as Error).message}`,
+          { cause: e },
+        );
       }
       if (res.succeeded) {
         const rv = res.header.revision;
@@ -283,11 +334,15 @@ export class EtcdStore extends TxnWrites implements Store {
   private checkSize(ops: number, compares: number, writes: IRequestOp[]): void {
     const count = Math.max(compares, writes.length);
     if (count > this.maxTxnOps)
-      throw tooLarge(`a transaction of ${ops} writes needs ${count} etcd operations, more than etcd's --max-txn-ops (${this.maxTxnOps}); write at most ${this.maxWritesPerTxn} objects per transaction`);
+      throw tooLarge(
+        `a transaction of ${ops} writes needs ${count} etcd operations, more than etcd's --max-txn-ops (${this.maxTxnOps}); write at most ${this.maxWritesPerTxn} objects per transaction`,
+      );
     let bytes = 0;
     for (const w of writes) bytes += (w.request_put?.key?.length ?? 0) + (w.request_put?.value?.length ?? 0) + 16;
     if (bytes > this.maxRequestBytes - REQUEST_OVERHEAD)
-      throw tooLarge(`a transaction of ${ops} writes is ${bytes} bytes, more than etcd's --max-request-bytes (${this.maxRequestBytes}) allows`);
+      throw tooLarge(
+        `a transaction of ${ops} writes is ${bytes} bytes, more than etcd's --max-request-bytes (${this.maxRequestBytes}) allows`,
+      );
   }
 
   /**
@@ -311,7 +366,8 @@ export class EtcdStore extends TxnWrites implements Store {
         const obj = known(kind, name);
         if (obj === undefined) continue;
         const mod = obj ? Number(obj.metadata.resourceVersion) : 0;
-        if (!obj || Number.isSafeInteger(mod)) reads.set(this.objectKey(kind, name), { obj: obj ?? undefined, mod, assumed: true });
+        if (!obj || Number.isSafeInteger(mod))
+          reads.set(this.objectKey(kind, name), { obj: obj ?? undefined, mod, assumed: true });
       }
     }
     await this.read(reads, ops.map(keyOf));
@@ -328,7 +384,8 @@ export class EtcdStore extends TxnWrites implements Store {
       queue: (q) => current(this.objectKey("Queue", q)),
       stored: (q) => {
         const key = this.queueUsageKey(q);
-        if (optimistic && !reads.has(key) && this.allocations.has(key)) reads.set(key, { ...this.allocations.get(key)!, assumed: true });
+        if (optimistic && !reads.has(key) && this.allocations.has(key))
+          reads.set(key, { ...this.allocations.get(key)!, assumed: true });
         const e = reads.get(key);
         if (!e) throw new NeedKeys([key]);
         return e.value === undefined ? undefined : (JSON.parse(e.value) as Amounts);
@@ -345,7 +402,8 @@ export class EtcdStore extends TxnWrites implements Store {
       if (m) return m;
       const key = this.allocationKey(worker);
       const workerKey = this.objectKey("Worker", worker);
-      if (optimistic && !reads.has(key) && this.allocations.has(key)) reads.set(key, { ...this.allocations.get(key)!, assumed: true });
+      if (optimistic && !reads.has(key) && this.allocations.has(key))
+        reads.set(key, { ...this.allocations.get(key)!, assumed: true });
       if (optimistic && known && !reads.has(workerKey)) {
         const w = known("Worker", worker);
         if (w) reads.set(workerKey, { obj: w, mod: Number(w.metadata.resourceVersion), assumed: true });
@@ -363,16 +421,25 @@ export class EtcdStore extends TxnWrites implements Store {
         if (!change) return;
         const { was, now: next } = change;
         // The queues' keys come with the first read of the workers', in the same round trip.
-        const queueKeys = [was, next].filter((a) => a !== undefined).map((a) => this.objectKey("Queue", allocationQueue(a)));
+        const queueKeys = [was, next]
+          .filter((a) => a !== undefined)
+          .map((a) => this.objectKey("Queue", allocationQueue(a)));
         // The caller's copies of the Queues (usually: there is none) stand in for reads, as for any object.
         if (optimistic && known)
           for (const k of queueKeys) {
             if (reads.has(k) || objects.has(k)) continue;
             const q = known("Queue", k.slice(this.objectKey("Queue", "").length));
-            if (q !== undefined) reads.set(k, { obj: q ?? undefined, mod: q ? Number(q.metadata.resourceVersion) : 0, assumed: true });
+            if (q !== undefined)
+              reads.set(k, { obj: q ?? undefined, mod: q ? Number(q.metadata.resourceVersion) : 0, assumed: true });
           }
         const missing = queueKeys.filter((k) => !reads.has(k) && !objects.has(k));
-        if (missing.length) throw new NeedKeys([...missing, ...[was, next].filter((a) => a !== undefined).flatMap((a) => [this.allocationKey(a.worker), this.objectKey("Worker", a.worker)])]);
+        if (missing.length)
+          throw new NeedKeys([
+            ...missing,
+            ...[was, next]
+              .filter((a) => a !== undefined)
+              .flatMap((a) => [this.allocationKey(a.worker), this.objectKey("Worker", a.worker)]),
+          ]);
         // Every key is in hand before anything changes, so a NeedKeys retry starts clean.
         const from = was && leasesOf(was.worker);
         const to = next && leasesOf(next.worker);
@@ -413,7 +480,8 @@ export class EtcdStore extends TxnWrites implements Store {
     for (const [key, obj] of objects) {
       const was = reads.get(key);
       if (obj) writes.push({ request_put: { key: Buffer.from(key), value: Buffer.from(toStored(obj)) } });
-      else if (was && (was.obj !== undefined || was.value !== undefined)) writes.push({ request_delete_range: { key: Buffer.from(key) } });
+      else if (was && (was.obj !== undefined || was.value !== undefined))
+        writes.push({ request_delete_range: { key: Buffer.from(key) } });
     }
     // A check-only transaction decided on copies proves nothing: read for real.
     if (writes.length === 0 && optimistic && [...reads.values()].some((r) => r.assumed)) throw new Stale();
@@ -445,7 +513,9 @@ export class EtcdStore extends TxnWrites implements Store {
   private async seedQueue(queue: string, seeds: Map<string, Amounts>): Promise<number> {
     const prefix = `${this.prefix}/allocations/`;
     const res = await this.client.kv.range({ key: Buffer.from(prefix), range_end: prefixEnd(prefix) });
-    const leases: LeaseView[] = res.kvs.flatMap((kv) => Object.values(JSON.parse(kv.value.toString()) as Record<string, LeaseView>));
+    const leases: LeaseView[] = res.kvs.flatMap((kv) =>
+      Object.values(JSON.parse(kv.value.toString()) as Record<string, LeaseView>),
+    );
     seeds.set(queue, usageOf(leases.filter((l) => queueName(l) === queue)));
     return Number(res.header.revision);
   }
@@ -453,7 +523,13 @@ export class EtcdStore extends TxnWrites implements Store {
   /** A compare that fails when any allocation key changed after `rev`: the seed would be stale. */
   private allocationsUnchangedSince(rev: number): ICompare {
     const prefix = `${this.prefix}/allocations/`;
-    return { key: Buffer.from(prefix), range_end: prefixEnd(prefix), target: "Mod", result: "Less", mod_revision: rev + 1 };
+    return {
+      key: Buffer.from(prefix),
+      range_end: prefixEnd(prefix),
+      target: "Mod",
+      result: "Less",
+      mod_revision: rev + 1,
+    };
   }
 
   /** Read the keys not read yet, each batch in one snapshot. */
@@ -463,7 +539,7 @@ export class EtcdStore extends TxnWrites implements Store {
       const batch = missing.slice(i, i + READ_BATCH);
       const res = await this.client.kv.txn({ success: batch.map((k) => ({ request_range: { key: Buffer.from(k) } })) });
       res.responses.forEach((r, j) => {
-        const kv = r.response_range!.kvs[0];
+        const kv = r.response_range.kvs[0];
         reads.set(batch[j], kv ? { value: kv.value.toString(), mod: Number(kv.mod_revision) } : { mod: 0 });
       });
     }
@@ -472,7 +548,9 @@ export class EtcdStore extends TxnWrites implements Store {
   /** Compacts etcd's history, which every installation sharing the cluster sees. */
   async compact(revision: number): Promise<void> {
     this.open();
-    const head = Number((await this.client.kv.range({ key: Buffer.from(this.revisionKey), count_only: true })).header.revision);
+    const head = Number(
+      (await this.client.kv.range({ key: Buffer.from(this.revisionKey), count_only: true })).header.revision,
+    );
     const upTo = Math.min(Math.floor(revision), head);
     if (upTo <= 0) return;
     try {
@@ -484,14 +562,24 @@ export class EtcdStore extends TxnWrites implements Store {
 
   // ---- watch -------------------------------------------------------------------------
 
-  async watch(kind: string | undefined, fromRevision: number, onEvent: (ev: WatchEvent) => void, opts: WatchOptions = {}): Promise<WatchHandle> {
+  async watch(
+    kind: string | undefined,
+    fromRevision: number,
+    onEvent: (ev: WatchEvent) => void,
+    opts: WatchOptions = {},
+  ): Promise<WatchHandle> {
     this.open();
     void opts.pending; // every event etcd delivers is committed on a quorum already
     // Nothing of this store is older than its first key, so an older start means "from the start".
     const from = Math.max(Math.floor(fromRevision), this.base);
     await this.assertNotCompacted(fromRevision, from);
     const prefix = this.kindPrefix(kind);
-    const watcher = this.client.watch().prefix(prefix).withPreviousKV().startRevision(String(from + 1)).watcher();
+    const watcher = this.client
+      .watch()
+      .prefix(prefix)
+      .withPreviousKV()
+      .startRevision(String(from + 1))
+      .watcher();
     let stopped = false;
     watcher.on("data", (res) => {
       if (stopped) return;
@@ -503,7 +591,9 @@ export class EtcdStore extends TxnWrites implements Store {
         let type: WatchEventType;
         if (ev.type === "Delete") {
           type = "DELETED";
-          object = ev.prev_kv ? parseStored(ev.prev_kv.value.toString(), revision) : this.tombstone(ev.kv.key.toString(), revision);
+          object = ev.prev_kv
+            ? parseStored(ev.prev_kv.value.toString(), revision)
+            : this.tombstone(ev.kv.key.toString(), revision);
         } else {
           type = ev.kv.version === "1" ? "ADDED" : "MODIFIED";
           object = fromKv(ev.kv);
@@ -519,7 +609,9 @@ export class EtcdStore extends TxnWrites implements Store {
       if (stopped) return;
       stopped = true;
       this.watchers.delete(watcher);
-      const e = /compacted/.test(err.message) ? gone(fromRevision) : new StoreError("Gone", 410, `etcd watch ended: ${err.message}; list again and watch from the new revision`);
+      const e = /compacted/.test(err.message)
+        ? gone(fromRevision)
+        : new StoreError("Gone", 410, `etcd watch ended: ${err.message}; list again and watch from the new revision`);
       if (opts.onError) opts.onError(e);
       else console.error(`etcd store watch on ${prefix} ended:`, e.message);
     });

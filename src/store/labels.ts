@@ -24,10 +24,25 @@ function tokenize(s: string): Token[] {
   let i = 0;
   while (i < s.length) {
     const c = s[i];
-    if (/\s/.test(c)) { i++; continue; }
-    if (c === "=") { out.push(s[i + 1] === "=" ? { t: "==", at: i } : { t: "=", at: i }); i += s[i + 1] === "=" ? 2 : 1; continue; }
-    if (c === "!") { out.push(s[i + 1] === "=" ? { t: "!=", at: i } : { t: "!", at: i }); i += s[i + 1] === "=" ? 2 : 1; continue; }
-    if (c === "(" || c === ")" || c === ",") { out.push({ t: c, at: i }); i++; continue; }
+    if (/\s/.test(c)) {
+      i++;
+      continue;
+    }
+    if (c === "=") {
+      out.push(s[i + 1] === "=" ? { t: "==", at: i } : { t: "=", at: i });
+      i += s[i + 1] === "=" ? 2 : 1;
+      continue;
+    }
+    if (c === "!") {
+      out.push(s[i + 1] === "=" ? { t: "!=", at: i } : { t: "!", at: i });
+      i += s[i + 1] === "=" ? 2 : 1;
+      continue;
+    }
+    if (c === "(" || c === ")" || c === ",") {
+      out.push({ t: c, at: i });
+      i++;
+      continue;
+    }
     const start = i;
     while (i < s.length && !/\s/.test(s[i]) && !SPECIAL.has(s[i])) i++;
     out.push({ t: "ident", v: s.slice(start, i), at: start });
@@ -49,13 +64,19 @@ function checkKey(selector: string, key: string): string {
   if (prefix !== undefined && (prefix.length === 0 || prefix.length > 253 || !PREFIX_RE.test(prefix)))
     throw bad(selector, `invalid label key "${key}": the prefix must be a lowercase DNS subdomain`);
   if (!NAME_RE.test(name))
-    throw bad(selector, `invalid label key "${key}": the name must be 1-63 characters of A-Z a-z 0-9 - _ . starting and ending with a letter or digit`);
+    throw bad(
+      selector,
+      `invalid label key "${key}": the name must be 1-63 characters of A-Z a-z 0-9 - _ . starting and ending with a letter or digit`,
+    );
   return key;
 }
 
 function checkValue(selector: string, value: string): string {
   if (value !== "" && !NAME_RE.test(value))
-    throw bad(selector, `invalid label value "${value}": must be empty or 1-63 characters of A-Z a-z 0-9 - _ . starting and ending with a letter or digit`);
+    throw bad(
+      selector,
+      `invalid label value "${value}": must be empty or 1-63 characters of A-Z a-z 0-9 - _ . starting and ending with a letter or digit`,
+    );
   return value;
 }
 
@@ -84,7 +105,8 @@ export function parseLabelSelector(selector: string): LabelSelector {
         const v = peek();
         // `a=` is a legal selector for the empty value, as in kubectl.
         const value = v.t === "ident" ? (next(), v.v) : v.t === "," || v.t === "eof" ? "" : undefined;
-        if (value === undefined) throw bad(selector, `expected a value after "${op.t}" for key "${key}", found ${show(v)}`);
+        if (value === undefined)
+          throw bad(selector, `expected a value after "${op.t}" for key "${key}", found ${show(v)}`);
         reqs.push({ key, operator: op.t === "!=" ? "NotEquals" : "Equals", values: [checkValue(selector, value)] });
       } else if (op.t === "ident" && (op.v === "in" || op.v === "notin")) {
         next();
@@ -94,8 +116,10 @@ export function parseLabelSelector(selector: string): LabelSelector {
         if (peek().t === ")") throw bad(selector, `"${op.v}" for key "${key}" needs at least one value`);
         for (;;) {
           const v = peek();
-          if (v.t === "ident") { next(); values.push(checkValue(selector, v.v)); }
-          else if (v.t === "," || v.t === ")") values.push("");
+          if (v.t === "ident") {
+            next();
+            values.push(checkValue(selector, v.v));
+          } else if (v.t === "," || v.t === ")") values.push("");
           else throw bad(selector, `expected a value or ")" in the list for key "${key}", found ${show(v)}`);
           const sep = next();
           if (sep.t === ")") break;
@@ -103,7 +127,10 @@ export function parseLabelSelector(selector: string): LabelSelector {
         }
         reqs.push({ key, operator: op.v === "in" ? "In" : "NotIn", values: [...new Set(values)] });
       } else {
-        throw bad(selector, `expected "=", "==", "!=", "in", "notin", "," or end of selector after key "${key}", found ${show(op)}`);
+        throw bad(
+          selector,
+          `expected "=", "==", "!=", "in", "notin", "," or end of selector after key "${key}", found ${show(op)}`,
+        );
       }
     } else {
       throw bad(selector, `expected a label key or "!", found ${show(first)}`);
@@ -117,15 +144,21 @@ export function parseLabelSelector(selector: string): LabelSelector {
 
 export function matchesRequirement(r: LabelRequirement, labels: Labels): boolean {
   const has = labels !== undefined && Object.prototype.hasOwnProperty.call(labels, r.key);
-  const v = has ? labels![r.key] : undefined;
+  const v = has ? labels[r.key] : undefined;
   switch (r.operator) {
-    case "Equals": return has && v === r.values[0];
+    case "Equals":
+      return has && v === r.values[0];
     // Like Kubernetes: an object without the key satisfies != and notin.
-    case "NotEquals": return !has || v !== r.values[0];
-    case "Exists": return has;
-    case "DoesNotExist": return !has;
-    case "In": return has && r.values.includes(v!);
-    case "NotIn": return !has || !r.values.includes(v!);
+    case "NotEquals":
+      return !has || v !== r.values[0];
+    case "Exists":
+      return has;
+    case "DoesNotExist":
+      return !has;
+    case "In":
+      return has && r.values.includes(v!);
+    case "NotIn":
+      return !has || !r.values.includes(v!);
   }
 }
 
@@ -146,12 +179,18 @@ export function formatLabelSelector(sel: LabelSelector): string {
   return sel
     .map((r) => {
       switch (r.operator) {
-        case "Equals": return `${r.key}=${r.values[0]}`;
-        case "NotEquals": return `${r.key}!=${r.values[0]}`;
-        case "Exists": return r.key;
-        case "DoesNotExist": return `!${r.key}`;
-        case "In": return `${r.key} in (${r.values.join(",")})`;
-        case "NotIn": return `${r.key} notin (${r.values.join(",")})`;
+        case "Equals":
+          return `${r.key}=${r.values[0]}`;
+        case "NotEquals":
+          return `${r.key}!=${r.values[0]}`;
+        case "Exists":
+          return r.key;
+        case "DoesNotExist":
+          return `!${r.key}`;
+        case "In":
+          return `${r.key} in (${r.values.join(",")})`;
+        case "NotIn":
+          return `${r.key} notin (${r.values.join(",")})`;
       }
     })
     .join(",");

@@ -9,12 +9,25 @@ const CHUNK = 100;
 
 export type MigrateReport = { kinds: Record<string, number>; total: number };
 
-export async function migrateStore(from: Store, to: Store, onProgress: (kind: string, copied: number) => void = () => {}): Promise<MigrateReport> {
+export async function migrateStore(
+  from: Store,
+  to: Store,
+  onProgress: (kind: string, copied: number) => void = () => {},
+): Promise<MigrateReport> {
   // TaskLease: the lease renewals (scheduler/renewal.ts); without them a renewed lease would end at its grant-time lease_until.
-  const kinds = ["Worker", ...[...loadCrds().keys()].filter((k) => k !== "Worker" && k !== "Task"), "Task", "TaskLease", "Event"];
+  const kinds = [
+    "Worker",
+    ...[...loadCrds().keys()].filter((k) => k !== "Worker" && k !== "Task"),
+    "Task",
+    "TaskLease",
+    "Event",
+  ];
   for (const kind of kinds) {
     const there = (await to.list(kind)).items.length;
-    if (there > 0) throw new Error(`the target already holds ${there} ${kind} object(s); migrate into an empty store (or another prefix)`);
+    if (there > 0)
+      throw new Error(
+        `the target already holds ${there} ${kind} object(s); migrate into an empty store (or another prefix)`,
+      );
   }
   const report: MigrateReport = { kinds: {}, total: 0 };
   for (const kind of kinds) {

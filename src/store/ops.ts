@@ -2,7 +2,14 @@
 // identities, preconditions, the object a create/update/updateStatus produces, validation
 // and the lease guard's refusal. Backends differ only in how they read and commit.
 import { randomUUID } from "node:crypto";
-import { allocationOf, allocationQueue, leaseViolations, queueViolations, sameAllocation, type Allocation } from "../admission/guard.ts";
+import {
+  allocationOf,
+  allocationQueue,
+  leaseViolations,
+  queueViolations,
+  sameAllocation,
+  type Allocation,
+} from "../admission/guard.ts";
 import { addAmounts, demandOf, type Amounts } from "../admission/queues.ts";
 import type { LeaseView } from "../admission/view.ts";
 import { isKind } from "../resources/types.ts";
@@ -47,12 +54,17 @@ function opIdentity(op: { kind: unknown; name: unknown }): void {
 
 function precondition(kind: string, name: string, want: string | undefined, cur: StoredObject): void {
   if (want !== undefined && want !== "" && want !== cur.metadata.resourceVersion)
-    throw conflict(kind, name, `the object has been modified (resourceVersion ${want} is stale, current is ${cur.metadata.resourceVersion}); read it again and retry`);
+    throw conflict(
+      kind,
+      name,
+      `the object has been modified (resourceVersion ${want} is stale, current is ${cur.metadata.resourceVersion}); read it again and retry`,
+    );
 }
 
 /** A `check` op against what is stored (`have` undefined: the object does not exist). */
 function checkOp(op: Extract<TxnOp, { op: "check" }>, have: string | undefined): void {
-  if (typeof op.resourceVersion !== "string") throw badRequest(`txn: check of ${op.kind} "${op.name}" needs a resourceVersion`);
+  if (typeof op.resourceVersion !== "string")
+    throw badRequest(`txn: check of ${op.kind} "${op.name}" needs a resourceVersion`);
   if ((have ?? "0") === op.resourceVersion) return;
   throw conflict(
     op.kind,
@@ -68,13 +80,21 @@ function checkOp(op: Extract<TxnOp, { op: "check" }>, have: string | undefined):
 /** The object a create stores: a fresh uid, creationTimestamp and generation 1. */
 function createdObject(input: StoredObject, now: string, rv: string): StoredObject {
   // A caller-supplied status is kept: a Runner's registration creates a Worker with both.
-  const obj: StoredObject = { ...input, metadata: { ...input.metadata, uid: randomUUID(), creationTimestamp: now, generation: 1, resourceVersion: rv } };
+  const obj: StoredObject = {
+    ...input,
+    metadata: { ...input.metadata, uid: randomUUID(), creationTimestamp: now, generation: 1, resourceVersion: rv },
+  };
   delete obj.metadata.deletionTimestamp;
   return obj;
 }
 
 /** The object an update (metadata + spec, status kept) or updateStatus (status only) stores. */
-function changedObject(op: "update" | "updateStatus", input: StoredObject, cur: StoredObject, rv: string): StoredObject {
+function changedObject(
+  op: "update" | "updateStatus",
+  input: StoredObject,
+  cur: StoredObject,
+  rv: string,
+): StoredObject {
   let obj: StoredObject;
   if (op === "update") {
     obj = {
@@ -84,7 +104,9 @@ function changedObject(op: "update" | "updateStatus", input: StoredObject, cur: 
         // Once set, a deletion stays requested whoever updates the object (GitOps, a controller).
         ...(cur.metadata.deletionTimestamp ? { deletionTimestamp: cur.metadata.deletionTimestamp } : {}),
         // A write that leaves managedFields out keeps them (server-side apply's record); [] clears them.
-        ...(input.metadata.managedFields === undefined && cur.metadata.managedFields !== undefined ? { managedFields: cur.metadata.managedFields } : {}),
+        ...(input.metadata.managedFields === undefined && cur.metadata.managedFields !== undefined
+          ? { managedFields: cur.metadata.managedFields }
+          : {}),
         uid: cur.metadata.uid,
         creationTimestamp: cur.metadata.creationTimestamp,
         generation: (cur.metadata.generation ?? 1) + (jsonEqual(cur.spec, input.spec) ? 0 : 1),
@@ -108,13 +130,21 @@ export type Validator = (obj: StoredObject, statusOnly?: boolean) => void;
 export function objectValidator(): Validator {
   const crdKinds = new Set(loadCrds().keys());
   return (obj, statusOnly = false) => {
-    const causes = statusOnly ? validateStatus(obj) : crdKinds.has(obj.kind) ? validateObject(obj) : validateMetadata(obj);
+    const causes = statusOnly
+      ? validateStatus(obj)
+      : crdKinds.has(obj.kind)
+        ? validateObject(obj)
+        : validateMetadata(obj);
     if (causes.length > 0) throw invalid(obj.kind, obj.metadata.name, causes);
   };
 }
 
 /** How a Task write changes its worker's lease set: nothing, a release, or a (possibly moved) lease. */
-export function allocationChange(kind: string, before: StoredObject | undefined, after: StoredObject | undefined): { was?: Allocation; now?: Allocation } | undefined {
+export function allocationChange(
+  kind: string,
+  before: StoredObject | undefined,
+  after: StoredObject | undefined,
+): { was?: Allocation; now?: Allocation } | undefined {
   if (kind !== "Task") return undefined;
   const was = isKind(before, "Task") ? allocationOf(before) : undefined;
   const now = isKind(after, "Task") ? allocationOf(after) : undefined;
@@ -123,7 +153,11 @@ export function allocationChange(kind: string, before: StoredObject | undefined,
 
 /** Refuse a lease the worker (the object stored under its name) cannot hold beside `held` (admission/guard.ts), naming every broken dimension. */
 export function guardLease(worker: StoredObject | undefined, now: Allocation, held: readonly LeaseView[]): void {
-  const causes = leaseViolations(isKind(worker, "Worker") ? worker : undefined, now, held.filter((l) => l.task !== now.task));
+  const causes = leaseViolations(
+    isKind(worker, "Worker") ? worker : undefined,
+    now,
+    held.filter((l) => l.task !== now.task),
+  );
   if (causes.length > 0)
     throw new StoreError(
       "Conflict",
@@ -162,18 +196,22 @@ export abstract class TxnWrites {
   }
 
   async create<T extends StoredObject>(obj: T): Promise<T> {
-    return (await this.txn([{ op: "create", object: obj }]))[0] as T;
+    return (await this.txn([{ op: "create", object: obj }]))[0];
   }
 
   async update<T extends StoredObject>(obj: T): Promise<T> {
-    return (await this.txn([{ op: "update", object: obj }]))[0] as T;
+    return (await this.txn([{ op: "update", object: obj }]))[0];
   }
 
   async updateStatus<T extends StoredObject>(obj: T): Promise<T> {
-    return (await this.txn([{ op: "updateStatus", object: obj }]))[0] as T;
+    return (await this.txn([{ op: "updateStatus", object: obj }]))[0];
   }
 
-  async delete<T extends StoredObject = StoredObject>(kind: string, name: string, opts: { resourceVersion?: string } = {}): Promise<T> {
+  async delete<T extends StoredObject = StoredObject>(
+    kind: string,
+    name: string,
+    opts: { resourceVersion?: string } = {},
+  ): Promise<T> {
     return (await this.txn([{ op: "delete", kind, name, resourceVersion: opts.resourceVersion }]))[0] as T;
   }
 }
@@ -194,7 +232,8 @@ export interface OpView {
 }
 
 /** One op's effect: the object to store (null: delete it), and the entry it adds to the results. */
-export type OpEffect = { kind: string; name: string; type: WatchEventType; stored: StoredObject | null; result: StoredObject } | undefined;
+export type OpEffect =
+  { kind: string; name: string; type: WatchEventType; stored: StoredObject | null; result: StoredObject } | undefined;
 
 /**
  * Decide one op of a transaction against `view`, exactly the same on every backend: throws a

@@ -20,9 +20,30 @@ import type { LeaseView } from "../admission/view.ts";
 import { RESOURCE_FIELDS, type Task } from "../resources/types.ts";
 import { jsonClone } from "../resources/json.ts";
 import { gone } from "./errors.ts";
-import { allocationChange, badRequest, decideOp, guardLease, guardQueue, objectValidator, TxnWrites, type OpView } from "./ops.ts";
+import {
+  allocationChange,
+  badRequest,
+  decideOp,
+  guardLease,
+  guardQueue,
+  objectValidator,
+  TxnWrites,
+  type OpView,
+} from "./ops.ts";
 import { labelSelectorMatcher } from "./labels.ts";
-import type { Applied, ApplyOptions, ListOptions, ListResult, Store, StoredObject, TxnOp, WatchEvent, WatchEventType, WatchHandle, WatchOptions } from "./store.ts";
+import type {
+  Applied,
+  ApplyOptions,
+  ListOptions,
+  ListResult,
+  Store,
+  StoredObject,
+  TxnOp,
+  WatchEvent,
+  WatchEventType,
+  WatchHandle,
+  WatchOptions,
+} from "./store.ts";
 import { Checkpointer, type CheckpointStats } from "./checkpointer.ts";
 import { WalSync } from "./wal-sync.ts";
 
@@ -104,7 +125,10 @@ class StoredEvent implements WatchEvent {
   readonly type: WatchEventType;
   readonly revision: number;
   readonly json: string;
-  constructor(private readonly e: PendingEvent, decoded?: StoredObject) {
+  constructor(
+    private readonly e: PendingEvent,
+    decoded?: StoredObject,
+  ) {
     this.decoded = decoded;
     this.kind = e.kind;
     this.name = e.name;
@@ -182,13 +206,16 @@ export class SqliteStore extends TxnWrites implements Store {
   private readonly checkpointer: Checkpointer;
   /** Applied batches of events that pending=false watchers have not been given yet. */
   private undurable: PendingEvent[][] = [];
-  private readonly writeTxn: Database.Transaction<(ops: TxnOp[], shared: boolean) => { results: StoredObject[]; events: PendingEvent[] }>;
+  private readonly writeTxn: Database.Transaction<
+    (ops: TxnOp[], shared: boolean) => { results: StoredObject[]; events: PendingEvent[] }
+  >;
   private readonly readTxn: <R>(fn: () => R) => R;
 
   constructor(path: string, opts: SqliteStoreOptions = {}) {
     super();
     const limit = opts.eventLogLimit ?? 100_000;
-    if (!Number.isInteger(limit) || limit < 0) throw new Error(`eventLogLimit must be a non-negative integer, got ${limit}`);
+    if (!Number.isInteger(limit) || limit < 0)
+      throw new Error(`eventLogLimit must be a non-negative integer, got ${limit}`);
     this.eventLogLimit = limit;
     this.path = path;
     this.db = new Database(path);
@@ -209,7 +236,9 @@ export class SqliteStore extends TxnWrites implements Store {
       meta: db.prepare<[], Meta>("SELECT revision, compacted, event_count FROM meta WHERE id = 1"),
       setMeta: db.prepare("UPDATE meta SET revision = ?, compacted = ?, event_count = ? WHERE id = 1"),
       get: db.prepare<[string, string], string>("SELECT json FROM objects WHERE kind = ? AND name = ?").pluck(),
-      getRevision: db.prepare<[string, string], number>("SELECT revision FROM objects WHERE kind = ? AND name = ?").pluck(),
+      getRevision: db
+        .prepare<[string, string], number>("SELECT revision FROM objects WHERE kind = ? AND name = ?")
+        .pluck(),
       begin: db.prepare("BEGIN IMMEDIATE"),
       commit: db.prepare("COMMIT"),
       list: db.prepare<[string], string>("SELECT json FROM objects WHERE kind = ? ORDER BY name").pluck(),
@@ -218,14 +247,18 @@ export class SqliteStore extends TxnWrites implements Store {
       del: db.prepare("DELETE FROM objects WHERE kind = ? AND name = ?"),
       addEvent: db.prepare("INSERT INTO events (revision, kind, name, type, json) VALUES (?, ?, ?, ?, ?)"),
       eventsAll: db
-        .prepare<[number], [number, string, string, string, string]>("SELECT revision, kind, name, type, json FROM events WHERE revision > ? ORDER BY revision, seq")
+        .prepare<[number], [number, string, string, string, string]>(
+          "SELECT revision, kind, name, type, json FROM events WHERE revision > ? ORDER BY revision, seq",
+        )
         .raw(),
       eventsKind: db
         .prepare<[string, number], [number, string, string, string, string]>(
           "SELECT revision, kind, name, type, json FROM events WHERE kind = ? AND revision > ? ORDER BY revision, seq",
         )
         .raw(),
-      nthEventRevision: db.prepare<[number], number>("SELECT revision FROM events ORDER BY revision, seq LIMIT 1 OFFSET ?").pluck(),
+      nthEventRevision: db
+        .prepare<[number], number>("SELECT revision FROM events ORDER BY revision, seq LIMIT 1 OFFSET ?")
+        .pluck(),
       dropEvents: db.prepare("DELETE FROM events WHERE revision <= ?"),
       allocsOn: db.prepare<[string], [string, string]>("SELECT task, lease FROM allocations WHERE worker = ?").raw(),
       putAlloc: db.prepare("INSERT OR REPLACE INTO allocations (task, worker, lease) VALUES (?, ?, ?)"),
@@ -243,10 +276,17 @@ export class SqliteStore extends TxnWrites implements Store {
     };
     if (Number(db.pragma("user_version", { simple: true })) < SCHEMA_VERSION) this.backfillAllocations();
     this.checkpointer = new Checkpointer(path, (why) => {
-      console.error(`sqlite store ${path}: background checkpoints stopped (${why}); SQLite checkpoints inside commits again`);
+      console.error(
+        `sqlite store ${path}: background checkpoints stopped (${why}); SQLite checkpoints inside commits again`,
+      );
       if (!this.closed) this.db.pragma("wal_autocheckpoint = 1000");
     });
-    this.sync = new WalSync(`${path}-wal`, this.st.meta.get()!.revision, (rev) => this.releaseDurable(rev), () => this.commitGroup());
+    this.sync = new WalSync(
+      `${path}-wal`,
+      this.st.meta.get()!.revision,
+      (rev) => this.releaseDurable(rev),
+      () => this.commitGroup(),
+    );
     this.writeTxn = db.transaction((ops: TxnOp[], shared: boolean) => this.applyOps(ops, shared));
     // A deferred transaction gives several reads one snapshot (matters only with a second process).
     const read = db.transaction((fn: () => unknown) => fn());
@@ -507,7 +547,12 @@ export class SqliteStore extends TxnWrites implements Store {
 
   // ---- watch -------------------------------------------------------------------------
 
-  async watch(kind: string | undefined, fromRevision: number, onEvent: (ev: WatchEvent) => void, opts: WatchOptions = {}): Promise<WatchHandle> {
+  async watch(
+    kind: string | undefined,
+    fromRevision: number,
+    onEvent: (ev: WatchEvent) => void,
+    opts: WatchOptions = {},
+  ): Promise<WatchHandle> {
     this.open();
     const pending = opts.pending === true;
     // Reading the log and registering happen in one synchronous step, so no commit of this
@@ -515,7 +560,8 @@ export class SqliteStore extends TxnWrites implements Store {
     const { rows, meta } = this.readTxn(() => {
       const meta = this.st.meta.get()!;
       if (fromRevision < meta.compacted) return { rows: [], meta };
-      const rows = kind === undefined ? this.st.eventsAll.all(fromRevision) : this.st.eventsKind.all(kind, fromRevision);
+      const rows =
+        kind === undefined ? this.st.eventsAll.all(fromRevision) : this.st.eventsKind.all(kind, fromRevision);
       return { rows, meta };
     });
     if (fromRevision < meta.compacted) throw gone(fromRevision, meta.compacted);
@@ -526,7 +572,9 @@ export class SqliteStore extends TxnWrites implements Store {
       pending,
       cb: onEvent,
       cursor: Math.max(fromRevision, upTo),
-      queue: rows.filter(([revision]) => revision <= upTo).map(([revision, k, name, type, json]) => ({ revision, kind: k, name, type: type as WatchEventType, json })),
+      queue: rows
+        .filter(([revision]) => revision <= upTo)
+        .map(([revision, k, name, type, json]) => ({ revision, kind: k, name, type: type as WatchEventType, json })),
       head: 0,
       busy: false,
       stopped: false,

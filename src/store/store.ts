@@ -108,7 +108,11 @@ export interface Store {
   /** Replaces status only; spec and metadata are kept as stored. */
   updateStatus<T extends StoredObject>(obj: T): Promise<T>;
   delete<K extends Kind>(kind: K, name: string, opts?: { resourceVersion?: string }): Promise<ObjectOf<K>>;
-  delete<T extends StoredObject = StoredObject>(kind: string, name: string, opts?: { resourceVersion?: string }): Promise<T>;
+  delete<T extends StoredObject = StoredObject>(
+    kind: string,
+    name: string,
+    opts?: { resourceVersion?: string },
+  ): Promise<T>;
   /**
    * All ops commit together at one new revision, or none does. Resolves once the commit is
    * durable, with the written objects in op order (deleted ones as last seen; `check` ops
@@ -140,7 +144,12 @@ export interface Store {
    * than the log keeps. Events of one revision (one txn) are delivered in a single
    * synchronous run, so a consumer can tell when a revision has been fully applied.
    */
-  watch(kind: string | undefined, fromRevision: number, onEvent: (ev: WatchEvent) => void, opts?: WatchOptions): Promise<WatchHandle>;
+  watch(
+    kind: string | undefined,
+    fromRevision: number,
+    onEvent: (ev: WatchEvent) => void,
+    opts?: WatchOptions,
+  ): Promise<WatchHandle>;
   /** Drop event-log entries at or below `revision`. */
   compact(revision: number): Promise<void>;
   close(): Promise<void>;

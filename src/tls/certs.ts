@@ -16,7 +16,8 @@ export function namesFor(host: string): string[] {
   const names = new Set([host.replace(/^\[|\]$/g, ""), "127.0.0.1", "localhost"]);
   if (host === "0.0.0.0" || host === "::" || host === "[::]") {
     names.add(hostname());
-    for (const list of Object.values(networkInterfaces())) for (const a of list ?? []) if (!a.internal) names.add(a.address);
+    for (const list of Object.values(networkInterfaces()))
+      for (const a of list ?? []) if (!a.internal) names.add(a.address);
   }
   names.delete("0.0.0.0");
   names.delete("::");
@@ -31,12 +32,15 @@ export function covers(certPem: string | Buffer, names: string[], now = Date.now
 }
 
 function openssl(): string {
-  for (const p of ["/usr/bin/openssl", "/usr/local/bin/openssl", "/opt/homebrew/bin/openssl"]) if (existsSync(p)) return p;
+  for (const p of ["/usr/bin/openssl", "/usr/local/bin/openssl", "/opt/homebrew/bin/openssl"])
+    if (existsSync(p)) return p;
   try {
     execFileSync("openssl", ["version"], { stdio: "ignore" });
     return "openssl";
   } catch {
-    throw new Error("making a self-signed certificate needs the openssl command; install it, or pass --tls-cert-file and --tls-key-file");
+    throw new Error(
+      "making a self-signed certificate needs the openssl command; install it, or pass --tls-cert-file and --tls-key-file",
+    );
   }
 }
 
@@ -46,12 +50,34 @@ export function createSelfSigned(dir: string, names: string[], days = 365): Cert
   const certFile = join(dir, "hub.crt");
   const keyFile = join(dir, "hub.key");
   const san = names.map((n) => (isIP(n) ? `IP:${n}` : `DNS:${n}`)).join(",");
-  execFileSync(openssl(), [
-    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-sha256",
-    "-keyout", keyFile, "-out", certFile, "-days", String(days), "-subj", "/CN=loom-hub",
-    "-addext", `subjectAltName=${san}`, "-addext", "basicConstraints=critical,CA:TRUE",
-    "-addext", "keyUsage=critical,digitalSignature,keyCertSign",
-  ], { stdio: ["ignore", "ignore", "pipe"] });
+  execFileSync(
+    openssl(),
+    [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:prime256v1",
+      "-nodes",
+      "-sha256",
+      "-keyout",
+      keyFile,
+      "-out",
+      certFile,
+      "-days",
+      String(days),
+      "-subj",
+      "/CN=loom-hub",
+      "-addext",
+      `subjectAltName=${san}`,
+      "-addext",
+      "basicConstraints=critical,CA:TRUE",
+      "-addext",
+      "keyUsage=critical,digitalSignature,keyCertSign",
+    ],
+    { stdio: ["ignore", "ignore", "pipe"] },
+  );
   chmodSync(keyFile, 0o600);
   return { certFile, keyFile };
 }
@@ -61,6 +87,7 @@ export function ensureSelfSigned(dir: string, host: string): CertFiles & { creat
   const certFile = join(dir, "hub.crt");
   const keyFile = join(dir, "hub.key");
   const names = namesFor(host);
-  if (existsSync(certFile) && existsSync(keyFile) && covers(readFileSync(certFile), names)) return { certFile, keyFile, created: false };
+  if (existsSync(certFile) && existsSync(keyFile) && covers(readFileSync(certFile), names))
+    return { certFile, keyFile, created: false };
   return { ...createSelfSigned(dir, names), created: true };
 }

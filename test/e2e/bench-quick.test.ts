@@ -17,7 +17,8 @@ function tablesOf(out: string): Map<string, string[][][]> {
     const m = /^== (\S+): /.exec(lines[i]);
     if (!m) continue;
     const rows: string[][] = [];
-    for (let j = i + 2; j < lines.length && lines[j] && !lines[j].startsWith(" ") && !lines[j].startsWith("=="); j++) rows.push(lines[j].split(/\s{2,}/));
+    for (let j = i + 2; j < lines.length && lines[j] && !lines[j].startsWith(" ") && !lines[j].startsWith("=="); j++)
+      rows.push(lines[j].split(/\s{2,}/));
     tables.set(m[1], [...(tables.get(m[1]) ?? []), rows]);
   }
   return tables;
@@ -25,7 +26,11 @@ function tablesOf(out: string): Map<string, string[][][]> {
 
 describe("npm run bench -- --quick", () => {
   it("runs every scenario and prints its rows", () => {
-    const r = spawnSync(process.execPath, ["--import", "tsx", join(ROOT, "bench", "run.ts"), "--quick", "--no-write"], { cwd: ROOT, encoding: "utf8", timeout: 420_000 });
+    const r = spawnSync(process.execPath, ["--import", "tsx", join(ROOT, "bench", "run.ts"), "--quick", "--no-write"], {
+      cwd: ROOT,
+      encoding: "utf8",
+      timeout: 420_000,
+    });
     expect(r.stderr, r.stdout).not.toMatch(/Error/);
     expect(r.status, r.stderr).toBe(0);
     const tables = tablesOf(r.stdout);

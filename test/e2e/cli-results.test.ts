@@ -20,7 +20,12 @@ const loom = (args: string[]): Promise<Run> & { stderr(): string } => {
   delete env.LOOM_HUB_TOKEN;
   let stderrSoFar = "";
   const run = new Promise<Run>((resolve) => {
-    const child = execFile(process.execPath, ["bin/loom.mjs", ...args], { cwd: ROOT, env, timeout: 60_000 }, (e, stdout, stderr) => resolve({ code: e ? (typeof e.code === "number" ? e.code : 1) : 0, stdout, stderr }));
+    const child = execFile(
+      process.execPath,
+      ["bin/loom.mjs", ...args],
+      { cwd: ROOT, env, timeout: 60_000 },
+      (e, stdout, stderr) => resolve({ code: e ? (typeof e.code === "number" ? e.code : 1) : 0, stdout, stderr }),
+    );
     child.stderr!.on("data", (d) => (stderrSoFar += d));
   });
   return Object.assign(run, { stderr: () => stderrSoFar });
@@ -28,23 +33,40 @@ const loom = (args: string[]): Promise<Run> & { stderr(): string } => {
 
 async function finish(task: string, exit: number, stdout: string, stderr: string) {
   const zip = await writeZip([
-    { name: "worker-result.json", data: JSON.stringify({ task_id: task, exit_code: exit, verdict: exit === 0 ? "clean" : "run_error" }) },
+    {
+      name: "worker-result.json",
+      data: JSON.stringify({ task_id: task, exit_code: exit, verdict: exit === 0 ? "clean" : "run_error" }),
+    },
     { name: "stdout.txt", data: stdout },
     { name: "stderr.txt", data: stderr },
   ]);
-  const up = await fetch(`${h.url}/api/results/upload`, { method: "POST", headers: { "content-type": "application/zip", "x-task-id": task, "x-worker-id": "w1" }, body: zip });
+  const up = await fetch(`${h.url}/api/results/upload`, {
+    method: "POST",
+    headers: { "content-type": "application/zip", "x-task-id": task, "x-worker-id": "w1" },
+    body: zip,
+  });
   expect(up.status).toBe(201);
   const body = (await up.json()) as Record<string, unknown>;
-  expect((await post(h.url, "/api/tasks/complete", { worker_id: "w1", task_id: task, result: {}, upload: body })).status).toBe(200);
+  expect(
+    (await post(h.url, "/api/tasks/complete", { worker_id: "w1", task_id: task, result: {}, upload: body })).status,
+  ).toBe(200);
 }
 
 beforeAll(async () => {
   h = await startHub();
   dir = await mkdtemp(join(tmpdir(), "loom-cli-results-"));
   await post(h.url, "/api/workers/register", registerBody("w1"));
-  await post(h.url, "/api/tasks/dispatch", { schema_version: 1, tasks: ["broken", "later"].map((task_id) => ({ task_id, required_capability: "", payload: { runner: "noop" } })) });
+  await post(h.url, "/api/tasks/dispatch", {
+    schema_version: 1,
+    tasks: ["broken", "later"].map((task_id) => ({ task_id, required_capability: "", payload: { runner: "noop" } })),
+  });
   expect((await post(h.url, "/api/tasks/claim", { worker_id: "w1", limit: 2 })).body.tasks).toHaveLength(2);
-  await finish("broken", 128, "cloning https://git.example/repo\n", "fatal: unable to access 'https://git.example/repo/': Could not resolve host: git.example\n");
+  await finish(
+    "broken",
+    128,
+    "cloning https://git.example/repo\n",
+    "fatal: unable to access 'https://git.example/repo/': Could not resolve host: git.example\n",
+  );
 });
 afterAll(async () => {
   await h?.close();
@@ -61,15 +83,22 @@ describe("loom logs, describe, get results, result download", () => {
       loom(["logs", "broken", "--attempt", "2"]),
     ]);
     expect(logs.code, logs.stderr).toBe(0);
-    expect(logs.stdout).toBe("cloning https://git.example/repo\nfatal: unable to access 'https://git.example/repo/': Could not resolve host: git.example\n");
+    expect(logs.stdout).toBe(
+      "cloning https://git.example/repo\nfatal: unable to access 'https://git.example/repo/': Could not resolve host: git.example\n",
+    );
     expect(logs.stderr).toMatch(/broken attempt 1 on w1: run_error, exit code 128/);
     expect(described.code, described.stderr).toBe(0);
     expect(described.stdout).toMatch(/Exit Code:\s+128/);
     expect(described.stdout).toMatch(/Failure Reason:\s+\S+/);
-    expect(described.stdout).toMatch(/Last Stderr Line:\s+fatal: unable to access .*Could not resolve host: git.example/);
+    expect(described.stdout).toMatch(
+      /Last Stderr Line:\s+fatal: unable to access .*Could not resolve host: git.example/,
+    );
     expect(described.stdout).toMatch(/Logs:\s+loom logs broken --attempt 1/);
     expect(results.code, results.stderr).toBe(0);
-    const [header, row] = results.stdout.trim().split("\n").map((l) => l.split(/\s+/));
+    const [header, row] = results.stdout
+      .trim()
+      .split("\n")
+      .map((l) => l.split(/\s+/));
     expect(header).toEqual(["RESULT", "TASK", "ATTEMPT", "WORKER", "VERDICT", "ISSUES", "BYTES", "AGE"]);
     expect(row.slice(1, 5)).toEqual(["broken", "1", "w1", "run_error"]);
     expect(none.code).toBe(1);
@@ -84,7 +113,10 @@ describe("loom logs, describe, get results, result download", () => {
     const follow = loom(["logs", "later", "-f"]);
     await eventually(() => follow.stderr().includes("waiting for the result of later attempt 1"), "logs -f to wait");
     // It waits on a watch of the task, not by asking again and again.
-    await eventually(async () => /^loom_watchers 1$/m.test(await (await fetch(`${h.url}/metrics`)).text()), "logs -f to open a watch");
+    await eventually(
+      async () => /^loom_watchers 1$/m.test(await (await fetch(`${h.url}/metrics`)).text()),
+      "logs -f to open a watch",
+    );
     await finish("later", 0, "done\n", "");
     const r = await follow;
     expect(r.code, r.stderr).toBe(0);

@@ -39,13 +39,20 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "loom-cli-"));
   // No Runner heartbeats here: a long grace keeps the workers Ready however slow the machine is.
   h = await startHub({ heartbeatGraceSeconds: 3600 });
-  const reg = async (id: string, cap: Json) => expect((await post(h.url, "/api/workers/register", registerBody(id, { resource_capacity: cap }))).status).toBe(200);
+  const reg = async (id: string, cap: Json) =>
+    expect((await post(h.url, "/api/workers/register", registerBody(id, { resource_capacity: cap }))).status).toBe(200);
   await reg("w1", { cpu_millis: 4000, memory_mb: 6144, disk_mb: 30000, gpu_count: 0 });
   await reg("w2", { cpu_millis: 2000, memory_mb: 2048, disk_mb: 30000, gpu_count: 0 });
   await reg("w3", { cpu_millis: 1000, memory_mb: 1024, disk_mb: 10000, gpu_count: 0 });
   const profile = (resources: Json) => ({ placement: "shared", resources });
-  const dispatch = async (tasks: Json[]) => expect((await post(h.url, "/api/tasks/dispatch", { schema_version: 1, tasks })).status).toBe(201);
-  const task = (task_id: string, resources?: Json) => ({ task_id, required_capability: "", payload: { runner: "noop" }, ...(resources ? { execution_profile: profile(resources) } : {}) });
+  const dispatch = async (tasks: Json[]) =>
+    expect((await post(h.url, "/api/tasks/dispatch", { schema_version: 1, tasks })).status).toBe(201);
+  const task = (task_id: string, resources?: Json) => ({
+    task_id,
+    required_capability: "",
+    payload: { runner: "noop" },
+    ...(resources ? { execution_profile: profile(resources) } : {}),
+  });
   // t-fit alone first, so w1's claim takes it and not t-big
   await dispatch([task("t-fit", { cpu_millis: 750, memory_mb: 1536, disk_mb: 2048 })]);
   const claim = await post(h.url, "/api/tasks/claim", { worker_id: "w1", limit: 1, lease_seconds: 600 });
@@ -76,24 +83,49 @@ describe("loom get", () => {
     expect(r.code, r.stderr).toBe(0);
     const lines = r.stdout.trimEnd().split("\n");
     expect(lines[0]).toMatch(/^NAME\s+READY\s+ACTIVE\/LIMIT\s+CPU\s+MEM\s+DISK\s+GPU\s+AGE$/);
-    expect(lineOf(r.stdout, "w2").split(/\s+/)).toEqual(["w2", "True", "0/4", "0m/2000m", "0/2048Mi", "0/30000Mi", "0/0", expect.stringMatching(/^\d+s$/)]);
+    expect(lineOf(r.stdout, "w2").split(/\s+/)).toEqual([
+      "w2",
+      "True",
+      "0/4",
+      "0m/2000m",
+      "0/2048Mi",
+      "0/30000Mi",
+      "0/0",
+      expect.stringMatching(/^\d+s$/),
+    ]);
     // columns line up: every row's CPU cell starts under the CPU header
     const at = lines[0].indexOf("CPU");
     for (const l of lines.slice(1)) expect(l.slice(at)).toMatch(/^\d+m\/\d+m /);
   });
 
   it("prints tasks with STATE, WORKER, ATTEMPT, REQUESTS and the Admitted reason of a task that does not fit", async () => {
-    const [all, queuedWide] = await Promise.all([loom("get", "tasks"), loom("get", "lt", "--state", "queued", "-o", "wide")]);
+    const [all, queuedWide] = await Promise.all([
+      loom("get", "tasks"),
+      loom("get", "lt", "--state", "queued", "-o", "wide"),
+    ]);
     expect(all.code, all.stderr).toBe(0);
     expect(all.stdout.split("\n")[0]).toMatch(/^NAME\s+STATE\s+WORKER\s+ATTEMPT\s+REQUESTS\s+REASON\s+AGE$/);
-    expect(lineOf(all.stdout, "t-fit")).toMatch(/^t-fit\s+leased\s+w1\s+1\s+cpu=750m,mem=1536Mi,disk=2048Mi\s+<none>\s+\d+s$/);
+    expect(lineOf(all.stdout, "t-fit")).toMatch(
+      /^t-fit\s+leased\s+w1\s+1\s+cpu=750m,mem=1536Mi,disk=2048Mi\s+<none>\s+\d+s$/,
+    );
     const big = (await get(h.url, `${API}/tasks/t-big`)).body as Json;
     const reason = big.status.conditions.find((c: Json) => c.type === "Admitted").reason;
-    expect(lineOf(all.stdout, "t-big")).toMatch(new RegExp(`^t-big\\s+queued\\s+<none>\\s+1\\s+mem=5000Mi\\s+${reason}\\s+\\d+s$`));
+    expect(lineOf(all.stdout, "t-big")).toMatch(
+      new RegExp(`^t-big\\s+queued\\s+<none>\\s+1\\s+mem=5000Mi\\s+${reason}\\s+\\d+s$`),
+    );
 
     // --state is the field selector status.state=queued; -o wide adds the priority-1 columns
-    expect(queuedWide.stdout.split("\n")[0]).toMatch(/^NAME\s+STATE\s+WORKER\s+ATTEMPT\s+PLACEMENT\s+REQUESTS\s+POSITION\s+CAMPAIGN\s+REASON\s+AGE$/);
-    expect(queuedWide.stdout.trimEnd().split("\n").slice(1).map((l) => l.split(/\s+/)[0]).sort()).toEqual(["t-big", "t-ops"]);
+    expect(queuedWide.stdout.split("\n")[0]).toMatch(
+      /^NAME\s+STATE\s+WORKER\s+ATTEMPT\s+PLACEMENT\s+REQUESTS\s+POSITION\s+CAMPAIGN\s+REASON\s+AGE$/,
+    );
+    expect(
+      queuedWide.stdout
+        .trimEnd()
+        .split("\n")
+        .slice(1)
+        .map((l) => l.split(/\s+/)[0])
+        .sort(),
+    ).toEqual(["t-big", "t-ops"]);
     // Same priority and dispatch: the name decides, and both compete for w1.
     expect(lineOf(queuedWide.stdout, "t-big")).toMatch(/^t-big\s+queued\s+<none>\s+1\s+shared\s+mem=5000Mi\s+1\s/);
     expect(lineOf(queuedWide.stdout, "t-ops")).toMatch(/^t-ops\s+queued\s+<none>\s+1\s+shared\s+-\s+2\s/);
@@ -106,7 +138,11 @@ describe("loom get", () => {
       loom("task-admission", "--task-id", "t-big", "-o", "json"),
     ]);
     for (const r of [list, one, adm]) expect(r.code, r.stderr).toBe(0);
-    const [apiList, apiOne, apiAdm] = await Promise.all([get(h.url, `${API}/tasks`), get(h.url, `${API}/workers/w1`), get(h.url, "/api/data/task-admission?task_id=t-big")]);
+    const [apiList, apiOne, apiAdm] = await Promise.all([
+      get(h.url, `${API}/tasks`),
+      get(h.url, `${API}/workers/w1`),
+      get(h.url, "/api/data/task-admission?task_id=t-big"),
+    ]);
     const cliList = JSON.parse(list.stdout);
     // The list's resourceVersion is the store's revision, which Events move on; the items are the answer.
     expect({ ...cliList, metadata: undefined }).toEqual({ ...apiList.body, metadata: undefined });
@@ -116,13 +152,23 @@ describe("loom get", () => {
   });
 
   it("watch prints a row when a task changes, without the headers again, and Ctrl-C ends it", async () => {
-    const child = spawn(process.execPath, ["bin/loom.mjs", "get", "tasks", "-w", "--controller", h.url], { cwd: ROOT, env: cleanEnv() });
+    const child = spawn(process.execPath, ["bin/loom.mjs", "get", "tasks", "-w", "--controller", h.url], {
+      cwd: ROOT,
+      env: cleanEnv(),
+    });
     let stdout = "";
     child.stdout.on("data", (b: Buffer) => (stdout += b.toString()));
     const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
     try {
       await eventually(() => lineOf(stdout, "t-big"), "the initial list");
-      expect((await post(h.url, "/api/tasks/dispatch", { schema_version: 1, tasks: [{ task_id: "t-watch", required_capability: "", payload: { runner: "noop" } }] })).status).toBe(201);
+      expect(
+        (
+          await post(h.url, "/api/tasks/dispatch", {
+            schema_version: 1,
+            tasks: [{ task_id: "t-watch", required_capability: "", payload: { runner: "noop" } }],
+          })
+        ).status,
+      ).toBe(201);
       await eventually(() => /^t-watch\s+queued\s/m.test(stdout), "the new task's row");
       expect((await post(h.url, "/api/admin/cancel-task", { task_id: "t-watch" })).status).toBe(200);
       await eventually(() => /^t-watch\s+cancelled\s/m.test(stdout), "the cancelled row");
@@ -141,9 +187,14 @@ describe("loom simulate", () => {
     const file = join(simDir, "changes.yaml");
     // Cancelling t-fit empties w1: t-big (5000 MB) fits there, then t-ops beside it.
     await writeFile(file, "cancel_tasks:\n  - t-fit\n");
-    const [table, json] = await Promise.all([loom("simulate", "-f", file, "-o", "table"), loom("simulate", "-f", file)]);
+    const [table, json] = await Promise.all([
+      loom("simulate", "-f", file, "-o", "table"),
+      loom("simulate", "-f", file),
+    ]);
     expect(table.code, table.stderr).toBe(0);
-    expect(table.stdout).toMatch(/^2 of 2 queued tasks would be admitted \(1 without the changes\); 0 would stay queued$/m);
+    expect(table.stdout).toMatch(
+      /^2 of 2 queued tasks would be admitted \(1 without the changes\); 0 would stay queued$/m,
+    );
     expect(table.stdout).toMatch(/^ORDER\s+TASK\s+WORKER\n1\s+t-big\s+w1\n2\s+t-ops\s+w1$/m);
     expect(JSON.parse(json.stdout)).toEqual((await post(h.url, "/api/simulate", { cancel_tasks: ["t-fit"] })).body);
     await rm(simDir, { recursive: true, force: true });
@@ -156,7 +207,9 @@ describe("loom describe", () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^Name:\s+t-big$/m);
     expect(r.stdout).toMatch(/^  Requests:\s+mem=5000Mi$/m);
-    expect(r.stdout).toMatch(/^Conditions:\n  TYPE\s+STATUS\s+REASON\s+MESSAGE\n  Admitted\s+False\s+\S+\s+0\/3 workers admit/m);
+    expect(r.stdout).toMatch(
+      /^Conditions:\n  TYPE\s+STATUS\s+REASON\s+MESSAGE\n  Admitted\s+False\s+\S+\s+0\/3 workers admit/m,
+    );
     expect(r.stdout).toMatch(/^Lease:\s+<none>$/m);
     expect(r.stdout).toMatch(/^  WORKER\s+OK\s+REASON\s+SHORTFALLS$/m);
     // w1 holds t-fit's 1536 MB: 6144 - 1536 = 4608 free; w2 and w3 are too small even empty
@@ -190,9 +243,22 @@ describe("loom describe", () => {
 
 describe("the contract's verbs", () => {
   it("worker-capacity and task-admission print the numbers; top draws bars without colors when piped", async () => {
-    const [cap, adm, top] = await Promise.all([loom("worker-capacity", "-o", "table"), loom("task-admission", "--task-id", "t-big", "-o", "table"), loom("top", "workers")]);
+    const [cap, adm, top] = await Promise.all([
+      loom("worker-capacity", "-o", "table"),
+      loom("task-admission", "--task-id", "t-big", "-o", "table"),
+      loom("top", "workers"),
+    ]);
     expect(cap.code, cap.stderr).toBe(0);
-    expect(lineOf(cap.stdout, "w1").split(/\s+/)).toEqual(["w1", "ready", "1/4", "750m/4000m", "1536/6144Mi", "2048/30000Mi", "0/0", "cpu=3250m,mem=4608Mi,disk=27952Mi,gpu=0"]);
+    expect(lineOf(cap.stdout, "w1").split(/\s+/)).toEqual([
+      "w1",
+      "ready",
+      "1/4",
+      "750m/4000m",
+      "1536/6144Mi",
+      "2048/30000Mi",
+      "0/0",
+      "cpu=3250m,mem=4608Mi,disk=27952Mi,gpu=0",
+    ]);
 
     const api = (await get(h.url, "/api/data/task-admission?task_id=t-big")).body;
     expect(adm.code, adm.stderr).toBe(0);
@@ -201,22 +267,47 @@ describe("the contract's verbs", () => {
 
     expect(top.code, top.stderr).toBe(0);
     expect(top.stdout).not.toContain("\x1b[");
-    expect(lineOf(top.stdout, "w1")).toMatch(/^w1\s+ready\s+1\/4\s+\[##\.{8}\]\s+19% 750m\/4000m\s+\[###\.{7}\]\s+25% 1536\/6144Mi\s/);
+    expect(lineOf(top.stdout, "w1")).toMatch(
+      /^w1\s+ready\s+1\/4\s+\[##\.{8}\]\s+19% 750m\/4000m\s+\[###\.{7}\]\s+25% 1536\/6144Mi\s/,
+    );
   });
 
   it("dispatch-repo-run sends the profile from its flags and reports created, then the repeated id as a conflict", async () => {
-    const args = ["dispatch-repo-run", "--repo-url", "https://example.invalid/eval.git", "--command", "python3 run_eval.py", "--placement", "exclusive",
-      "--cpu-millis", "2000", "--memory-mb", "4096", "--task-id", "repo-1", "--run-id", "001", "--required-capability", "linux"];
+    const args = [
+      "dispatch-repo-run",
+      "--repo-url",
+      "https://example.invalid/eval.git",
+      "--command",
+      "python3 run_eval.py",
+      "--placement",
+      "exclusive",
+      "--cpu-millis",
+      "2000",
+      "--memory-mb",
+      "4096",
+      "--task-id",
+      "repo-1",
+      "--run-id",
+      "001",
+      "--required-capability",
+      "linux",
+    ];
     const first = await loom(...args, "-o", "table");
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout).toBe("task/repo-1 created\n");
     const t = (await get(h.url, `${API}/tasks/repo-1`)).body;
-    expect(t.spec.execution_profile).toEqual({ placement: "exclusive", resources: { cpu_millis: 2000, memory_mb: 4096 } });
+    expect(t.spec.execution_profile).toEqual({
+      placement: "exclusive",
+      resources: { cpu_millis: 2000, memory_mb: 4096 },
+    });
     expect(t.spec.payload.source).toEqual({ type: "git", url: "https://example.invalid/eval.git" });
     const again = await loom(...args, "-o", "json");
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/^error: task_id_conflict: task "repo-1" already exists \(queued\)/);
-    expect(JSON.parse(again.stdout)).toEqual({ created: [], existing: [expect.objectContaining({ task_id: "repo-1", state: "queued" })] });
+    expect(JSON.parse(again.stdout)).toEqual({
+      created: [],
+      existing: [expect.objectContaining({ task_id: "repo-1", state: "queued" })],
+    });
   });
 });
 
@@ -232,9 +323,11 @@ describe("errors and exit codes", () => {
     expect(unknownTask).toMatchObject({ code: 1, stdout: "" });
     expect(unknownTask.stderr).toBe('error: NotFound: task "nope" not found\n');
     expect(admission).toMatchObject({ code: 1, stdout: "" });
-    expect(admission.stderr).toBe("error: task_not_found: no task named \"nope\"\n");
+    expect(admission.stderr).toBe('error: task_not_found: no task named "nope"\n');
     expect(badFlag).toMatchObject({ code: 2, stdout: "" });
-    expect(badFlag.stderr).toMatch(/^error: option '--cpu-millis <n>' argument 'abc' is invalid\. --cpu-millis must be a whole number/);
+    expect(badFlag.stderr).toMatch(
+      /^error: option '--cpu-millis <n>' argument 'abc' is invalid\. --cpu-millis must be a whole number/,
+    );
     expect((await get(h.url, `${API}/tasks`)).body.items.length).toBe(before);
     expect(badState).toMatchObject({ code: 2, stdout: "" });
     expect(badState.stderr).toMatch(/^error: --state: unknown state "sleeping"/);
@@ -249,7 +342,9 @@ describe("errors and exit codes", () => {
     });
     const r = await run(["get", "workers", "--controller", `http://127.0.0.1:${port}`]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(new RegExp(`^error: cannot reach the Hub at http://127\\.0\\.0\\.1:${port}: ECONNREFUSED`));
+    expect(r.stderr).toMatch(
+      new RegExp(`^error: cannot reach the Hub at http://127\\.0\\.0\\.1:${port}: ECONNREFUSED`),
+    );
   });
 
   it("sends LOOM_HUB_TOKEN as a bearer token and never prints it", async () => {
@@ -302,7 +397,9 @@ spec:
     await writeFile(file, workerYaml(8000, "big"));
     const dry = await loom("apply", "-f", file, "--dry-run");
     expect(dry.code, dry.stderr).toBe(0);
-    expect(dry.stdout).toBe('worker/evaluation-01 configured (dry run)\n  metadata.labels.tier: "cpu" -> "big"\n  spec.resource_capacity.cpu_millis: 4000 -> 8000\n');
+    expect(dry.stdout).toBe(
+      'worker/evaluation-01 configured (dry run)\n  metadata.labels.tier: "cpu" -> "big"\n  spec.resource_capacity.cpu_millis: 4000 -> 8000\n',
+    );
     const untouched = (await get(h.url, `${API}/workers/evaluation-01`)).body;
     expect([untouched.spec.resource_capacity.cpu_millis, untouched.metadata.labels.tier]).toEqual([4000, "cpu"]);
 
@@ -318,7 +415,9 @@ spec:
 
   it("apply of an invalid file prints every error with its file and field, exits 1 and stores nothing", async () => {
     const bad = join(dir, "bad.yaml");
-    await writeFile(bad, `apiVersion: loom.dev/v1alpha1
+    await writeFile(
+      bad,
+      `apiVersion: loom.dev/v1alpha1
 kind: Worker
 metadata:
   name: evaluation-02
@@ -326,14 +425,25 @@ spec:
   max_concurrency: 0
   resource_capacity:
     cpu_millis: lots
-`);
+`,
+    );
     const good = join(dir, "good.json");
-    await writeFile(good, JSON.stringify({ inventory_version: 1, workers: [{ worker_id: "inv-01", host: "h", connection_mode: "ssh-start", max_concurrency: 2, initial_concurrency: 1 }] }));
+    await writeFile(
+      good,
+      JSON.stringify({
+        inventory_version: 1,
+        workers: [
+          { worker_id: "inv-01", host: "h", connection_mode: "ssh-start", max_concurrency: 2, initial_concurrency: 1 },
+        ],
+      }),
+    );
     const r = await loom("apply", "-f", bad, "-f", good);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe("");
     expect(r.stderr).toMatch(new RegExp(`^${bad}:6: Worker/evaluation-02: spec\\.max_concurrency: `, "m"));
-    expect(r.stderr).toMatch(new RegExp(`^${bad}:8: Worker/evaluation-02: spec\\.resource_capacity\\.cpu_millis: `, "m"));
+    expect(r.stderr).toMatch(
+      new RegExp(`^${bad}:8: Worker/evaluation-02: spec\\.resource_capacity\\.cpu_millis: `, "m"),
+    );
     expect(r.stderr).toMatch(/^error: Invalid: 2 error\(s\) in .*; nothing was applied$/m);
     // the valid file was not applied either
     expect((await get(h.url, `${API}/workers/evaluation-02`)).status).toBe(404);
@@ -341,11 +451,18 @@ spec:
   });
 
   it("cordon shows in get; cancel, retry and set-concurrency say what they did", async () => {
-    const [cordon, cancel, conc] = await Promise.all([loom("cordon", "w3"), loom("cancel", "t-ops"), loom("set-concurrency", "w2", "2")]);
+    const [cordon, cancel, conc] = await Promise.all([
+      loom("cordon", "w3"),
+      loom("cancel", "t-ops"),
+      loom("set-concurrency", "w2", "2"),
+    ]);
     expect(cordon.stdout).toBe("worker/w3 cordoned\n");
     expect(cancel.stdout).toBe("task/t-ops cancelled (was queued)\n");
     expect(conc.stdout).toBe("worker/w2 desired concurrency 2 (max 4)\n");
-    const [got, retry] = await Promise.all([loom("get", "worker", "w3"), loom("retry", "t-ops", "--preserve-excluded-workers")]);
+    const [got, retry] = await Promise.all([
+      loom("get", "worker", "w3"),
+      loom("retry", "t-ops", "--preserve-excluded-workers"),
+    ]);
     expect(lineOf(got.stdout, "w3")).toMatch(/^w3\s+True,SchedulingDisabled\s/);
     expect(retry.stdout).toBe("task/t-ops retry_queued (was cancelled, attempt 2)\n");
     expect((await get(h.url, `${API}/workers/w3`)).body.spec.unschedulable).toBe(true);

@@ -49,7 +49,10 @@ function untilListening(child: ChildProcess): Promise<Started> {
   });
 }
 
-const hub = (dir: string) => untilListening(spawn(process.execPath, ["bin/loom.mjs", ...HUB_ARGS(dir)], { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] }));
+const hub = (dir: string) =>
+  untilListening(
+    spawn(process.execPath, ["bin/loom.mjs", ...HUB_ARGS(dir)], { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] }),
+  );
 
 /** The process state letter from /proc (Z for a zombie), or undefined once it is reaped. */
 function procState(pid: number): string | undefined {
@@ -88,7 +91,11 @@ describe("loom hub --data-dir lock", () => {
 
   it("comes up after its whole process group, started as the README does (npx → sh → node), is SIGKILLed", async () => {
     const dir = await dataDir();
-    const npx = spawn("npx", ["loom", ...HUB_ARGS(dir)], { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"], detached: true });
+    const npx = spawn("npx", ["loom", ...HUB_ARGS(dir)], {
+      cwd: ROOT,
+      stdio: ["ignore", "ignore", "pipe"],
+      detached: true,
+    });
     groups.push(npx.pid!);
     const first = await untilListening(npx);
     expect(first.listening, first.err).toBe(true);
@@ -106,13 +113,17 @@ describe("loom hub --data-dir lock", () => {
   it("comes up while the SIGKILLed Hub is a zombie its parent never reaps", async () => {
     const dir = await dataDir();
     // `sleep` inherits the Hub as its child and never waits for it.
-    const parent = spawn("sh", ["-c", `"$0" bin/loom.mjs ${HUB_ARGS(dir).join(" ")} & echo $!; exec sleep 600`, process.execPath], {
-      cwd: ROOT,
-      stdio: ["ignore", "pipe", "pipe"],
-      detached: true,
-    });
+    const parent = spawn(
+      "sh",
+      ["-c", `"$0" bin/loom.mjs ${HUB_ARGS(dir).join(" ")} & echo $!; exec sleep 600`, process.execPath],
+      {
+        cwd: ROOT,
+        stdio: ["ignore", "pipe", "pipe"],
+        detached: true,
+      },
+    );
     groups.push(parent.pid!);
-    const pidLine = new Promise<number>((r) => parent.stdout!.once("data", (d) => r(Number(String(d).trim()))));
+    const pidLine = new Promise<number>((r) => parent.stdout.once("data", (d) => r(Number(String(d).trim()))));
     const first = await untilListening(parent);
     expect(first.listening, first.err).toBe(true);
     const hubPid = await pidLine;

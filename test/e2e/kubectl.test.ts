@@ -51,10 +51,12 @@ function parseTable(text: string): { headers: string[]; rows: string[][] } {
   const starts: number[] = [];
   const headers: string[] = [];
   for (const m of lines[0].matchAll(/\S+(?: \S+)*/g)) {
-    starts.push(m.index!);
+    starts.push(m.index);
     headers.push(m[0]);
   }
-  const rows = lines.slice(1).map((l) => starts.map((s, i) => l.slice(s, i + 1 < starts.length ? starts[i + 1] : undefined).trim()));
+  const rows = lines
+    .slice(1)
+    .map((l) => starts.map((s, i) => l.slice(s, i + 1 < starts.length ? starts[i + 1] : undefined).trim()));
   return { headers, rows };
 }
 
@@ -65,28 +67,46 @@ function rowsWithoutAge(t: { headers: string[]; rows: string[][] }): Record<stri
 }
 
 /** A JSON request over HTTPS that trusts `ca` (fetch cannot be given a CA). */
-function httpsJson(url: string, path: string, method: string, body: unknown, token: string, ca: Buffer): Promise<{ status: number; body: any }> {
+function httpsJson(
+  url: string,
+  path: string,
+  method: string,
+  body: unknown,
+  token: string,
+  ca: Buffer,
+): Promise<{ status: number; body: any }> {
   return new Promise((resolve, reject) => {
     const data = body === undefined ? undefined : JSON.stringify(body);
-    const req = httpsRequest(url + path, { method, ca, headers: { authorization: `Bearer ${token}`, ...(data ? { "content-type": "application/json" } : {}) } }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (c: string) => (text += c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : undefined }));
-    });
+    const req = httpsRequest(
+      url + path,
+      {
+        method,
+        ca,
+        headers: { authorization: `Bearer ${token}`, ...(data ? { "content-type": "application/json" } : {}) },
+      },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => (text += c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : undefined }));
+      },
+    );
     req.on("error", reject);
     req.end(data);
   });
 }
 
 const suite = HAVE_KUBECTL ? describe : describe.skip;
-const title = HAVE_KUBECTL ? "kubectl against a live Hub" : `kubectl against a live Hub (SKIPPED: ${KUBECTL} is not installed)`;
+const title = HAVE_KUBECTL
+  ? "kubectl against a live Hub"
+  : `kubectl against a live Hub (SKIPPED: ${KUBECTL} is not installed)`;
 
 suite(title, () => {
   let h: TestHub;
   let dir: string;
   let kubeconfigPath: string;
-  const kubectl = (...args: string[]) => run(KUBECTL, ["--kubeconfig", kubeconfigPath, "--cache-dir", join(dir, "kube-cache"), ...args]);
+  const kubectl = (...args: string[]) =>
+    run(KUBECTL, ["--kubeconfig", kubeconfigPath, "--cache-dir", join(dir, "kube-cache"), ...args]);
   const loom = (...args: string[]) => loomBin([...args, "--controller", h.url]);
 
   beforeAll(async () => {
@@ -101,19 +121,33 @@ suite(title, () => {
     kubeconfigPath = join(dir, "kubeconfig");
     await writeFile(kubeconfigPath, kc.stdout);
 
-    const reg = async (id: string, cap: Json) => expect((await post(h.url, "/api/workers/register", registerBody(id, { resource_capacity: cap }))).status).toBe(200);
+    const reg = async (id: string, cap: Json) =>
+      expect((await post(h.url, "/api/workers/register", registerBody(id, { resource_capacity: cap }))).status).toBe(
+        200,
+      );
     await reg("w1", { cpu_millis: 4000, memory_mb: 6144, disk_mb: 30000, gpu_count: 0 });
     await reg("w2", { cpu_millis: 2000, memory_mb: 2048, disk_mb: 30000, gpu_count: 0 });
     // A declared worker with a host and a mode (the priority-1 columns), never registered: not
     // Ready. Its capacity is declared: unknown capacity would keep t-big from being Unsatisfiable.
     const created = await post(h.url, `${API}/workers`, {
       metadata: { name: "w-static", labels: { tier: "silver" } },
-      spec: { host: "static-1.example", connection_mode: "long-poll", max_concurrency: 2, resource_capacity: { cpu_millis: 1000, memory_mb: 1024, disk_mb: 10000, gpu_count: 0 } },
+      spec: {
+        host: "static-1.example",
+        connection_mode: "long-poll",
+        max_concurrency: 2,
+        resource_capacity: { cpu_millis: 1000, memory_mb: 1024, disk_mb: 10000, gpu_count: 0 },
+      },
     });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
 
-    const dispatch = async (tasks: Json[]) => expect((await post(h.url, "/api/tasks/dispatch", { schema_version: 1, tasks })).status).toBe(201);
-    const task = (task_id: string, extra: Json = {}) => ({ task_id, required_capability: "", payload: { runner: "noop" }, ...extra });
+    const dispatch = async (tasks: Json[]) =>
+      expect((await post(h.url, "/api/tasks/dispatch", { schema_version: 1, tasks })).status).toBe(201);
+    const task = (task_id: string, extra: Json = {}) => ({
+      task_id,
+      required_capability: "",
+      payload: { runner: "noop" },
+      ...extra,
+    });
     const profile = (resources: Json) => ({ execution_profile: { placement: "shared", resources } });
     // t-fit alone first, so w1's claim takes it
     await dispatch([task("t-fit", profile({ cpu_millis: 750, memory_mb: 1536, disk_mb: 2048 }))]);
@@ -146,7 +180,12 @@ suite(title, () => {
 
   describe("get", () => {
     it("workers and tasks: the same columns and cells as `loom get` (AGE and spacing aside)", async () => {
-      const [kw, lw, kt, lt] = await Promise.all([kubectl("get", "workers"), loom("get", "workers"), kubectl("get", "tasks"), loom("get", "tasks")]);
+      const [kw, lw, kt, lt] = await Promise.all([
+        kubectl("get", "workers"),
+        loom("get", "workers"),
+        kubectl("get", "tasks"),
+        loom("get", "tasks"),
+      ]);
       for (const r of [kw, lw, kt, lt]) expect(r.code, r.stderr).toBe(0);
 
       const kWorkers = parseTable(kw.stdout);
@@ -155,7 +194,15 @@ suite(title, () => {
       expect(kWorkers.headers).toEqual(lWorkers.headers);
       expect(rowsWithoutAge(kWorkers)).toEqual(rowsWithoutAge(lWorkers));
       expect(Object.keys(rowsWithoutAge(kWorkers)).sort()).toEqual(["w-static", "w1", "w2"]);
-      expect(rowsWithoutAge(kWorkers)["w1"]).toEqual(["w1", "True", "1/4", "750m/4000m", "1536/6144Mi", "2048/30000Mi", "0/0"]);
+      expect(rowsWithoutAge(kWorkers)["w1"]).toEqual([
+        "w1",
+        "True",
+        "1/4",
+        "750m/4000m",
+        "1536/6144Mi",
+        "2048/30000Mi",
+        "0/0",
+      ]);
       for (const r of kWorkers.rows) expect(r[kWorkers.headers.indexOf("AGE")]).toMatch(/^\d+[smhd]/);
 
       const kTasks = parseTable(kt.stdout);
@@ -164,15 +211,45 @@ suite(title, () => {
       expect(kTasks.headers).toEqual(lTasks.headers);
       expect(rowsWithoutAge(kTasks)).toEqual(rowsWithoutAge(lTasks));
       expect(Object.keys(rowsWithoutAge(kTasks)).sort()).toEqual(["t-big", "t-camp", "t-fit"]);
-      expect(rowsWithoutAge(kTasks)["t-fit"]).toEqual(["t-fit", "leased", "w1", "1", "cpu=750m,mem=1536Mi,disk=2048Mi", "<none>"]);
-      expect(rowsWithoutAge(kTasks)["t-big"]).toEqual(["t-big", "queued", "<none>", "1", "mem=50000Mi", "exceeds_worker_capacity"]);
+      expect(rowsWithoutAge(kTasks)["t-fit"]).toEqual([
+        "t-fit",
+        "leased",
+        "w1",
+        "1",
+        "cpu=750m,mem=1536Mi,disk=2048Mi",
+        "<none>",
+      ]);
+      expect(rowsWithoutAge(kTasks)["t-big"]).toEqual([
+        "t-big",
+        "queued",
+        "<none>",
+        "1",
+        "mem=50000Mi",
+        "exceeds_worker_capacity",
+      ]);
     });
 
     it("-o wide adds the priority-1 columns (MODE, HOST for workers; PLACEMENT, CAMPAIGN for tasks), as `loom get -o wide` does", async () => {
-      const [kw, lw, kt, lt] = await Promise.all([kubectl("get", "workers", "-o", "wide"), loom("get", "workers", "-o", "wide"), kubectl("get", "tasks", "-o", "wide"), loom("get", "tasks", "-o", "wide")]);
+      const [kw, lw, kt, lt] = await Promise.all([
+        kubectl("get", "workers", "-o", "wide"),
+        loom("get", "workers", "-o", "wide"),
+        kubectl("get", "tasks", "-o", "wide"),
+        loom("get", "tasks", "-o", "wide"),
+      ]);
       for (const r of [kw, lw, kt, lt]) expect(r.code, r.stderr).toBe(0);
       const kWorkers = parseTable(kw.stdout);
-      expect(kWorkers.headers).toEqual(["NAME", "READY", "ACTIVE/LIMIT", "CPU", "MEM", "DISK", "GPU", "MODE", "HOST", "AGE"]);
+      expect(kWorkers.headers).toEqual([
+        "NAME",
+        "READY",
+        "ACTIVE/LIMIT",
+        "CPU",
+        "MEM",
+        "DISK",
+        "GPU",
+        "MODE",
+        "HOST",
+        "AGE",
+      ]);
       expect(kWorkers.headers).toEqual(parseTable(lw.stdout).headers);
       expect(rowsWithoutAge(kWorkers)).toEqual(rowsWithoutAge(parseTable(lw.stdout)));
       const st = rowsWithoutAge(kWorkers)["w-static"];
@@ -181,7 +258,18 @@ suite(title, () => {
 
       // POSITION is derived from the whole queue, never stored: the Hub's Table computes it as `loom get` does.
       const kTasks = parseTable(kt.stdout);
-      expect(kTasks.headers).toEqual(["NAME", "STATE", "WORKER", "ATTEMPT", "PLACEMENT", "REQUESTS", "POSITION", "CAMPAIGN", "REASON", "AGE"]);
+      expect(kTasks.headers).toEqual([
+        "NAME",
+        "STATE",
+        "WORKER",
+        "ATTEMPT",
+        "PLACEMENT",
+        "REQUESTS",
+        "POSITION",
+        "CAMPAIGN",
+        "REASON",
+        "AGE",
+      ]);
       expect(kTasks.headers).toEqual(parseTable(lt.stdout).headers);
       expect(rowsWithoutAge(kTasks)).toEqual(rowsWithoutAge(parseTable(lt.stdout)));
       expect(rowsWithoutAge(kTasks)["t-camp"][7]).toBe("c1");
@@ -192,14 +280,20 @@ suite(title, () => {
     it("-o yaml prints the object the resource API serves; a list's items likewise", async () => {
       // A controller may write between the two reads: compare once both saw the same resourceVersion.
       const same = async (kubectlArgs: string[], path: string) =>
-        eventually(async () => {
-          const r = await kubectl(...kubectlArgs);
-          if (r.code !== 0) throw new Error(r.stderr);
-          const y = parseYaml(r.stdout) as Json;
-          const api = (await get(h.url, path)).body as Json;
-          const rv = (o: Json) => (Array.isArray(o.items) ? o.items.map((i: Json) => i.metadata.resourceVersion).join() : o.metadata.resourceVersion);
-          return rv(y) === rv(api) && ([y, api] as const);
-        }, `kubectl ${kubectlArgs.join(" ")} and GET ${path} to agree on a resourceVersion`);
+        eventually(
+          async () => {
+            const r = await kubectl(...kubectlArgs);
+            if (r.code !== 0) throw new Error(r.stderr);
+            const y = parseYaml(r.stdout) as Json;
+            const api = (await get(h.url, path)).body as Json;
+            const rv = (o: Json) =>
+              Array.isArray(o.items)
+                ? o.items.map((i: Json) => i.metadata.resourceVersion).join()
+                : o.metadata.resourceVersion;
+            return rv(y) === rv(api) && ([y, api] as const);
+          },
+          `kubectl ${kubectlArgs.join(" ")} and GET ${path} to agree on a resourceVersion`,
+        );
 
       const [[worker, apiWorker], [task, apiTask], [list, apiList]] = await Promise.all([
         same(["get", "worker", "w1", "-o", "yaml"], `${API}/workers/w1`),
@@ -231,7 +325,12 @@ suite(title, () => {
     });
 
     it("the short names lw and lt list workers and tasks", async () => {
-      const [lwR, workers, ltR, tasks] = await Promise.all([kubectl("get", "lw"), kubectl("get", "workers"), kubectl("get", "lt"), kubectl("get", "tasks")]);
+      const [lwR, workers, ltR, tasks] = await Promise.all([
+        kubectl("get", "lw"),
+        kubectl("get", "workers"),
+        kubectl("get", "lt"),
+        kubectl("get", "tasks"),
+      ]);
       for (const r of [lwR, workers, ltR, tasks]) expect(r.code, r.stderr).toBe(0);
       expect(rowsWithoutAge(parseTable(lwR.stdout))).toEqual(rowsWithoutAge(parseTable(workers.stdout)));
       expect(Object.keys(rowsWithoutAge(parseTable(lwR.stdout))).sort()).toEqual(["w-static", "w1", "w2"]);
@@ -286,18 +385,35 @@ suite(title, () => {
   describe("get -w", () => {
     it("prints a row when a task changes state, in the same columns, and nothing for bookmarks", async () => {
       // Highest priority, so that w2's claim takes this task and not t-camp.
-      expect((await post(h.url, "/api/tasks/dispatch", { schema_version: 1, tasks: [{ task_id: "t-watch", required_capability: "", priority: 100, payload: { runner: "noop" } }] })).status).toBe(201);
-      const child = spawn(KUBECTL, ["--kubeconfig", kubeconfigPath, "--cache-dir", join(dir, "kube-cache"), "get", "tasks", "-w"], { cwd: ROOT, env: cleanEnv() });
+      expect(
+        (
+          await post(h.url, "/api/tasks/dispatch", {
+            schema_version: 1,
+            tasks: [{ task_id: "t-watch", required_capability: "", priority: 100, payload: { runner: "noop" } }],
+          })
+        ).status,
+      ).toBe(201);
+      const child = spawn(
+        KUBECTL,
+        ["--kubeconfig", kubeconfigPath, "--cache-dir", join(dir, "kube-cache"), "get", "tasks", "-w"],
+        { cwd: ROOT, env: cleanEnv() },
+      );
       let stdout = "";
       let stderr = "";
       child.stdout.on("data", (b: Buffer) => (stdout += b.toString()));
       child.stderr.on("data", (b: Buffer) => (stderr += b.toString()));
       const exited = new Promise<void>((r) => child.on("exit", () => r()));
       try {
-        await eventually(() => /^t-watch\s+queued\s/m.test(stdout), `the initial list (stdout: ${JSON.stringify(stdout)}, stderr: ${JSON.stringify(stderr)})`);
+        await eventually(
+          () => /^t-watch\s+queued\s/m.test(stdout),
+          `the initial list (stdout: ${JSON.stringify(stdout)}, stderr: ${JSON.stringify(stderr)})`,
+        );
         const claim = await post(h.url, "/api/tasks/claim", { worker_id: "w2", limit: 1, lease_seconds: 600 });
         expect(claim.body.tasks.map((t: Json) => t.task_id)).toEqual(["t-watch"]);
-        await eventually(() => /^t-watch\s+leased\s/m.test(stdout), `a row for the leased task (stdout: ${JSON.stringify(stdout)})`);
+        await eventually(
+          () => /^t-watch\s+leased\s/m.test(stdout),
+          `a row for the leased task (stdout: ${JSON.stringify(stdout)})`,
+        );
       } finally {
         child.kill("SIGTERM");
         await exited;
@@ -322,7 +438,14 @@ suite(title, () => {
 
     it("apply creates a Worker and a second apply updates its spec; patch cordons it; label and -l find it; delete deletes it", async () => {
       const file = join(dir, "w-apply.yaml");
-      await writeFile(file, workerYaml("w-apply", { host: "apply-1.example", connection_mode: "long-poll", max_concurrency: 2 }, { team: "eval" }));
+      await writeFile(
+        file,
+        workerYaml(
+          "w-apply",
+          { host: "apply-1.example", connection_mode: "long-poll", max_concurrency: 2 },
+          { team: "eval" },
+        ),
+      );
       const created = await kubectl("apply", "--validate=false", "-f", file);
       expect(created.code, created.stderr).toBe(0);
       expect(created.stdout.trim()).toBe("worker.loom.dev/w-apply created");
@@ -330,7 +453,14 @@ suite(title, () => {
       expect(first.spec).toEqual({ host: "apply-1.example", connection_mode: "long-poll", max_concurrency: 2 });
       expect(first.metadata.labels).toEqual({ team: "eval" });
 
-      await writeFile(file, workerYaml("w-apply", { host: "apply-2.example", connection_mode: "long-poll", max_concurrency: 3 }, { team: "eval" }));
+      await writeFile(
+        file,
+        workerYaml(
+          "w-apply",
+          { host: "apply-2.example", connection_mode: "long-poll", max_concurrency: 3 },
+          { team: "eval" },
+        ),
+      );
       const updated = await kubectl("apply", "--validate=false", "-f", file);
       expect(updated.code, updated.stderr).toBe(0);
       expect(updated.stdout.trim()).toBe("worker.loom.dev/w-apply configured");
@@ -339,7 +469,14 @@ suite(title, () => {
       expect(second.metadata.uid).toBe(first.metadata.uid);
       expect(second.metadata.generation).toBe(first.metadata.generation + 1);
 
-      const patched = await kubectl("patch", "worker", "w-apply", "--type=merge", "-p", '{"spec":{"unschedulable":true}}');
+      const patched = await kubectl(
+        "patch",
+        "worker",
+        "w-apply",
+        "--type=merge",
+        "-p",
+        '{"spec":{"unschedulable":true}}',
+      );
       expect(patched.code, patched.stderr).toBe(0);
       expect(patched.stdout.trim()).toBe("worker.loom.dev/w-apply patched");
       const cordoned = (await get(h.url, `${API}/workers/w-apply`)).body as Json;
@@ -349,7 +486,10 @@ suite(title, () => {
       const labeled = await kubectl("label", "worker", "w-apply", "tier=gold");
       expect(labeled.code, labeled.stderr).toBe(0);
       expect(labeled.stdout.trim()).toBe("worker.loom.dev/w-apply labeled");
-      expect(((await get(h.url, `${API}/workers/w-apply`)).body as Json).metadata.labels).toEqual({ team: "eval", tier: "gold" });
+      expect(((await get(h.url, `${API}/workers/w-apply`)).body as Json).metadata.labels).toEqual({
+        team: "eval",
+        tier: "gold",
+      });
       const gold = await kubectl("get", "workers", "-l", "tier=gold");
       expect(gold.code, gold.stderr).toBe(0);
       const goldRows = parseTable(gold.stdout).rows;
@@ -367,7 +507,10 @@ suite(title, () => {
     });
 
     it("patch --type=json applies test, add, replace and remove as one write; a failing test changes nothing", async () => {
-      const created = await post(h.url, `${API}/workers`, { metadata: { name: "w-jsonpatch", labels: { team: "eval" } }, spec: { max_concurrency: 2, capabilities: ["linux"] } });
+      const created = await post(h.url, `${API}/workers`, {
+        metadata: { name: "w-jsonpatch", labels: { team: "eval" } },
+        spec: { max_concurrency: 2, capabilities: ["linux"] },
+      });
       expect(created.status, JSON.stringify(created.body)).toBe(201);
       const ops = [
         { op: "test", path: "/spec/max_concurrency", value: 2 },
@@ -383,7 +526,10 @@ suite(title, () => {
       expect(after.spec).toEqual({ max_concurrency: 3, capabilities: ["linux", "gpu"], host: "jp-1.example" });
       expect(after.metadata.labels ?? {}).toEqual({});
 
-      const failing = [{ op: "test", path: "/spec/max_concurrency", value: 2 }, { op: "replace", path: "/spec/host", value: "other.example" }];
+      const failing = [
+        { op: "test", path: "/spec/max_concurrency", value: 2 },
+        { op: "replace", path: "/spec/host", value: "other.example" },
+      ];
       const refused = await kubectl("patch", "worker", "w-jsonpatch", "--type=json", "-p", JSON.stringify(failing));
       expect(refused.code).not.toBe(0);
       expect(refused.stderr).toContain("test failed");
@@ -394,17 +540,34 @@ suite(title, () => {
 
     it("apply --server-side creates and updates, records each field manager, refuses a conflict between managers, and --force-conflicts takes the field", async () => {
       const file = join(dir, "w-ssa.yaml");
-      const managers = (o: Json) => Object.fromEntries((o.metadata.managedFields ?? []).map((e: Json) => [e.manager, e.fieldsV1]));
-      await writeFile(file, workerYaml("w-ssa", { host: "ssa-1.example", max_concurrency: 2, capabilities: ["linux"] }, { team: "eval" }));
+      const managers = (o: Json) =>
+        Object.fromEntries((o.metadata.managedFields ?? []).map((e: Json) => [e.manager, e.fieldsV1]));
+      await writeFile(
+        file,
+        workerYaml("w-ssa", { host: "ssa-1.example", max_concurrency: 2, capabilities: ["linux"] }, { team: "eval" }),
+      );
       const created = await kubectl("apply", "--server-side", "-f", file);
       expect(created.code, created.stderr).toBe(0);
       expect(created.stdout.trim()).toBe("worker.loom.dev/w-ssa serverside-applied");
       const first = (await get(h.url, `${API}/workers/w-ssa`)).body as Json;
       expect(first.spec).toEqual({ host: "ssa-1.example", max_concurrency: 2, capabilities: ["linux"] });
-      expect(managers(first)).toEqual({ kubectl: { "f:metadata": { "f:labels": { "f:team": {} } }, "f:spec": { "f:host": {}, "f:max_concurrency": {}, "f:capabilities": {} } } });
+      expect(managers(first)).toEqual({
+        kubectl: {
+          "f:metadata": { "f:labels": { "f:team": {} } },
+          "f:spec": { "f:host": {}, "f:max_concurrency": {}, "f:capabilities": {} },
+        },
+      });
 
       // The same manager drops capabilities and the label and changes host: the dropped fields go.
-      await writeFile(file, stringifyYaml({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name: "w-ssa" }, spec: { host: "ssa-2.example", max_concurrency: 2 } }));
+      await writeFile(
+        file,
+        stringifyYaml({
+          apiVersion: "loom.dev/v1alpha1",
+          kind: "Worker",
+          metadata: { name: "w-ssa" },
+          spec: { host: "ssa-2.example", max_concurrency: 2 },
+        }),
+      );
       const updated = await kubectl("apply", "--server-side", "-f", file);
       expect(updated.code, updated.stderr).toBe(0);
       const second = (await get(h.url, `${API}/workers/w-ssa`)).body as Json;
@@ -414,7 +577,15 @@ suite(title, () => {
 
       // Another manager wants max_concurrency at 4: a conflict naming the field and its owner, nothing stored.
       const scale = join(dir, "w-ssa-scale.yaml");
-      await writeFile(scale, stringifyYaml({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name: "w-ssa" }, spec: { max_concurrency: 4 } }));
+      await writeFile(
+        scale,
+        stringifyYaml({
+          apiVersion: "loom.dev/v1alpha1",
+          kind: "Worker",
+          metadata: { name: "w-ssa" },
+          spec: { max_concurrency: 4 },
+        }),
+      );
       const conflict = await kubectl("apply", "--server-side", "--field-manager=scaler", "-f", scale);
       expect(conflict.code).not.toBe(0);
       expect(conflict.stderr).toContain("Apply failed with 1 conflict");
@@ -423,16 +594,43 @@ suite(title, () => {
       expect(kept.spec).toEqual(second.spec);
       expect(managers(kept)).toEqual(managers(second));
 
-      const forced = await kubectl("apply", "--server-side", "--field-manager=scaler", "--force-conflicts", "-f", scale);
+      const forced = await kubectl(
+        "apply",
+        "--server-side",
+        "--field-manager=scaler",
+        "--force-conflicts",
+        "-f",
+        scale,
+      );
       expect(forced.code, forced.stderr).toBe(0);
       expect(forced.stdout.trim()).toBe("worker.loom.dev/w-ssa serverside-applied");
       const third = (await get(h.url, `${API}/workers/w-ssa`)).body as Json;
       expect(third.spec).toEqual({ host: "ssa-2.example", max_concurrency: 4 });
-      expect(managers(third)).toEqual({ kubectl: { "f:spec": { "f:host": {} } }, scaler: { "f:spec": { "f:max_concurrency": {} } } });
+      expect(managers(third)).toEqual({
+        kubectl: { "f:spec": { "f:host": {} } },
+        scaler: { "f:spec": { "f:max_concurrency": {} } },
+      });
 
       // A server-side dry run answers what the apply would store, and stores nothing.
-      await writeFile(scale, stringifyYaml({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name: "w-ssa" }, spec: { max_concurrency: 1 } }));
-      const dry = await kubectl("apply", "--server-side", "--field-manager=scaler", "--dry-run=server", "-o", "json", "-f", scale);
+      await writeFile(
+        scale,
+        stringifyYaml({
+          apiVersion: "loom.dev/v1alpha1",
+          kind: "Worker",
+          metadata: { name: "w-ssa" },
+          spec: { max_concurrency: 1 },
+        }),
+      );
+      const dry = await kubectl(
+        "apply",
+        "--server-side",
+        "--field-manager=scaler",
+        "--dry-run=server",
+        "-o",
+        "json",
+        "-f",
+        scale,
+      );
       expect(dry.code, dry.stderr).toBe(0);
       expect((JSON.parse(dry.stdout) as Json).spec).toEqual({ host: "ssa-2.example", max_concurrency: 1 });
       const fourth = (await get(h.url, `${API}/workers/w-ssa`)).body as Json;
@@ -455,7 +653,8 @@ suite(title, () => {
   });
 
   describe("server-side dry run", () => {
-    const workerYaml = (name: string, spec: Json) => stringifyYaml({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name }, spec });
+    const workerYaml = (name: string, spec: Json) =>
+      stringifyYaml({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name }, spec });
 
     it("kubectl diff shows what apply would change, and apply --dry-run=server (client-side and server-side apply) writes nothing", async () => {
       const file = join(dir, "w-diff.yaml");
@@ -473,10 +672,15 @@ suite(title, () => {
       expect(diff.stdout).toMatch(/^-\s+host: diff-1\.example$/m);
       expect(diff.stdout).toMatch(/^\+\s+host: diff-2\.example$/m);
       expect(diff.stdout).toMatch(/^\+\s+max_concurrency: 3$/m);
-      for (const args of [["apply", "--validate=false", "--dry-run=server", "-f", file], ["apply", "--server-side", "--dry-run=server", "-f", file]]) {
+      for (const args of [
+        ["apply", "--validate=false", "--dry-run=server", "-f", file],
+        ["apply", "--server-side", "--dry-run=server", "-f", file],
+      ]) {
         const r = await kubectl(...args);
         expect(r.code, r.stderr).toBe(0);
-        expect(r.stdout.trim()).toMatch(/^worker\.loom\.dev\/w-diff (configured|serverside-applied) \(server dry run\)$/);
+        expect(r.stdout.trim()).toMatch(
+          /^worker\.loom\.dev\/w-diff (configured|serverside-applied) \(server dry run\)$/,
+        );
       }
       // (kubectl then rewrites a client-side apply's last-applied annotation, and prints that reply:
       // what the object would be is checked on a new one.)
@@ -488,7 +692,11 @@ suite(title, () => {
       expect((await get(h.url, `${API}/workers/w-dry-ssa`)).status).toBe(404);
       // (Controllers may write its status meanwhile; what a dry run would change is not written.)
       const after = (await get(h.url, `${API}/workers/w-diff`)).body as Json;
-      expect([after.spec, after.metadata.generation, after.metadata.managedFields]).toEqual([stored.spec, stored.metadata.generation, stored.metadata.managedFields]);
+      expect([after.spec, after.metadata.generation, after.metadata.managedFields]).toEqual([
+        stored.spec,
+        stored.metadata.generation,
+        stored.metadata.managedFields,
+      ]);
     });
 
     it("create and patch --dry-run=server run every check and store nothing; a refusal is the real write's", async () => {
@@ -504,18 +712,58 @@ suite(title, () => {
       expect(bad.code).not.toBe(0);
       expect(bad.stderr).toContain("spec.resource_capacity.cpu_millis");
 
-      const patched = await kubectl("patch", "worker", "w1", "--type=merge", "--dry-run=server", "-p", '{"spec":{"unschedulable":true}}', "-o", "json");
+      const patched = await kubectl(
+        "patch",
+        "worker",
+        "w1",
+        "--type=merge",
+        "--dry-run=server",
+        "-p",
+        '{"spec":{"unschedulable":true}}',
+        "-o",
+        "json",
+      );
       expect(patched.code, patched.stderr).toBe(0);
       expect((JSON.parse(patched.stdout) as Json).spec.unschedulable).toBe(true);
       expect(((await get(h.url, `${API}/workers/w1`)).body as Json).spec.unschedulable).toBeUndefined();
 
       // The lease guard runs too: a lease on w2 larger than its 2048Mi is refused, as it would be for real.
       const now = new Date().toISOString();
-      const lease = { worker: "w2", epoch: 1, mode: "pull", leased_at: now, lease_until: new Date(Date.now() + 600_000).toISOString(), placement: "shared", reservation: { cpu_millis: 0, memory_mb: 4096, disk_mb: 0, gpu_count: 0 } };
-      const guarded = await kubectl("patch", "task", "t-camp", "--subresource=status", "--type=merge", "--dry-run=server", "-p", JSON.stringify({ status: { state: "leased", lease } }));
+      const lease = {
+        worker: "w2",
+        epoch: 1,
+        mode: "pull",
+        leased_at: now,
+        lease_until: new Date(Date.now() + 600_000).toISOString(),
+        placement: "shared",
+        reservation: { cpu_millis: 0, memory_mb: 4096, disk_mb: 0, gpu_count: 0 },
+      };
+      const guarded = await kubectl(
+        "patch",
+        "task",
+        "t-camp",
+        "--subresource=status",
+        "--type=merge",
+        "--dry-run=server",
+        "-p",
+        JSON.stringify({ status: { state: "leased", lease } }),
+      );
       expect(guarded.code).not.toBe(0);
       expect(guarded.stderr).toMatch(/would break admission.*memory_mb/);
-      const fits = await kubectl("patch", "task", "t-camp", "--subresource=status", "--type=merge", "--dry-run=server", "-p", JSON.stringify({ status: { state: "leased", lease: { ...lease, reservation: { ...lease.reservation, memory_mb: 512 } } } }), "-o", "json");
+      const fits = await kubectl(
+        "patch",
+        "task",
+        "t-camp",
+        "--subresource=status",
+        "--type=merge",
+        "--dry-run=server",
+        "-p",
+        JSON.stringify({
+          status: { state: "leased", lease: { ...lease, reservation: { ...lease.reservation, memory_mb: 512 } } },
+        }),
+        "-o",
+        "json",
+      );
       expect(fits.code, fits.stderr).toBe(0);
       expect((JSON.parse(fits.stdout) as Json).status.state).toBe("leased");
       expect(((await get(h.url, `${API}/tasks/t-camp`)).body as Json).status.state).toBe("queued");
@@ -528,17 +776,33 @@ suite(title, () => {
 
     it("delete campaign --cascade=orphan keeps its tasks without ownerReferences; --cascade=foreground deletes them first", async () => {
       const campaign = async (name: string) => {
-        const r = await post(h.url, `${API}/campaigns`, { metadata: { name }, spec: { schema_version: 1, campaign_id: name, defaults: { setting_id: "s", runner: "noop", priority: -100 }, cases: [{ case_id: "x", run_id: "1" }, { case_id: "y", run_id: "1" }] } });
+        const r = await post(h.url, `${API}/campaigns`, {
+          metadata: { name },
+          spec: {
+            schema_version: 1,
+            campaign_id: name,
+            defaults: { setting_id: "s", runner: "noop", priority: -100 },
+            cases: [
+              { case_id: "x", run_id: "1" },
+              { case_id: "y", run_id: "1" },
+            ],
+          },
+        });
         expect(r.status, JSON.stringify(r.body)).toBe(201);
         const tasks = [`${name}__x__s__run-1`, `${name}__y__s__run-1`];
-        await eventually(async () => (await Promise.all(tasks.map((t) => get(h.url, `${API}/tasks/${t}`)))).every((r) => r.status === 200), `${name}'s tasks`);
+        await eventually(
+          async () =>
+            (await Promise.all(tasks.map((t) => get(h.url, `${API}/tasks/${t}`)))).every((r) => r.status === 200),
+          `${name}'s tasks`,
+        );
         return tasks;
       };
       const kept = await campaign("c-orphan");
       const orphan = await kubectl("delete", "campaign", "c-orphan", "--cascade=orphan");
       expect(orphan.code, orphan.stderr).toBe(0);
       expect(orphan.stdout.trim()).toBe('campaign.loom.dev "c-orphan" deleted');
-      for (const t of kept) expect(((await get(h.url, `${API}/tasks/${t}`)).body as Json).metadata.ownerReferences).toBeUndefined();
+      for (const t of kept)
+        expect(((await get(h.url, `${API}/tasks/${t}`)).body as Json).metadata.ownerReferences).toBeUndefined();
 
       const gone = await campaign("c-fg");
       const fg = await kubectl("delete", "campaign", "c-fg", "--cascade=foreground");
@@ -551,7 +815,11 @@ suite(title, () => {
     });
 
     it("a dryRun value other than All is refused", async () => {
-      const r = await fetch(`${h.url}${API}/workers?dryRun=Some`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ metadata: { name: "w-x" }, spec: {} }) });
+      const r = await fetch(`${h.url}${API}/workers?dryRun=Some`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ metadata: { name: "w-x" }, spec: {} }),
+      });
       expect(r.status).toBe(400);
       expect(((await r.json()) as Json).details.causes[0].field).toBe("dryRun");
     });
@@ -560,13 +828,29 @@ suite(title, () => {
   describe("OpenAPI v3 from the CRDs", () => {
     it("plain kubectl apply (default validation) works, the Hub validates strictly, and explain reads the schemas", async () => {
       const good = join(dir, "w-openapi.yaml");
-      await writeFile(good, stringifyYaml({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name: "w-openapi" }, spec: { max_concurrency: 2 } }));
+      await writeFile(
+        good,
+        stringifyYaml({
+          apiVersion: "loom.dev/v1alpha1",
+          kind: "Worker",
+          metadata: { name: "w-openapi" },
+          spec: { max_concurrency: 2 },
+        }),
+      );
       const created = await kubectl("apply", "-f", good);
       expect(created.code, created.stderr).toBe(0);
       expect(created.stdout.trim()).toBe("worker.loom.dev/w-openapi created");
 
       const bad = join(dir, "w-openapi-bad.yaml");
-      await writeFile(bad, stringifyYaml({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name: "w-openapi-bad" }, spec: { bogus: 1 } }));
+      await writeFile(
+        bad,
+        stringifyYaml({
+          apiVersion: "loom.dev/v1alpha1",
+          kind: "Worker",
+          metadata: { name: "w-openapi-bad" },
+          spec: { bogus: 1 },
+        }),
+      );
       const refused = await kubectl("apply", "-f", bad);
       expect(refused.code).not.toBe(0);
       expect(refused.stderr).toContain("spec.bogus: unknown field");
@@ -586,16 +870,38 @@ suite(title, () => {
     let ca: Buffer;
     let goodConfig: string;
     let badConfig: string;
-    const kubectlWith = (config: string, ...args: string[]) => run(KUBECTL, ["--kubeconfig", config, "--cache-dir", join(tdir, "kube-cache"), ...args]);
+    const kubectlWith = (config: string, ...args: string[]) =>
+      run(KUBECTL, ["--kubeconfig", config, "--cache-dir", join(tdir, "kube-cache"), ...args]);
 
     beforeAll(async () => {
       tdir = await mkdtemp(join(tmpdir(), "loom-kubectl-tls-"));
       const cert = join(tdir, "cert.pem");
       const key = join(tdir, "key.pem");
-      const gen = await run("/usr/bin/openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]);
+      const gen = await run("/usr/bin/openssl", [
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        key,
+        "-out",
+        cert,
+        "-days",
+        "1",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1",
+      ]);
       expect(gen.code, gen.stderr).toBe(0);
       ca = await readFile(cert);
-      th = await startHub({ heartbeatGraceSeconds: 3600, tlsCertFile: cert, tlsKeyFile: key, env: { LOOM_HUB_TOKEN: TOKEN } });
+      th = await startHub({
+        heartbeatGraceSeconds: 3600,
+        tlsCertFile: cert,
+        tlsKeyFile: key,
+        env: { LOOM_HUB_TOKEN: TOKEN },
+      });
       expect(th.url).toMatch(/^https:\/\//);
       const reg = await httpsJson(th.url, "/api/workers/register", "POST", registerBody("tls-w1"), TOKEN, ca);
       expect(reg.status, JSON.stringify(reg.body)).toBe(200);

@@ -14,7 +14,13 @@ import { eventually } from "../support/hub.ts";
 
 const ROOT = join(import.meta.dirname, "..", "..");
 const run = promisify(execFile);
-const freePort = () => new Promise<number>((res) => { const s = createServer().listen(0, "127.0.0.1", () => { const p = (s.address() as { port: number }).port; s.close(() => res(p)); }); });
+const freePort = () =>
+  new Promise<number>((res) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => res(p));
+    });
+  });
 
 let tmp = "";
 let hub: ChildProcess | undefined;
@@ -26,7 +32,10 @@ afterAll(async () => {
 describe("npm pack, then npm install -g of the tarball", () => {
   it("gives a loom that runs compiled JavaScript outside the checkout", async () => {
     tmp = await mkdtemp(join(tmpdir(), "loom-pack-"));
-    const packed = await run("npm", ["pack", "--silent", "--pack-destination", tmp], { cwd: ROOT, maxBuffer: 16 << 20 });
+    const packed = await run("npm", ["pack", "--silent", "--pack-destination", tmp], {
+      cwd: ROOT,
+      maxBuffer: 16 << 20,
+    });
     const tgz = join(tmp, packed.stdout.trim().split("\n").at(-1)!);
     expect(existsSync(tgz), packed.stdout).toBe(true);
     const listing = (await run("tar", ["tzf", tgz], { maxBuffer: 16 << 20 })).stdout.split("\n");
@@ -36,10 +45,22 @@ describe("npm pack, then npm install -g of the tarball", () => {
     expect(listing.filter((f) => f.startsWith("package/src/") || f.endsWith(".ts"))).toEqual([]);
 
     const prefix = join(tmp, "prefix");
-    await run("npm", ["install", "-g", "--prefix", prefix, "--prefer-offline", "--no-audit", "--no-fund", tgz], { cwd: tmp, maxBuffer: 16 << 20, timeout: 540_000 });
+    await run("npm", ["install", "-g", "--prefix", prefix, "--prefer-offline", "--no-audit", "--no-fund", tgz], {
+      cwd: tmp,
+      maxBuffer: 16 << 20,
+      timeout: 540_000,
+    });
     const installed = join(prefix, "lib", "node_modules", "loom");
     expect(existsSync(join(installed, "node_modules", "tsx")), "tsx is a development dependency").toBe(false);
-    expect(readdirSync(installed).sort()).toEqual(["README.md", "bin", "crds", "dist", "examples", "node_modules", "package.json"]);
+    expect(readdirSync(installed).sort()).toEqual([
+      "README.md",
+      "bin",
+      "crds",
+      "dist",
+      "examples",
+      "node_modules",
+      "package.json",
+    ]);
 
     const loom = join(prefix, "bin", "loom");
     const away = join(tmp, "elsewhere");
@@ -49,16 +70,36 @@ describe("npm pack, then npm install -g of the tarball", () => {
     expect(valid.stdout).toContain("valid");
 
     const port = await freePort();
-    hub = spawn(loom, ["hub", "--port", String(port), "--data-dir", join(tmp, "hub"), "--inventory", join(installed, "examples", "inventory.json")], { cwd: away, stdio: ["ignore", "ignore", "pipe"] });
+    hub = spawn(
+      loom,
+      [
+        "hub",
+        "--port",
+        String(port),
+        "--data-dir",
+        join(tmp, "hub"),
+        "--inventory",
+        join(installed, "examples", "inventory.json"),
+      ],
+      { cwd: away, stdio: ["ignore", "ignore", "pipe"] },
+    );
     let said = "";
     hub.stderr!.on("data", (d) => (said += d));
     const url = `http://127.0.0.1:${port}`;
-    await eventually(async () => (await fetch(`${url}/livez`).catch(() => undefined))?.ok === true, "the installed Hub to listen", 30_000);
+    await eventually(
+      async () => (await fetch(`${url}/livez`).catch(() => undefined))?.ok === true,
+      "the installed Hub to listen",
+      30_000,
+    );
     expect((await fetch(`${url}/ui/`)).status).toBe(200);
-    const workers = await eventually(async () => {
-      const out = (await run(loom, ["get", "workers", "--controller", url], { cwd: away })).stdout;
-      return out.includes("evaluation-01") && out;
-    }, "the inventory's workers", 30_000);
+    const workers = await eventually(
+      async () => {
+        const out = (await run(loom, ["get", "workers", "--controller", url], { cwd: away })).stdout;
+        return out.includes("evaluation-01") && out;
+      },
+      "the inventory's workers",
+      30_000,
+    );
     expect(workers).toMatch(/^NAME\s/);
     const exited = new Promise<number | null>((res) => hub!.once("exit", (c) => res(c)));
     hub.kill("SIGTERM");

@@ -11,13 +11,29 @@ import { afterAll, describe, expect, it } from "vitest";
 import { eventually } from "../support/hub.ts";
 
 const ROOT = join(import.meta.dirname, "..", "..");
-const freePort = () => new Promise<number>((res) => { const s = createServer().listen(0, "127.0.0.1", () => { const p = (s.address() as { port: number }).port; s.close(() => res(p)); }); });
-const alive = (pid: number) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+const freePort = () =>
+  new Promise<number>((res) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => res(p));
+    });
+  });
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
 /** The processes below `pid`, found by parent pid (pgrep -P). */
 const descendants = (pid: number): number[] => {
   let kids: number[];
   try {
-    kids = execFileSync("pgrep", ["-P", String(pid)], { encoding: "utf8" }).split("\n").filter(Boolean).map(Number);
+    kids = execFileSync("pgrep", ["-P", String(pid)], { encoding: "utf8" })
+      .split("\n")
+      .filter(Boolean)
+      .map(Number);
   } catch {
     return []; // pgrep exits 1 when there are none
   }
@@ -31,14 +47,20 @@ afterAll(async () => {
   for (const d of dirs) await rm(d, { recursive: true, force: true });
 });
 
-async function launch(file: string, args: string[]): Promise<{ child: ChildProcess; said: () => string; port: number }> {
+async function launch(
+  file: string,
+  args: string[],
+): Promise<{ child: ChildProcess; said: () => string; port: number }> {
   const dir = await mkdtemp(join(tmpdir(), "loom-signals-"));
   dirs.push(dir);
   const port = await freePort();
-  const child = spawn(file, [...args, "--port", String(port), "--data-dir", dir], { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] });
+  const child = spawn(file, [...args, "--port", String(port), "--data-dir", dir], {
+    cwd: ROOT,
+    stdio: ["ignore", "ignore", "pipe"],
+  });
   started.push(child.pid!);
   let text = "";
-  child.stderr!.on("data", (d) => (text += d));
+  child.stderr.on("data", (d) => (text += d));
   return { child, said: () => text, port };
 }
 
@@ -53,7 +75,11 @@ describe("stopping what npm started", () => {
     const all = [...new Set([...below, ...runnerPids(said())])];
     expect(all.length).toBeGreaterThanOrEqual(3); // the quick start (maybe under sh) and two Runners
     child.kill("SIGTERM"); // npm only: nothing else is signalled
-    await eventually(() => all.every((p) => !alive(p)), `the quick start and its Runners to exit (${all.join(", ")})`, 30_000);
+    await eventually(
+      () => all.every((p) => !alive(p)),
+      `the quick start and its Runners to exit (${all.join(", ")})`,
+      30_000,
+    );
   }, 120_000);
 
   it("a quick start killed outright leaves no Runner behind", async () => {
@@ -63,7 +89,14 @@ describe("stopping what npm started", () => {
     started.push(...runners);
     child.kill("SIGKILL");
     // A task stopped mid-way may first try, and fail, to report to the Hub that went with the quick start.
-    await eventually(() => runners.every((p) => !alive(p)), "the Runners to exit", 60_000).catch((e) => { console.log(execFileSync("ps", ["-o", "pid,ppid,stat,etime,cmd", "-p", [...runners, child.pid].join(",")], { encoding: "utf8" })); throw e; });
+    await eventually(() => runners.every((p) => !alive(p)), "the Runners to exit", 60_000).catch((e) => {
+      console.log(
+        execFileSync("ps", ["-o", "pid,ppid,stat,etime,cmd", "-p", [...runners, child.pid].join(",")], {
+          encoding: "utf8",
+        }),
+      );
+      throw e;
+    });
   }, 120_000);
 
   it("SIGTERM to npm alone stops a Hub run by `npm run hub`", async () => {

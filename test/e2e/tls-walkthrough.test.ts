@@ -13,11 +13,21 @@ import { parse as parseYaml } from "yaml";
 const KUBECTL = "/usr/bin/kubectl";
 const HAVE_KUBECTL = existsSync(KUBECTL) && existsSync("/usr/bin/openssl");
 const ROOT = join(import.meta.dirname, "..", "..");
-const freePort = () => new Promise<number>((res) => { const s = createServer().listen(0, "127.0.0.1", () => { const p = (s.address() as { port: number }).port; s.close(() => res(p)); }); });
+const freePort = () =>
+  new Promise<number>((res) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => res(p));
+    });
+  });
 
 type Run = { code: number; stdout: string; stderr: string };
 const run = (file: string, args: string[], opts: { cwd: string; env: NodeJS.ProcessEnv }) =>
-  new Promise<Run>((resolve) => execFile(file, args, { ...opts, timeout: 90_000 }, (e, stdout, stderr) => resolve({ code: e ? (typeof e.code === "number" ? e.code : 1) : 0, stdout, stderr })));
+  new Promise<Run>((resolve) =>
+    execFile(file, args, { ...opts, timeout: 90_000 }, (e, stdout, stderr) =>
+      resolve({ code: e ? (typeof e.code === "number" ? e.code : 1) : 0, stdout, stderr }),
+    ),
+  );
 
 /** The shell block between the README's tls-walkthrough markers. */
 export async function walkthrough(): Promise<string> {
@@ -33,14 +43,19 @@ afterAll(async () => {
 });
 
 const suite = HAVE_KUBECTL ? describe : describe.skip;
-const title = HAVE_KUBECTL ? "the README's TLS walkthrough" : `the README's TLS walkthrough (SKIPPED: ${KUBECTL} or openssl is not installed)`;
+const title = HAVE_KUBECTL
+  ? "the README's TLS walkthrough"
+  : `the README's TLS walkthrough (SKIPPED: ${KUBECTL} or openssl is not installed)`;
 
 suite(title, () => {
   it("runs as written: kubectl and loom list the workers over TLS with the token", async () => {
     dir = await mkdtemp(join(tmpdir(), "loom-tls-walkthrough-"));
     const bin = join(dir, "bin");
     await mkdir(bin);
-    await writeFile(join(bin, "loom"), `#!/bin/sh\nexec "${process.execPath}" "${join(ROOT, "bin", "loom.mjs")}" "$@"\n`);
+    await writeFile(
+      join(bin, "loom"),
+      `#!/bin/sh\nexec "${process.execPath}" "${join(ROOT, "bin", "loom.mjs")}" "$@"\n`,
+    );
     await chmod(join(bin, "loom"), 0o755);
     await symlink(join(ROOT, "examples"), join(dir, "examples"));
     const port = String(await freePort());
@@ -62,7 +77,9 @@ suite(title, () => {
     const kc = parseYaml(await readFile(kcFile, "utf8")) as Record<string, any>;
     const cluster = kc.clusters[0].cluster;
     expect(cluster.server).toBe(`https://127.0.0.1:${port}`);
-    expect(Buffer.from(cluster["certificate-authority-data"], "base64").toString()).toBe(await readFile(join(dir, ".loom/tls/hub.crt"), "utf8"));
+    expect(Buffer.from(cluster["certificate-authority-data"], "base64").toString()).toBe(
+      await readFile(join(dir, ".loom/tls/hub.crt"), "utf8"),
+    );
     expect(kc.users[0].user.token).toMatch(/^[0-9a-f]{64}$/);
   }, 180_000);
 
@@ -70,7 +87,8 @@ suite(title, () => {
     const port = String(await freePort());
     const cwd = dir || (dir = await mkdtemp(join(tmpdir(), "loom-tls-walkthrough-")));
     const env = { PATH: "/usr/bin:/bin", HOME: cwd, LOOM_HUB_TOKEN: "walkthrough-token-0123456789abcdef" };
-    const loom = (args: string[], extra: NodeJS.ProcessEnv = {}) => run(process.execPath, [join(ROOT, "bin", "loom.mjs"), ...args], { cwd, env: { ...env, ...extra } });
+    const loom = (args: string[], extra: NodeJS.ProcessEnv = {}) =>
+      run(process.execPath, [join(ROOT, "bin", "loom.mjs"), ...args], { cwd, env: { ...env, ...extra } });
     const script = `set -e\ntrap 'kill $(jobs -p) 2>/dev/null; wait' EXIT
 "${process.execPath}" "${join(ROOT, "bin", "loom.mjs")}" hub --port ${port} --data-dir hub2 --tls-self-signed 2>hub2.log &
 for i in $(seq 1 60); do [ -f hub2/tls/hub.crt ] && "${process.execPath}" -e "require('https').get({host:'127.0.0.1',port:${port},path:'/livez',ca:require('fs').readFileSync('hub2/tls/hub.crt')},r=>process.exit(r.statusCode===200?0:1)).on('error',()=>process.exit(1))" && break; sleep 0.5; done
@@ -80,7 +98,9 @@ for i in $(seq 1 60); do [ -f hub2/tls/hub.crt ] && "${process.execPath}" -e "re
     const r = await run("/bin/bash", ["-c", script], { cwd, env });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain("no-ca exit 1");
-    expect(await readFile(join(cwd, "no-ca.err"), "utf8")).toMatch(/cannot reach the Hub at https:\/\/127\.0\.0\.1:\d+: (DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN)/);
+    expect(await readFile(join(cwd, "no-ca.err"), "utf8")).toMatch(
+      /cannot reach the Hub at https:\/\/127\.0\.0\.1:\d+: (DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN)/,
+    );
     expect(r.stdout).toContain("with-ca ok");
     expect(await readFile(join(cwd, "hub2.log"), "utf8")).toContain("self-signed certificate: ");
 
@@ -88,7 +108,11 @@ for i in $(seq 1 60); do [ -f hub2/tls/hub.crt ] && "${process.execPath}" -e "re
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain("--certificate-authority: nope.pem: ENOENT");
     // A kubeconfig holding the token, redirected into a file, is written with a warning naming --output.
-    const redirected = await run("/bin/bash", ["-c", `"${process.execPath}" "${join(ROOT, "bin", "loom.mjs")}" kubeconfig > r.kubeconfig`], { cwd, env });
+    const redirected = await run(
+      "/bin/bash",
+      ["-c", `"${process.execPath}" "${join(ROOT, "bin", "loom.mjs")}" kubeconfig > r.kubeconfig`],
+      { cwd, env },
+    );
     expect(redirected.code, redirected.stderr).toBe(0);
     expect(redirected.stderr).toContain("use --output FILE, which writes it with mode 0600");
     expect(await readFile(join(cwd, "r.kubeconfig"), "utf8")).toContain("token: walkthrough-token-0123456789abcdef");

@@ -34,14 +34,22 @@ afterAll(async () => {
 
 const shot = (page: Page, name: string) => page.screenshot({ path: join(OUT, `${name}.png`), fullPage: true });
 const createQueue = (name: string, spec: Record<string, unknown>) =>
-  fetch(hub!.url + API_PREFIX + "/queues", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ apiVersion: API, kind: "Queue", metadata: { name }, spec }) }).then((r) => r.status);
+  fetch(hub!.url + API_PREFIX + "/queues", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ apiVersion: API, kind: "Queue", metadata: { name }, spec }),
+  }).then((r) => r.status);
 const queuesNow = async () => (await get(hub!.url, `${API_PREFIX}/queues`)).body.items as Queue[];
 
 /** What one queue row shows: the bars' numbers by dimension, and the counted fields. */
 const rowOf = (page: Page, q: string) =>
   page.locator(`table.queues tr[data-queue="${q}"]`).evaluate((tr) => ({
-    dims: Object.fromEntries([...tr.querySelectorAll(".meter")].map((m) => [m.getAttribute("data-dim"), m.querySelector(".num")!.textContent])),
-    fields: Object.fromEntries([...tr.querySelectorAll("[data-field]")].map((f) => [f.getAttribute("data-field"), f.textContent])),
+    dims: Object.fromEntries(
+      [...tr.querySelectorAll(".meter")].map((m) => [m.getAttribute("data-dim"), m.querySelector(".num")!.textContent]),
+    ),
+    fields: Object.fromEntries(
+      [...tr.querySelectorAll("[data-field]")].map((f) => [f.getAttribute("data-field"), f.textContent]),
+    ),
     conditions: [...tr.querySelectorAll(".badge")].map((b) => b.textContent),
   }));
 
@@ -52,15 +60,27 @@ function expected(q: Queue) {
   const used = (q.status?.used ?? {}) as Record<string, number | undefined>;
   const st = q.status ?? {};
   return {
-    dims: Object.fromEntries(Object.entries(UNITS).map(([d, u]) => [d, `${used[d] ?? 0}${u} / ${quota?.[d] === undefined ? "-" : `${quota[d]}${u}`}`])),
-    fields: { borrowed: st.borrowed ?? "-", lent: st.lent ?? "-", pending: String(st.pending ?? 0), admitted: String(st.admitted ?? 0), share: String(st.share ?? 0) },
+    dims: Object.fromEntries(
+      Object.entries(UNITS).map(([d, u]) => [
+        d,
+        `${used[d] ?? 0}${u} / ${quota?.[d] === undefined ? "-" : `${quota[d]}${u}`}`,
+      ]),
+    ),
+    fields: {
+      borrowed: st.borrowed ?? "-",
+      lent: st.lent ?? "-",
+      pending: String(st.pending ?? 0),
+      admitted: String(st.admitted ?? 0),
+      share: String(st.share ?? 0),
+    },
     conditions: (st.conditions ?? []).filter((c) => c.status === "True").map((c) => c.type),
   };
 }
 
 describe("the Queues page in chromium", () => {
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`no browser at ${CHROMIUM}: apt-get install -y chromium (.ci/run does this when it is missing)`);
+    if (!existsSync(CHROMIUM))
+      throw new Error(`no browser at ${CHROMIUM}: apt-get install -y chromium (.ci/run does this when it is missing)`);
     mkdirSync(OUT, { recursive: true });
     await uiBuilt();
   }, 120_000);
@@ -68,8 +88,26 @@ describe("the Queues page in chromium", () => {
   it("shows each queue's status, opens its tasks, and a task's standing in its queue", async () => {
     // A Hub with one worker (5 CPUs) and tasks naming two queues, but no Queue object yet.
     hub = await startHub({ heartbeatGraceSeconds: 3600 });
-    expect((await post(hub.url, "/api/workers/register", registerBody("w0", { max_concurrency: 10, initial_concurrency: 10, resource_capacity: { cpu_millis: 5000, memory_mb: 8192, disk_mb: 0, gpu_count: 0 } }))).status).toBe(200);
-    const task = (id: string, queue: string) => ({ task_id: id, queue, required_capability: "linux", execution_profile: { resources: { cpu_millis: 1000, memory_mb: 256 } }, payload: { runner: "noop" } });
+    expect(
+      (
+        await post(
+          hub.url,
+          "/api/workers/register",
+          registerBody("w0", {
+            max_concurrency: 10,
+            initial_concurrency: 10,
+            resource_capacity: { cpu_millis: 5000, memory_mb: 8192, disk_mb: 0, gpu_count: 0 },
+          }),
+        )
+      ).status,
+    ).toBe(200);
+    const task = (id: string, queue: string) => ({
+      task_id: id,
+      queue,
+      required_capability: "linux",
+      execution_profile: { resources: { cpu_millis: 1000, memory_mb: 256 } },
+      payload: { runner: "noop" },
+    });
     const tasks = [...[0, 1, 2, 3].map((i) => task(`a${i}`, "team-a")), ...[0, 1].map((i) => task(`b${i}`, "team-b"))];
     expect((await post(hub.url, "/api/tasks/dispatch", { schema_version: 1, tasks })).status).toBe(201);
 
@@ -77,7 +115,9 @@ describe("the Queues page in chromium", () => {
     const page = ctx.pages()[0] ?? (await ctx.newPage());
     const pageErrors: string[] = [];
     page.on("pageerror", (e) => pageErrors.push(e.message));
-    page.on("console", (m) => { if (/Content Security Policy/i.test(m.text())) pageErrors.push(m.text()); });
+    page.on("console", (m) => {
+      if (/Content Security Policy/i.test(m.text())) pageErrors.push(m.text());
+    });
     await page.goto(`${hub.url}/ui/#/queues`);
     await page.locator('.live[data-state="live"]').waitFor({ timeout: 20_000 });
 
@@ -93,7 +133,13 @@ describe("the Queues page in chromium", () => {
     await shot(page, "q1-no-queues");
 
     // 2. Two Queues through the API: the page lists them live, with no reload.
-    expect(await createQueue("team-a", { quota: { cpu_millis: 2000, memory_mb: 4096 }, borrowing_limit: { cpu_millis: 1000 }, weight: 1 })).toBe(201);
+    expect(
+      await createQueue("team-a", {
+        quota: { cpu_millis: 2000, memory_mb: 4096 },
+        borrowing_limit: { cpu_millis: 1000 },
+        weight: 1,
+      }),
+    ).toBe(201);
     expect(await createQueue("team-b", { quota: { cpu_millis: 4000 }, weight: 2 })).toBe(201);
     await page.locator('table.queues tr[data-queue="team-b"]').waitFor({ timeout: 10_000 });
     expect(await page.locator("table.queues tbody tr").count()).toBe(2);
@@ -104,26 +150,49 @@ describe("the Queues page in chromium", () => {
     const settled = await eventually(async () => {
       const qs = await queuesNow();
       const a = qs.find((q) => q.metadata.name === "team-a");
-      return a?.status?.admitted === 3 && a.status.pending === 1 && qs.find((q) => q.metadata.name === "team-b")?.status?.admitted === 2 ? qs : undefined;
+      return a?.status?.admitted === 3 &&
+        a.status.pending === 1 &&
+        qs.find((q) => q.metadata.name === "team-b")?.status?.admitted === 2
+        ? qs
+        : undefined;
     }, "both Queues' status written after the claim");
     // The page shows what each Queue's status says, and those are the numbers the claim makes.
-    for (const q of settled) await expect.poll(() => rowOf(page, q.metadata.name), { timeout: 10_000 }).toEqual(expected(q));
-    expect((await rowOf(page, "team-a"))).toEqual({
+    for (const q of settled)
+      await expect.poll(() => rowOf(page, q.metadata.name), { timeout: 10_000 }).toEqual(expected(q));
+    expect(await rowOf(page, "team-a")).toEqual({
       dims: { cpu_millis: "3000m / 2000m", memory_mb: "768Mi / 4096Mi" },
       fields: { borrowed: "cpu_millis=1000", lent: "-", pending: "1", admitted: "3", share: "0.6" },
       conditions: ["Borrowing", "QuotaExhausted"],
     });
-    expect((await rowOf(page, "team-b")).fields).toMatchObject({ borrowed: "-", pending: "0", admitted: "2", share: "0.2" });
+    expect((await rowOf(page, "team-b")).fields).toMatchObject({
+      borrowed: "-",
+      pending: "0",
+      admitted: "2",
+      share: "0.2",
+    });
     // The fair-share sentence is the Hub's own.
     const report = (await get(hub.url, "/api/data/queues")).body as { standing: string };
-    await expect.poll(() => page.locator("#main .summary").first().textContent(), { timeout: 15_000 }).toContain(report.standing);
+    await expect
+      .poll(() => page.locator("#main .summary").first().textContent(), { timeout: 15_000 })
+      .toContain(report.standing);
     // The conditions, with their messages.
-    expect(await page.locator("table.plain", { hasText: "Queue conditions" }).locator("tr", { hasText: "Borrowing" }).first().textContent()).toContain("uses cpu_millis=1000 past its quota");
+    expect(
+      await page
+        .locator("table.plain", { hasText: "Queue conditions" })
+        .locator("tr", { hasText: "Borrowing" })
+        .first()
+        .textContent(),
+    ).toContain("uses cpu_millis=1000 past its quota");
 
     // 4. One scale per column: team-a's CPU quota (2000) is half of team-b's (4000), the column's
     //    largest, and its borrowing limit (1000) a quarter, drawn after its quota.
-    const box = (q: string, sel: string) => page.locator(`table.queues tr[data-queue="${q}"] .meter[data-dim="cpu_millis"] ${sel}`).boundingBox();
-    const [aq, ab, bq] = [await box("team-a", ".track:not(.borrow)"), await box("team-a", ".track.borrow"), await box("team-b", ".track")];
+    const box = (q: string, sel: string) =>
+      page.locator(`table.queues tr[data-queue="${q}"] .meter[data-dim="cpu_millis"] ${sel}`).boundingBox();
+    const [aq, ab, bq] = [
+      await box("team-a", ".track:not(.borrow)"),
+      await box("team-a", ".track.borrow"),
+      await box("team-b", ".track"),
+    ];
     expect(aq!.x).toBeCloseTo(bq!.x, 0);
     expect(aq!.width / bq!.width).toBeCloseTo(0.5, 1);
     expect(ab!.width / bq!.width).toBeCloseTo(0.25, 1);
@@ -140,7 +209,14 @@ describe("the Queues page in chromium", () => {
     // 6. A task's page: its queue standing as task-admission reports it.
     await page.locator(".vt-spacer .col-name a", { hasText: "a3" }).click();
     const adm = (await get(hub.url, "/api/data/task-admission?task_id=a3")).body.queue;
-    expect(adm).toMatchObject({ name: "team-a", position: 1, quota: [{ dimension: "cpu_millis", used: 3000, requested: 1000, nominal: 2000, borrowing_limit: 1000 }, { dimension: "memory_mb", used: 768, requested: 256, nominal: 4096 }] });
+    expect(adm).toMatchObject({
+      name: "team-a",
+      position: 1,
+      quota: [
+        { dimension: "cpu_millis", used: 3000, requested: 1000, nominal: 2000, borrowing_limit: 1000 },
+        { dimension: "memory_mb", used: 768, requested: 256, nominal: 4096 },
+      ],
+    });
     const standing = page.locator(".queue-standing");
     await standing.locator('[data-field="position"]').waitFor({ timeout: 10_000 });
     expect(await standing.locator('[data-field="position"]').textContent()).toBe("1 in team-a");
@@ -156,14 +232,21 @@ describe("the Queues page in chromium", () => {
     await page.locator('table.queues tr[data-queue="team-a"][aria-current="true"]').waitFor();
     expect(await page.locator('table.queues tr[aria-current="true"]').count()).toBe(1);
     // 8. team-b, within its quota, waits on team-a's borrowed lease (reclaim: wait): its task's page names it.
-    expect((await post(hub.url, "/api/tasks/dispatch", { schema_version: 1, tasks: [task("b2", "team-b")] })).status).toBe(201);
-    const waits = await eventually(async () => (await get(hub!.url, "/api/data/task-admission?task_id=b2")).body.queue?.waits_on_borrowed, "b2 to wait on borrowed leases");
+    expect(
+      (await post(hub.url, "/api/tasks/dispatch", { schema_version: 1, tasks: [task("b2", "team-b")] })).status,
+    ).toBe(201);
+    const waits = await eventually(
+      async () => (await get(hub!.url, "/api/data/task-admission?task_id=b2")).body.queue?.waits_on_borrowed,
+      "b2 to wait on borrowed leases",
+    );
     expect(waits).toHaveLength(1);
     const [w] = waits as { worker: string; leases: { task: string; queue: string }[] }[];
     expect(w.worker).toBe("w0");
     expect(w.leases.every((x) => x.queue === "team-a")).toBe(true);
     await page.evaluate(() => (location.hash = "#/task/b2"));
-    const waitRow = page.locator(".queue-standing table.plain", { hasText: "Borrowed leases it waits on" }).locator("tbody tr");
+    const waitRow = page
+      .locator(".queue-standing table.plain", { hasText: "Borrowed leases it waits on" })
+      .locator("tbody tr");
     await expect.poll(() => waitRow.count(), { timeout: 10_000 }).toBe(1);
     expect(await waitRow.locator("td").first().textContent()).toBe("w0");
     expect(await waitRow.locator("a").allTextContents()).toEqual(w.leases.map((x) => x.task));

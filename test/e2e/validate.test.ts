@@ -13,8 +13,12 @@ const loom = (args: string[]) =>
     .catch((e) => ({ code: e.code as number, stdout: e.stdout as string, stderr: e.stderr as string }));
 
 let dir = "";
-beforeAll(async () => { dir = await mkdtemp(join(tmpdir(), "loom-validate-")); });
-afterAll(async () => { await rm(dir, { recursive: true, force: true }); });
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "loom-validate-"));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
 
 describe("loom validate", () => {
   it("passes every file under examples/", async () => {
@@ -25,14 +29,18 @@ describe("loom validate", () => {
 
   it("prints every error with its file and field path and exits 1", async () => {
     const bad = join(dir, "campaign.json");
-    await writeFile(bad, JSON.stringify({
-      schema_version: 1, campaign_id: "c",
-      defaults: { setting_id: "s", run_id: "1", payload: { runner: "noop" } },
-      cases: [
-        { case_id: "a", execution_profile: { placement: "dedicated" } },
-        { case_id: "b", execution_profile: { resources: { gpu_types: ["a100"] } } },
-      ],
-    }));
+    await writeFile(
+      bad,
+      JSON.stringify({
+        schema_version: 1,
+        campaign_id: "c",
+        defaults: { setting_id: "s", run_id: "1", payload: { runner: "noop" } },
+        cases: [
+          { case_id: "a", execution_profile: { placement: "dedicated" } },
+          { case_id: "b", execution_profile: { resources: { gpu_types: ["a100"] } } },
+        ],
+      }),
+    );
     const r = await loom(["validate", "-f", bad]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`${bad}`);
@@ -43,12 +51,20 @@ describe("loom validate", () => {
 
   it("a v1 inventory field neither v1 nor Loom knows is an error with a did-you-mean hint; a field v1 knew stays a note", async () => {
     const inv = join(dir, "inventory.json");
-    const worker = { worker_id: "evaluation-01", host: "h", max_concurency: 4, initial_concurrency: 1, labels: { rack: "r1" } };
+    const worker = {
+      worker_id: "evaluation-01",
+      host: "h",
+      max_concurency: 4,
+      initial_concurrency: 1,
+      labels: { rack: "r1" },
+    };
     await writeFile(inv, JSON.stringify({ inventory_version: 1, workers: [worker] }));
     const r = await loom(["validate", "-f", inv]);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe("");
-    expect(r.stderr).toContain("workers[0] (evaluation-01).max_concurency: unknown field: neither v1 nor Loom reads it; did you mean `max_concurrency`?");
+    expect(r.stderr).toContain(
+      "workers[0] (evaluation-01).max_concurency: unknown field: neither v1 nor Loom reads it; did you mean `max_concurrency`?",
+    );
     expect(r.stderr).toContain("1 error(s)");
     const { max_concurency: _typo, ...fixed } = worker;
     await writeFile(inv, JSON.stringify({ inventory_version: 1, workers: [{ ...fixed, max_concurrency: 4 }] }));
@@ -59,7 +75,13 @@ describe("loom validate", () => {
 
   it("loom apply refuses the same typo before sending anything", async () => {
     const inv = join(dir, "typo.json");
-    await writeFile(inv, JSON.stringify({ inventory_version: 1, workers: [{ worker_id: "w1", max_concurency: 4, initial_concurrency: 1 }] }));
+    await writeFile(
+      inv,
+      JSON.stringify({
+        inventory_version: 1,
+        workers: [{ worker_id: "w1", max_concurency: 4, initial_concurrency: 1 }],
+      }),
+    );
     // An address nothing listens on: the file is refused before any request is made.
     const r = await loom(["apply", "-f", inv, "--controller", "http://127.0.0.1:9"]);
     expect(r.code).toBe(1);

@@ -18,11 +18,19 @@ afterEach(async () => {
 const ROOT = join(import.meta.dirname, "..", "..");
 const loom = (...args: string[]) =>
   new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
-    execFile(process.execPath, ["bin/loom.mjs", ...args, "--controller", h!.url], { cwd: ROOT, timeout: 30_000 }, (e, stdout, stderr) => resolve({ code: e ? Number(e.code ?? 1) : 0, stdout, stderr })),
+    execFile(
+      process.execPath,
+      ["bin/loom.mjs", ...args, "--controller", h!.url],
+      { cwd: ROOT, timeout: 30_000 },
+      (e, stdout, stderr) => resolve({ code: e ? Number(e.code ?? 1) : 0, stdout, stderr }),
+    ),
   );
 
 const del = (name: string, body?: unknown) =>
-  fetch(`${h!.url}${API_PREFIX}/campaigns/${name}`, { method: "DELETE", ...(body ? { headers: { "content-type": "application/json" }, body: JSON.stringify(body) } : {}) });
+  fetch(`${h!.url}${API_PREFIX}/campaigns/${name}`, {
+    method: "DELETE",
+    ...(body ? { headers: { "content-type": "application/json" }, body: JSON.stringify(body) } : {}),
+  });
 const task = (name: string) => h!.hub.cache.get("Task", name);
 const names = ["a", "b", "c", "d"].map((c) => `demo__${c}__base__run-1`);
 const [A, B, C] = names;
@@ -33,7 +41,17 @@ async function setUp(): Promise<void> {
   await post(h.url, "/api/workers/register", registerBody("w1"));
   const created = await post(h.url, `${API_PREFIX}/campaigns`, {
     metadata: { name: "demo" },
-    spec: { schema_version: 1, campaign_id: "demo", defaults: { setting_id: "base", runner: "shell", command: "true", execution_profile: { resources: { cpu_millis: 500, memory_mb: 256 } } }, cases: ["a", "b", "c", "d"].map((c, i) => ({ case_id: c, run_id: "1", priority: 10 - i })) },
+    spec: {
+      schema_version: 1,
+      campaign_id: "demo",
+      defaults: {
+        setting_id: "base",
+        runner: "shell",
+        command: "true",
+        execution_profile: { resources: { cpu_millis: 500, memory_mb: 256 } },
+      },
+      cases: ["a", "b", "c", "d"].map((c, i) => ({ case_id: c, run_id: "1", priority: 10 - i })),
+    },
   });
   expect(created.status, JSON.stringify(created.body)).toBe(201);
   await eventually(() => names.every(task), "four tasks");
@@ -59,8 +77,14 @@ describe("deleting a campaign", () => {
     const renew = await post(h!.url, "/api/tasks/renew", { worker_id: "w1", task_id: B });
     expect(renew.status).toBeGreaterThanOrEqual(400);
     await h!.hub.events.flush();
-    const evs = (await get(h!.url, `${API_PREFIX}/events?fieldSelector=involvedObject.kind=Task`)).body.items as EventObject[];
-    expect(evs.filter((e) => e.reason === "OwnerDeleted").map((e) => e.involvedObject.name).sort()).toEqual([A, B]);
+    const evs = (await get(h!.url, `${API_PREFIX}/events?fieldSelector=involvedObject.kind=Task`)).body
+      .items as EventObject[];
+    expect(
+      evs
+        .filter((e) => e.reason === "OwnerDeleted")
+        .map((e) => e.involvedObject.name)
+        .sort(),
+    ).toEqual([A, B]);
   });
 
   it("orphan: the tasks stay, with no ownerReferences, their leases untouched", async () => {
@@ -88,11 +112,19 @@ describe("deleting a campaign", () => {
   it("a campaign held by another finalizer stays marked for deletion: no write can clear its deletionTimestamp; it goes once the finalizer is removed", async () => {
     await setUp();
     const path = `${API_PREFIX}/campaigns/demo`;
-    const patch = (body: unknown) => fetch(h!.url + path, { method: "PATCH", headers: { "content-type": "application/merge-patch+json" }, body: JSON.stringify(body) });
+    const patch = (body: unknown) =>
+      fetch(h!.url + path, {
+        method: "PATCH",
+        headers: { "content-type": "application/merge-patch+json" },
+        body: JSON.stringify(body),
+      });
     expect((await patch({ metadata: { finalizers: ["example.com/hold"] } })).status).toBe(200);
     expect((await del("demo", { propagationPolicy: "Foreground" })).status).toBe(200);
     await eventually(() => names.every((n) => !task(n)), "the tasks deleted first");
-    const held = await eventually(async () => { const c = (await get(h!.url, path)).body; return c.metadata.finalizers?.length === 1 && c; }, "foregroundDeletion removed");
+    const held = await eventually(async () => {
+      const c = (await get(h!.url, path)).body;
+      return c.metadata.finalizers?.length === 1 && c;
+    }, "foregroundDeletion removed");
     expect(held.metadata.finalizers).toEqual(["example.com/hold"]);
     const r = await patch({ metadata: { deletionTimestamp: null, labels: { kept: "yes" } } });
     expect(r.status).toBe(200);
@@ -108,7 +140,9 @@ describe("deleting a campaign", () => {
     await setUp();
     const r = await del("demo", { propagationPolicy: "Sideways" });
     expect(r.status).toBe(400);
-    expect(((await r.json()) as { details: { causes: { field: string }[] } }).details.causes[0].field).toBe("propagationPolicy");
+    expect(((await r.json()) as { details: { causes: { field: string }[] } }).details.causes[0].field).toBe(
+      "propagationPolicy",
+    );
     expect((await get(h!.url, `${API_PREFIX}/campaigns/demo`)).status).toBe(200);
     expect(names.every(task)).toBe(true);
   });

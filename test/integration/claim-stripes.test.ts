@@ -23,10 +23,32 @@ beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), "loom-stripes-"));
   store = openSqliteStore(join(dir, "loom.db"));
   cache = new Informer(store, ["Worker", "Task"]);
-  await store.create({ apiVersion: A, kind: "Worker", metadata: { name: "w" }, spec: { max_concurrency: 64, initial_concurrency: 64, capabilities: [], resource_capacity: { cpu_millis: 64_000, memory_mb: 65_536, disk_mb: 1000, gpu_count: 0 } }, status: { registration: { registered_at: new Date().toISOString() } } } as StoredObject);
+  await store.create({
+    apiVersion: A,
+    kind: "Worker",
+    metadata: { name: "w" },
+    spec: {
+      max_concurrency: 64,
+      initial_concurrency: 64,
+      capabilities: [],
+      resource_capacity: { cpu_millis: 64_000, memory_mb: 65_536, disk_mb: 1000, gpu_count: 0 },
+    },
+    status: { registration: { registered_at: new Date().toISOString() } },
+  });
   for (let i = 0; i < 60; i++)
-    await store.create({ apiVersion: A, kind: "Task", metadata: { name: `t${String(i).padStart(3, "0")}` }, spec: { required_capability: "", payload: {} }, status: { state: "queued", attempt: 1 } } as StoredObject);
-  scheduler = new Scheduler(store, cache, { heartbeatGraceSeconds: 60, defaultMaxAttempts: 3, resultsDir: join(dir, "results") }, { stripe: () => stripe });
+    await store.create({
+      apiVersion: A,
+      kind: "Task",
+      metadata: { name: `t${String(i).padStart(3, "0")}` },
+      spec: { required_capability: "", payload: {} },
+      status: { state: "queued", attempt: 1 },
+    });
+  scheduler = new Scheduler(
+    store,
+    cache,
+    { heartbeatGraceSeconds: 60, defaultMaxAttempts: 3, resultsDir: join(dir, "results") },
+    { stripe: () => stripe },
+  );
   stripe = { index: 0, count: 1 };
   await cache.start();
   scheduler.resync();
@@ -39,8 +61,15 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const names = (limit: number) => pickForWorker(scheduler.queue, scheduler.ctx, cache.get<Worker & StoredObject>("Worker", "w")!, limit).picks.map((p) => p.task.metadata.name);
-const order = () => cache.list<Task & StoredObject>("Task").map((t) => t.metadata.name).sort();
+const names = (limit: number) =>
+  pickForWorker(scheduler.queue, scheduler.ctx, cache.get<Worker & StoredObject>("Worker", "w")!, limit).picks.map(
+    (p) => p.task.metadata.name,
+  );
+const order = () =>
+  cache
+    .list<Task & StoredObject>("Task")
+    .map((t) => t.metadata.name)
+    .sort();
 
 describe("claim stripes across replicas", () => {
   it("one replica takes the head in claim order", () => {

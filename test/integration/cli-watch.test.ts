@@ -11,8 +11,19 @@ import { resolveKind } from "../../src/cli/kinds.ts";
 import { openSqliteStore } from "../../src/store/sqlite.ts";
 import { eventually, post, startHub, type TestHub } from "../support/hub.ts";
 
-const freePort = () => new Promise<number>((res) => { const s = createServer().listen(0, "127.0.0.1", () => { const p = (s.address() as { port: number }).port; s.close(() => res(p)); }); });
-const task = (name: string) => ({ apiVersion: "loom.dev/v1alpha1", kind: "Task", metadata: { name }, spec: { payload: { runner: "noop" } } });
+const freePort = () =>
+  new Promise<number>((res) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => res(p));
+    });
+  });
+const task = (name: string) => ({
+  apiVersion: "loom.dev/v1alpha1",
+  kind: "Task",
+  metadata: { name },
+  spec: { payload: { runner: "noop" } },
+});
 
 let hub: TestHub | undefined;
 let dir = "";
@@ -39,7 +50,8 @@ describe("loom get -w across Hub restarts", () => {
     const logs: string[] = [];
     const ac = new AbortController();
     const done = watchLoop(client, kind, {}, first, {
-      show: (objs) => shown.push(...objs.map((o) => `${o.metadata?.name}:${(o as { status?: { state?: string } }).status?.state}`)),
+      show: (objs) =>
+        shown.push(...objs.map((o) => `${o.metadata?.name}:${(o as { status?: { state?: string } }).status?.state}`)),
       log: (l) => logs.push(l),
       signal: ac.signal,
       reconnectMs: [100],

@@ -21,16 +21,38 @@ afterEach(async () => {
 async function start(settleMs: number): Promise<TestHub> {
   dir = await mkdtemp(join(tmpdir(), "loom-settle-"));
   const store = openSqliteStore(join(dir, "loom.db"));
-  await store.create({ apiVersion: A, kind: "Worker", metadata: { name: "w1" }, spec: { max_concurrency: 1, initial_concurrency: 1, capabilities: ["linux"], resource_capacity: { cpu_millis: 1000, memory_mb: 1024, disk_mb: 1000, gpu_count: 0 } } });
+  await store.create({
+    apiVersion: A,
+    kind: "Worker",
+    metadata: { name: "w1" },
+    spec: {
+      max_concurrency: 1,
+      initial_concurrency: 1,
+      capabilities: ["linux"],
+      resource_capacity: { cpu_millis: 1000, memory_mb: 1024, disk_mb: 1000, gpu_count: 0 },
+    },
+  });
   for (const name of ["a", "b"])
-    await store.create({ apiVersion: A, kind: "Task", metadata: { name }, spec: { required_capability: "linux", priority: name === "a" ? 1 : 0, execution_profile: { placement: "shared", resources: { memory_mb: 100 } }, payload: {} }, status: { state: "queued", attempt: 1 } });
+    await store.create({
+      apiVersion: A,
+      kind: "Task",
+      metadata: { name },
+      spec: {
+        required_capability: "linux",
+        priority: name === "a" ? 1 : 0,
+        execution_profile: { placement: "shared", resources: { memory_mb: 100 } },
+        payload: {},
+      },
+      status: { state: "queued", attempt: 1 },
+    });
   await store.close();
   hub = await startHub({ resyncMs: 200, conditions: { minIntervalMs: 20, settleMs } }, dir);
   await post(hub.url, "/api/workers/register", registerBody("w1", { max_concurrency: 1, initial_concurrency: 1 }));
   return hub;
 }
 
-const admitted = (h: TestHub, name: string) => h.hub.cache.get("Task", name)?.status?.conditions?.find((c) => c.type === "Admitted");
+const admitted = (h: TestHub, name: string) =>
+  h.hub.cache.get("Task", name)?.status?.conditions?.find((c) => c.type === "Admitted");
 
 describe("Admitted condition while leases come and go", () => {
   it("does not rewrite a queued task for a swing that has not held for settleMs", async () => {
@@ -50,7 +72,10 @@ describe("Admitted condition while leases come and go", () => {
     const h = await start(300);
     await eventually(() => admitted(h, "b")?.status === "True", "b admissible");
     await post(h.url, "/api/tasks/claim", { worker_id: "w1", limit: 1 });
-    const c = await eventually(() => { const c = admitted(h, "b"); return c?.status === "False" && c; }, "b waiting");
+    const c = await eventually(() => {
+      const c = admitted(h, "b");
+      return c?.status === "False" && c;
+    }, "b waiting");
     expect(c.reason).toBe("worker_concurrency_reached");
   });
 });

@@ -21,14 +21,24 @@ describe("Event budget per reason", () => {
     const store = openSqliteStore(join(slot.dir, "loom.db"));
     let clock = 1_000_000;
     const dropped: string[] = [];
-    const rec = new EventRecorder(store, { maxEvents: 1000, flushMs: 5, budget: { perSecond: 10, burst: 20 }, now: () => clock, onDrop: (r) => dropped.push(r) });
+    const rec = new EventRecorder(store, {
+      maxEvents: 1000,
+      flushMs: 5,
+      budget: { perSecond: 10, burst: 20 },
+      now: () => clock,
+      onDrop: (r) => dropped.push(r),
+    });
     try {
-      const burst = Array.from({ length: 50 }, (_, i) => rec.record({ object: task(`t${i}`), type: "Normal", reason: "LeaseGranted", message: "leased" }));
+      const burst = Array.from({ length: 50 }, (_, i) =>
+        rec.record({ object: task(`t${i}`), type: "Normal", reason: "LeaseGranted", message: "leased" }),
+      );
       expect(burst.filter(Boolean)).toHaveLength(20);
       expect(dropped).toHaveLength(30);
       expect(rec.record({ object: task("x"), type: "Warning", reason: "PushRefused", message: "refused" })).toBe(true);
       clock += 500; // half a second refills 5
-      const later = Array.from({ length: 10 }, (_, i) => rec.record({ object: task(`u${i}`), type: "Normal", reason: "LeaseGranted", message: "leased" }));
+      const later = Array.from({ length: 10 }, (_, i) =>
+        rec.record({ object: task(`u${i}`), type: "Normal", reason: "LeaseGranted", message: "leased" }),
+      );
       expect(later.filter(Boolean)).toHaveLength(5);
       await rec.flush();
       const { items } = await store.list<EventObject>("Event");
@@ -91,7 +101,9 @@ describe("Event aggregation and order", () => {
     }, "the FileRejected event");
     const stamps = items.map((e) => e.lastTimestamp);
     expect(stamps).toEqual([...stamps].sort());
-    const tasks = items.filter((e) => e.involvedObject.kind === "Task").map((e) => `${e.involvedObject.name}:${e.count}`);
+    const tasks = items
+      .filter((e) => e.involvedObject.kind === "Task")
+      .map((e) => `${e.involvedObject.name}:${e.count}`);
     expect(tasks).toEqual(["a:1", "b:2"]);
     const file = items.find((e) => e.reason === "FileRejected")!;
     const object = eventColumns.find((c) => c.name === "OBJECT")!.cell(file, new Date());

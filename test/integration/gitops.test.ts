@@ -65,11 +65,13 @@ const inventory = (workers: W[]) =>
     "connection_defaults: {host: 127.0.0.1, connection_mode: prestarted, capabilities: [linux]}",
     "workers:",
     ...workers.map(
-      (w) => `  - worker_id: ${w.id}\n    max_concurrency: 2\n    initial_concurrency: 1\n    resource_capacity: {cpu_millis: ${w.cpu ?? 2000}, memory_mb: 2048}${w.extra ? `\n    ${w.extra}` : ""}`,
+      (w) =>
+        `  - worker_id: ${w.id}\n    max_concurrency: 2\n    initial_concurrency: 1\n    resource_capacity: {cpu_millis: ${w.cpu ?? 2000}, memory_mb: 2048}${w.extra ? `\n    ${w.extra}` : ""}`,
     ),
   ].join("\n") + "\n";
 
-const manifest = (id: string) => `schema_version: 1\ncampaign_id: ${id}\ndefaults: {setting_id: s, run_id: "1", runner: noop}\ncases:\n  - case_id: a\n  - case_id: b\n`;
+const manifest = (id: string) =>
+  `schema_version: 1\ncampaign_id: ${id}\ndefaults: {setting_id: s, run_id: "1", runner: noop}\ncases:\n  - case_id: a\n  - case_id: b\n`;
 
 const taskDoc = (name: string) => `apiVersion: loom.dev/v1alpha1
 kind: Task
@@ -85,17 +87,39 @@ spec:
 
 const get = (kind: string, name: string) => store.get(kind, name);
 const spec = (o: StoredObject | undefined) => o?.spec as Record<string, any>;
-const ofReason = (reason: string, file?: string) => events.filter((e) => e.reason === reason && (file === undefined || e.object.metadata.name === file));
+const ofReason = (reason: string, file?: string) =>
+  events.filter((e) => e.reason === reason && (file === undefined || e.object.metadata.name === file));
 
 /** A lease on `worker`, written the way the scheduler writes one: status only. */
 async function leaseTask(name: string, worker: string): Promise<StoredObject> {
   // The store refuses a lease on a worker that does not exist.
-  if (!(await get("Worker", worker))) await store.create({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name: worker }, spec: { max_concurrency: 4 } });
-  const t = (await get("Task", name)) ?? (await store.create({ apiVersion: "loom.dev/v1alpha1", kind: "Task", metadata: { name }, spec: { campaign_id: "c", execution_profile: { placement: "shared" } } }));
+  if (!(await get("Worker", worker)))
+    await store.create({
+      apiVersion: "loom.dev/v1alpha1",
+      kind: "Worker",
+      metadata: { name: worker },
+      spec: { max_concurrency: 4 },
+    });
+  const t =
+    (await get("Task", name)) ??
+    (await store.create({
+      apiVersion: "loom.dev/v1alpha1",
+      kind: "Task",
+      metadata: { name },
+      spec: { campaign_id: "c", execution_profile: { placement: "shared" } },
+    }));
   const now = new Date().toISOString();
-  return store.updateStatus({ ...t, status: { state: "running", attempt: 1, lease: { worker, epoch: 1, leased_at: now, lease_until: new Date(Date.now() + 600_000).toISOString() } } });
+  return store.updateStatus({
+    ...t,
+    status: {
+      state: "running",
+      attempt: 1,
+      lease: { worker, epoch: 1, leased_at: now, lease_until: new Date(Date.now() + 600_000).toISOString() },
+    },
+  });
 }
-const finish = async (name: string) => store.updateStatus({ ...(await get("Task", name))!, status: { state: "clean", attempt: 1 } });
+const finish = async (name: string) =>
+  store.updateStatus({ ...(await get("Task", name))!, status: { state: "clean", attempt: 1 } });
 
 describe("initial sync", () => {
   it("creates the Workers, Campaigns and Tasks the files declare, each marked with its file", async () => {
@@ -192,7 +216,9 @@ describe("edits", () => {
     await writeFile(file, inventory([{ id: "w1", cpu: 3000, extra: "max_concurency: 8" }]));
     const report = await s.syncNow();
     expect(report.files[0].outcome).toBe("rejected");
-    expect(report.files[0].errors.map((e) => `${e.field}: ${e.message}`)).toContain("workers[0].max_concurency: unknown field: neither v1 nor Loom reads it; did you mean `max_concurrency`?");
+    expect(report.files[0].errors.map((e) => `${e.field}: ${e.message}`)).toContain(
+      "workers[0].max_concurency: unknown field: neither v1 nor Loom reads it; did you mean `max_concurrency`?",
+    );
     expect(await get("Worker", "w1")).toEqual(before);
     expect(ofReason("FileRejected", file).at(-1)?.message).toContain("did you mean `max_concurrency`?");
   });
@@ -215,7 +241,13 @@ describe("edits", () => {
   });
 
   it("a worker that registered first is taken over by the file that declares it, status kept", async () => {
-    await store.create({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name: "w1", labels: { "loom.dev/origin": "registration" } }, spec: {}, status: { desired_concurrency: 1 } });
+    await store.create({
+      apiVersion: "loom.dev/v1alpha1",
+      kind: "Worker",
+      metadata: { name: "w1", labels: { "loom.dev/origin": "registration" } },
+      spec: {},
+      status: { desired_concurrency: 1 },
+    });
     await writeFile(repo("workers.yaml"), inventory([{ id: "w1" }]));
     await started();
     const w = await get("Worker", "w1");
@@ -398,11 +430,28 @@ describe("two files, one name", () => {
 });
 
 describe("planApply", () => {
-  const w = (name: string, extra: Partial<StoredObject> = {}): StoredObject => ({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name }, spec: { max_concurrency: 1 }, ...extra });
+  const w = (name: string, extra: Partial<StoredObject> = {}): StoredObject => ({
+    apiVersion: "loom.dev/v1alpha1",
+    kind: "Worker",
+    metadata: { name },
+    spec: { max_concurrency: 1 },
+    ...extra,
+  });
 
   it("plans nothing for objects already as declared, and compares only what is declared", () => {
-    const cur = w("w1", { metadata: { name: "w1", resourceVersion: "4", labels: { a: "1", ops: "x" }, annotations: { [SOURCE_ANNOTATION]: "f" } }, status: { any: 1 } });
-    const plan = planApply([cur], [w("w1", { metadata: { name: "w1", labels: { a: "1" } } })], { source: "f", prune: true });
+    const cur = w("w1", {
+      metadata: {
+        name: "w1",
+        resourceVersion: "4",
+        labels: { a: "1", ops: "x" },
+        annotations: { [SOURCE_ANNOTATION]: "f" },
+      },
+      status: { any: 1 },
+    });
+    const plan = planApply([cur], [w("w1", { metadata: { name: "w1", labels: { a: "1" } } })], {
+      source: "f",
+      prune: true,
+    });
     expect(plan.steps).toEqual([]);
     expect(plan.unchanged).toBe(1);
   });
@@ -410,7 +459,9 @@ describe("planApply", () => {
   it("without prune, nothing it no longer declares is removed", () => {
     const cur = w("gone", { metadata: { name: "gone", annotations: { [SOURCE_ANNOTATION]: "f" } } });
     expect(planApply([cur], [], { source: "f", prune: false }).steps).toEqual([]);
-    expect(planApply([cur], [], { source: "f", prune: true }).steps).toEqual([{ op: "delete", kind: "Worker", name: "gone" }]);
+    expect(planApply([cur], [], { source: "f", prune: true }).steps).toEqual([
+      { op: "delete", kind: "Worker", name: "gone" },
+    ]);
   });
 });
 
@@ -424,11 +475,17 @@ describe("drift repair", () => {
     await store.update({ ...w, spec: { ...(w.spec as object), resource_capacity: { cpu_millis: 99 } } });
     await until(async () => spec(await get("Worker", "w1"))?.resource_capacity?.cpu_millis === 2000, "the edit undone");
     // The restoring write is readable as soon as it is applied; its Event follows once it is durable.
-    await until(async () => events.some((e) => e.reason === "DriftRestored" && e.object.metadata.name === "w1"), "the DriftRestored Event");
+    await until(
+      async () => events.some((e) => e.reason === "DriftRestored" && e.object.metadata.name === "w1"),
+      "the DriftRestored Event",
+    );
     // kubectl delete: it comes back.
     await store.delete("Worker", "w1");
     await until(async () => (await get("Worker", "w1")) !== undefined, "the worker restored");
-    await until(async () => events.filter((e) => e.reason === "DriftRestored").length >= 2, "a second DriftRestored Event");
+    await until(
+      async () => events.filter((e) => e.reason === "DriftRestored").length >= 2,
+      "a second DriftRestored Event",
+    );
     expect(events.filter((e) => e.reason === "DriftRestored")).toHaveLength(2);
   });
   it("status writes by controllers wake nothing, and a file's own edits are not reported as drift", async () => {

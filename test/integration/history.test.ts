@@ -12,7 +12,13 @@ describe("GET /api/data/history", () => {
     slot.h = await startHub({});
     const u = slot.h.url;
     expect((await post(u, "/api/workers/register", registerBody("w1"))).status).toBe(200);
-    const d = await post(u, "/api/tasks/dispatch", { schema_version: 1, tasks: [{ task_id: "h1", execution_profile: { resources: { cpu_millis: 500 } }, payload: { runner: "noop" } }, { task_id: "h2", required_capability: "gpu-only", payload: { runner: "noop" } }] });
+    const d = await post(u, "/api/tasks/dispatch", {
+      schema_version: 1,
+      tasks: [
+        { task_id: "h1", execution_profile: { resources: { cpu_millis: 500 } }, payload: { runner: "noop" } },
+        { task_id: "h2", required_capability: "gpu-only", payload: { runner: "noop" } },
+      ],
+    });
     expect(d.status).toBe(201);
     const claim = await post(u, "/api/tasks/claim", { worker_id: "w1", limit: 1 });
     expect(claim.body.tasks.map((t: { task_id: string }) => t.task_id)).toEqual(["h1"]);

@@ -35,7 +35,13 @@ afterEach(async () => {
 // ---------------------------------------------------------------------------
 // helpers
 
-const vec = (cpu_millis = 0, memory_mb = 0, disk_mb = 0, gpu_count = 0, gpu_types: string[] = []) => ({ cpu_millis, memory_mb, disk_mb, gpu_count, gpu_types });
+const vec = (cpu_millis = 0, memory_mb = 0, disk_mb = 0, gpu_count = 0, gpu_types: string[] = []) => ({
+  cpu_millis,
+  memory_mb,
+  disk_mb,
+  gpu_count,
+  gpu_types,
+});
 const res = (r: Json, placement: "shared" | "exclusive" = "shared") => ({ placement, resources: r });
 
 /** A raw dispatch task: noop, any capability unless said otherwise. */
@@ -78,7 +84,8 @@ async function admission(taskId: string): Promise<Json> {
   expect(r.status, JSON.stringify(r.body)).toBe(200);
   return r.body;
 }
-const admissionOn = async (taskId: string, worker: string): Promise<Json> => (await admission(taskId)).workers.find((w: Json) => w.worker_id === worker);
+const admissionOn = async (taskId: string, worker: string): Promise<Json> =>
+  (await admission(taskId)).workers.find((w: Json) => w.worker_id === worker);
 
 async function row(taskId: string, url = u, headers: Record<string, string> = {}): Promise<Json> {
   const r = await get(url, `/api/tasks?task_id=${encodeURIComponent(taskId)}`, headers);
@@ -87,7 +94,9 @@ async function row(taskId: string, url = u, headers: Record<string, string> = {}
 }
 
 /** A result ZIP as a Runner uploads it: task.json, worker-result.json, stdout.txt, stderr.txt. */
-async function resultZip(o: { exit_code?: number; verdict?: string; stdout?: string; stderr?: string; task_id?: string } = {}): Promise<Buffer> {
+async function resultZip(
+  o: { exit_code?: number; verdict?: string; stdout?: string; stderr?: string; task_id?: string } = {},
+): Promise<Buffer> {
   const wr: Json = { task_id: o.task_id ?? "t", exit_code: o.exit_code ?? 0 };
   if (o.verdict) wr.verdict = o.verdict;
   return writeZip([
@@ -98,10 +107,21 @@ async function resultZip(o: { exit_code?: number; verdict?: string; stdout?: str
   ]);
 }
 
-async function upload(taskId: string, worker: string | undefined, zip: Buffer, url = u, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
+async function upload(
+  taskId: string,
+  worker: string | undefined,
+  zip: Buffer,
+  url = u,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: any }> {
   const res = await fetch(url + "/api/results/upload", {
     method: "POST",
-    headers: { "content-type": "application/zip", "x-task-id": taskId, ...(worker === undefined ? {} : { "x-worker-id": worker }), ...headers },
+    headers: {
+      "content-type": "application/zip",
+      "x-task-id": taskId,
+      ...(worker === undefined ? {} : { "x-worker-id": worker }),
+      ...headers,
+    },
     body: zip,
   });
   const text = await res.text();
@@ -112,7 +132,12 @@ async function upload(taskId: string, worker: string | undefined, zip: Buffer, u
 async function finish(taskId: string, worker: string, zip: Parameters<typeof resultZip>[0] = {}): Promise<Json> {
   const up = await upload(taskId, worker, await resultZip({ task_id: taskId, ...zip }));
   expect(up.status, JSON.stringify(up.body)).toBe(201);
-  const done = await post(u, "/api/tasks/complete", { worker_id: worker, task_id: taskId, result: {}, upload: up.body });
+  const done = await post(u, "/api/tasks/complete", {
+    worker_id: worker,
+    task_id: taskId,
+    result: {},
+    upload: up.body,
+  });
   expect(done.status, JSON.stringify(done.body)).toBe(200);
   return up.body;
 }
@@ -129,7 +154,11 @@ describe("capability eligibility", () => {
   it("an empty requirement matches any worker; a named one needs the worker to list it or *", async () => {
     await register("gpu-only", { capabilities: ["gpu"] });
     await register("star", { capabilities: ["*"] });
-    await dispatch([task("any-cap"), task("needs-linux", undefined, { required_capability: "linux" }), task("needs-gpu", undefined, { required_capability: "gpu" })]);
+    await dispatch([
+      task("any-cap"),
+      task("needs-linux", undefined, { required_capability: "linux" }),
+      task("needs-gpu", undefined, { required_capability: "gpu" }),
+    ]);
 
     const any = await admission("any-cap");
     expect(any.eligible_worker_count).toBe(2);
@@ -148,9 +177,21 @@ describe("capability eligibility", () => {
     const dir = await mkdtemp(join(tmpdir(), "loom-cap-"));
     try {
       const cfg = resolveConfig({
-        controller: u, workerId: "plain-runner", capability: [], maxConcurrency: "2", initialConcurrency: "2", concurrencyPolicy: "fixed", leaseSeconds: "600",
-        connectionMode: "ssh-start", pollSeconds: "5", serveHost: "127.0.0.1", servePort: "9876", authTokenEnv: "LOOM_HUB_TOKEN",
-        directApiTokenEnv: "LOOM_RUNNER_TOKEN", shutdownGraceSeconds: "30", workDir: dir,
+        controller: u,
+        workerId: "plain-runner",
+        capability: [],
+        maxConcurrency: "2",
+        initialConcurrency: "2",
+        concurrencyPolicy: "fixed",
+        leaseSeconds: "600",
+        connectionMode: "ssh-start",
+        pollSeconds: "5",
+        serveHost: "127.0.0.1",
+        servePort: "9876",
+        authTokenEnv: "LOOM_HUB_TOKEN",
+        directApiTokenEnv: "LOOM_RUNNER_TOKEN",
+        shutdownGraceSeconds: "30",
+        workDir: dir,
       });
       const { body } = await registrationBody({ ...cfg.pull, client: new HubClient({ baseUrl: u }), log: () => {} });
       expect(body.capabilities).toEqual(["linux", "*"]);
@@ -158,7 +199,10 @@ describe("capability eligibility", () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
-    await dispatch([task("odd-cap", undefined, { required_capability: "cuda-12.4" }), task("linux-cap", undefined, { required_capability: "linux" })]);
+    await dispatch([
+      task("odd-cap", undefined, { required_capability: "cuda-12.4" }),
+      task("linux-cap", undefined, { required_capability: "linux" }),
+    ]);
     expect((await admissionOn("odd-cap", "plain-runner")).ok).toBe(true);
     expect(claimedIds(await claim("plain-runner"))).toEqual(["linux-cap", "odd-cap"]);
   });
@@ -188,7 +232,12 @@ describe("concurrency: active < min(desired, max)", () => {
     const after = await claim("w");
     expect(after.tasks).toEqual([]);
     expect(after.active_count).toBe(2);
-    expect((await admissionOn("h3", "w")).concurrency).toMatchObject({ reported_active: 0, leased_active: 2, active_count: 2, effective_limit: 2 });
+    expect((await admissionOn("h3", "w")).concurrency).toMatchObject({
+      reported_active: 0,
+      leased_active: 2,
+      active_count: 2,
+      effective_limit: 2,
+    });
 
     // finishing one opens exactly one slot
     await finish(leased[0], "w");
@@ -197,7 +246,13 @@ describe("concurrency: active < min(desired, max)", () => {
 
   it("runs a Runner reports count too: active = max(reported, leased)", async () => {
     await register("w", { max_concurrency: 2, initial_concurrency: 2 });
-    await post(u, "/api/workers/heartbeat", { worker_id: "w", current_runs: [{ task_id: "ghost-1", phase: "running" }, { task_id: "ghost-2", phase: "running" }] });
+    await post(u, "/api/workers/heartbeat", {
+      worker_id: "w",
+      current_runs: [
+        { task_id: "ghost-1", phase: "running" },
+        { task_id: "ghost-2", phase: "running" },
+      ],
+    });
     await dispatch([task("r1")]);
     const c = await claim("w");
     expect(c.tasks).toEqual([]);
@@ -208,18 +263,30 @@ describe("concurrency: active < min(desired, max)", () => {
 
   it("an unknown worker's heartbeat gets 200 with defaults, and its claims 403 worker_not_available", async () => {
     const hb = await post(u, "/api/workers/heartbeat", { worker_id: "stranger", current_runs: [] });
-    expect(hb).toMatchObject({ status: 200, body: { ok: true, worker_id: "stranger", desired_concurrency: 1, max_concurrency: 1 } });
-    expect(await post(u, "/api/tasks/claim", { worker_id: "stranger" })).toMatchObject({ status: 403, body: { error: "worker_not_available" } });
+    expect(hb).toMatchObject({
+      status: 200,
+      body: { ok: true, worker_id: "stranger", desired_concurrency: 1, max_concurrency: 1 },
+    });
+    expect(await post(u, "/api/tasks/claim", { worker_id: "stranger" })).toMatchObject({
+      status: 403,
+      body: { error: "worker_not_available" },
+    });
   });
 
   it("set-worker-concurrency clamps to [1, max], and claims follow the desired value", async () => {
     await register("w", { max_concurrency: 3, initial_concurrency: 3 });
-    const set = (desired_concurrency: unknown) => post(u, "/api/admin/set-worker-concurrency", { worker_id: "w", desired_concurrency, reason: "test" });
-    expect(await set(99)).toMatchObject({ status: 200, body: { ok: true, worker_id: "w", desired_concurrency: 3, max_concurrency: 3 } });
+    const set = (desired_concurrency: unknown) =>
+      post(u, "/api/admin/set-worker-concurrency", { worker_id: "w", desired_concurrency, reason: "test" });
+    expect(await set(99)).toMatchObject({
+      status: 200,
+      body: { ok: true, worker_id: "w", desired_concurrency: 3, max_concurrency: 3 },
+    });
     expect((await set(0)).body.desired_concurrency).toBe(1);
     expect((await set(-5)).body.desired_concurrency).toBe(1);
     expect((await set("two")).status).toBe(400);
-    expect(await post(u, "/api/admin/set-worker-concurrency", { worker_id: "nobody", desired_concurrency: 1 })).toMatchObject({ status: 404, body: { error: "worker_not_found" } });
+    expect(
+      await post(u, "/api/admin/set-worker-concurrency", { worker_id: "nobody", desired_concurrency: 1 }),
+    ).toMatchObject({ status: 404, body: { error: "worker_not_found" } });
 
     await dispatch(["d1", "d2", "d3"].map((id) => task(id)));
     const one = await claim("w", { limit: 10 });
@@ -229,7 +296,10 @@ describe("concurrency: active < min(desired, max)", () => {
     expect((await claim("w", { limit: 10 })).tasks).toHaveLength(1);
     expect((await claim("w", { limit: 10 })).tasks).toHaveLength(0);
     // the heartbeat reply carries the value a Runner clamps to
-    expect((await post(u, "/api/workers/heartbeat", { worker_id: "w", current_runs: [] })).body).toMatchObject({ desired_concurrency: 2, max_concurrency: 3 });
+    expect((await post(u, "/api/workers/heartbeat", { worker_id: "w", current_runs: [] })).body).toMatchObject({
+      desired_concurrency: 2,
+      max_concurrency: 3,
+    });
   });
 });
 
@@ -251,11 +321,26 @@ describe("resource headroom: reserved + requested <= capacity in every dimension
     expect(c.available_resources).toEqual(vec(0, 0, 10_000));
     // the second lease of the batch was admitted against the first one's reservation
     const rest = c.tasks.find((t: Json) => t.task_id === "c-rest").controller_concurrency.resource_admission;
-    expect(rest).toMatchObject({ ok: true, requested: vec(1000, 3096), reserved_before: vec(3000, 1000), available_before: vec(1000, 3096, 10_000), available_after: vec(0, 0, 10_000) });
+    expect(rest).toMatchObject({
+      ok: true,
+      requested: vec(1000, 3096),
+      reserved_before: vec(3000, 1000),
+      available_before: vec(1000, 3096, 10_000),
+      available_after: vec(0, 0, 10_000),
+    });
 
-    expect(await capacityOf("w")).toMatchObject({ capacity: vec(4000, 4096, 10_000), reserved: vec(4000, 4096), available: vec(0, 0, 10_000), active_task_ids: ["a-big", "c-rest"] });
+    expect(await capacityOf("w")).toMatchObject({
+      capacity: vec(4000, 4096, 10_000),
+      reserved: vec(4000, 4096),
+      available: vec(0, 0, 10_000),
+      active_task_ids: ["a-big", "c-rest"],
+    });
     const b = await admissionOn("b-cpu", "w");
-    expect(b).toMatchObject({ ok: false, reason: "resource_reservation_unavailable", reasons: ["resource_reservation_unavailable"] });
+    expect(b).toMatchObject({
+      ok: false,
+      reason: "resource_reservation_unavailable",
+      reasons: ["resource_reservation_unavailable"],
+    });
     expect(b.shortfalls).toEqual({ cpu_millis: { capacity: 4000, reserved: 4000, requested: 2000, short: 2000 } });
 
     // releasing a-big makes room for b-cpu
@@ -296,20 +381,34 @@ describe("shared and exclusive placement", () => {
 
     await dispatch([task("x", res({}, "exclusive"), { priority: 10 }), task("s2")]);
     expect(claimedIds(await claim("w"))).toEqual(["s2"]);
-    expect(await admissionOn("x", "w")).toMatchObject({ ok: false, reason: "exclusive_worker_busy", placement: "exclusive" });
+    expect(await admissionOn("x", "w")).toMatchObject({
+      ok: false,
+      reason: "exclusive_worker_busy",
+      placement: "exclusive",
+    });
 
     await finish("s1", "w");
     expect((await claim("w")).tasks).toEqual([]);
     await finish("s2", "w");
     const ex = await claim("w");
     expect(claimedIds(ex)).toEqual(["x"]);
-    expect(ex.tasks[0].controller_concurrency.resource_admission).toMatchObject({ ok: true, placement: "exclusive", active_task_ids: [] });
+    expect(ex.tasks[0].controller_concurrency.resource_admission).toMatchObject({
+      ok: true,
+      placement: "exclusive",
+      active_task_ids: [],
+    });
     expect(await capacityOf("w")).toMatchObject({ exclusive_active: true, active_task_ids: ["x"] });
 
     await dispatch([task("s3")]);
     expect((await claim("w")).tasks).toEqual([]);
-    expect(await admissionOn("s3", "w")).toMatchObject({ ok: false, reason: "worker_has_exclusive_task", exclusive_active: true });
-    expect((await post(u, "/api/tasks/start", { worker_id: "w", task_id: "x" })).body).toMatchObject({ new_state: "running" });
+    expect(await admissionOn("s3", "w")).toMatchObject({
+      ok: false,
+      reason: "worker_has_exclusive_task",
+      exclusive_active: true,
+    });
+    expect((await post(u, "/api/tasks/start", { worker_id: "w", task_id: "x" })).body).toMatchObject({
+      new_state: "running",
+    });
     expect((await claim("w")).tasks).toEqual([]);
 
     await finish("x", "w");
@@ -337,7 +436,10 @@ describe("shared and exclusive placement", () => {
   });
 
   it("a run the Runner reports keeps an exclusive task off the worker even without a Hub lease", async () => {
-    await post(u, "/api/workers/heartbeat", { worker_id: "w", current_runs: [{ task_id: "left-over", phase: "running" }] });
+    await post(u, "/api/workers/heartbeat", {
+      worker_id: "w",
+      current_runs: [{ task_id: "left-over", phase: "running" }],
+    });
     await dispatch([task("x", res({}, "exclusive"))]);
     expect((await claim("w")).tasks).toEqual([]);
     expect((await admissionOn("x", "w")).reason).toBe("exclusive_worker_busy");
@@ -362,7 +464,12 @@ describe("GPU count and types", () => {
     expect(l4.workers[0]).toMatchObject({ ok: false, reason: "resource_reservation_unavailable" });
     expect(l4.workers[0].reasons).toContain("exceeds_worker_capacity");
     expect(l4.workers[0].shortfalls.gpu_types).toEqual({ available: ["a100", "h100"], requested: ["l4"] });
-    expect((await admissionOn("g4-three", "gpu")).shortfalls.gpu_count).toEqual({ capacity: 2, reserved: 2, requested: 3, short: 3 });
+    expect((await admissionOn("g4-three", "gpu")).shortfalls.gpu_count).toEqual({
+      capacity: 2,
+      reserved: 2,
+      requested: 3,
+      short: 3,
+    });
     // the same type, just busy: waits instead of being unsatisfiable
     const busy = await admission("g5-a100");
     expect(busy.unsatisfiable).toBe(false);
@@ -372,12 +479,23 @@ describe("GPU count and types", () => {
 
   it("gpu_types without a positive gpu_count is rejected at dispatch with 400 naming the field, and nothing is stored", async () => {
     for (const resources of [{ gpu_types: ["a100"] }, { gpu_count: 0, gpu_types: ["a100"] }]) {
-      const r = await post(u, "/api/tasks/dispatch", { schema_version: 1, tasks: [task("ok-one"), task("bad-gpu", res(resources))] });
+      const r = await post(u, "/api/tasks/dispatch", {
+        schema_version: 1,
+        tasks: [task("ok-one"), task("bad-gpu", res(resources))],
+      });
       expect(r.status).toBe(400);
       expect(r.body.errors.map((e: Json) => e.field)).toEqual(["tasks[1].execution_profile.resources.gpu_types"]);
       expect(r.body.detail).toContain("tasks[1].execution_profile.resources.gpu_types");
     }
-    const viaPayload = await post(u, "/api/tasks/dispatch", { schema_version: 1, tasks: [{ task_id: "bad-payload", payload: { runner: "noop", execution_profile: { resources: { gpu_types: ["a100"] } } } }] });
+    const viaPayload = await post(u, "/api/tasks/dispatch", {
+      schema_version: 1,
+      tasks: [
+        {
+          task_id: "bad-payload",
+          payload: { runner: "noop", execution_profile: { resources: { gpu_types: ["a100"] } } },
+        },
+      ],
+    });
     expect(viaPayload.status).toBe(400);
     expect(JSON.stringify(viaPayload.body.errors)).toContain("gpu_types");
     expect((await get(u, "/api/tasks")).body.total).toBe(0);
@@ -388,27 +506,56 @@ describe("capacity defaults from the host snapshot", () => {
   const snapshot = (resources: Json) => ({ resource_capacity: undefined, health: { hostname: "h", resources } });
 
   it("cpu_millis = max(1000, int(cpu_count)*1000), memory = int(mem_available_mb), disk = int(disk_available_mb), gpu 0", async () => {
-    const r = await register("host-a", snapshot({ cpu_count: 3, mem_total_mb: 16_000, mem_available_mb: 6143.9, disk_total_mb: 90_000, disk_available_mb: 20_480.7 }));
+    const r = await register(
+      "host-a",
+      snapshot({
+        cpu_count: 3,
+        mem_total_mb: 16_000,
+        mem_available_mb: 6143.9,
+        disk_total_mb: 90_000,
+        disk_available_mb: 20_480.7,
+      }),
+    );
     expect(r.resource_capacity).toEqual(vec(3000, 6143, 20_480));
     expect((await capacityOf("host-a")).capacity).toEqual(vec(3000, 6143, 20_480));
 
-    expect((await register("host-tiny", snapshot({ cpu_count: 0.5, mem_available_mb: 100, disk_available_mb: 10 }))).resource_capacity).toEqual(vec(1000, 100, 10));
-    expect((await register("host-totals", snapshot({ cpu_count: 2.9, mem_total_mb: 7000.2, disk_total_mb: 300 }))).resource_capacity).toEqual(vec(2000, 7000, 300));
+    expect(
+      (await register("host-tiny", snapshot({ cpu_count: 0.5, mem_available_mb: 100, disk_available_mb: 10 })))
+        .resource_capacity,
+    ).toEqual(vec(1000, 100, 10));
+    expect(
+      (await register("host-totals", snapshot({ cpu_count: 2.9, mem_total_mb: 7000.2, disk_total_mb: 300 })))
+        .resource_capacity,
+    ).toEqual(vec(2000, 7000, 300));
   });
 
   it("declared capacity floats are truncated to whole units", async () => {
-    const r = await register("floats", { resource_capacity: { cpu_millis: 1500.9, memory_mb: 1024.5, disk_mb: 99.99, gpu_count: 0 } });
+    const r = await register("floats", {
+      resource_capacity: { cpu_millis: 1500.9, memory_mb: 1024.5, disk_mb: 99.99, gpu_count: 0 },
+    });
     expect(r.resource_capacity).toEqual(vec(1500, 1024, 99));
   });
 
   it("a partial resource_capacity is completed from the snapshot (the §8 example)", async () => {
-    const r = await register("curl-w1", { resource_capacity: { memory_mb: 2048 }, health: { resources: { cpu_count: 4, mem_available_mb: 8000.5, disk_available_mb: 50_000 } } });
-    expect(r.resource_capacity).toEqual({ cpu_millis: 4000, memory_mb: 2048, disk_mb: 50_000, gpu_count: 0, gpu_types: [] });
+    const r = await register("curl-w1", {
+      resource_capacity: { memory_mb: 2048 },
+      health: { resources: { cpu_count: 4, mem_available_mb: 8000.5, disk_available_mb: 50_000 } },
+    });
+    expect(r.resource_capacity).toEqual({
+      cpu_millis: 4000,
+      memory_mb: 2048,
+      disk_mb: 50_000,
+      gpu_count: 0,
+      gpu_types: [],
+    });
   });
 
   it("the defaulted capacity is what admission enforces", async () => {
     await register("host-a", snapshot({ cpu_count: 2, mem_available_mb: 1024.9, disk_available_mb: 500 }));
-    await dispatch([task("fits", res({ cpu_millis: 2000, memory_mb: 1024, disk_mb: 500 })), task("too-much-mem", res({ memory_mb: 1025 }))]);
+    await dispatch([
+      task("fits", res({ cpu_millis: 2000, memory_mb: 1024, disk_mb: 500 })),
+      task("too-much-mem", res({ memory_mb: 1025 })),
+    ]);
     expect(claimedIds(await claim("host-a"))).toEqual(["fits"]);
     const a = await admissionOn("too-much-mem", "host-a");
     expect(a.reasons).toContain("exceeds_worker_capacity");
@@ -417,10 +564,28 @@ describe("capacity defaults from the host snapshot", () => {
 });
 
 describe("worker-capacity and task-admission replies", () => {
-  const ADMISSION_FIELDS = ["ok", "reason", "reasons", "placement", "requested", "capacity", "reserved_before", "available_before", "available_after", "shortfalls", "active_task_ids", "exclusive_active", "concurrency"];
+  const ADMISSION_FIELDS = [
+    "ok",
+    "reason",
+    "reasons",
+    "placement",
+    "requested",
+    "capacity",
+    "reserved_before",
+    "available_before",
+    "available_after",
+    "shortfalls",
+    "active_task_ids",
+    "exclusive_active",
+    "concurrency",
+  ];
 
   it("worker-capacity lists non-blocked workers with capacity, reserved, available and the active leases", async () => {
-    await register("w1", { max_concurrency: 3, initial_concurrency: 2, resource_capacity: { cpu_millis: 2000, memory_mb: 1000, disk_mb: 100 } });
+    await register("w1", {
+      max_concurrency: 3,
+      initial_concurrency: 2,
+      resource_capacity: { cpu_millis: 2000, memory_mb: 1000, disk_mb: 100 },
+    });
     await register("w2");
     await dispatch([task("t1", res({ cpu_millis: 500, memory_mb: 300, disk_mb: 10 }))]);
     expect(claimedIds(await claim("w1"))).toEqual(["t1"]);
@@ -440,11 +605,18 @@ describe("worker-capacity and task-admission replies", () => {
       desired_concurrency: 2,
     });
     await post(u, "/api/admin/unblock-worker", { worker_id: "w2" });
-    expect((await get(u, "/api/data/worker-capacity")).body.workers.map((w: Json) => w.worker_id)).toEqual(["w1", "w2"]);
+    expect((await get(u, "/api/data/worker-capacity")).body.workers.map((w: Json) => w.worker_id)).toEqual([
+      "w1",
+      "w2",
+    ]);
   });
 
   it("task-admission gives the admission object per worker, every failing check in reasons, and per-dimension shortfalls", async () => {
-    await register("small", { max_concurrency: 1, initial_concurrency: 1, resource_capacity: { cpu_millis: 1000, memory_mb: 2048, disk_mb: 1000 } });
+    await register("small", {
+      max_concurrency: 1,
+      initial_concurrency: 1,
+      resource_capacity: { cpu_millis: 1000, memory_mb: 2048, disk_mb: 1000 },
+    });
     await register("large", { resource_capacity: { cpu_millis: 8000, memory_mb: 8192, disk_mb: 1000 } });
     await register("blocked");
     await post(u, "/api/admin/block-worker", { worker_id: "blocked" });
@@ -453,7 +625,12 @@ describe("worker-capacity and task-admission replies", () => {
     await dispatch([task("ex", res({ memory_mb: 2000 }, "exclusive"))]);
 
     const a = await admission("ex");
-    expect(a).toMatchObject({ task_id: "ex", execution_profile: { placement: "exclusive", resources: { memory_mb: 2000 } }, eligible_worker_count: 1, unsatisfiable: false });
+    expect(a).toMatchObject({
+      task_id: "ex",
+      execution_profile: { placement: "exclusive", resources: { memory_mb: 2000 } },
+      eligible_worker_count: 1,
+      unsatisfiable: false,
+    });
     const by = Object.fromEntries(a.workers.map((w: Json) => [w.worker_id, w]));
     expect(by.blocked).toMatchObject({ ok: false, reason: "worker_blocked" });
     expect(by.blocked).toHaveProperty("cache_affinity");
@@ -463,7 +640,11 @@ describe("worker-capacity and task-admission replies", () => {
     expect(s).toHaveProperty("cache_affinity");
     // v1's reason is the first in v1's order; reasons lists every failing check
     expect(s.reason).toBe("exclusive_worker_busy");
-    expect(s.reasons).toEqual(["exclusive_worker_busy", "resource_reservation_unavailable", "worker_concurrency_reached"]);
+    expect(s.reasons).toEqual([
+      "exclusive_worker_busy",
+      "resource_reservation_unavailable",
+      "worker_concurrency_reached",
+    ]);
     expect(s.shortfalls).toEqual({ memory_mb: { capacity: 2048, reserved: 1000, requested: 2000, short: 952 } });
     expect(s).toMatchObject({
       placement: "exclusive",
@@ -474,9 +655,22 @@ describe("worker-capacity and task-admission replies", () => {
       available_after: vec(500, 0, 1000),
       active_task_ids: ["s-hold"],
       exclusive_active: false,
-      concurrency: { reported_active: 0, leased_active: 1, active_count: 1, desired_concurrency: 1, max_concurrency: 1, effective_limit: 1 },
+      concurrency: {
+        reported_active: 0,
+        leased_active: 1,
+        active_count: 1,
+        desired_concurrency: 1,
+        max_concurrency: 1,
+        effective_limit: 1,
+      },
     });
-    expect(by.large).toMatchObject({ ok: true, reason: null, reasons: [], shortfalls: {}, available_after: vec(8000, 6192, 1000) });
+    expect(by.large).toMatchObject({
+      ok: true,
+      reason: null,
+      reasons: [],
+      shortfalls: {},
+      available_after: vec(8000, 6192, 1000),
+    });
   });
 
   it("a task that fits nowhere even on an empty worker is exceeds_worker_capacity and unsatisfiable", async () => {
@@ -490,16 +684,28 @@ describe("worker-capacity and task-admission replies", () => {
       expect(w).toMatchObject({ ok: false, reason: "resource_reservation_unavailable" });
       expect(w.reasons).toEqual(["exceeds_worker_capacity"]);
     }
-    expect(by.w1.shortfalls).toEqual({ cpu_millis: { capacity: 2000, reserved: 0, requested: 3000, short: 1000 }, memory_mb: { capacity: 2048, reserved: 0, requested: 100_000, short: 97_952 } });
+    expect(by.w1.shortfalls).toEqual({
+      cpu_millis: { capacity: 2000, reserved: 0, requested: 3000, short: 1000 },
+      memory_mb: { capacity: 2048, reserved: 0, requested: 100_000, short: 97_952 },
+    });
     expect(by.w2.shortfalls).toEqual({ memory_mb: { capacity: 4096, reserved: 0, requested: 100_000, short: 95_904 } });
     expect((await claim("w1")).tasks).toEqual([]);
     expect((await claim("w2")).tasks).toEqual([]);
   });
 
   it("400 task_id_required and 404 task_not_found", async () => {
-    expect(await get(u, "/api/data/task-admission")).toMatchObject({ status: 400, body: { error: "task_id_required" } });
-    expect(await get(u, "/api/data/task-admission?task_id=")).toMatchObject({ status: 400, body: { error: "task_id_required" } });
-    expect(await get(u, "/api/data/task-admission?task_id=no-such-task")).toMatchObject({ status: 404, body: { error: "task_not_found" } });
+    expect(await get(u, "/api/data/task-admission")).toMatchObject({
+      status: 400,
+      body: { error: "task_id_required" },
+    });
+    expect(await get(u, "/api/data/task-admission?task_id=")).toMatchObject({
+      status: 400,
+      body: { error: "task_id_required" },
+    });
+    expect(await get(u, "/api/data/task-admission?task_id=no-such-task")).toMatchObject({
+      status: 404,
+      body: { error: "task_not_found" },
+    });
   });
 });
 
@@ -520,7 +726,10 @@ describe("lease expiry releases the reservation", () => {
     expect(r).toMatchObject({ attempt_no: 2, lease_worker_id: null });
     expect(await capacityOf("w")).toMatchObject({ reserved: vec(), active_task_ids: [] });
     // the old attempt is fenced off
-    expect(await post(u, "/api/tasks/renew", { worker_id: "w", task_id: "exp", lease_seconds: 60 })).toMatchObject({ status: 409, body: { error: "stale_lease" } });
+    expect(await post(u, "/api/tasks/renew", { worker_id: "w", task_id: "exp", lease_seconds: 60 })).toMatchObject({
+      status: 409,
+      body: { error: "stale_lease" },
+    });
     // and the task can be leased again, as attempt 2
     expect((await claim("w")).tasks[0]).toMatchObject({ task_id: "exp", attempt_no: 2 });
   });
@@ -528,8 +737,13 @@ describe("lease expiry releases the reservation", () => {
   it("honours retry_policy.max_attempts: once attempts run out the task ends lease_expired", async () => {
     await useHub();
     await register("w");
-    await dispatch([task("twice", res({ cpu_millis: 100 }), { payload: { runner: "noop", retry_policy: { max_attempts: 2 } } })]);
-    for (const [attempt, next] of [[1, "retry_queued"], [2, "lease_expired"]] as const) {
+    await dispatch([
+      task("twice", res({ cpu_millis: 100 }), { payload: { runner: "noop", retry_policy: { max_attempts: 2 } } }),
+    ]);
+    for (const [attempt, next] of [
+      [1, "retry_queued"],
+      [2, "lease_expired"],
+    ] as const) {
       const c = await claim("w");
       expect(c.tasks[0]).toMatchObject({ task_id: "twice", attempt_no: attempt });
       passLeases(h.hub);
@@ -561,7 +775,10 @@ describe("lease expiry releases the reservation", () => {
     await dispatch([task("young", res({ cpu_millis: 300 }))]);
     expect(claimedIds(await claim("w"))).toEqual(["young"]);
     const r = await post(u, "/api/admin/expire-leases", {});
-    expect(r).toMatchObject({ status: 200, body: { ok: true, count: 1, expired: [{ task_id: "old", old_state: "leased", new_state: "retry_queued" }] } });
+    expect(r).toMatchObject({
+      status: 200,
+      body: { ok: true, count: 1, expired: [{ task_id: "old", old_state: "leased", new_state: "retry_queued" }] },
+    });
     expect(await capacityOf("w")).toMatchObject({ reserved: vec(300), active_task_ids: ["young"] });
     expect((await post(u, "/api/admin/expire-leases", {})).body.count).toBe(0);
   });
@@ -578,28 +795,57 @@ describe("fencing: only the current lease holder changes a task", () => {
   it("start, renew, upload and complete from another worker get 409 lease_worker_mismatch and change nothing", async () => {
     const before = await row("f");
     for (const verb of ["start", "renew", "complete"]) {
-      const r = await post(u, `/api/tasks/${verb}`, { worker_id: "w2", task_id: "f", lease_seconds: 600, result: {}, upload: {} });
+      const r = await post(u, `/api/tasks/${verb}`, {
+        worker_id: "w2",
+        task_id: "f",
+        lease_seconds: 600,
+        result: {},
+        upload: {},
+      });
       expect(r, verb).toMatchObject({ status: 409, body: { error: "lease_worker_mismatch" } });
     }
-    expect(await upload("f", "w2", await resultZip())).toMatchObject({ status: 409, body: { error: "lease_worker_mismatch" } });
-    const failed = await post(u, "/api/tasks/fail", { worker_id: "w2", task_id: "f", error: { type: "Boom", detail: "not mine" } });
-    expect(failed).toMatchObject({ status: 200, body: { ok: true, ignored_stale_failure: true, task_id: "f", state: "leased" } });
+    expect(await upload("f", "w2", await resultZip())).toMatchObject({
+      status: 409,
+      body: { error: "lease_worker_mismatch" },
+    });
+    const failed = await post(u, "/api/tasks/fail", {
+      worker_id: "w2",
+      task_id: "f",
+      error: { type: "Boom", detail: "not mine" },
+    });
+    expect(failed).toMatchObject({
+      status: 200,
+      body: { ok: true, ignored_stale_failure: true, task_id: "f", state: "leased" },
+    });
     expect(await row("f")).toEqual(before);
     expect(before).toMatchObject({ state: "leased", lease_worker_id: "w1", attempt_no: 1, result_id: null });
     expect((await capacityOf("w1")).active_task_ids).toEqual(["f"]);
   });
 
   it("an attempt_no that is not the lease's epoch gets 409", async () => {
-    expect(await post(u, "/api/tasks/start", { worker_id: "w1", task_id: "f", attempt_no: 2 })).toMatchObject({ status: 409, body: { error: "stale_lease" } });
+    expect(await post(u, "/api/tasks/start", { worker_id: "w1", task_id: "f", attempt_no: 2 })).toMatchObject({
+      status: 409,
+      body: { error: "stale_lease" },
+    });
     expect((await post(u, "/api/tasks/renew", { worker_id: "w1", task_id: "f", attempt_no: 7 })).status).toBe(409);
     expect((await post(u, "/api/tasks/complete", { worker_id: "w1", task_id: "f", attempt_no: 0 })).status).toBe(409);
     expect((await row("f")).state).toBe("leased");
-    expect(await post(u, "/api/tasks/start", { worker_id: "w1", task_id: "f", attempt_no: 1 })).toMatchObject({ status: 200, body: { new_state: "running" } });
+    expect(await post(u, "/api/tasks/start", { worker_id: "w1", task_id: "f", attempt_no: 1 })).toMatchObject({
+      status: 200,
+      body: { new_state: "running" },
+    });
   });
 
   it("an upload without X-Worker-Id is refused with 400, one without X-Task-Id too", async () => {
-    expect(await upload("f", undefined, await resultZip())).toMatchObject({ status: 400, body: { error: "X-Worker-Id required" } });
-    const noTask = await fetch(u + "/api/results/upload", { method: "POST", headers: { "content-type": "application/zip", "x-worker-id": "w1" }, body: await resultZip() });
+    expect(await upload("f", undefined, await resultZip())).toMatchObject({
+      status: 400,
+      body: { error: "X-Worker-Id required" },
+    });
+    const noTask = await fetch(u + "/api/results/upload", {
+      method: "POST",
+      headers: { "content-type": "application/zip", "x-worker-id": "w1" },
+      body: await resultZip(),
+    });
     expect(noTask.status).toBe(400);
     expect(await row("f")).toMatchObject({ state: "leased", result_id: null });
   });
@@ -608,44 +854,70 @@ describe("fencing: only the current lease holder changes a task", () => {
     expect((await post(u, "/api/tasks/start", { worker_id: "w1", task_id: "f" })).status).toBe(200);
     expect((await post(u, "/api/admin/retry-task", { task_id: "f" })).status).toBe(200);
     for (const verb of ["start", "renew"]) {
-      expect(await post(u, `/api/tasks/${verb}`, { worker_id: "w1", task_id: "f" }), verb).toMatchObject({ status: 409, body: { error: "stale_lease" } });
+      expect(await post(u, `/api/tasks/${verb}`, { worker_id: "w1", task_id: "f" }), verb).toMatchObject({
+        status: 409,
+        body: { error: "stale_lease" },
+      });
     }
     expect(await upload("f", "w1", await resultZip())).toMatchObject({ status: 409, body: { error: "stale_lease" } });
-    expect((await post(u, "/api/tasks/fail", { worker_id: "w1", task_id: "f", error: { type: "Late" } })).body).toMatchObject({ ignored_stale_failure: true, state: "retry_queued" });
+    expect(
+      (await post(u, "/api/tasks/fail", { worker_id: "w1", task_id: "f", error: { type: "Late" } })).body,
+    ).toMatchObject({ ignored_stale_failure: true, state: "retry_queued" });
     expect(await row("f")).toMatchObject({ state: "retry_queued", attempt_no: 2, result_id: null });
 
     // once w2 holds attempt 2, w1 is simply not the holder
     expect((await claim("w2")).tasks[0]).toMatchObject({ task_id: "f", attempt_no: 2, assigned_worker_id: "w2" });
-    expect(await post(u, "/api/tasks/start", { worker_id: "w1", task_id: "f" })).toMatchObject({ status: 409, body: { error: "lease_worker_mismatch" } });
+    expect(await post(u, "/api/tasks/start", { worker_id: "w1", task_id: "f" })).toMatchObject({
+      status: 409,
+      body: { error: "lease_worker_mismatch" },
+    });
     expect((await row("f")).lease_worker_id).toBe("w2");
   });
 
   it("a complete from the holder of a requeued attempt is 409 stale_lease (RUNNER_PROTOCOL §7.2)", async () => {
     expect((await post(u, "/api/admin/retry-task", { task_id: "f" })).status).toBe(200);
-    expect(await post(u, "/api/tasks/complete", { worker_id: "w1", task_id: "f", result: {}, upload: {} })).toMatchObject({ status: 409, body: { error: "stale_lease" } });
+    expect(
+      await post(u, "/api/tasks/complete", { worker_id: "w1", task_id: "f", result: {}, upload: {} }),
+    ).toMatchObject({ status: 409, body: { error: "stale_lease" } });
     expect((await row("f")).state).toBe("retry_queued");
   });
 
   it("the same worker's old attempt is fenced by attempt_no once it holds a newer one", async () => {
     expect((await post(u, "/api/admin/retry-task", { task_id: "f" })).status).toBe(200);
     expect((await claim("w1")).tasks[0]).toMatchObject({ task_id: "f", attempt_no: 2 });
-    expect(await post(u, "/api/tasks/renew", { worker_id: "w1", task_id: "f", attempt_no: 1 })).toMatchObject({ status: 409, body: { error: "stale_lease" } });
-    expect((await post(u, "/api/tasks/fail", { worker_id: "w1", task_id: "f", attempt_no: 1, error: { type: "Late" } })).body).toMatchObject({ ignored_stale_failure: true, state: "leased" });
+    expect(await post(u, "/api/tasks/renew", { worker_id: "w1", task_id: "f", attempt_no: 1 })).toMatchObject({
+      status: 409,
+      body: { error: "stale_lease" },
+    });
+    expect(
+      (await post(u, "/api/tasks/fail", { worker_id: "w1", task_id: "f", attempt_no: 1, error: { type: "Late" } }))
+        .body,
+    ).toMatchObject({ ignored_stale_failure: true, state: "leased" });
     expect((await post(u, "/api/tasks/renew", { worker_id: "w1", task_id: "f", attempt_no: 2 })).status).toBe(200);
   });
 });
 
 describe("cancel ends the lease", () => {
   beforeEach(async () => {
-    await register("w", { max_concurrency: 1, initial_concurrency: 1, resource_capacity: { cpu_millis: 1000, memory_mb: 1000, disk_mb: 1000 } });
-    await dispatch([task("a-cancel-me", res({ cpu_millis: 1000, memory_mb: 512 })), task("b-next", res({ cpu_millis: 1000 }))]);
+    await register("w", {
+      max_concurrency: 1,
+      initial_concurrency: 1,
+      resource_capacity: { cpu_millis: 1000, memory_mb: 1000, disk_mb: 1000 },
+    });
+    await dispatch([
+      task("a-cancel-me", res({ cpu_millis: 1000, memory_mb: 512 })),
+      task("b-next", res({ cpu_millis: 1000 })),
+    ]);
     expect(claimedIds(await claim("w"))).toEqual(["a-cancel-me"]);
     expect((await post(u, "/api/tasks/start", { worker_id: "w", task_id: "a-cancel-me" })).status).toBe(200);
   });
 
   it("releases the reservation at once, so the next task fits", async () => {
     expect((await capacityOf("w")).reserved).toEqual(vec(1000, 512));
-    expect(await post(u, "/api/admin/cancel-task", { task_id: "a-cancel-me" })).toMatchObject({ status: 200, body: { ok: true, task_id: "a-cancel-me", old_state: "running", new_state: "cancelled" } });
+    expect(await post(u, "/api/admin/cancel-task", { task_id: "a-cancel-me" })).toMatchObject({
+      status: 200,
+      body: { ok: true, task_id: "a-cancel-me", old_state: "running", new_state: "cancelled" },
+    });
     expect(await capacityOf("w")).toMatchObject({ reserved: vec(), active_task_ids: [] });
     expect(claimedIds(await claim("w"))).toEqual(["b-next"]);
   });
@@ -653,17 +925,30 @@ describe("cancel ends the lease", () => {
   it("later start, renew and upload from the old holder get 409 task_cancelled and the task stays cancelled", async () => {
     await post(u, "/api/admin/cancel-task", { task_id: "a-cancel-me" });
     for (const verb of ["start", "renew"]) {
-      expect(await post(u, `/api/tasks/${verb}`, { worker_id: "w", task_id: "a-cancel-me" }), verb).toMatchObject({ status: 409, body: { error: "task_cancelled" } });
+      expect(await post(u, `/api/tasks/${verb}`, { worker_id: "w", task_id: "a-cancel-me" }), verb).toMatchObject({
+        status: 409,
+        body: { error: "task_cancelled" },
+      });
     }
-    expect(await upload("a-cancel-me", "w", await resultZip({ exit_code: 0 }))).toMatchObject({ status: 409, body: { error: "task_cancelled" } });
-    expect((await post(u, "/api/tasks/fail", { worker_id: "w", task_id: "a-cancel-me", error: { type: "X" } })).body).toMatchObject({ ignored_stale_failure: true });
-    expect((await post(u, "/api/tasks/complete", { worker_id: "w", task_id: "a-cancel-me", result: {}, upload: {} })).body).toMatchObject({ state: "cancelled" });
+    expect(await upload("a-cancel-me", "w", await resultZip({ exit_code: 0 }))).toMatchObject({
+      status: 409,
+      body: { error: "task_cancelled" },
+    });
+    expect(
+      (await post(u, "/api/tasks/fail", { worker_id: "w", task_id: "a-cancel-me", error: { type: "X" } })).body,
+    ).toMatchObject({ ignored_stale_failure: true });
+    expect(
+      (await post(u, "/api/tasks/complete", { worker_id: "w", task_id: "a-cancel-me", result: {}, upload: {} })).body,
+    ).toMatchObject({ state: "cancelled" });
     expect(await row("a-cancel-me")).toMatchObject({ state: "cancelled", result_id: null });
     expect((await capacityOf("w")).reserved).toEqual(vec());
   });
 
   it("cancelling an unknown task is 404, not 500", async () => {
-    expect(await post(u, "/api/admin/cancel-task", { task_id: "never-dispatched" })).toMatchObject({ status: 404, body: { error: "task_not_found" } });
+    expect(await post(u, "/api/admin/cancel-task", { task_id: "never-dispatched" })).toMatchObject({
+      status: 404,
+      body: { error: "task_not_found" },
+    });
   });
 });
 
@@ -674,10 +959,16 @@ describe("retry-task", () => {
     expect(claimedIds(await claim("w"))).toEqual(["rt"]);
     await post(u, "/api/tasks/start", { worker_id: "w", task_id: "rt" });
     const r = await post(u, "/api/admin/retry-task", { task_id: "rt" });
-    expect(r).toMatchObject({ status: 200, body: { ok: true, task_id: "rt", old_state: "running", new_state: "retry_queued", attempt_no: 2 } });
+    expect(r).toMatchObject({
+      status: 200,
+      body: { ok: true, task_id: "rt", old_state: "running", new_state: "retry_queued", attempt_no: 2 },
+    });
     expect(await row("rt")).toMatchObject({ state: "retry_queued", attempt_no: 2, lease_worker_id: null });
     expect((await capacityOf("w")).reserved).toEqual(vec());
-    expect(await post(u, "/api/tasks/renew", { worker_id: "w", task_id: "rt" })).toMatchObject({ status: 409, body: { error: "stale_lease" } });
+    expect(await post(u, "/api/tasks/renew", { worker_id: "w", task_id: "rt" })).toMatchObject({
+      status: 409,
+      body: { error: "stale_lease" },
+    });
     expect((await claim("w")).tasks[0]).toMatchObject({ task_id: "rt", attempt_no: 2 });
   });
 
@@ -687,7 +978,11 @@ describe("retry-task", () => {
     await claim("w");
     await finish("done", "w");
     expect((await row("done")).state).toBe("clean");
-    expect((await post(u, "/api/admin/retry-task", { task_id: "done" })).body).toMatchObject({ old_state: "clean", new_state: "retry_queued", attempt_no: 2 });
+    expect((await post(u, "/api/admin/retry-task", { task_id: "done" })).body).toMatchObject({
+      old_state: "clean",
+      new_state: "retry_queued",
+      attempt_no: 2,
+    });
     expect(await row("done")).toMatchObject({ state: "retry_queued", result_id: null });
     expect((await post(u, "/api/admin/retry-task", { task_id: "nope" })).status).toBe(404);
   });
@@ -702,37 +997,112 @@ describe("the v1 pull cycle (RUNNER_PROTOCOL §8), bearer token set", () => {
     await useHub({ env: { LOOM_HUB_TOKEN: TOKEN } });
     expect(await get(u, "/api/meta")).toMatchObject({ status: 401, body: { error: "unauthorized" } });
 
-    const reg = await post(u, "/api/workers/register", {
-      worker_id: "curl-w1", runner_api_version: 1, capabilities: ["linux"], max_concurrency: 2, initial_concurrency: 1, concurrency_policy: "fixed",
-      resource_capacity: { memory_mb: 2048 }, health: { resources: { cpu_count: 4, mem_available_mb: 8000.5, disk_available_mb: 50_000 } },
-    }, A);
-    expect(reg).toMatchObject({ status: 200, body: { ok: true, worker_id: "curl-w1", initial_concurrency: 1, desired_concurrency: 1, max_concurrency: 2, concurrency_policy: "fixed" } });
-    expect(reg.body.resource_capacity).toEqual({ cpu_millis: 4000, memory_mb: 2048, disk_mb: 50_000, gpu_count: 0, gpu_types: [] });
+    const reg = await post(
+      u,
+      "/api/workers/register",
+      {
+        worker_id: "curl-w1",
+        runner_api_version: 1,
+        capabilities: ["linux"],
+        max_concurrency: 2,
+        initial_concurrency: 1,
+        concurrency_policy: "fixed",
+        resource_capacity: { memory_mb: 2048 },
+        health: { resources: { cpu_count: 4, mem_available_mb: 8000.5, disk_available_mb: 50_000 } },
+      },
+      A,
+    );
+    expect(reg).toMatchObject({
+      status: 200,
+      body: {
+        ok: true,
+        worker_id: "curl-w1",
+        initial_concurrency: 1,
+        desired_concurrency: 1,
+        max_concurrency: 2,
+        concurrency_policy: "fixed",
+      },
+    });
+    expect(reg.body.resource_capacity).toEqual({
+      cpu_millis: 4000,
+      memory_mb: 2048,
+      disk_mb: 50_000,
+      gpu_count: 0,
+      gpu_types: [],
+    });
 
-    const body = { schema_version: 1, tasks: [{ task_id: T, case_id: "case-a", setting_id: "base", run_id: "001", required_capability: "linux", payload: { runner: "noop", execution_profile: { resources: { cpu_millis: 500, memory_mb: 256 } } } }] };
+    const body = {
+      schema_version: 1,
+      tasks: [
+        {
+          task_id: T,
+          case_id: "case-a",
+          setting_id: "base",
+          run_id: "001",
+          required_capability: "linux",
+          payload: { runner: "noop", execution_profile: { resources: { cpu_millis: 500, memory_mb: 256 } } },
+        },
+      ],
+    };
     const d1 = await post(u, "/api/tasks/dispatch", body, A);
-    expect(d1).toMatchObject({ status: 201, body: { created: [{ task_id: T, case_id: "case-a", run_id: "001", setting_id: "base", state: "queued" }], existing: [] } });
-    expect(await post(u, "/api/tasks/dispatch", body, A)).toMatchObject({ status: 200, body: { created: [], existing: [{ task_id: T }] } });
+    expect(d1).toMatchObject({
+      status: 201,
+      body: {
+        created: [{ task_id: T, case_id: "case-a", run_id: "001", setting_id: "base", state: "queued" }],
+        existing: [],
+      },
+    });
+    expect(await post(u, "/api/tasks/dispatch", body, A)).toMatchObject({
+      status: 200,
+      body: { created: [], existing: [{ task_id: T }] },
+    });
 
     const c = await post(u, "/api/tasks/claim", { worker_id: "curl-w1", limit: 4, lease_seconds: 60 }, A);
     expect(c.status).toBe(200);
     expect(c.body.tasks).toHaveLength(1);
     const t = c.body.tasks[0];
     expect(t).toMatchObject({
-      task_id: T, task_kind: "execution", case_id: "case-a", run_id: "001", setting_id: "base", case_version: "v1", scenario_id: "base",
-      package_id: `pkg-${T}`, attempt_no: 1, assigned_worker_id: "curl-w1", payload: { runner: "noop" }, components: {},
-      controller_concurrency: { desired_concurrency: 1, max_concurrency: 2, initial_concurrency: 1, concurrency_policy: "fixed", active_count_at_claim: 0, claim_batch_size: 1 },
+      task_id: T,
+      task_kind: "execution",
+      case_id: "case-a",
+      run_id: "001",
+      setting_id: "base",
+      case_version: "v1",
+      scenario_id: "base",
+      package_id: `pkg-${T}`,
+      attempt_no: 1,
+      assigned_worker_id: "curl-w1",
+      payload: { runner: "noop" },
+      components: {},
+      controller_concurrency: {
+        desired_concurrency: 1,
+        max_concurrency: 2,
+        initial_concurrency: 1,
+        concurrency_policy: "fixed",
+        active_count_at_claim: 0,
+        claim_batch_size: 1,
+      },
     });
     expect(typeof t.lease_until).toBe("string");
     expect(t.controller_concurrency.claim_batch_id).toEqual(expect.any(String));
     expect(t.controller_concurrency.resource_admission).toMatchObject({ ok: true, requested: vec(500, 256) });
     expect(t.controller_concurrency.cache_affinity).toHaveProperty("reason");
-    expect(c.body).toMatchObject({ desired_concurrency: 1, max_concurrency: 2, active_count: 0, reserved_resources: vec(500, 256) });
+    expect(c.body).toMatchObject({
+      desired_concurrency: 1,
+      max_concurrency: 2,
+      active_count: 0,
+      reserved_resources: vec(500, 256),
+    });
 
     // full: a long-poll comes back empty once its wait is over
-    expect((await post(u, "/api/tasks/claim", { worker_id: "curl-w1", limit: 4, wait_seconds: 1 }, A)).body).toMatchObject({ tasks: [], active_count: 1 });
+    expect(
+      (await post(u, "/api/tasks/claim", { worker_id: "curl-w1", limit: 4, wait_seconds: 1 }, A)).body,
+    ).toMatchObject({ tasks: [], active_count: 1 });
 
-    expect(await post(u, "/api/tasks/start", { worker_id: "curl-w1", task_id: T }, A)).toMatchObject({ status: 200, body: { ok: true, task_id: T, old_state: "leased", new_state: "running" } });
+    expect(await post(u, "/api/tasks/start", { worker_id: "curl-w1", task_id: T }, A)).toMatchObject({
+      status: 200,
+      body: { ok: true, task_id: T, old_state: "leased", new_state: "running" },
+    });
     const before = Date.now();
     const renew = await post(u, "/api/tasks/renew", { worker_id: "curl-w1", task_id: T, lease_seconds: 10 }, A);
     const after = Date.now();
@@ -745,7 +1115,9 @@ describe("the v1 pull cycle (RUNNER_PROTOCOL §8), bearer token set", () => {
     const up = await upload(T, "curl-w1", zip, u, A);
     expect(up).toMatchObject({ status: 201, body: { ok: true, attempt_no: 1, verdict: "clean", auto_retry: null } });
     expect(up.body.result_id).toMatch(/^result-[0-9a-f-]{36}$/);
-    expect(await post(u, "/api/tasks/complete", { worker_id: "curl-w1", task_id: T, result: {}, upload: up.body }, A)).toMatchObject({ status: 200, body: { ok: true, task_id: T, state: "clean" } });
+    expect(
+      await post(u, "/api/tasks/complete", { worker_id: "curl-w1", task_id: T, result: {}, upload: up.body }, A),
+    ).toMatchObject({ status: 200, body: { ok: true, task_id: T, state: "clean" } });
     expect((await row(T, u, A)).state).toBe("clean");
 
     const dl = await fetch(`${u}/api/results/${up.body.result_id}`, { headers: A });
@@ -756,15 +1128,38 @@ describe("the v1 pull cycle (RUNNER_PROTOCOL §8), bearer token set", () => {
     const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
     expect(sha(bytes)).toBe(sha(zip));
     expect((await readZip(bytes)).get("stdout.txt")!.toString()).toBe("hello\n");
-    expect((await fetch(`${u}/api/results/result-00000000-0000-0000-0000-000000000000`, { headers: A })).status).toBe(404);
+    expect((await fetch(`${u}/api/results/result-00000000-0000-0000-0000-000000000000`, { headers: A })).status).toBe(
+      404,
+    );
 
     // a long-poll with nothing to claim is woken by a dispatch and returns the task
     let settled = false;
-    const waiting = post(u, "/api/tasks/claim", { worker_id: "curl-w1", limit: 4, lease_seconds: 60, wait_seconds: 60 }, A).finally(() => (settled = true));
+    const waiting = post(
+      u,
+      "/api/tasks/claim",
+      { worker_id: "curl-w1", limit: 4, lease_seconds: 60, wait_seconds: 60 },
+      A,
+    ).finally(() => (settled = true));
     await eventually(() => h.hub.scheduler.ctx.waiting === 1, "the claim to wait for work");
     expect(settled).toBe(false);
     const T2 = "demo__case-a__base__run-002";
-    await post(u, "/api/tasks/dispatch", { schema_version: 1, tasks: [{ task_id: T2, case_id: "case-a", setting_id: "base", run_id: "002", payload: { runner: "shell", command: "exit 1" } }] }, A);
+    await post(
+      u,
+      "/api/tasks/dispatch",
+      {
+        schema_version: 1,
+        tasks: [
+          {
+            task_id: T2,
+            case_id: "case-a",
+            setting_id: "base",
+            run_id: "002",
+            payload: { runner: "shell", command: "exit 1" },
+          },
+        ],
+      },
+      A,
+    );
     const woke = await waiting;
     expect(woke.status).toBe(200);
     expect(woke.body.tasks.map((x: Json) => x.task_id)).toEqual([T2]);
@@ -772,7 +1167,10 @@ describe("the v1 pull cycle (RUNNER_PROTOCOL §8), bearer token set", () => {
     // a shell result with exit_code 1 and no verdict scores run_error
     const bad = await upload(T2, "curl-w1", await resultZip({ task_id: T2, exit_code: 1, stderr: "boom\n" }), u, A);
     expect(bad).toMatchObject({ status: 201, body: { verdict: "run_error", auto_retry: null } });
-    expect((await post(u, "/api/tasks/complete", { worker_id: "curl-w1", task_id: T2, result: {}, upload: bad.body }, A)).body.state).toBe("run_error");
+    expect(
+      (await post(u, "/api/tasks/complete", { worker_id: "curl-w1", task_id: T2, result: {}, upload: bad.body }, A))
+        .body.state,
+    ).toBe("run_error");
     expect((await row(T2, u, A)).state).toBe("run_error");
   });
 
@@ -782,7 +1180,9 @@ describe("the v1 pull cycle (RUNNER_PROTOCOL §8), bearer token set", () => {
     await claim("w");
     await finish("kept", "w");
     expect(await row("kept")).toMatchObject({ state: "clean", lease_worker_id: "w" });
-    expect((await get(u, "/api/tasks?lease_worker_id=w&state=clean")).body.tasks.map((t: Json) => t.task_id)).toEqual(["kept"]);
+    expect((await get(u, "/api/tasks?lease_worker_id=w&state=clean")).body.tasks.map((t: Json) => t.task_id)).toEqual([
+      "kept",
+    ]);
     // it is a record, not a lease: nothing stays reserved
     expect((await capacityOf("w")).active_task_ids).toEqual([]);
   });
@@ -800,12 +1200,18 @@ describe("the v1 pull cycle (RUNNER_PROTOCOL §8), bearer token set", () => {
 describe("dispatch", () => {
   it("an id conflict is 409 task_id_conflict naming the ids, and nothing of the batch is stored", async () => {
     await dispatch([task("t-existing", undefined, { payload: { runner: "noop", x: 1 } })]);
-    const r = await post(u, "/api/tasks/dispatch", { schema_version: 1, tasks: [task("t-new"), task("t-existing", undefined, { payload: { runner: "noop", x: 2 } })] });
+    const r = await post(u, "/api/tasks/dispatch", {
+      schema_version: 1,
+      tasks: [task("t-new"), task("t-existing", undefined, { payload: { runner: "noop", x: 2 } })],
+    });
     expect(r).toMatchObject({ status: 409, body: { error: "task_id_conflict", ids: ["t-existing"] } });
     expect((await get(u, "/api/tasks?task_id=t-new")).body.total).toBe(0);
     expect((await row("t-existing")).payload).toMatchObject({ x: 1 });
 
-    const twice = await post(u, "/api/tasks/dispatch", { schema_version: 1, tasks: [task("dup"), task("other"), task("dup", undefined, { priority: 3 })] });
+    const twice = await post(u, "/api/tasks/dispatch", {
+      schema_version: 1,
+      tasks: [task("dup"), task("other"), task("dup", undefined, { priority: 3 })],
+    });
     expect(twice).toMatchObject({ status: 409, body: { error: "task_id_conflict", ids: ["dup"] } });
     expect((await get(u, "/api/tasks")).body.total).toBe(1);
   });
@@ -821,7 +1227,10 @@ describe("dispatch", () => {
     for (const [profile, field] of cases) {
       const r = await post(u, "/api/tasks/dispatch", { schema_version: 1, tasks: [task("p", profile), task("fine")] });
       expect(r.status, JSON.stringify(profile)).toBe(400);
-      expect(r.body.errors.map((e: Json) => e.field), JSON.stringify(profile)).toContain(field);
+      expect(
+        r.body.errors.map((e: Json) => e.field),
+        JSON.stringify(profile),
+      ).toContain(field);
     }
     expect((await get(u, "/api/tasks")).body.total).toBe(0);
   });
@@ -830,7 +1239,10 @@ describe("dispatch", () => {
     const cases: [Json, string][] = [
       [task("p", "exclusive" as unknown as Json), "tasks[0].execution_profile"],
       [task("p", { placement: "exclusive", resources: "4 cpus" }), "tasks[0].execution_profile.resources"],
-      [{ task_id: "p", payload: { runner: "noop", execution_profile: "exclusive" } }, "tasks[0].payload.execution_profile"],
+      [
+        { task_id: "p", payload: { runner: "noop", execution_profile: "exclusive" } },
+        "tasks[0].payload.execution_profile",
+      ],
     ];
     for (const [t, field] of cases) {
       const r = await post(u, "/api/tasks/dispatch", { schema_version: 1, tasks: [t] });
@@ -847,8 +1259,16 @@ describe("dispatch", () => {
       return { status: r.status, body: (await r.json()) as Json };
     };
     expect(await raw("/api/tasks/dispatch", "{bad")).toMatchObject({ status: 400, body: { error: "invalid_json" } });
-    for (const p of ["/api/workers/register", "/api/workers/heartbeat", "/api/tasks/claim", "/api/tasks/start", "/api/tasks/complete", "/api/admin/cancel-task", "/api/admin/register-worker-hosts"]) {
-      expect((await raw(p, "{\"worker_id\": ")).status, p).toBe(400);
+    for (const p of [
+      "/api/workers/register",
+      "/api/workers/heartbeat",
+      "/api/tasks/claim",
+      "/api/tasks/start",
+      "/api/tasks/complete",
+      "/api/admin/cancel-task",
+      "/api/admin/register-worker-hosts",
+    ]) {
+      expect((await raw(p, '{"worker_id": ')).status, p).toBe(400);
     }
     await register("w");
     await dispatch([task("exists")]);
@@ -901,13 +1321,18 @@ describe("dispatch", () => {
     ];
     for (const [path, body] of bad) {
       const r = await post(u, path, body);
-      expect(r.status >= 400 && r.status < 500, `${path} ${JSON.stringify(body)} -> ${r.status} ${JSON.stringify(r.body)}`).toBe(true);
+      expect(
+        r.status >= 400 && r.status < 500,
+        `${path} ${JSON.stringify(body)} -> ${r.status} ${JSON.stringify(r.body)}`,
+      ).toBe(true);
       expect(typeof r.body.error, `${path} ${JSON.stringify(body)}`).toBe("string");
     }
     // Out-of-range numbers are clamped as v1 does; what is not a number is refused.
     for (const q of ["limit=abc", "offset=x"]) expect((await get(u, `/api/tasks?${q}`)).status, q).toBe(400);
     // nothing that was stored changed
-    expect((await get(u, "/api/tasks")).body.tasks.map((t: Json) => [t.task_id, t.state])).toEqual([["exists", "queued"]]);
+    expect((await get(u, "/api/tasks")).body.tasks.map((t: Json) => [t.task_id, t.state])).toEqual([
+      ["exists", "queued"],
+    ]);
     expect((await capacityOf("w")).capacity).toEqual(vec(4000, 8192, 50_000));
   });
 });
@@ -937,7 +1362,12 @@ describe("GET /api/tasks: filters, paging, JSON as JSON", () => {
 
     expect((await get(u, "/api/tasks?state=leased")).body.tasks.map((t: Json) => t.task_id)).toEqual(["c"]);
     expect((await get(u, "/api/tasks?lease_worker_id=w")).body.tasks.map((t: Json) => t.task_id)).toEqual(["c"]);
-    expect((await get(u, "/api/tasks?case_id=c1,c2&state=queued")).body.tasks.map((t: Json) => t.task_id)).toEqual(["a", "b", "d", "e"]);
+    expect((await get(u, "/api/tasks?case_id=c1,c2&state=queued")).body.tasks.map((t: Json) => t.task_id)).toEqual([
+      "a",
+      "b",
+      "d",
+      "e",
+    ]);
     expect((await get(u, "/api/tasks?task_id=a,e")).body.total).toBe(2);
     expect((await get(u, "/api/tasks?state=clean")).body).toMatchObject({ tasks: [], total: 0, next_offset: null });
 
@@ -954,28 +1384,57 @@ describe("authentication", () => {
 
   it("with LOOM_HUB_TOKEN set every path needs it; Bearer (any case) and X-Loom-Token both work", async () => {
     await useHub({ env: { LOOM_HUB_TOKEN: TOKEN } });
-    const gets = ["/api/healthz", "/api/meta", "/api/tasks", "/api/data/worker-capacity", "/api/data/task-admission?task_id=x", "/api/data/task-counts", "/api/results/result-x", "/api/no-such-path"];
-    const posts = ["/api/workers/register", "/api/workers/heartbeat", "/api/tasks/claim", "/api/tasks/start", "/api/tasks/dispatch", "/api/admin/cancel-task", "/api/admin/expire-leases", "/api/results/upload"];
+    const gets = [
+      "/api/healthz",
+      "/api/meta",
+      "/api/tasks",
+      "/api/data/worker-capacity",
+      "/api/data/task-admission?task_id=x",
+      "/api/data/task-counts",
+      "/api/results/result-x",
+      "/api/no-such-path",
+    ];
+    const posts = [
+      "/api/workers/register",
+      "/api/workers/heartbeat",
+      "/api/tasks/claim",
+      "/api/tasks/start",
+      "/api/tasks/dispatch",
+      "/api/admin/cancel-task",
+      "/api/admin/expire-leases",
+      "/api/results/upload",
+    ];
     for (const p of gets) {
       expect(await get(u, p), p).toMatchObject({ status: 401, body: { error: "unauthorized" } });
       expect((await get(u, p, { authorization: "Bearer not-the-token" })).status, p).toBe(401);
     }
-    for (const p of posts) expect(await post(u, p, {}), p).toMatchObject({ status: 401, body: { error: "unauthorized" } });
+    for (const p of posts)
+      expect(await post(u, p, {}), p).toMatchObject({ status: 401, body: { error: "unauthorized" } });
     expect((await get(u, "/api/healthz", { authorization: TOKEN })).status).toBe(401);
 
-    const accepted: Record<string, string>[] = [{ authorization: `Bearer ${TOKEN}` }, { authorization: `bearer ${TOKEN}` }, { authorization: `BEARER ${TOKEN}` }, { "x-loom-token": TOKEN }];
+    const accepted: Record<string, string>[] = [
+      { authorization: `Bearer ${TOKEN}` },
+      { authorization: `bearer ${TOKEN}` },
+      { authorization: `BEARER ${TOKEN}` },
+      { "x-loom-token": TOKEN },
+    ];
     for (const headers of accepted) {
       const r = await get(u, "/api/healthz", headers);
       expect(r, JSON.stringify(headers)).toMatchObject({ status: 200, body: { ok: true, hub_api_version: 1 } });
     }
-    expect((await get(u, "/api/meta", { "x-loom-token": TOKEN })).body).toMatchObject({ service: "hub", auth_required: true });
+    expect((await get(u, "/api/meta", { "x-loom-token": TOKEN })).body).toMatchObject({
+      service: "hub",
+      auth_required: true,
+    });
     expect((await post(u, "/api/workers/register", registerBody("w"), { "x-loom-token": TOKEN })).status).toBe(200);
   });
 
   it("without a token the Hub refuses a non-loopback bind, saying how to fix it", async () => {
     const dir = await mkdtemp(join(tmpdir(), "loom-bind-"));
     try {
-      await expect(Hub.start({ dataDir: dir, host: "0.0.0.0", port: 0, logLevel: "silent", env: {} })).rejects.toThrow(/refusing to listen on 0\.0\.0\.0 without a token.*LOOM_HUB_TOKEN/);
+      await expect(Hub.start({ dataDir: dir, host: "0.0.0.0", port: 0, logLevel: "silent", env: {} })).rejects.toThrow(
+        /refusing to listen on 0\.0\.0\.0 without a token.*LOOM_HUB_TOKEN/,
+      );
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -996,7 +1455,10 @@ describe("authentication", () => {
       const ADMIN = { authorization: `Bearer ${TOKEN}` };
       expect((await post(u, "/api/workers/register", registerBody("w1"), W1)).status).toBe(200);
       expect((await post(u, "/api/workers/register", registerBody("w2"), ADMIN)).status).toBe(200);
-      expect((await post(u, "/api/tasks/dispatch", { schema_version: 1, tasks: [task("tok-1"), task("tok-2")] }, ADMIN)).status).toBe(201);
+      expect(
+        (await post(u, "/api/tasks/dispatch", { schema_version: 1, tasks: [task("tok-1"), task("tok-2")] }, ADMIN))
+          .status,
+      ).toBe(201);
 
       expect((await post(u, "/api/workers/heartbeat", { worker_id: "w1", current_runs: [] }, W1)).status).toBe(200);
       const c = await post(u, "/api/tasks/claim", { worker_id: "w1", limit: 1 }, W1);
@@ -1005,12 +1467,19 @@ describe("authentication", () => {
       expect((await post(u, "/api/tasks/start", { worker_id: "w1", task_id: mine }, W1)).status).toBe(200);
       expect((await upload(mine, "w1", await resultZip(), u, W1)).status).toBe(201);
 
-      expect(await post(u, "/api/workers/register", registerBody("w2"), W1)).toMatchObject({ status: 403, body: { error: "forbidden" } });
+      expect(await post(u, "/api/workers/register", registerBody("w2"), W1)).toMatchObject({
+        status: 403,
+        body: { error: "forbidden" },
+      });
       expect((await post(u, "/api/workers/heartbeat", { worker_id: "w2" }, W1)).status).toBe(403);
       expect((await post(u, "/api/tasks/claim", { worker_id: "w2", limit: 1 }, W1)).status).toBe(403);
       expect((await upload("tok-2", "w2", await resultZip(), u, W1)).status).toBe(403);
       expect((await upload("tok-2", undefined, await resultZip(), u, W1)).status).toBe(403);
-      for (const [p, b] of [["/api/admin/cancel-task", { task_id: "tok-2" }], ["/api/tasks/dispatch", { schema_version: 1 }], ["/api/admin/set-worker-concurrency", { worker_id: "w1", desired_concurrency: 4 }]] as const) {
+      for (const [p, b] of [
+        ["/api/admin/cancel-task", { task_id: "tok-2" }],
+        ["/api/tasks/dispatch", { schema_version: 1 }],
+        ["/api/admin/set-worker-concurrency", { worker_id: "w1", desired_concurrency: 4 }],
+      ] as const) {
         expect(await post(u, p, b, W1), p).toMatchObject({ status: 403, body: { error: "forbidden" } });
       }
       expect((await get(u, "/api/data/worker-capacity", W1)).status).toBe(403);
@@ -1024,8 +1493,24 @@ describe("authentication", () => {
 
     it("a worker token shorter than 16 characters, or worker tokens without a Hub token, refuse to start", async () => {
       await writeFile(join(dir, "short.yaml"), "workers:\n  w1: short\n");
-      await expect(Hub.start({ dataDir: join(dir, "a"), port: 0, logLevel: "silent", env: { LOOM_HUB_TOKEN: TOKEN }, workerTokensFile: join(dir, "short.yaml") })).rejects.toThrow(/workers\.w1.*16/);
-      await expect(Hub.start({ dataDir: join(dir, "b"), port: 0, logLevel: "silent", env: {}, workerTokensFile: join(dir, "tokens.yaml") })).rejects.toThrow(/LOOM_HUB_TOKEN/);
+      await expect(
+        Hub.start({
+          dataDir: join(dir, "a"),
+          port: 0,
+          logLevel: "silent",
+          env: { LOOM_HUB_TOKEN: TOKEN },
+          workerTokensFile: join(dir, "short.yaml"),
+        }),
+      ).rejects.toThrow(/workers\.w1.*16/);
+      await expect(
+        Hub.start({
+          dataDir: join(dir, "b"),
+          port: 0,
+          logLevel: "silent",
+          env: {},
+          workerTokensFile: join(dir, "tokens.yaml"),
+        }),
+      ).rejects.toThrow(/LOOM_HUB_TOKEN/);
     });
   });
 });
@@ -1035,16 +1520,34 @@ describe("automatic retry from retry_policy", () => {
 
   it("an upload whose issues meet the categories requeues with attempt+1 and says auto_retry.queued", async () => {
     await register("w1");
-    await dispatch([task("ar", res({ cpu_millis: 200 }), { payload: { runner: "shell", command: "x", retry_policy: { max_attempts: 2, retry_categories: ["rate_limited"] } } })]);
+    await dispatch([
+      task("ar", res({ cpu_millis: 200 }), {
+        payload: {
+          runner: "shell",
+          command: "x",
+          retry_policy: { max_attempts: 2, retry_categories: ["rate_limited"] },
+        },
+      }),
+    ]);
     expect(claimedIds(await claim("w1"))).toEqual(["ar"]);
     const up = await upload("ar", "w1", await resultZip({ task_id: "ar", ...rateLimited }));
-    expect(up).toMatchObject({ status: 201, body: { ok: true, attempt_no: 1, verdict: "run_error", auto_retry: { queued: true, attempt_no: 2 } } });
-    expect(await row("ar")).toMatchObject({ state: "retry_queued", attempt_no: 2, result_id: null, excluded_worker_ids: [] });
+    expect(up).toMatchObject({
+      status: 201,
+      body: { ok: true, attempt_no: 1, verdict: "run_error", auto_retry: { queued: true, attempt_no: 2 } },
+    });
+    expect(await row("ar")).toMatchObject({
+      state: "retry_queued",
+      attempt_no: 2,
+      result_id: null,
+      excluded_worker_ids: [],
+    });
     expect((await capacityOf("w1")).reserved).toEqual(vec());
     // the first attempt's ZIP is kept
     expect((await fetch(`${u}/api/results/${up.body.result_id}`)).status).toBe(200);
     // under the fixed policy a rate_limited result lowers desired concurrency by one
-    expect((await post(u, "/api/workers/heartbeat", { worker_id: "w1", current_runs: [] })).body.desired_concurrency).toBe(3);
+    expect(
+      (await post(u, "/api/workers/heartbeat", { worker_id: "w1", current_runs: [] })).body.desired_concurrency,
+    ).toBe(3);
 
     // attempt 2 fails the same way: max_attempts is reached, so it ends run_error
     expect((await claim("w1")).tasks[0]).toMatchObject({ task_id: "ar", attempt_no: 2 });
@@ -1056,9 +1559,18 @@ describe("automatic retry from retry_policy", () => {
   it("different_worker excludes the holder: it cannot claim the retry, another worker can", async () => {
     await register("w1");
     await register("w2");
-    await dispatch([task("dw", undefined, { payload: { runner: "noop", retry_policy: { max_attempts: 3, retry_categories: ["rate_limited"], different_worker: true } } })]);
+    await dispatch([
+      task("dw", undefined, {
+        payload: {
+          runner: "noop",
+          retry_policy: { max_attempts: 3, retry_categories: ["rate_limited"], different_worker: true },
+        },
+      }),
+    ]);
     expect(claimedIds(await claim("w1"))).toEqual(["dw"]);
-    expect((await upload("dw", "w1", await resultZip({ task_id: "dw", ...rateLimited }))).body.auto_retry).toMatchObject({ queued: true });
+    expect(
+      (await upload("dw", "w1", await resultZip({ task_id: "dw", ...rateLimited }))).body.auto_retry,
+    ).toMatchObject({ queued: true });
     expect(await row("dw")).toMatchObject({ state: "retry_queued", attempt_no: 2, excluded_worker_ids: ["w1"] });
     expect((await claim("w1")).tasks).toEqual([]);
     const on1 = await admissionOn("dw", "w1");
@@ -1066,33 +1578,60 @@ describe("automatic retry from retry_policy", () => {
     expect(on1.reasons).toContain("worker_excluded");
     expect((await claim("w2")).tasks[0]).toMatchObject({ task_id: "dw", attempt_no: 2, assigned_worker_id: "w2" });
     // the first holder's late complete cannot touch attempt 2
-    expect((await post(u, "/api/tasks/complete", { worker_id: "w1", task_id: "dw", result: {}, upload: {} })).status).toBe(409);
+    expect(
+      (await post(u, "/api/tasks/complete", { worker_id: "w1", task_id: "dw", result: {}, upload: {} })).status,
+    ).toBe(409);
   });
 
   it("different_worker with no other capable worker leaves the task run_error", async () => {
     await register("alone");
-    await dispatch([task("nowhere", undefined, { payload: { runner: "noop", retry_policy: { max_attempts: 3, retry_categories: ["rate_limited"], different_worker: true } } })]);
+    await dispatch([
+      task("nowhere", undefined, {
+        payload: {
+          runner: "noop",
+          retry_policy: { max_attempts: 3, retry_categories: ["rate_limited"], different_worker: true },
+        },
+      }),
+    ]);
     await claim("alone");
-    expect((await upload("nowhere", "alone", await resultZip({ task_id: "nowhere", ...rateLimited }))).body.auto_retry).toBeNull();
+    expect(
+      (await upload("nowhere", "alone", await resultZip({ task_id: "nowhere", ...rateLimited }))).body.auto_retry,
+    ).toBeNull();
     expect((await row("nowhere")).state).toBe("run_error");
   });
 
   it("issues outside the categories, or a clean verdict, do not retry", async () => {
     await register("w");
-    const policy = { payload: { runner: "noop", retry_policy: { max_attempts: 3, retry_categories: ["rate_limited"] } } };
+    const policy = {
+      payload: { runner: "noop", retry_policy: { max_attempts: 3, retry_categories: ["rate_limited"] } },
+    };
     await dispatch([task("other-issue", undefined, policy), task("clean-429", undefined, policy)]);
     await claim("w");
-    expect((await upload("other-issue", "w", await resultZip({ exit_code: 1, stderr: "Permission denied\n" }))).body.auto_retry).toBeNull();
-    expect((await upload("clean-429", "w", await resultZip({ exit_code: 0, stdout: "handled a 429 fine\n" }))).body).toMatchObject({ verdict: "clean", auto_retry: null });
+    expect(
+      (await upload("other-issue", "w", await resultZip({ exit_code: 1, stderr: "Permission denied\n" }))).body
+        .auto_retry,
+    ).toBeNull();
+    expect(
+      (await upload("clean-429", "w", await resultZip({ exit_code: 0, stdout: "handled a 429 fine\n" }))).body,
+    ).toMatchObject({ verdict: "clean", auto_retry: null });
     expect((await row("other-issue")).state).toBe("run_error");
     expect((await row("clean-429")).state).toBe("clean");
   });
 
   it("a fail whose error names a retry category is retried the same way", async () => {
     await register("w");
-    await dispatch([task("fail-429", undefined, { payload: { runner: "noop", retry_policy: { max_attempts: 2, retry_categories: ["rate_limited"] } } })]);
+    await dispatch([
+      task("fail-429", undefined, {
+        payload: { runner: "noop", retry_policy: { max_attempts: 2, retry_categories: ["rate_limited"] } },
+      }),
+    ]);
     await claim("w");
-    const r = await post(u, "/api/tasks/fail", { worker_id: "w", task_id: "fail-429", controller_concurrency: {}, error: { type: "HTTPError", detail: "429 Too Many Requests" } });
+    const r = await post(u, "/api/tasks/fail", {
+      worker_id: "w",
+      task_id: "fail-429",
+      controller_concurrency: {},
+      error: { type: "HTTPError", detail: "429 Too Many Requests" },
+    });
     expect(r.body).toMatchObject({ ok: true, new_state: "retry_queued", auto_retry: { queued: true, attempt_no: 2 } });
     expect(await row("fail-429")).toMatchObject({ state: "retry_queued", attempt_no: 2 });
   });

@@ -15,12 +15,23 @@ afterEach(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-const inventory = (memory: number) => JSON.stringify({
-  inventory_version: 1,
-  workers: [{ worker_id: "evaluation-01", host: "127.0.0.1", max_concurrency: 2, initial_concurrency: 2, capabilities: ["linux"], resource_capacity: { cpu_millis: 4000, memory_mb: memory, disk_mb: 1000, gpu_count: 0 } }],
-});
+const inventory = (memory: number) =>
+  JSON.stringify({
+    inventory_version: 1,
+    workers: [
+      {
+        worker_id: "evaluation-01",
+        host: "127.0.0.1",
+        max_concurrency: 2,
+        initial_concurrency: 2,
+        capabilities: ["linux"],
+        resource_capacity: { cpu_millis: 4000, memory_mb: memory, disk_mb: 1000, gpu_count: 0 },
+      },
+    ],
+  });
 const manifest = JSON.stringify({
-  schema_version: 1, campaign_id: "demo",
+  schema_version: 1,
+  campaign_id: "demo",
   defaults: { setting_id: "base", run_id: "1", payload: { runner: "noop" } },
   cases: [{ case_id: "big", execution_profile: { resources: { memory_mb: 4096 } } }],
 });
@@ -35,14 +46,20 @@ describe("GitOps file sync in the Hub", () => {
     h = await startHub({ gitopsPaths: [dir], gitopsDebounceMs: 50 });
     const url = h.url;
     const task = "demo__big__base__run-1";
-    await eventually(async () => (await get(url, `/api/data/task-admission?task_id=${task}`)).status === 200, "task materialized");
+    await eventually(
+      async () => (await get(url, `/api/data/task-admission?task_id=${task}`)).status === 200,
+      "task materialized",
+    );
     const before = await get(url, `/api/data/task-admission?task_id=${task}`);
     expect(before.body.workers[0].reasons).toContain("exceeds_worker_capacity");
     expect(before.body.unsatisfiable).toBe(true);
 
     // Editing the capacity in the file changes admission of the queued task.
     await writeFile(inv, inventory(8192));
-    const after = await eventually(async () => { const r = await get(url, `/api/data/task-admission?task_id=${task}`); return !r.body.workers[0].reasons.includes("exceeds_worker_capacity") && r; }, "re-admission after the edit");
+    const after = await eventually(async () => {
+      const r = await get(url, `/api/data/task-admission?task_id=${task}`);
+      return !r.body.workers[0].reasons.includes("exceeds_worker_capacity") && r;
+    }, "re-admission after the edit");
     expect(after.body.workers[0].capacity.memory_mb).toBe(8192);
     expect(after.body.unsatisfiable).toBe(false);
 
@@ -58,6 +75,9 @@ describe("GitOps file sync in the Hub", () => {
 
     // Deleting the inventory prunes the worker it declared (it holds no lease).
     await unlink(inv);
-    await eventually(async () => (await get(url, "/api/data/worker-capacity")).body.workers.length === 0, "worker pruned");
+    await eventually(
+      async () => (await get(url, "/api/data/worker-capacity")).body.workers.length === 0,
+      "worker pruned",
+    );
   });
 });

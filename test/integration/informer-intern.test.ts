@@ -25,7 +25,13 @@ afterEach(async () => {
 });
 
 const profile = { placement: "shared", resources: { cpu_millis: 250, memory_mb: 512 } };
-const condition = { type: "Admitted", status: "False", reason: "NoWorkers", message: "no workers are declared or registered", lastTransitionTime: "2030-01-01T00:00:00Z" };
+const condition = {
+  type: "Admitted",
+  status: "False",
+  reason: "NoWorkers",
+  message: "no workers are declared or registered",
+  lastTransitionTime: "2030-01-01T00:00:00Z",
+};
 
 it("tasks listed and watched share equal profiles, payloads and conditions, frozen, with their values unchanged", async () => {
   const big = { runner: "noop", blob: "x".repeat(600) };

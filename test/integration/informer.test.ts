@@ -31,7 +31,13 @@ function informer(kinds: string | string[], s: Store = store): Informer {
 
 const rv = (o: StoredObject) => Number(o.metadata.resourceVersion);
 const describeEv = (e: InformerEvent) => `${e.type} ${e.object.kind}/${e.object.metadata.name}`;
-const leasedTo = (t: StoredObject, w: string) => ({ ...t, status: { state: "leased", lease: { worker: w, epoch: 1, leased_at: "2030-01-01T00:00:00Z", lease_until: "2030-01-01T00:10:00Z" } } });
+const leasedTo = (t: StoredObject, w: string) => ({
+  ...t,
+  status: {
+    state: "leased",
+    lease: { worker: w, epoch: 1, leased_at: "2030-01-01T00:00:00Z", lease_until: "2030-01-01T00:10:00Z" },
+  },
+});
 
 describe("sync", () => {
   it("lists, reports synced, and hands every existing object to handlers as ADDED", async () => {
@@ -139,7 +145,10 @@ describe("events", () => {
       inf.stop();
       queueMicrotask(() => (afterRun = [...b]));
     });
-    await store.txn([{ op: "create", object: worker("w3") }, { op: "create", object: worker("w4") }]);
+    await store.txn([
+      { op: "create", object: worker("w3") },
+      { op: "create", object: worker("w4") },
+    ]);
     await eventually(() => afterRun !== undefined, "the handler to stop the informer");
     expect(a).toEqual(["w1"]);
     expect(afterRun).toEqual(["w1", "w2", "w3"]);
@@ -214,17 +223,27 @@ describe("indexes", () => {
     expect(inf.byIndex("Task", "worker", "w1").map((o) => o.metadata.name)).toEqual(["t2"]);
     expect(inf.byIndex("Task", "worker", "w2").map((o) => o.metadata.name)).toEqual(["t1"]);
     expect(inf.byIndex("Task", "worker", "w2")[0]).toBe(inf.get("Task", "t1"));
-    expect(inf.indexCounts("Task", "worker")).toEqual(new Map([["w1", 1], ["w2", 1]]));
+    expect(inf.indexCounts("Task", "worker")).toEqual(
+      new Map([
+        ["w1", 1],
+        ["w2", 1],
+      ]),
+    );
     expect(inf.indexCounts("Task", "campaign")).toEqual(new Map([["c", 2]]));
     // A write that leaves the index value as it was: the index hands out the new version.
     const cur = (await store.get<StoredObject>("Task", "t2"))!;
     const touched = await store.updateStatus({ ...cur, status: { ...(cur.status as object), attempt: 7 } });
     await inf.waitForRevision(rv(touched));
-    expect(inf.byIndex("Task", "worker", "w1").map((o) => o.metadata.resourceVersion)).toEqual([touched.metadata.resourceVersion]);
+    expect(inf.byIndex("Task", "worker", "w1").map((o) => o.metadata.resourceVersion)).toEqual([
+      touched.metadata.resourceVersion,
+    ]);
     expect(inf.byIndex("Task", "worker", "w1")[0]).toBe(inf.get("Task", "t2"));
 
     await store.delete("Task", "t2");
-    const done = await store.updateStatus({ ...(await store.get<StoredObject>("Task", "t1"))!, status: { state: "clean" } });
+    const done = await store.updateStatus({
+      ...(await store.get<StoredObject>("Task", "t1"))!,
+      status: { state: "clean" },
+    });
     await inf.waitForRevision(rv(done));
     expect(inf.byIndex("Task", "worker", "w1")).toEqual([]);
     expect(inf.byIndex("Task", "worker", "w2")).toEqual([]);
@@ -271,7 +290,13 @@ describe("relist after Gone", () => {
 
     expect(lists).toBe(2);
     expect(watches).toBe(2);
-    expect(events.map(describeEv)).toEqual(["ADDED Worker/w1", "ADDED Worker/w2", "DELETED Worker/w1", "MODIFIED Worker/w2", "ADDED Worker/w3"]);
+    expect(events.map(describeEv)).toEqual([
+      "ADDED Worker/w1",
+      "ADDED Worker/w2",
+      "DELETED Worker/w1",
+      "MODIFIED Worker/w2",
+      "ADDED Worker/w3",
+    ]);
     expect(events.every((e) => e.synthetic)).toBe(true);
     expect(events[3].old).toEqual(w2);
     expect((events[3].object.spec as any).max_concurrency).toBe(6);

@@ -33,7 +33,17 @@ beforeEach(async () => {
   cache = new Informer(store, ["Worker", "Task"]);
   events = [];
   clock = Date.parse("2030-01-01T00:00:00Z");
-  await store.create({ apiVersion: A, kind: "Worker", metadata: { name: "w" }, spec: { max_concurrency: 4, initial_concurrency: 4, capabilities: [], resource_capacity: { cpu_millis: 4000, memory_mb: 4096, disk_mb: 1000, gpu_count: 0 } } });
+  await store.create({
+    apiVersion: A,
+    kind: "Worker",
+    metadata: { name: "w" },
+    spec: {
+      max_concurrency: 4,
+      initial_concurrency: 4,
+      capabilities: [],
+      resource_capacity: { cpu_millis: 4000, memory_mb: 4096, disk_mb: 1000, gpu_count: 0 },
+    },
+  });
 });
 afterEach(async () => {
   for (const s of stopAll) await s();
@@ -47,14 +57,30 @@ afterEach(async () => {
 async function leased(name: string, until: number, maxAttempts = 3): Promise<void> {
   const at = new Date(until - 60_000).toISOString();
   await store.create({
-    apiVersion: A, kind: "Task", metadata: { name },
-    spec: { required_capability: "", execution_profile: { placement: "shared", resources: { cpu_millis: 100 } }, payload: {}, retry_policy: { max_attempts: maxAttempts } },
-    status: { state: "leased", attempt: 1, lease: { worker: "w", epoch: 1, mode: "pull", leased_at: at, lease_until: new Date(until).toISOString() } },
-  } as StoredObject);
+    apiVersion: A,
+    kind: "Task",
+    metadata: { name },
+    spec: {
+      required_capability: "",
+      execution_profile: { placement: "shared", resources: { cpu_millis: 100 } },
+      payload: {},
+      retry_policy: { max_attempts: maxAttempts },
+    },
+    status: {
+      state: "leased",
+      attempt: 1,
+      lease: { worker: "w", epoch: 1, mode: "pull", leased_at: at, lease_until: new Date(until).toISOString() },
+    },
+  });
 }
 
 function context(now: () => number): SchedulerContext {
-  return new SchedulerContext(store, cache, { heartbeatGraceSeconds: 60, defaultMaxAttempts: 3, resultsDir: join(dir, "results") }, { now, recordEvent: (e) => events.push(e) });
+  return new SchedulerContext(
+    store,
+    cache,
+    { heartbeatGraceSeconds: 60, defaultMaxAttempts: 3, resultsDir: join(dir, "results") },
+    { now, recordEvent: (e) => events.push(e) },
+  );
 }
 /** The lease controller over this context, as the Hub builds it. */
 const expiry = (ctx: SchedulerContext) => new LeaseExpiry(controllerServices(ctx, new ClaimQueue()));
@@ -89,7 +115,13 @@ describe("lease expiry by the clock of the stored lease_until", () => {
     const ctx = context(() => clock);
     const r = expiry(ctx);
     await leased("last", clock - 1, 1);
-    await store.create({ apiVersion: A, kind: "Task", metadata: { name: "idle" }, spec: { required_capability: "", payload: {} }, status: { state: "queued", attempt: 1 } } as StoredObject);
+    await store.create({
+      apiVersion: A,
+      kind: "Task",
+      metadata: { name: "idle" },
+      spec: { required_capability: "", payload: {} },
+      status: { state: "queued", attempt: 1 },
+    });
     await cache.start();
     expect(r.keys()).toEqual(["last"]);
     expect(await r.reconcile("last")).toEqual({ writes: 1 });
@@ -110,7 +142,10 @@ describe("lease expiry by the clock of the stored lease_until", () => {
       const due = r.delayOf(ev.object as unknown as Task);
       if (due !== undefined) c.enqueue(ev.object.metadata.name, due);
     });
-    stopAll.push(async () => { off(); await c.stop(); });
+    stopAll.push(async () => {
+      off();
+      await c.stop();
+    });
     c.start();
 
     const until = Date.now() + 400;
@@ -119,16 +154,33 @@ describe("lease expiry by the clock of the stored lease_until", () => {
     // Renew one lease before it falls due: its early wake-up finds it not due and looks again later.
     const cur = (await store.get("Task", "renewed"))!;
     const renewedUntil = until + 400;
-    await store.updateStatus({ ...cur, status: { ...(cur.status as object), lease: { ...(cur.status as Task["status"] & object).lease!, lease_until: new Date(renewedUntil).toISOString() } } });
+    await store.updateStatus({
+      ...cur,
+      status: {
+        ...(cur.status as object),
+        lease: { ...(cur.status as Task["status"] & object).lease!, lease_until: new Date(renewedUntil).toISOString() },
+      },
+    });
 
-    const expiredAt = await eventually(() => task("short")?.status?.state === "retry_queued" && Date.now(), "the short lease to expire");
+    const expiredAt = await eventually(
+      () => task("short")?.status?.state === "retry_queued" && Date.now(),
+      "the short lease to expire",
+    );
     expect(expiredAt).toBeGreaterThanOrEqual(until);
     expect(task("renewed").status?.state).toBe("leased");
-    const renewedAt = await eventually(() => task("renewed")?.status?.state === "retry_queued" && Date.now(), "the renewed lease to expire");
+    const renewedAt = await eventually(
+      () => task("renewed")?.status?.state === "retry_queued" && Date.now(),
+      "the renewed lease to expire",
+    );
     expect(renewedAt).toBeGreaterThanOrEqual(renewedUntil);
     // Each key was looked at a handful of times (its events and its due times), not on every tick of a sweep.
     expect(c.passes).toBeLessThanOrEqual(8);
-    expect(events.filter((e) => e.reason === "LeaseExpired").map((e) => e.object.metadata.name).sort()).toEqual(["renewed", "short"]);
+    expect(
+      events
+        .filter((e) => e.reason === "LeaseExpired")
+        .map((e) => e.object.metadata.name)
+        .sort(),
+    ).toEqual(["renewed", "short"]);
   });
 });
 
@@ -165,7 +217,15 @@ describe("a renew moves a small TaskLease record, never the Task", () => {
     const stale = cache.get<TaskLease>(RENEWAL_KIND, "r")!;
     await store.update({ ...stale, spec: { ...stale.spec, lease_until: new Date(clock + 60_000).toISOString() } });
     const t = task("r");
-    const refused = await store.txn([{ op: "updateStatus", object: { ...t, status: { ...t.status, state: "retry_queued" } } }, renewalCheck("r", stale)]).then(() => "committed", (e: Error) => e.message);
+    const refused = await store
+      .txn([
+        { op: "updateStatus", object: { ...t, status: { ...t.status, state: "retry_queued" } } },
+        renewalCheck("r", stale),
+      ])
+      .then(
+        () => "committed",
+        (e: Error) => e.message,
+      );
     expect(refused).toMatch(/expected resourceVersion/);
     await ctx.caughtUp();
     expect(await r.reconcile("r")).toEqual({ requeueAfterMs: 60_005 });

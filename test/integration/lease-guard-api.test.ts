@@ -15,7 +15,11 @@ afterEach(async () => {
 });
 
 async function call(url: string, method: string, body?: unknown, contentType = "application/json") {
-  const res = await fetch(url, { method, headers: body === undefined ? {} : { "content-type": contentType }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(url, {
+    method,
+    headers: body === undefined ? {} : { "content-type": contentType },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : undefined };
 }
@@ -23,7 +27,15 @@ async function call(url: string, method: string, body?: unknown, contentType = "
 const lease = (worker: string, cpu: number, placement = "shared") => ({
   state: "leased",
   attempt: 1,
-  lease: { worker, epoch: 1, mode: "pull", leased_at: new Date().toISOString(), lease_until: new Date(Date.now() + 600_000).toISOString(), placement, reservation: { cpu_millis: cpu, memory_mb: 0, disk_mb: 0, gpu_count: 0 } },
+  lease: {
+    worker,
+    epoch: 1,
+    mode: "pull",
+    leased_at: new Date().toISOString(),
+    lease_until: new Date(Date.now() + 600_000).toISOString(),
+    placement,
+    reservation: { cpu_millis: cpu, memory_mb: 0, disk_mb: 0, gpu_count: 0 },
+  },
 });
 
 describe("status writes cannot get around admission", () => {
@@ -35,14 +47,42 @@ describe("status writes cannot get around admission", () => {
       await rm(dir, { recursive: true, force: true });
     });
     const api = hub.url + API_PREFIX;
-    const w = await call(`${api}/workers`, "POST", { apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name: "w1" }, spec: { max_concurrency: 1, resource_capacity: { cpu_millis: 1000, memory_mb: 1024, disk_mb: 1024, gpu_count: 0 } } });
+    const w = await call(`${api}/workers`, "POST", {
+      apiVersion: "loom.dev/v1alpha1",
+      kind: "Worker",
+      metadata: { name: "w1" },
+      spec: {
+        max_concurrency: 1,
+        resource_capacity: { cpu_millis: 1000, memory_mb: 1024, disk_mb: 1024, gpu_count: 0 },
+      },
+    });
     expect(w.status).toBe(201);
-    for (const n of ["t1", "t2"]) expect((await call(`${api}/tasks`, "POST", { apiVersion: "loom.dev/v1alpha1", kind: "Task", metadata: { name: n }, spec: { campaign_id: "c", execution_profile: { placement: "shared", resources: { cpu_millis: 1000 } } } })).status).toBe(201);
+    for (const n of ["t1", "t2"])
+      expect(
+        (
+          await call(`${api}/tasks`, "POST", {
+            apiVersion: "loom.dev/v1alpha1",
+            kind: "Task",
+            metadata: { name: n },
+            spec: { campaign_id: "c", execution_profile: { placement: "shared", resources: { cpu_millis: 1000 } } },
+          })
+        ).status,
+      ).toBe(201);
 
-    const first = await call(`${api}/tasks/t1/status`, "PATCH", { status: lease("w1", 1000) }, "application/merge-patch+json");
+    const first = await call(
+      `${api}/tasks/t1/status`,
+      "PATCH",
+      { status: lease("w1", 1000) },
+      "application/merge-patch+json",
+    );
     expect(first.status).toBe(200);
 
-    const second = await call(`${api}/tasks/t2/status`, "PATCH", { status: lease("w1", 1000) }, "application/merge-patch+json");
+    const second = await call(
+      `${api}/tasks/t2/status`,
+      "PATCH",
+      { status: lease("w1", 1000) },
+      "application/merge-patch+json",
+    );
     expect(second.status).toBe(409);
     expect(second.body.kind).toBe("Status");
     expect(JSON.stringify(second.body)).toContain("cpu_millis");
@@ -50,7 +90,12 @@ describe("status writes cannot get around admission", () => {
     expect(t2.body.status?.lease).toBeUndefined();
 
     // Refused by the API's own check (422) before it reaches the store's guard, which would say 409.
-    const missing = await call(`${api}/tasks/t2/status`, "PATCH", { status: lease("nope", 0) }, "application/merge-patch+json");
+    const missing = await call(
+      `${api}/tasks/t2/status`,
+      "PATCH",
+      { status: lease("nope", 0) },
+      "application/merge-patch+json",
+    );
     expect(missing.status).toBe(422);
     expect(JSON.stringify(missing.body)).toContain("status.lease.worker");
 

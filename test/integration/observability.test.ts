@@ -13,10 +13,20 @@ const auth = { authorization: `Bearer ${TOKEN}` };
 const slot = hubSlot();
 afterEach(slot.teardown);
 
-const inventory = (memory: number) => JSON.stringify({
-  inventory_version: 1,
-  workers: [{ worker_id: "w1", host: "127.0.0.1", max_concurrency: 2, initial_concurrency: 2, capabilities: ["linux"], resource_capacity: { cpu_millis: 4000, memory_mb: memory, disk_mb: 1000, gpu_count: 0 } }],
-});
+const inventory = (memory: number) =>
+  JSON.stringify({
+    inventory_version: 1,
+    workers: [
+      {
+        worker_id: "w1",
+        host: "127.0.0.1",
+        max_concurrency: 2,
+        initial_concurrency: 2,
+        capabilities: ["linux"],
+        resource_capacity: { cpu_millis: 4000, memory_mb: memory, disk_mb: 1000, gpu_count: 0 },
+      },
+    ],
+  });
 
 async function scrape(url: string) {
   const res = await fetch(url + "/metrics", { headers: auth });
@@ -41,11 +51,23 @@ describe("/metrics", () => {
 
     expect((await post(u, "/api/workers/register", registerBody("w1"), auth)).status).toBe(200);
     const tasks = [
-      { task_id: "m-1", required_capability: "", payload: { runner: "noop" }, execution_profile: { placement: "shared", resources: { cpu_millis: 1500, memory_mb: 1024 } } },
+      {
+        task_id: "m-1",
+        required_capability: "",
+        payload: { runner: "noop" },
+        execution_profile: { placement: "shared", resources: { cpu_millis: 1500, memory_mb: 1024 } },
+      },
       { task_id: "m-2", required_capability: "", payload: { runner: "noop" } },
-      { task_id: "m-big", required_capability: "", payload: { runner: "noop" }, execution_profile: { placement: "shared", resources: { memory_mb: 999_999 } } },
+      {
+        task_id: "m-big",
+        required_capability: "",
+        payload: { runner: "noop" },
+        execution_profile: { placement: "shared", resources: { memory_mb: 999_999 } },
+      },
     ];
-    expect((await post(u, "/api/tasks/dispatch", { schema_version: 1, operator: "test", tasks }, auth)).status).toBe(201);
+    expect((await post(u, "/api/tasks/dispatch", { schema_version: 1, operator: "test", tasks }, auth)).status).toBe(
+      201,
+    );
     const claimed = await post(u, "/api/tasks/claim", { worker_id: "w1", limit: 2 }, auth);
     expect(claimed.body.tasks.map((t: { task_id: string }) => t.task_id).sort()).toEqual(["m-1", "m-2"]);
     expect((await post(u, "/api/admin/cancel-task", { task_id: "m-2" }, auth)).status).toBe(200);
@@ -58,7 +80,11 @@ describe("/metrics", () => {
     const m = await eventually(async () => {
       const fam = await scrape(u);
       // A pass's writes are counted when it ends, just after they land.
-      return sampleValue(fam, "loom_queued_tasks", { reason: "exceeds_worker_capacity" }) === 1 && (sampleValue(fam, "loom_reconcile_writes_total", { controller: "admission-conditions" }) ?? 0) >= 1 && fam;
+      return (
+        sampleValue(fam, "loom_queued_tasks", { reason: "exceeds_worker_capacity" }) === 1 &&
+        (sampleValue(fam, "loom_reconcile_writes_total", { controller: "admission-conditions" }) ?? 0) >= 1 &&
+        fam
+      );
     }, "the Admitted condition of the oversized task, and the pass that wrote it");
     expect(sampleValue(m, "loom_leases_granted_total", { mode: "pull" })).toBe(2);
     expect(sampleValue(m, "loom_leases_released_total", { reason: "Cancelled" })).toBe(1);
@@ -72,34 +98,58 @@ describe("/metrics", () => {
     expect(sampleValue(m, "loom_worker_reserved", { worker: "w1", dimension: "cpu_millis" })).toBe(1500);
     expect(sampleValue(m, "loom_worker_reserved", { worker: "w1", dimension: "memory_mb" })).toBe(1024);
     expect(sampleValue(m, "loom_worker_capacity", { worker: "w1", dimension: "memory_mb" })).toBe(8192);
-    expect(sampleValue(m, "loom_reconcile_pass_duration_seconds_count", { controller: "admission-conditions" })).toBeGreaterThanOrEqual(1);
-    expect(sampleValue(m, "loom_reconcile_writes_total", { controller: "admission-conditions" })).toBeGreaterThanOrEqual(1);
+    expect(
+      sampleValue(m, "loom_reconcile_pass_duration_seconds_count", { controller: "admission-conditions" }),
+    ).toBeGreaterThanOrEqual(1);
+    expect(
+      sampleValue(m, "loom_reconcile_writes_total", { controller: "admission-conditions" }),
+    ).toBeGreaterThanOrEqual(1);
     expect(sampleValue(m, "loom_watchers")).toBe(1);
     expect(m.get("nodejs_eventloop_lag_p99_seconds")?.type).toBe("gauge");
     expect(sampleValue(m, "loom_gitops_files_rejected")).toBe(0);
     for (const f of m.values()) expect(f.help, f.name).not.toBe("");
 
     // Every series the Grafana example and the docs name is one the Hub serves.
-    const dashboard = JSON.parse(await readFile(join(import.meta.dirname, "..", "..", "docs", "grafana-dashboard.json"), "utf8")) as { panels: { targets: { expr: string }[] }[] };
+    const dashboard = JSON.parse(
+      await readFile(join(import.meta.dirname, "..", "..", "docs", "grafana-dashboard.json"), "utf8"),
+    ) as { panels: { targets: { expr: string }[] }[] };
     const docs = await readFile(join(import.meta.dirname, "..", "..", "docs", "metrics.md"), "utf8");
     const served = (name: string) => m.has(name) || m.has(name.replace(/_(bucket|sum|count)$/, ""));
-    const named = [...dashboard.panels.flatMap((p) => p.targets.map((t) => t.expr)), docs].flatMap((e) => [...e.matchAll(/\b(?:loom|nodejs)_[a-z0-9_]+/g)].map((x) => x[0]));
+    const named = [...dashboard.panels.flatMap((p) => p.targets.map((t) => t.expr)), docs].flatMap((e) =>
+      [...e.matchAll(/\b(?:loom|nodejs)_[a-z0-9_]+/g)].map((x) => x[0]),
+    );
     expect(named.length).toBeGreaterThan(20);
     expect(named.filter((n) => !served(n))).toEqual([]);
-    for (const f of m.values()) if (f.name.startsWith("loom_")) expect(docs, `docs/metrics.md names ${f.name}`).toContain(`\`${f.name}\``);
+    for (const f of m.values())
+      if (f.name.startsWith("loom_")) expect(docs, `docs/metrics.md names ${f.name}`).toContain(`\`${f.name}\``);
 
     ac.abort();
     await eventually(async () => sampleValue(await scrape(u), "loom_watchers") === 0, "the watcher count to drop");
 
     // A broken inventory is counted, and /api/healthz stops claiming `synced`.
     await writeFile(inv, inventory(-1));
-    const after = await eventually(async () => { const f = await scrape(u); return sampleValue(f, "loom_gitops_files_rejected") === 1 && f; }, "the rejected file");
+    const after = await eventually(async () => {
+      const f = await scrape(u);
+      return sampleValue(f, "loom_gitops_files_rejected") === 1 && f;
+    }, "the rejected file");
     expect(sampleValue(after, "loom_gitops_file_rejections_total")).toBe(1);
     const v1 = (await fetch(u + "/api/healthz", { headers: auth }).then((r) => r.json())) as Record<string, any>;
-    expect(v1).toMatchObject({ ok: true, hub_api_version: 1, store: "sqlite", synced: false, informer_synced: true, gitops: { rejected_files: [inv] } });
+    expect(v1).toMatchObject({
+      ok: true,
+      hub_api_version: 1,
+      store: "sqlite",
+      synced: false,
+      informer_synced: true,
+      gitops: { rejected_files: [inv] },
+    });
     expect(v1.gitops.message).toContain("1 watched file(s) rejected");
     await writeFile(inv, inventory(8192));
-    await eventually(async () => ((await fetch(u + "/api/healthz", { headers: auth }).then((r) => r.json())) as { synced: boolean }).synced === true, "synced again once the file is fixed");
+    await eventually(
+      async () =>
+        ((await fetch(u + "/api/healthz", { headers: auth }).then((r) => r.json())) as { synced: boolean }).synced ===
+        true,
+      "synced again once the file is fixed",
+    );
   });
 });
 

@@ -27,7 +27,10 @@ afterAll(async () => {
 /** A loopback server that takes the request and then does `behave` with it. */
 async function runnerThat(behave: (req: IncomingMessage, res: ServerResponse) => void): Promise<string> {
   const s = createServer(behave);
-  s.on("connection", (c) => { sockets.add(c); c.on("close", () => sockets.delete(c)); });
+  s.on("connection", (c) => {
+    sockets.add(c);
+    c.on("close", () => sockets.delete(c));
+  });
   await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
   servers.push(s);
   return `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
@@ -43,28 +46,52 @@ async function closedPort(): Promise<string> {
 }
 
 async function pushTo(url: string, extra: Record<string, unknown> = {}) {
-  const patch = await fetch(`${h.url}${API_PREFIX}/workers/w1`, { method: "PATCH", headers: { "content-type": "application/merge-patch+json" }, body: JSON.stringify({ spec: { worker_url: url, direct_api_token_env: "LOOM_DIRECT_TOKEN_W1" } }) });
+  const patch = await fetch(`${h.url}${API_PREFIX}/workers/w1`, {
+    method: "PATCH",
+    headers: { "content-type": "application/merge-patch+json" },
+    body: JSON.stringify({ spec: { worker_url: url, direct_api_token_env: "LOOM_DIRECT_TOKEN_W1" } }),
+  });
   expect(patch.status).toBe(200);
   await eventually(() => h.hub.scheduler.ctx.worker("w1")?.spec.worker_url === url, "the worker's URL");
   const taskId = `t${seq++}`;
-  expect((await post(h.url, "/api/tasks/dispatch", { schema_version: 1, tasks: [{ task_id: taskId, required_capability: "", payload: { runner: "noop" } }] })).status).toBe(201);
+  expect(
+    (
+      await post(h.url, "/api/tasks/dispatch", {
+        schema_version: 1,
+        tasks: [{ task_id: taskId, required_capability: "", payload: { runner: "noop" } }],
+      })
+    ).status,
+  ).toBe(201);
   const r = await post(h.url, "/api/admin/push-task", { task_id: taskId, worker_id: "w1", ...extra });
   return { taskId, r, task: () => h.hub.scheduler.ctx.task(taskId)! };
 }
 
 const reasonsFor = async (name: string) =>
-  ((await get(h.url, `${API_PREFIX}/events?fieldSelector=involvedObject.kind=Task,involvedObject.name=${name}`)).body.items as EventObject[]).map((e) => `${e.reason}: ${e.message}`);
+  (
+    (await get(h.url, `${API_PREFIX}/events?fieldSelector=involvedObject.kind=Task,involvedObject.name=${name}`)).body
+      .items as EventObject[]
+  ).map((e) => `${e.reason}: ${e.message}`);
 
 describe("a push that was not delivered releases its lease at once", () => {
   it("a refused connection: 502 push_not_delivered, the task queued again with the same attempt, an Event saying why", async () => {
     const { taskId, r, task } = await pushTo(await closedPort());
     expect(r.status).toBe(502);
-    expect(r.body).toMatchObject({ error: "push_not_delivered", task_id: taskId, worker_id: "w1", state: "queued", cause: "ECONNREFUSED" });
+    expect(r.body).toMatchObject({
+      error: "push_not_delivered",
+      task_id: taskId,
+      worker_id: "w1",
+      state: "queued",
+      cause: "ECONNREFUSED",
+    });
     expect(task().status?.state).toBe("queued");
     expect(task().status?.lease).toBeUndefined();
     expect(task().status?.attempt ?? 1).toBe(1);
     expect(h.hub.scheduler.ctx.activeTasksOn("w1")).toEqual([]); // the reservation is gone with it
-    await eventually(async () => (await reasonsFor(taskId)).some((e) => e.startsWith("PushNotDelivered:") && e.includes("ECONNREFUSED")), "the PushNotDelivered Event");
+    await eventually(
+      async () =>
+        (await reasonsFor(taskId)).some((e) => e.startsWith("PushNotDelivered:") && e.includes("ECONNREFUSED")),
+      "the PushNotDelivered Event",
+    );
   });
 
   it("a host name that does not resolve: the same", async () => {
@@ -73,7 +100,10 @@ describe("a push that was not delivered releases its lease at once", () => {
     expect(r.body.error).toBe("push_not_delivered");
     expect(["ENOTFOUND", "EAI_AGAIN"]).toContain(r.body.cause);
     expect(task().status?.state).toBe("queued");
-    await eventually(async () => (await reasonsFor(taskId)).some((e) => e.startsWith("PushNotDelivered:")), "the PushNotDelivered Event");
+    await eventually(
+      async () => (await reasonsFor(taskId)).some((e) => e.startsWith("PushNotDelivered:")),
+      "the PushNotDelivered Event",
+    );
   });
 });
 

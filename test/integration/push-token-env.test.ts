@@ -21,11 +21,26 @@ beforeAll(async () => {
     req.on("end", () => res.writeHead(202, { "content-type": "application/json" }).end(JSON.stringify({ ok: true })));
   });
   await new Promise<void>((r) => runner.listen(0, "127.0.0.1", r));
-  h = await startHub({ env: { LOOM_HUB_TOKEN: HUB_TOKEN, LOOM_DIRECT_TOKEN_W1: "direct-token-w1", AWS_SECRET_ACCESS_KEY: "cloud-key" } });
+  h = await startHub({
+    env: { LOOM_HUB_TOKEN: HUB_TOKEN, LOOM_DIRECT_TOKEN_W1: "direct-token-w1", AWS_SECRET_ACCESS_KEY: "cloud-key" },
+  });
   const url = `http://127.0.0.1:${(runner.address() as AddressInfo).port}`;
   expect((await post(h.url, "/api/workers/register", registerBody("w1"), AUTH)).status).toBe(200);
-  expect((await post(h.url, "/api/tasks/dispatch", { schema_version: 1, tasks: [{ task_id: "t1", required_capability: "" }] }, AUTH)).status).toBe(201);
-  const patch = await fetch(`${h.url}${API_PREFIX}/workers/w1`, { method: "PATCH", headers: { ...AUTH, "content-type": "application/merge-patch+json" }, body: JSON.stringify({ spec: { worker_url: url, direct_api_token_env: "LOOM_HUB_TOKEN" } }) });
+  expect(
+    (
+      await post(
+        h.url,
+        "/api/tasks/dispatch",
+        { schema_version: 1, tasks: [{ task_id: "t1", required_capability: "" }] },
+        AUTH,
+      )
+    ).status,
+  ).toBe(201);
+  const patch = await fetch(`${h.url}${API_PREFIX}/workers/w1`, {
+    method: "PATCH",
+    headers: { ...AUTH, "content-type": "application/merge-patch+json" },
+    body: JSON.stringify({ spec: { worker_url: url, direct_api_token_env: "LOOM_HUB_TOKEN" } }),
+  });
   expect(patch.status).toBe(200);
 });
 afterAll(async () => {
@@ -34,7 +49,11 @@ afterAll(async () => {
 });
 
 const setEnvName = (name: string) =>
-  fetch(`${h.url}${API_PREFIX}/workers/w1`, { method: "PATCH", headers: { ...AUTH, "content-type": "application/merge-patch+json" }, body: JSON.stringify({ spec: { direct_api_token_env: name } }) });
+  fetch(`${h.url}${API_PREFIX}/workers/w1`, {
+    method: "PATCH",
+    headers: { ...AUTH, "content-type": "application/merge-patch+json" },
+    body: JSON.stringify({ spec: { direct_api_token_env: name } }),
+  });
 
 describe("direct_api_token_env names only allowed variables", () => {
   it("a push that would send the Hub's own token, or any unlisted variable, is refused and nothing is sent", async () => {
@@ -42,7 +61,11 @@ describe("direct_api_token_env names only allowed variables", () => {
       expect((await setEnvName(name)).status).toBe(200);
       const r = await post(h.url, "/api/admin/push-task", { task_id: "t1", worker_id: "w1" }, AUTH);
       expect(r.status).toBe(403);
-      expect(r.body).toMatchObject({ error: "token_env_not_allowed", field: "spec.direct_api_token_env", token_env: name });
+      expect(r.body).toMatchObject({
+        error: "token_env_not_allowed",
+        field: "spec.direct_api_token_env",
+        token_env: name,
+      });
       expect(JSON.stringify(r.body)).not.toContain(HUB_TOKEN);
     }
     expect(seen).toEqual([]);

@@ -10,13 +10,23 @@ import { eventually, get, post, registerBody, startHub, type TestHub } from "../
 const API = "loom.dev/v1alpha1";
 
 async function createQueue(h: TestHub, name: string, spec: Record<string, unknown>): Promise<void> {
-  const res = await fetch(h.url + API_PREFIX + "/queues", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ apiVersion: API, kind: "Queue", metadata: { name }, spec }) });
+  const res = await fetch(h.url + API_PREFIX + "/queues", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ apiVersion: API, kind: "Queue", metadata: { name }, spec }),
+  });
   expect(res.status, await res.text()).toBe(201);
 }
 
 async function dispatch(h: TestHub, queue: string, n: number, cpu = 1000, prefix = queue): Promise<void> {
   for (let i = 0; i < n; i += 200) {
-    const tasks = Array.from({ length: Math.min(200, n - i) }, (_, j) => ({ task_id: `${prefix}-${i + j}`, queue, required_capability: "linux", execution_profile: { resources: { cpu_millis: cpu } }, payload: { runner: "noop" } }));
+    const tasks = Array.from({ length: Math.min(200, n - i) }, (_, j) => ({
+      task_id: `${prefix}-${i + j}`,
+      queue,
+      required_capability: "linux",
+      execution_profile: { resources: { cpu_millis: cpu } },
+      payload: { runner: "noop" },
+    }));
     const r = await post(h.url, "/api/tasks/dispatch", { schema_version: 1, tasks });
     expect(r.status, JSON.stringify(r.body)).toBe(201);
   }
@@ -24,13 +34,28 @@ async function dispatch(h: TestHub, queue: string, n: number, cpu = 1000, prefix
 
 async function register(h: TestHub, workers: number, slots = 4): Promise<void> {
   for (let w = 0; w < workers; w++) {
-    const r = await post(h.url, "/api/workers/register", registerBody(`w${w}`, { max_concurrency: slots, initial_concurrency: slots, resource_capacity: { cpu_millis: 4000, memory_mb: 8192, disk_mb: 0, gpu_count: 0 } }));
+    const r = await post(
+      h.url,
+      "/api/workers/register",
+      registerBody(`w${w}`, {
+        max_concurrency: slots,
+        initial_concurrency: slots,
+        resource_capacity: { cpu_millis: 4000, memory_mb: 8192, disk_mb: 0, gpu_count: 0 },
+      }),
+    );
     expect(r.status).toBe(200);
   }
 }
 
 /** One fake Runner per worker: claim what fits, hold each lease `holdMs`, complete, until `stop()` says so. */
-async function runFleet(h: TestHub, workers: number, slots: number, holdMs: number, onLease: (task: string) => void, stop: () => boolean): Promise<void> {
+async function runFleet(
+  h: TestHub,
+  workers: number,
+  slots: number,
+  holdMs: number,
+  onLease: (task: string) => void,
+  stop: () => boolean,
+): Promise<void> {
   const loop = async (worker: string) => {
     const running = new Set<Promise<void>>();
     while (!stop()) {
@@ -62,7 +87,14 @@ describe("fair share across queues", () => {
       await dispatch(h, "team-a", 800, 250);
       await dispatch(h, "team-b", 800, 250);
       const leases: string[] = [];
-      await runFleet(h, 4, 16, 20, (t) => leases.push(t), () => leases.length >= 700);
+      await runFleet(
+        h,
+        4,
+        16,
+        20,
+        (t) => leases.push(t),
+        () => leases.length >= 700,
+      );
       const window = leases.slice(100, 700); // past the first fill of the fleet (64 slots)
       const a = window.filter((t) => t.startsWith("team-a-")).length;
       const b = window.filter((t) => t.startsWith("team-b-")).length;
@@ -82,7 +114,12 @@ describe("fair share across queues", () => {
       await dispatch(h, "team-a", 8);
       await dispatch(h, "team-b", 8);
       const r = await post(h.url, "/api/tasks/claim", { worker_id: "w0", limit: 4 });
-      expect(r.body.tasks.map((t: { task_id: string }) => t.task_id)).toEqual(["team-a-0", "team-a-1", "team-a-2", "team-a-3"]);
+      expect(r.body.tasks.map((t: { task_id: string }) => t.task_id)).toEqual([
+        "team-a-0",
+        "team-a-1",
+        "team-a-2",
+        "team-a-3",
+      ]);
       // The replies are what they were: no queue section, no quota reason.
       const adm = await get(h.url, "/api/data/task-admission?task_id=team-b-0");
       expect(adm.body).not.toHaveProperty("queue");
@@ -105,7 +142,10 @@ describe("fair share across queues", () => {
       const first = await post(h.url, "/api/tasks/claim", { worker_id: "w0", limit: 4, lease_seconds: 86_400 });
       expect(first.body.tasks).toHaveLength(4);
       clock += 10 * halfLife * 1000;
-      for (const t of first.body.tasks) expect((await post(h.url, "/api/tasks/complete", { worker_id: "w0", task_id: t.task_id, result: {} })).status).toBe(200);
+      for (const t of first.body.tasks)
+        expect(
+          (await post(h.url, "/api/tasks/complete", { worker_id: "w0", task_id: t.task_id, result: {} })).status,
+        ).toBe(200);
       await dispatch(h, "day", 40);
       // From now on each claim fills the worker for one minute (a tenth of the half-life).
       // night's decayed share falls as 2^(-t/h) and day's rises as 1 - 2^(-t/h): they cross,
@@ -120,7 +160,12 @@ describe("fair share across queues", () => {
         winners.push(...ids);
         if (ids.some((t) => t.startsWith("night-"))) yieldedFor = (clock - started) / 1000;
         clock += 60_000;
-        for (const t of ids) await eventually(async () => (await post(h.url, "/api/tasks/complete", { worker_id: "w0", task_id: t, result: {} })).status === 200, "complete");
+        for (const t of ids)
+          await eventually(
+            async () =>
+              (await post(h.url, "/api/tasks/complete", { worker_id: "w0", task_id: t, result: {} })).status === 200,
+            "complete",
+          );
       }
       console.log(`decay: night yielded for ${yieldedFor} s at a half-life of ${halfLife} s`);
       expect(winners[0]).toMatch(/^day-/);
@@ -143,16 +188,22 @@ describe("fair share across queues", () => {
       expect(first.body.tasks).toHaveLength(4);
       const started = Date.now();
       await dispatch(h, "lender", 1);
-      const got = await eventually(async () => {
-        const r = await post(h.url, "/api/tasks/claim", { worker_id: "w0", limit: 8 });
-        return r.body.tasks.length ? r.body.tasks : undefined;
-      }, "the lender's task leased", 10_000);
+      const got = await eventually(
+        async () => {
+          const r = await post(h.url, "/api/tasks/claim", { worker_id: "w0", limit: 8 });
+          return r.body.tasks.length ? r.body.tasks : undefined;
+        },
+        "the lender's task leased",
+        10_000,
+      );
       expect(got.map((t: { task_id: string }) => t.task_id)).toEqual(["lender-0"]);
       const waited = Date.now() - started;
       console.log(`reclaim: preempt leased the lender's task ${waited} ms after dispatch`);
       expect(waited).toBeLessThan(5000);
       // The youngest borrowed lease (claim order: borrower-3 was leased last in its batch) went back to the queue.
-      const victims = h.hub.cache.list("Task").filter((t) => t.status?.attempts?.some((a) => a.outcome === "reclaimed"));
+      const victims = h.hub.cache
+        .list("Task")
+        .filter((t) => t.status?.attempts?.some((a) => a.outcome === "reclaimed"));
       expect(victims.map((t) => t.metadata.name)).toEqual(["borrower-3"]);
       const v = victims[0];
       expect(v.status?.state).toBe("retry_queued");
@@ -161,8 +212,16 @@ describe("fair share across queues", () => {
       // The old holder is fenced off: its renew is refused, so its Runner stops the run.
       const renew = await post(h.url, "/api/tasks/renew", { worker_id: "w0", task_id: "borrower-3", attempt_no: 1 });
       expect(renew.status).toBe(409);
-      const ev = await eventually(async () => (await get(h.url, `${API_PREFIX}/events?fieldSelector=involvedObject.name=borrower-3`)).body.items.find((e: { reason: string }) => e.reason === "Reclaimed"), "Reclaimed event");
-      expect(ev.message).toContain("queue borrower had borrowed it; queue lender is below its quota (cpu_millis 0 used of 2000 nominal)");
+      const ev = await eventually(
+        async () =>
+          (await get(h.url, `${API_PREFIX}/events?fieldSelector=involvedObject.name=borrower-3`)).body.items.find(
+            (e: { reason: string }) => e.reason === "Reclaimed",
+          ),
+        "Reclaimed event",
+      );
+      expect(ev.message).toContain(
+        "queue borrower had borrowed it; queue lender is below its quota (cpu_millis 0 used of 2000 nominal)",
+      );
       // While the lender waits nothing new is lent: the borrower cannot take the lease back.
       const again = await post(h.url, "/api/tasks/claim", { worker_id: "w0", limit: 8 });
       expect(again.body.tasks).toEqual([]);
@@ -182,12 +241,18 @@ describe("fair share across queues", () => {
       await dispatch(h, "lender", 1);
       expect((await post(h.url, "/api/tasks/claim", { worker_id: "w0", limit: 8 })).body.tasks).toEqual([]);
       const adm = await get(h.url, "/api/data/task-admission?task_id=borrower-4");
-      expect(adm.body.summary).toContain("queue borrower: cpu_millis 4000 used + 1000 requested > 2000 nominal + 1000 borrowable");
+      expect(adm.body.summary).toContain(
+        "queue borrower: cpu_millis 4000 used + 1000 requested > 2000 nominal + 1000 borrowable",
+      );
       // The lender's task says which borrowed leases it waits on (none declares a run time: no "until").
       const mine = await get(h.url, "/api/data/task-admission?task_id=lender-0");
-      expect(mine.body.queue.waits_on_borrowed).toEqual([{ worker: "w0", leases: [{ task: expect.stringMatching(/^borrower-[0-3]$/), queue: "borrower" }] }]);
+      expect(mine.body.queue.waits_on_borrowed).toEqual([
+        { worker: "w0", leases: [{ task: expect.stringMatching(/^borrower-[0-3]$/), queue: "borrower" }] },
+      ]);
       // A borrowed lease ends: its room goes to the lender, not back to the borrower.
-      expect((await post(h.url, "/api/tasks/complete", { worker_id: "w0", task_id: "borrower-0", result: {} })).status).toBe(200);
+      expect(
+        (await post(h.url, "/api/tasks/complete", { worker_id: "w0", task_id: "borrower-0", result: {} })).status,
+      ).toBe(200);
       const next = await post(h.url, "/api/tasks/claim", { worker_id: "w0", limit: 8 });
       expect(next.body.tasks.map((t: { task_id: string }) => t.task_id)).toEqual(["lender-0"]);
     } finally {

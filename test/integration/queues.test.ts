@@ -14,14 +14,52 @@ const API = "loom.dev/v1alpha1";
 let h: TestHub;
 
 const send = (path: string, method: string, body: unknown, type = "application/json") =>
-  fetch(h.url + API_PREFIX + path, { method, headers: { "content-type": type }, body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, body: await r.json() }));
+  fetch(h.url + API_PREFIX + path, { method, headers: { "content-type": type }, body: JSON.stringify(body) }).then(
+    async (r) => ({ status: r.status, body: await r.json() }),
+  );
 
 beforeAll(async () => {
   h = await startHub({ heartbeatGraceSeconds: 3600 });
-  expect((await send("/queues", "POST", { apiVersion: API, kind: "Queue", metadata: { name: "team-a" }, spec: { quota: { cpu_millis: 2000 }, weight: 1 } })).status).toBe(201);
-  expect((await send("/queues", "POST", { apiVersion: API, kind: "Queue", metadata: { name: "team-b" }, spec: { quota: { cpu_millis: 8000 }, weight: 2 } })).status).toBe(201);
-  expect((await post(h.url, "/api/workers/register", registerBody("w0", { max_concurrency: 8, initial_concurrency: 8, resource_capacity: { cpu_millis: 8000, memory_mb: 8192, disk_mb: 0, gpu_count: 0 } }))).status).toBe(200);
-  const tasks = [0, 1, 2, 3].map((i) => ({ task_id: `a${i}`, queue: "team-a", required_capability: "linux", execution_profile: { resources: { cpu_millis: 1000 } }, payload: { runner: "noop" } }));
+  expect(
+    (
+      await send("/queues", "POST", {
+        apiVersion: API,
+        kind: "Queue",
+        metadata: { name: "team-a" },
+        spec: { quota: { cpu_millis: 2000 }, weight: 1 },
+      })
+    ).status,
+  ).toBe(201);
+  expect(
+    (
+      await send("/queues", "POST", {
+        apiVersion: API,
+        kind: "Queue",
+        metadata: { name: "team-b" },
+        spec: { quota: { cpu_millis: 8000 }, weight: 2 },
+      })
+    ).status,
+  ).toBe(201);
+  expect(
+    (
+      await post(
+        h.url,
+        "/api/workers/register",
+        registerBody("w0", {
+          max_concurrency: 8,
+          initial_concurrency: 8,
+          resource_capacity: { cpu_millis: 8000, memory_mb: 8192, disk_mb: 0, gpu_count: 0 },
+        }),
+      )
+    ).status,
+  ).toBe(200);
+  const tasks = [0, 1, 2, 3].map((i) => ({
+    task_id: `a${i}`,
+    queue: "team-a",
+    required_capability: "linux",
+    execution_profile: { resources: { cpu_millis: 1000 } },
+    payload: { runner: "noop" },
+  }));
   expect((await post(h.url, "/api/tasks/dispatch", { schema_version: 1, tasks })).status).toBe(201);
 }, 30_000);
 afterAll(async () => {
@@ -39,19 +77,28 @@ describe("a queue's quota, through every door", () => {
     expect(r.status).toBe(200);
     expect(r.body.workers[0].reasons).toEqual(["queue_quota_exhausted"]);
     expect(r.body.workers[0].reason).toBe("resource_reservation_unavailable"); // what a v1 client sees
-    expect(r.body.summary).toBe("0/1 workers admit: 1 queue_quota_exhausted (queue team-a: cpu_millis 2000 used + 1000 requested > 2000 nominal + 0 borrowable)");
+    expect(r.body.summary).toBe(
+      "0/1 workers admit: 1 queue_quota_exhausted (queue team-a: cpu_millis 2000 used + 1000 requested > 2000 nominal + 0 borrowable)",
+    );
     expect(r.body.queue).toMatchObject({
       name: "team-a",
       limited: true,
       position: 2, // a2 is ahead of it in team-a
-      quota: [{ dimension: "cpu_millis", used: 2000, requested: 1000, nominal: 2000, borrowing_limit: 0, borrowable: 0 }],
+      quota: [
+        { dimension: "cpu_millis", used: 2000, requested: 1000, nominal: 2000, borrowing_limit: 0, borrowable: 0 },
+      ],
       share: 0.25,
       standing: "team-a has share 0.25",
     });
   });
 
   it("the Admitted condition carries the queue's reason", async () => {
-    await eventually(() => h.hub.cache.get("Task", "a3")?.status?.conditions?.find((c) => c.type === "Admitted")?.reason === "queue_quota_exhausted", "Admitted=False queue_quota_exhausted");
+    await eventually(
+      () =>
+        h.hub.cache.get("Task", "a3")?.status?.conditions?.find((c) => c.type === "Admitted")?.reason ===
+        "queue_quota_exhausted",
+      "Admitted=False queue_quota_exhausted",
+    );
   });
 
   it("the Queue's status is written by its controller from the leases", async () => {
@@ -60,7 +107,10 @@ describe("a queue's quota, through every door", () => {
       return o?.kind === "Queue" && o.status?.admitted === 2 && o.status.pending === 2 ? o : undefined;
     }, "team-a status");
     expect(q.status).toMatchObject({ used: { cpu_millis: 2000 }, borrowed: "-", share: 0.25 });
-    expect(q.status?.conditions?.find((c) => c.type === "QuotaExhausted")).toMatchObject({ status: "True", message: "all of its nominal cpu_millis is in use" });
+    expect(q.status?.conditions?.find((c) => c.type === "QuotaExhausted")).toMatchObject({
+      status: "True",
+      message: "all of its nominal cpu_millis is in use",
+    });
   });
 
   it("/metrics carries per-queue usage, quota and counts", async () => {
@@ -73,9 +123,23 @@ describe("a queue's quota, through every door", () => {
 
   it("kubectl's server-side Table shows USED/QUOTA, BORROWED, PENDING, ADMITTED and SHARE", async () => {
     await eventually(() => h.hub.cache.get("Queue", "team-a")?.status?.admitted === 2, "status");
-    const res = await fetch(h.url + API_PREFIX + "/queues", { headers: { accept: "application/json;as=Table;v=v1;g=meta.k8s.io" } });
+    const res = await fetch(h.url + API_PREFIX + "/queues", {
+      headers: { accept: "application/json;as=Table;v=v1;g=meta.k8s.io" },
+    });
     const t = (await res.json()) as { columnDefinitions: { name: string }[]; rows: { cells: string[] }[] };
-    expect(t.columnDefinitions.map((c: { name: string }) => c.name)).toEqual(["NAME", "WEIGHT", "CPU", "MEM", "GPU", "BORROWED", "PENDING", "ADMITTED", "SHARE", "RECLAIM", "AGE"]);
+    expect(t.columnDefinitions.map((c: { name: string }) => c.name)).toEqual([
+      "NAME",
+      "WEIGHT",
+      "CPU",
+      "MEM",
+      "GPU",
+      "BORROWED",
+      "PENDING",
+      "ADMITTED",
+      "SHARE",
+      "RECLAIM",
+      "AGE",
+    ]);
     const row = t.rows.find((r: { cells: string[] }) => r.cells[0] === "team-a");
     expect(row?.cells.slice(0, 9)).toEqual(["team-a", "1", "2000m/2000m", "0Mi/-", "0/-", "-", "2", "2", "0.25"]);
   });
@@ -85,7 +149,9 @@ describe("a queue's quota, through every door", () => {
     const k = resolveKind("lq");
     const l = await list(client, k, {});
     const text = formatTable(visibleColumns(k.columns, false), l.items, new Date());
-    expect(text.split("\n")[0]).toMatch(/^NAME\s+WEIGHT\s+CPU\s+MEM\s+GPU\s+BORROWED\s+PENDING\s+ADMITTED\s+SHARE\s+AGE$/);
+    expect(text.split("\n")[0]).toMatch(
+      /^NAME\s+WEIGHT\s+CPU\s+MEM\s+GPU\s+BORROWED\s+PENDING\s+ADMITTED\s+SHARE\s+AGE$/,
+    );
     expect(text).toMatch(/team-a\s+1\s+2000m\/2000m\s+0Mi\/-\s+0\/-\s+-\s+2\s+2\s+0.25\s+/);
   });
 
@@ -97,14 +163,25 @@ describe("a queue's quota, through every door", () => {
     expect(q).toContain("team-a has share 0.25");
     const t = await describeObject(client, kindByName("Task")!, "a3");
     expect(t).toMatch(/Queue:\s+team-a, position 2 in it/);
-    expect(t).toMatch(/cpu_millis:\s+2000 used \+ 1000 requested of 2000 nominal \+ 0 borrowable \(borrowing limit 0\)/);
+    expect(t).toMatch(
+      /cpu_millis:\s+2000 used \+ 1000 requested of 2000 nominal \+ 0 borrowable \(borrowing limit 0\)/,
+    );
     expect(t).toMatch(/Fair Share:\s+team-a has share 0.25/);
   });
 
   it("raising the quota admits the next task at once", async () => {
-    const r = await fetch(h.url + API_PREFIX + "/queues/team-a", { method: "PATCH", headers: { "content-type": "application/merge-patch+json" }, body: JSON.stringify({ spec: { quota: { cpu_millis: 3000 } } }) });
+    const r = await fetch(h.url + API_PREFIX + "/queues/team-a", {
+      method: "PATCH",
+      headers: { "content-type": "application/merge-patch+json" },
+      body: JSON.stringify({ spec: { quota: { cpu_millis: 3000 } } }),
+    });
     expect(r.status).toBe(200);
-    await eventually(() => (h.hub.cache.get("Queue", "team-a") as { spec?: { quota?: { cpu_millis?: number } } })?.spec?.quota?.cpu_millis === 3000, "quota edit seen");
+    await eventually(
+      () =>
+        (h.hub.cache.get("Queue", "team-a") as { spec?: { quota?: { cpu_millis?: number } } })?.spec?.quota
+          ?.cpu_millis === 3000,
+      "quota edit seen",
+    );
     const c = await post(h.url, "/api/tasks/claim", { worker_id: "w0", limit: 8 });
     expect(c.body.tasks.map((t: { task_id: string }) => t.task_id)).toEqual(["a2"]);
   });
@@ -112,13 +189,19 @@ describe("a queue's quota, through every door", () => {
   it("loom simulate takes queue changes: a new quota, a new queue, a bad weight named by field", async () => {
     const sim = await post(h.url, "/api/simulate", { queues: { "team-a": { quota: { cpu_millis: 4000 } } } });
     expect(sim.status, JSON.stringify(sim.body)).toBe(200);
-    expect(sim.body).toMatchObject({ admitted: [{ order: 1, task: "a3", worker: "w0" }], baseline_admitted: 0, still_queued: 0 });
+    expect(sim.body).toMatchObject({
+      admitted: [{ order: 1, task: "a3", worker: "w0" }],
+      baseline_admitted: 0,
+      still_queued: 0,
+    });
     const tighter = await post(h.url, "/api/simulate", { queues: { "team-a": { quota: { cpu_millis: 1000 } } } });
     expect(tighter.body).toMatchObject({ admitted: [], baseline_admitted: 0 });
     const badWeight = await post(h.url, "/api/simulate", { queues: { "team-a": { weight: 0 } } });
     expect(badWeight.status).toBe(400);
     expect(badWeight.body).toMatchObject({ error: "invalid_simulation", field: "queues.team-a.weight" });
     // Nothing was written.
-    expect((h.hub.cache.get("Queue", "team-a") as { spec?: { quota?: { cpu_millis?: number } } }).spec?.quota?.cpu_millis).toBe(3000);
+    expect(
+      (h.hub.cache.get("Queue", "team-a") as { spec?: { quota?: { cpu_millis?: number } } }).spec?.quota?.cpu_millis,
+    ).toBe(3000);
   });
 });

@@ -31,7 +31,13 @@ async function startHub(opts: (dir: string) => Partial<HubOptions> = () => ({}))
 const api = (hub: Hub) => hub.url + API_PREFIX;
 
 type Reply = { status: number; body: any };
-async function call(url: string, method: string, body?: unknown, contentType = "application/json", headers: Record<string, string> = {}): Promise<Reply> {
+async function call(
+  url: string,
+  method: string,
+  body?: unknown,
+  contentType = "application/json",
+  headers: Record<string, string> = {},
+): Promise<Reply> {
   const res = await fetch(url, {
     method,
     headers: { ...(body === undefined ? {} : { "content-type": contentType }), ...headers },
@@ -94,7 +100,10 @@ class Watch {
   until(check: (events: WatchEv[]) => boolean, what: string, ms = 15_000): Promise<void> {
     if (check(this.events)) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}; got ${JSON.stringify(changes(this.events))}`)), ms);
+      const timer = setTimeout(
+        () => reject(new Error(`timed out waiting for ${what}; got ${JSON.stringify(changes(this.events))}`)),
+        ms,
+      );
       this.waiters.push({ check: () => check(this.events), resolve: () => (clearTimeout(timer), resolve()) });
     });
   }
@@ -110,13 +119,20 @@ class Watch {
 
 const rvOf = (o: any) => Number(o.metadata.resourceVersion);
 /** Object changes as "TYPE name rv", bookmarks left out. */
-const changes = (evs: WatchEv[]) => evs.filter((e) => e.type !== "BOOKMARK").map((e) => `${e.type} ${e.object.metadata.name} ${e.object.metadata.resourceVersion}`);
+const changes = (evs: WatchEv[]) =>
+  evs
+    .filter((e) => e.type !== "BOOKMARK")
+    .map((e) => `${e.type} ${e.object.metadata.name} ${e.object.metadata.resourceVersion}`);
 const bookmarks = (evs: WatchEv[]) => evs.filter((e) => e.type === "BOOKMARK");
 
 // ---- Runner helpers (the v1 API) ----
 
 const registration = (worker_id: string) => ({
-  worker_id, runner_api_version: 1, capabilities: ["linux", "*"], max_concurrency: 2, initial_concurrency: 2,
+  worker_id,
+  runner_api_version: 1,
+  capabilities: ["linux", "*"],
+  max_concurrency: 2,
+  initial_concurrency: 2,
   health: { resources: { cpu_count: 2, mem_available_mb: 4096, disk_available_mb: 10000 } },
 });
 async function registerWorker(hub: Hub, id: string): Promise<void> {
@@ -146,9 +162,18 @@ describe("CRUD of every CRD kind", () => {
       expect(sample, `a sample ${crd.kind} for this test`).toBeDefined();
 
       // apiVersion and kind default from the path; a client's status is not kept.
-      const created = await call(base, "POST", { metadata: { name: "x1", labels: { a: "1" } }, spec: sample.spec, status: { injected: true } });
+      const created = await call(base, "POST", {
+        metadata: { name: "x1", labels: { a: "1" } },
+        spec: sample.spec,
+        status: { injected: true },
+      });
       expect(created.status).toBe(201);
-      expect(created.body).toMatchObject({ apiVersion: API_VERSION, kind: crd.kind, metadata: { name: "x1", generation: 1, labels: { a: "1" } }, spec: sample.spec });
+      expect(created.body).toMatchObject({
+        apiVersion: API_VERSION,
+        kind: crd.kind,
+        metadata: { name: "x1", generation: 1, labels: { a: "1" } },
+        spec: sample.spec,
+      });
       expect(created.body.metadata.uid).toBeTruthy();
       expect(created.body.status?.injected).toBeUndefined();
 
@@ -162,9 +187,16 @@ describe("CRUD of every CRD kind", () => {
       expect(Number(list.body.metadata.resourceVersion)).toBeGreaterThanOrEqual(rvOf(created.body));
       expect(list.body.items.map((o: any) => o.metadata.name)).toEqual(["x1"]);
 
-      const updated = await call(`${base}/x1`, "PUT", { metadata: { name: "x1", labels: { a: "2" } }, spec: { ...sample.spec, ...sample.change } });
+      const updated = await call(`${base}/x1`, "PUT", {
+        metadata: { name: "x1", labels: { a: "2" } },
+        spec: { ...sample.spec, ...sample.change },
+      });
       expect(updated.status).toBe(200);
-      expect(updated.body.metadata).toMatchObject({ labels: { a: "2" }, generation: 2, uid: created.body.metadata.uid });
+      expect(updated.body.metadata).toMatchObject({
+        labels: { a: "2" },
+        generation: 2,
+        uid: created.body.metadata.uid,
+      });
       expect(updated.body.spec).toEqual({ ...sample.spec, ...sample.change });
 
       const patched = await mergePatch(`${base}/x1`, { metadata: { labels: { a: null, b: "3" } } });
@@ -181,7 +213,14 @@ describe("CRUD of every CRD kind", () => {
       expect(deleted.body.metadata).toMatchObject({ name: "x1", uid: created.body.metadata.uid });
       const gone = await call(`${base}/x1`, "GET");
       expect(gone.status).toBe(404);
-      expect(gone.body).toMatchObject({ kind: "Status", apiVersion: "v1", status: "Failure", reason: "NotFound", code: 404, details: { name: "x1", kind: crd.kind } });
+      expect(gone.body).toMatchObject({
+        kind: "Status",
+        apiVersion: "v1",
+        status: "Failure",
+        reason: "NotFound",
+        code: 404,
+        details: { name: "x1", kind: crd.kind },
+      });
       expect((await call(base, "GET")).body.items).toEqual([]);
     });
   }
@@ -189,7 +228,11 @@ describe("CRUD of every CRD kind", () => {
   it("a Task created by POST starts queued at attempt 1, whatever status it carries, and a Runner can claim it", async () => {
     const hub = await startHub();
     const created = await call(`${api(hub)}/tasks`, "POST", {
-      apiVersion: API_VERSION, kind: "Task", metadata: { name: "t1" }, spec: { campaign_id: "c1" }, status: { state: "clean", attempt: 7 },
+      apiVersion: API_VERSION,
+      kind: "Task",
+      metadata: { name: "t1" },
+      spec: { campaign_id: "c1" },
+      status: { state: "clean", attempt: 7 },
     });
     expect(created.status).toBe(201);
     expect(created.body.status).toMatchObject({ state: "queued", attempt: 1 });
@@ -208,13 +251,20 @@ describe("CRUD of every CRD kind", () => {
     expect(main.body.spec.priority).toBe(3);
     expect(main.body.status.state).toBe("queued");
 
-    const st = await mergePatch(`${api(hub)}/tasks/t1/status`, { spec: { priority: 9 }, status: { issues: ["checked by hand"] } });
+    const st = await mergePatch(`${api(hub)}/tasks/t1/status`, {
+      spec: { priority: 9 },
+      status: { issues: ["checked by hand"] },
+    });
     expect(st.status).toBe(200);
     expect(st.body.status.issues).toEqual(["checked by hand"]);
     expect(st.body.spec.priority).toBe(3);
 
     const cur = (await call(`${api(hub)}/tasks/t1`, "GET")).body;
-    const put = await call(`${api(hub)}/tasks/t1/status`, "PUT", { ...cur, spec: { priority: 1 }, status: { ...cur.status, issues: [] } });
+    const put = await call(`${api(hub)}/tasks/t1/status`, "PUT", {
+      ...cur,
+      spec: { priority: 1 },
+      status: { ...cur.status, issues: [] },
+    });
     expect(put.status).toBe(200);
     expect(put.body.status.issues).toEqual([]);
     expect(put.body.spec.priority).toBe(3);
@@ -230,7 +280,10 @@ describe("CRUD of every CRD kind", () => {
     expect(cordoned.status).toBe(200);
     expect(cordoned.body.spec).toEqual({ ...before.spec, unschedulable: true });
     const refused = await call(`${hub.url}/api/tasks/claim`, "POST", { worker_id: "w1", limit: 1 });
-    expect(refused).toMatchObject({ status: 403, body: { error: "worker_not_available", detail: "worker is blocked" } });
+    expect(refused).toMatchObject({
+      status: 403,
+      body: { error: "worker_not_available", detail: "worker is blocked" },
+    });
     expect((await call(`${api(hub)}/tasks/t1`, "GET")).body.status.state).toBe("queued");
 
     const open = await call(`${api(hub)}/workers/w1`, "PATCH", { spec: { unschedulable: null } }, "application/json");
@@ -239,25 +292,47 @@ describe("CRUD of every CRD kind", () => {
     expect(await claim(hub, "w1")).toEqual(["t1"]);
 
     // JSON Patch is taken as well (test/integration/patch.test.ts); a strategic merge patch is not.
-    const jsonPatch = await call(`${api(hub)}/workers/w1`, "PATCH", [{ op: "add", path: "/spec/unschedulable", value: true }], "application/json-patch+json");
+    const jsonPatch = await call(
+      `${api(hub)}/workers/w1`,
+      "PATCH",
+      [{ op: "add", path: "/spec/unschedulable", value: true }],
+      "application/json-patch+json",
+    );
     expect(jsonPatch.status).toBe(200);
     expect(jsonPatch.body.spec.unschedulable).toBe(true);
-    const strategic = await call(`${api(hub)}/workers/w1`, "PATCH", { spec: { unschedulable: false } }, "application/strategic-merge-patch+json");
+    const strategic = await call(
+      `${api(hub)}/workers/w1`,
+      "PATCH",
+      { spec: { unschedulable: false } },
+      "application/strategic-merge-patch+json",
+    );
     expect(strategic.status).toBe(415);
     expect(strategic.body).toMatchObject({ kind: "Status", reason: "UnsupportedMediaType" });
   });
 
   it("a stale resourceVersion is a 409 Conflict Status, for PUT, PATCH and DELETE", async () => {
     const hub = await startHub();
-    const c = (await call(`${api(hub)}/campaigns`, "POST", { metadata: { name: "c1" }, spec: SAMPLES.Campaign.spec })).body;
+    const c = (await call(`${api(hub)}/campaigns`, "POST", { metadata: { name: "c1" }, spec: SAMPLES.Campaign.spec }))
+      .body;
     const stale = c.metadata.resourceVersion;
     const fresh = await mergePatch(`${api(hub)}/campaigns/c1`, { metadata: { labels: { round: "1" } } });
     expect(fresh.status).toBe(200);
 
-    const put = await call(`${api(hub)}/campaigns/c1`, "PUT", { metadata: { name: "c1", resourceVersion: stale, labels: { round: "2" } }, spec: c.spec });
+    const put = await call(`${api(hub)}/campaigns/c1`, "PUT", {
+      metadata: { name: "c1", resourceVersion: stale, labels: { round: "2" } },
+      spec: c.spec,
+    });
     expect(put.status).toBe(409);
-    expect(put.body).toMatchObject({ kind: "Status", status: "Failure", reason: "Conflict", code: 409, details: { name: "c1", kind: "Campaign" } });
-    const patch = await mergePatch(`${api(hub)}/campaigns/c1`, { metadata: { resourceVersion: stale, labels: { round: "3" } } });
+    expect(put.body).toMatchObject({
+      kind: "Status",
+      status: "Failure",
+      reason: "Conflict",
+      code: 409,
+      details: { name: "c1", kind: "Campaign" },
+    });
+    const patch = await mergePatch(`${api(hub)}/campaigns/c1`, {
+      metadata: { resourceVersion: stale, labels: { round: "3" } },
+    });
     expect(patch.status).toBe(409);
     expect(patch.body.reason).toBe("Conflict");
     const del = await call(`${api(hub)}/campaigns/c1`, "DELETE", { preconditions: { resourceVersion: stale } });
@@ -266,7 +341,9 @@ describe("CRUD of every CRD kind", () => {
     const now = (await call(`${api(hub)}/campaigns/c1`, "GET")).body;
     expect(now.metadata.labels).toEqual({ round: "1" });
     // The current resourceVersion passes the same preconditions.
-    const ok = await mergePatch(`${api(hub)}/campaigns/c1`, { metadata: { resourceVersion: now.metadata.resourceVersion, labels: { round: "4" } } });
+    const ok = await mergePatch(`${api(hub)}/campaigns/c1`, {
+      metadata: { resourceVersion: now.metadata.resourceVersion, labels: { round: "4" } },
+    });
     expect(ok.status).toBe(200);
   });
 
@@ -274,25 +351,42 @@ describe("CRUD of every CRD kind", () => {
     const hub = await startHub();
     const w = (await call(`${api(hub)}/workers`, "POST", { metadata: { name: "w1" }, spec: SAMPLES.Worker.spec })).body;
 
-    const patch = await mergePatch(`${api(hub)}/workers/w1`, { spec: { resource_capacity: { cpu_millis: -1 }, connection_mode: "carrier-pigeon" } });
+    const patch = await mergePatch(`${api(hub)}/workers/w1`, {
+      spec: { resource_capacity: { cpu_millis: -1 }, connection_mode: "carrier-pigeon" },
+    });
     expect(patch.status).toBe(422);
-    expect(patch.body).toMatchObject({ kind: "Status", reason: "Invalid", code: 422, details: { name: "w1", kind: "Worker" } });
+    expect(patch.body).toMatchObject({
+      kind: "Status",
+      reason: "Invalid",
+      code: 422,
+      details: { name: "w1", kind: "Worker" },
+    });
     const fields = patch.body.details.causes.map((c: { field: string }) => c.field);
     expect(fields).toEqual(expect.arrayContaining(["spec.resource_capacity.cpu_millis", "spec.connection_mode"]));
 
-    const put = await call(`${api(hub)}/workers/w1`, "PUT", { metadata: { name: "w1" }, spec: { max_concurrency: 0, typo_field: 1 } });
+    const put = await call(`${api(hub)}/workers/w1`, "PUT", {
+      metadata: { name: "w1" },
+      spec: { max_concurrency: 0, typo_field: 1 },
+    });
     expect(put.status).toBe(422);
-    expect(put.body.details.causes).toEqual(expect.arrayContaining([
-      expect.objectContaining({ field: "spec.max_concurrency" }),
-      expect.objectContaining({ field: "spec.typo_field", reason: "FieldUnknown" }),
-    ]));
+    expect(put.body.details.causes).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ field: "spec.max_concurrency" }),
+        expect.objectContaining({ field: "spec.typo_field", reason: "FieldUnknown" }),
+      ]),
+    );
     const stored = await hub.store.get("Worker", "w1");
     expect(stored?.spec).toEqual(w.spec);
     expect(stored?.metadata.generation).toBe(1);
 
-    const post = await call(`${api(hub)}/tasks`, "POST", { metadata: { name: "bad" }, spec: { execution_profile: { placement: "everywhere" } } });
+    const post = await call(`${api(hub)}/tasks`, "POST", {
+      metadata: { name: "bad" },
+      spec: { execution_profile: { placement: "everywhere" } },
+    });
     expect(post.status).toBe(422);
-    expect(post.body.details.causes.map((c: { field: string }) => c.field)).toContain("spec.execution_profile.placement");
+    expect(post.body.details.causes.map((c: { field: string }) => c.field)).toContain(
+      "spec.execution_profile.placement",
+    );
     expect((await call(`${api(hub)}/tasks/bad`, "GET")).status).toBe(404);
   });
 
@@ -300,8 +394,16 @@ describe("CRUD of every CRD kind", () => {
     const hub = await startHub();
     const wrongKind = await call(`${api(hub)}/workers`, "POST", { kind: "Task", metadata: { name: "x" }, spec: {} });
     expect(wrongKind.status).toBe(400);
-    expect(wrongKind.body).toMatchObject({ kind: "Status", reason: "BadRequest", details: { causes: [expect.objectContaining({ field: "kind" })] } });
-    const wrongVersion = await call(`${api(hub)}/workers`, "POST", { apiVersion: "loom.dev/v9", metadata: { name: "x" }, spec: {} });
+    expect(wrongKind.body).toMatchObject({
+      kind: "Status",
+      reason: "BadRequest",
+      details: { causes: [expect.objectContaining({ field: "kind" })] },
+    });
+    const wrongVersion = await call(`${api(hub)}/workers`, "POST", {
+      apiVersion: "loom.dev/v9",
+      metadata: { name: "x" },
+      spec: {},
+    });
     expect(wrongVersion.status).toBe(400);
     await call(`${api(hub)}/workers`, "POST", { metadata: { name: "a" }, spec: {} });
     const wrongName = await call(`${api(hub)}/workers/a`, "PUT", { metadata: { name: "b" }, spec: {} });
@@ -320,7 +422,11 @@ describe("CRUD of every CRD kind", () => {
     const unknown = await call(`${api(hub)}/gadgets`, "GET");
     expect(unknown.status).toBe(404);
     expect(unknown.body).toMatchObject({ kind: "Status", reason: "NotFound" });
-    const badJson = await fetch(`${api(hub)}/workers`, { method: "POST", headers: { "content-type": "application/json" }, body: "{nope" });
+    const badJson = await fetch(`${api(hub)}/workers`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{nope",
+    });
     expect(badJson.status).toBe(400);
     expect(await badJson.json()).toMatchObject({ kind: "Status", reason: "BadRequest" });
     const v1 = await call(`${hub.url}/api/data/task-admission`, "GET");
@@ -335,7 +441,9 @@ describe("CRUD of every CRD kind", () => {
     const refused = await call(`${api(hub)}/workers`, "GET");
     expect(refused.status).toBe(401);
     expect(refused.body).toMatchObject({ kind: "Status", reason: "Unauthorized", code: 401 });
-    const allowed = await call(`${api(hub)}/workers`, "GET", undefined, undefined, { authorization: `Bearer ${token}` });
+    const allowed = await call(`${api(hub)}/workers`, "GET", undefined, undefined, {
+      authorization: `Bearer ${token}`,
+    });
     expect(allowed.status).toBe(200);
     const v1 = await call(`${hub.url}/api/tasks`, "GET");
     expect(v1).toMatchObject({ status: 401, body: { error: "unauthorized" } });
@@ -345,9 +453,16 @@ describe("CRUD of every CRD kind", () => {
 describe("selectors", () => {
   it("label selectors filter lists as kubectl's -l does", async () => {
     const hub = await startHub();
-    for (const [name, labels] of [["wa", { tier: "gpu", pool: "a" }], ["wb", { tier: "cpu" }], ["wc", undefined]] as const)
+    for (const [name, labels] of [
+      ["wa", { tier: "gpu", pool: "a" }],
+      ["wb", { tier: "cpu" }],
+      ["wc", undefined],
+    ] as const)
       await call(`${api(hub)}/workers`, "POST", { metadata: { name, ...(labels ? { labels } : {}) }, spec: {} });
-    const names = async (sel: string) => (await call(`${api(hub)}/workers?labelSelector=${encodeURIComponent(sel)}`, "GET")).body.items.map((o: any) => o.metadata.name);
+    const names = async (sel: string) =>
+      (await call(`${api(hub)}/workers?labelSelector=${encodeURIComponent(sel)}`, "GET")).body.items.map(
+        (o: any) => o.metadata.name,
+      );
     expect(await names("tier=gpu")).toEqual(["wa"]);
     expect(await names("tier!=gpu")).toEqual(["wb", "wc"]);
     expect(await names("!tier")).toEqual(["wc"]);
@@ -359,7 +474,11 @@ describe("selectors", () => {
 
   it("field selectors: status.state, status.lease.worker, spec.campaign_id and metadata.name, with =, == and !=", async () => {
     const hub = await startHub();
-    for (const [name, campaign] of [["t1", "c1"], ["t2", "c2"], ["t3", "c1"]])
+    for (const [name, campaign] of [
+      ["t1", "c1"],
+      ["t2", "c2"],
+      ["t3", "c1"],
+    ])
       await call(`${api(hub)}/tasks`, "POST", { metadata: { name }, spec: { campaign_id: campaign } });
     await registerWorker(hub, "w1");
     expect(await claim(hub, "w1")).toEqual(["t1"]);
@@ -390,8 +509,13 @@ describe("selectors", () => {
   it("events are listed and watched by involvedObject, reason and type", async () => {
     const hub = await startHub();
     const t1 = (await call(`${api(hub)}/tasks`, "POST", { metadata: { name: "t1" }, spec: {} })).body;
-    await call(`${api(hub)}/tasks`, "POST", { metadata: { name: "t2" }, spec: { required_capability: "nobody-has-this" } });
-    const watch = await Watch.open(`${api(hub)}/events?watch=1&fieldSelector=${encodeURIComponent("involvedObject.name=t1,reason=LeaseGranted")}`);
+    await call(`${api(hub)}/tasks`, "POST", {
+      metadata: { name: "t2" },
+      spec: { required_capability: "nobody-has-this" },
+    });
+    const watch = await Watch.open(
+      `${api(hub)}/events?watch=1&fieldSelector=${encodeURIComponent("involvedObject.name=t1,reason=LeaseGranted")}`,
+    );
     await registerWorker(hub, "w1");
     expect(await claim(hub, "w1")).toEqual(["t1"]);
 
@@ -401,15 +525,31 @@ describe("selectors", () => {
       expect(r.body.kind).toBe("EventList");
       return r.body.items as any[];
     };
-    const granted = await eventually(async () => (await list("involvedObject.kind=Task,involvedObject.name=t1")).find((e) => e.reason === "LeaseGranted"), "a LeaseGranted event for t1");
-    expect(granted).toMatchObject({ kind: "Event", apiVersion: "v1", type: "Normal", involvedObject: { kind: "Task", name: "t1", uid: t1.metadata.uid } });
+    const granted = await eventually(
+      async () =>
+        (await list("involvedObject.kind=Task,involvedObject.name=t1")).find((e) => e.reason === "LeaseGranted"),
+      "a LeaseGranted event for t1",
+    );
+    expect(granted).toMatchObject({
+      kind: "Event",
+      apiVersion: "v1",
+      type: "Normal",
+      involvedObject: { kind: "Task", name: "t1", uid: t1.metadata.uid },
+    });
     for (const e of await list("involvedObject.name=t1")) expect(e.involvedObject.name).toBe("t1");
-    expect((await list(`involvedObject.uid=${t1.metadata.uid},type=Normal`)).map((e) => e.metadata.name)).toContain(granted.metadata.name);
+    expect((await list(`involvedObject.uid=${t1.metadata.uid},type=Normal`)).map((e) => e.metadata.name)).toContain(
+      granted.metadata.name,
+    );
     expect(await list("involvedObject.name=t2,reason=LeaseGranted")).toEqual([]);
     expect((await call(`${api(hub)}/events/${granted.metadata.name}`, "GET")).body.reason).toBe("LeaseGranted");
 
-    await watch.until((evs) => evs.some((e) => e.type === "ADDED" && e.object.reason === "LeaseGranted"), "the LeaseGranted event on the watch");
-    expect(watch.events.filter((e) => e.type !== "BOOKMARK").every((e) => e.object.involvedObject.name === "t1")).toBe(true);
+    await watch.until(
+      (evs) => evs.some((e) => e.type === "ADDED" && e.object.reason === "LeaseGranted"),
+      "the LeaseGranted event on the watch",
+    );
+    expect(watch.events.filter((e) => e.type !== "BOOKMARK").every((e) => e.object.involvedObject.name === "t1")).toBe(
+      true,
+    );
 
     const bad = await call(`${api(hub)}/events?fieldSelector=${encodeURIComponent("involvedObject.color=red")}`, "GET");
     expect(bad.status).toBe(400);
@@ -421,7 +561,8 @@ describe("selectors", () => {
 describe("watch", () => {
   it("sends every current object as ADDED, then a BOOKMARK, then changes as they happen", async () => {
     const hub = await startHub();
-    for (const name of ["c2", "c1"]) await call(`${api(hub)}/campaigns`, "POST", { metadata: { name }, spec: SAMPLES.Campaign.spec });
+    for (const name of ["c2", "c1"])
+      await call(`${api(hub)}/campaigns`, "POST", { metadata: { name }, spec: SAMPLES.Campaign.spec });
     // Let the campaign controller write its status first, so nothing changes while the watch opens.
     const listed = await eventually(async () => {
       const l = (await call(`${api(hub)}/campaigns`, "GET")).body;
@@ -430,17 +571,30 @@ describe("watch", () => {
     const w = await Watch.open(`${api(hub)}/campaigns?watch=true`);
     await w.until((evs) => bookmarks(evs).length >= 1, "the first BOOKMARK");
     const upToBookmark = w.events.slice(0, w.events.findIndex((e) => e.type === "BOOKMARK") + 1);
-    expect(upToBookmark.map((e) => `${e.type} ${e.object.metadata.name ?? ""}`)).toEqual(["ADDED c1", "ADDED c2", "BOOKMARK "]);
+    expect(upToBookmark.map((e) => `${e.type} ${e.object.metadata.name ?? ""}`)).toEqual([
+      "ADDED c1",
+      "ADDED c2",
+      "BOOKMARK ",
+    ]);
     expect(upToBookmark[0].object).toEqual(listed.items[0]);
-    expect(upToBookmark[2].object).toEqual({ kind: "Campaign", apiVersion: API_VERSION, metadata: { resourceVersion: expect.any(String) } });
+    expect(upToBookmark[2].object).toEqual({
+      kind: "Campaign",
+      apiVersion: API_VERSION,
+      metadata: { resourceVersion: expect.any(String) },
+    });
     expect(rvOf(upToBookmark[2].object)).toBeGreaterThanOrEqual(Number(listed.metadata.resourceVersion));
 
-    const c3 = (await call(`${api(hub)}/campaigns`, "POST", { metadata: { name: "c3" }, spec: SAMPLES.Campaign.spec })).body;
+    const c3 = (await call(`${api(hub)}/campaigns`, "POST", { metadata: { name: "c3" }, spec: SAMPLES.Campaign.spec }))
+      .body;
     await mergePatch(`${api(hub)}/campaigns/c1`, { metadata: { labels: { x: "1" } } });
     await call(`${api(hub)}/campaigns/c2`, "DELETE");
     await w.until((evs) => evs.some((e) => e.type === "DELETED" && e.object.metadata.name === "c2"), "c2 DELETED");
     expect(changes(w.events)).toContain(`ADDED c3 ${c3.metadata.resourceVersion}`);
-    expect(w.events.some((e) => e.type === "MODIFIED" && e.object.metadata.name === "c1" && e.object.metadata.labels?.x === "1")).toBe(true);
+    expect(
+      w.events.some(
+        (e) => e.type === "MODIFIED" && e.object.metadata.name === "c1" && e.object.metadata.labels?.x === "1",
+      ),
+    ).toBe(true);
   });
 
   it("a client that reconnects with its last resourceVersion sees every change exactly once, in order", async () => {
@@ -453,12 +607,25 @@ describe("watch", () => {
 
     const names = Array.from({ length: 10 }, (_, i) => `c${i}`);
     const writer = (async () => {
-      for (const name of names) expect((await call(`${api(hub)}/campaigns`, "POST", { metadata: { name }, spec: SAMPLES.Campaign.spec })).status).toBe(201);
-      for (const name of names) expect((await mergePatch(`${api(hub)}/campaigns/${name}`, { metadata: { labels: { round: "1" } } })).status).toBe(200);
+      for (const name of names)
+        expect(
+          (await call(`${api(hub)}/campaigns`, "POST", { metadata: { name }, spec: SAMPLES.Campaign.spec })).status,
+        ).toBe(201);
+      for (const name of names)
+        expect(
+          (await mergePatch(`${api(hub)}/campaigns/${name}`, { metadata: { labels: { round: "1" } } })).status,
+        ).toBe(200);
       await closed; // the rest happens while the client is away
-      for (const name of names) expect((await mergePatch(`${api(hub)}/campaigns/${name}`, { metadata: { labels: { round: "2" } } })).status).toBe(200);
-      for (const name of names.slice(0, 5)) expect((await call(`${api(hub)}/campaigns/${name}`, "DELETE")).status).toBe(200);
-      expect((await call(`${api(hub)}/campaigns`, "POST", { metadata: { name: "last" }, spec: SAMPLES.Campaign.spec })).status).toBe(201);
+      for (const name of names)
+        expect(
+          (await mergePatch(`${api(hub)}/campaigns/${name}`, { metadata: { labels: { round: "2" } } })).status,
+        ).toBe(200);
+      for (const name of names.slice(0, 5))
+        expect((await call(`${api(hub)}/campaigns/${name}`, "DELETE")).status).toBe(200);
+      expect(
+        (await call(`${api(hub)}/campaigns`, "POST", { metadata: { name: "last" }, spec: SAMPLES.Campaign.spec }))
+          .status,
+      ).toBe(201);
     })();
 
     await first.until((evs) => changes(evs).length >= 8, "8 changes on the first connection");
@@ -497,7 +664,10 @@ describe("watch", () => {
     const w = await Watch.open(`${url}${API_PREFIX}/campaigns?watch=1`);
     await w.until((evs) => bookmarks(evs).length >= 3, "three BOOKMARKs");
     const worker = (await call(`${api(hub)}/workers`, "POST", { metadata: { name: "w1" }, spec: {} })).body;
-    await w.until((evs) => bookmarks(evs).some((b) => rvOf(b.object) >= rvOf(worker)), "a BOOKMARK at or past the worker's revision");
+    await w.until(
+      (evs) => bookmarks(evs).some((b) => rvOf(b.object) >= rvOf(worker)),
+      "a BOOKMARK at or past the worker's revision",
+    );
     expect(changes(w.events)).toEqual([]);
     const rvs = bookmarks(w.events).map((b) => rvOf(b.object));
     expect(rvs.every((r, i) => i === 0 || r >= rvs[i - 1])).toBe(true);
@@ -505,10 +675,17 @@ describe("watch", () => {
 
   it("answers 410 Expired for a revision the event log no longer holds; a fresh watch still works", async () => {
     const hub = await startHub(() => ({ backend: { kind: "sqlite", sqlite: { eventLogLimit: 5 } } }));
-    for (let i = 0; i < 20; i++) await call(`${api(hub)}/campaigns`, "POST", { metadata: { name: `c${i}` }, spec: SAMPLES.Campaign.spec });
+    for (let i = 0; i < 20; i++)
+      await call(`${api(hub)}/campaigns`, "POST", { metadata: { name: `c${i}` }, spec: SAMPLES.Campaign.spec });
     const expired = await call(`${api(hub)}/campaigns?watch=1&resourceVersion=1`, "GET");
     expect(expired.status).toBe(410);
-    expect(expired.body).toMatchObject({ kind: "Status", apiVersion: "v1", status: "Failure", reason: "Expired", code: 410 });
+    expect(expired.body).toMatchObject({
+      kind: "Status",
+      apiVersion: "v1",
+      status: "Failure",
+      reason: "Expired",
+      code: 410,
+    });
 
     const w = await Watch.open(`${api(hub)}/campaigns?watch=1`);
     await w.until((evs) => evs.filter((e) => e.type === "ADDED").length >= 20, "20 ADDED");
@@ -517,22 +694,36 @@ describe("watch", () => {
 
   it("with a selector, an object that stops matching is DELETED and one that starts matching is ADDED", async () => {
     const hub = await startHub();
-    const queued = await Watch.open(`${api(hub)}/tasks?watch=1&fieldSelector=${encodeURIComponent("status.state=queued")}`);
+    const queued = await Watch.open(
+      `${api(hub)}/tasks?watch=1&fieldSelector=${encodeURIComponent("status.state=queued")}`,
+    );
     const poolA = await Watch.open(`${api(hub)}/workers?watch=1&labelSelector=${encodeURIComponent("pool=a")}`);
 
     await call(`${api(hub)}/tasks`, "POST", { metadata: { name: "t1" }, spec: {} });
-    await queued.until((evs) => evs.some((e) => e.type === "ADDED" && e.object.metadata.name === "t1"), "t1 ADDED while queued");
+    await queued.until(
+      (evs) => evs.some((e) => e.type === "ADDED" && e.object.metadata.name === "t1"),
+      "t1 ADDED while queued",
+    );
     await registerWorker(hub, "w1");
     expect(await claim(hub, "w1")).toEqual(["t1"]);
-    await queued.until((evs) => evs.some((e) => e.type === "DELETED" && e.object.metadata.name === "t1"), "t1 DELETED once leased");
+    await queued.until(
+      (evs) => evs.some((e) => e.type === "DELETED" && e.object.metadata.name === "t1"),
+      "t1 DELETED once leased",
+    );
     const deleted = queued.events.find((e) => e.type === "DELETED")!;
     expect(deleted.object.status.state).toBe("leased");
 
     await call(`${api(hub)}/workers`, "POST", { metadata: { name: "wx", labels: { pool: "b" } }, spec: {} });
     await mergePatch(`${api(hub)}/workers/wx`, { metadata: { labels: { pool: "a" } } });
-    await poolA.until((evs) => evs.some((e) => e.type === "ADDED" && e.object.metadata.name === "wx"), "wx ADDED when it joins pool a");
+    await poolA.until(
+      (evs) => evs.some((e) => e.type === "ADDED" && e.object.metadata.name === "wx"),
+      "wx ADDED when it joins pool a",
+    );
     await mergePatch(`${api(hub)}/workers/wx`, { metadata: { labels: { pool: "c" } } });
-    await poolA.until((evs) => evs.some((e) => e.type === "DELETED" && e.object.metadata.name === "wx"), "wx DELETED when it leaves pool a");
+    await poolA.until(
+      (evs) => evs.some((e) => e.type === "DELETED" && e.object.metadata.name === "wx"),
+      "wx DELETED when it leaves pool a",
+    );
     // w1 (no pool label) never appears; wx appears only while in pool a.
     for (const e of poolA.events.filter((x) => x.type !== "BOOKMARK")) {
       expect(e.object.metadata.name).toBe("wx");
@@ -549,7 +740,10 @@ describe("watch", () => {
 
   it("cuts off a watcher that does not read, while other watchers and requests carry on", async () => {
     const hub = await startHub();
-    await call(`${api(hub)}/tasks`, "POST", { metadata: { name: "big" }, spec: { required_capability: "nobody-has-this" } });
+    await call(`${api(hub)}/tasks`, "POST", {
+      metadata: { name: "big" },
+      spec: { required_capability: "nobody-has-this" },
+    });
     const from = (await call(`${api(hub)}/tasks`, "GET")).body.metadata.resourceVersion;
     const path = `${API_PREFIX}/tasks?watch=1&resourceVersion=${from}`;
 
@@ -571,7 +765,9 @@ describe("watch", () => {
     const lastSeq = (evs: WatchEv[]) => evs.some((e) => e.type === "MODIFIED" && e.object.spec.payload?.seq === N - 1);
     await normal.until(lastSeq, "the last change on the normal watcher", 60_000);
     // Status writes by the controllers (before the first patch too) are MODIFIED events without a payload.
-    const seqs = normal.events.filter((e) => e.type === "MODIFIED" && e.object.spec.payload !== undefined).map((e) => e.object.spec.payload.seq as number);
+    const seqs = normal.events
+      .filter((e) => e.type === "MODIFIED" && e.object.spec.payload !== undefined)
+      .map((e) => e.object.spec.payload.seq as number);
     expect(seqs.filter((s, i) => i === 0 || s !== seqs[i - 1])).toEqual(Array.from({ length: N }, (_, i) => i));
     expect((await call(`${hub.url}/api/healthz`, "GET")).status).toBe(200);
     expect((await call(`${api(hub)}/tasks/big`, "GET")).body.spec.payload.seq).toBe(N - 1);
@@ -582,7 +778,10 @@ describe("watch", () => {
     slow.on("data", (c: Buffer) => chunks.push(c));
     const ended = new Promise<void>((r) => slow.once("close", () => r()));
     slow.resume();
-    await Promise.race([ended, new Promise((_, rej) => setTimeout(() => rej(new Error("the slow watcher was never closed")), 30_000))]);
+    await Promise.race([
+      ended,
+      new Promise((_, rej) => setTimeout(() => rej(new Error("the slow watcher was never closed")), 30_000)),
+    ]);
     const text = Buffer.concat(chunks).toString("utf8");
     expect(text.startsWith("HTTP/1.1 200")).toBe(true);
     const error = /\{"type":"ERROR".*\}\n/.exec(text);

@@ -25,7 +25,13 @@ const task = (payload: Record<string, unknown>, extra: Partial<ClaimedTask> = {}
   setting_id: "base",
   package_id: "pkg-demo",
   payload,
-  controller_concurrency: { desired_concurrency: 1, max_concurrency: 2, resource_admission: { ok: true, requested: { cpu_millis: 500 } }, claim_batch_id: "b1", claim_batch_size: 1 },
+  controller_concurrency: {
+    desired_concurrency: 1,
+    max_concurrency: 2,
+    resource_admission: { ok: true, requested: { cpu_millis: 500 } },
+    claim_batch_id: "b1",
+    claim_batch_size: 1,
+  },
   ...extra,
 });
 
@@ -61,7 +67,14 @@ describe("noop runner", () => {
     expect([...zip.keys()]).toEqual(["task.json", "worker-result.json", "stdout.txt", "stderr.txt"]);
     expect(json("task.json")).toEqual(t);
     const wr = json("worker-result.json");
-    expect(wr).toMatchObject({ task_id: t.task_id, attempt_no: 1, worker_id: "w1", exit_code: 0, verdict: "clean", runner: "noop" });
+    expect(wr).toMatchObject({
+      task_id: t.task_id,
+      attempt_no: 1,
+      worker_id: "w1",
+      exit_code: 0,
+      verdict: "clean",
+      runner: "noop",
+    });
     expect(wr.controller_concurrency).toEqual(t.controller_concurrency);
     expect(wr.resource_admission).toEqual({ ok: true, requested: { cpu_millis: 500 } });
     expect(wr.resource_capacity).toHaveProperty("cpu_count");
@@ -91,11 +104,23 @@ describe("shell runner", () => {
 
   it("sets the LOOM_* environment, which payload.env cannot override, and hides the tokens", async () => {
     const t = task(
-      { runner: "shell", command: "env | grep -E '^(LOOM_|MY_)' | sort", env: { MY_VAR: "mine", LOOM_TASK_ID: "spoofed" }, normalized: { campaign_id: "demo" } },
+      {
+        runner: "shell",
+        command: "env | grep -E '^(LOOM_|MY_)' | sort",
+        env: { MY_VAR: "mine", LOOM_TASK_ID: "spoofed" },
+        normalized: { campaign_id: "demo" },
+      },
       { attempt_no: 3 },
     );
-    const { text } = await run(t, { baseEnv: { ...process.env, LOOM_HUB_TOKEN: "secret-hub", LOOM_RUNNER_TOKEN: "secret-runner" } });
-    const env = Object.fromEntries(text("stdout.txt")!.trim().split("\n").map((l) => l.split(/=(.*)/s).slice(0, 2)));
+    const { text } = await run(t, {
+      baseEnv: { ...process.env, LOOM_HUB_TOKEN: "secret-hub", LOOM_RUNNER_TOKEN: "secret-runner" },
+    });
+    const env = Object.fromEntries(
+      text("stdout.txt")!
+        .trim()
+        .split("\n")
+        .map((l) => l.split(/=(.*)/s).slice(0, 2)),
+    );
     expect(env).toMatchObject({
       LOOM_TASK_ID: t.task_id,
       LOOM_ATTEMPT_NO: "3",
@@ -114,7 +139,9 @@ describe("shell runner", () => {
   it("a timeout exits 124 and kills the whole process tree", async () => {
     const pidFile = path.join(tmp, "bg.pid");
     const started = Date.now();
-    const { json, text } = await run(task({ runner: "shell", command: `sleep 60 & echo $! > ${pidFile}; sleep 60`, timeout_seconds: 1 }));
+    const { json, text } = await run(
+      task({ runner: "shell", command: `sleep 60 & echo $! > ${pidFile}; sleep 60`, timeout_seconds: 1 }),
+    );
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(json("worker-result.json")).toMatchObject({ exit_code: 124, verdict: "run_error", timed_out: true });
     expect(text("stderr.txt")).toContain("timeout after 1 seconds");
@@ -125,7 +152,9 @@ describe("shell runner", () => {
 
   it("samples CPU and memory of the child tree from /proc", async () => {
     if (process.platform !== "linux") return;
-    const { json } = await run(task({ runner: "shell", command: "end=$(($(date +%s) + 2)); while [ $(date +%s) -lt $end ]; do :; done" }));
+    const { json } = await run(
+      task({ runner: "shell", command: "end=$(($(date +%s) + 2)); while [ $(date +%s) -lt $end ]; do :; done" }),
+    );
     const u = json("worker-result.json").resource_usage;
     expect(u.measurement_source).toBe("proc_sampled");
     expect(u.cpu_seconds).toBeGreaterThan(0);
@@ -158,7 +187,11 @@ describe("repo runner", () => {
   beforeAll(() => {
     repo = path.join(tmp, "src-repo");
     mkdirSync(repo);
-    const git = (...args: string[]) => execFileSync("git", ["-c", "user.email=t@example.com", "-c", "user.name=t", ...args], { cwd: repo, encoding: "utf8" }).trim();
+    const git = (...args: string[]) =>
+      execFileSync("git", ["-c", "user.email=t@example.com", "-c", "user.name=t", ...args], {
+        cwd: repo,
+        encoding: "utf8",
+      }).trim();
     git("init", "-q");
     writeFileSync(path.join(repo, "version.txt"), "one\n");
     mkdirSync(path.join(repo, "sub"));
@@ -176,7 +209,12 @@ describe("repo runner", () => {
       source: { type: "git", url: repo, commit: first },
       artifact_paths: ["out/**", "version.txt", "missing/*.txt"],
       phases: [
-        { name: "build", command: "mkdir -p out/logs && cp version.txt out/v.txt && echo $LOOM_PHASE_NAME:$LOOM_PHASE_INDEX:$STAGE > out/logs/env.txt", env: { STAGE: "b" } },
+        {
+          name: "build",
+          command:
+            "mkdir -p out/logs && cp version.txt out/v.txt && echo $LOOM_PHASE_NAME:$LOOM_PHASE_INDEX:$STAGE > out/logs/env.txt",
+          env: { STAGE: "b" },
+        },
         { name: "flaky", command: "echo flaky-failed >&2; exit 3", continue_on_error: true },
         { name: "in-sub", command: "sh", args: ["tool.sh"], cwd: "sub" },
         { name: "hard-fail", command: "exit 5" },
@@ -185,7 +223,12 @@ describe("repo runner", () => {
     });
     const { json, text, zip } = await run(t);
     const wr = json("worker-result.json");
-    expect(wr).toMatchObject({ runner: "repo", exit_code: 5, verdict: "run_error", phase_result_path: "phase-results.json" });
+    expect(wr).toMatchObject({
+      runner: "repo",
+      exit_code: 5,
+      verdict: "run_error",
+      phase_result_path: "phase-results.json",
+    });
 
     const src = json("source-summary.json");
     expect(src).toMatchObject({ ok: true, type: "git", commit: first });
@@ -198,7 +241,12 @@ describe("repo runner", () => {
       ["03-in-sub", 0],
       ["04-hard-fail", 5],
     ]);
-    expect(pr.phases[2]).toMatchObject({ cwd: "sub", phase: "in-sub", phase_index: 3, stdout_path: "03-in-sub.stdout.txt" });
+    expect(pr.phases[2]).toMatchObject({
+      cwd: "sub",
+      phase: "in-sub",
+      phase_index: 3,
+      stdout_path: "03-in-sub.stdout.txt",
+    });
     expect(pr.phases[0].resource_usage).toHaveProperty("duration_seconds");
     expect(text("03-in-sub.stdout.txt")).toBe("tool-in-sub\n");
     expect(text("02-flaky.stderr.txt")).toBe("flaky-failed\n");
@@ -223,21 +271,35 @@ describe("repo runner", () => {
   });
 
   it("copies a local source, leaving .git out", async () => {
-    const { json, text } = await run(task({ runner: "repo", source_descriptor: { type: "local", path: repo }, commands: ["cat version.txt", "test ! -e .git"] }));
+    const { json, text } = await run(
+      task({
+        runner: "repo",
+        source_descriptor: { type: "local", path: repo },
+        commands: ["cat version.txt", "test ! -e .git"],
+      }),
+    );
     expect(json("worker-result.json")).toMatchObject({ exit_code: 0, verdict: "clean" });
     expect(json("source-summary.json")).toMatchObject({ ok: true, type: "local", path: repo });
     expect(text("01-command-01.stdout.txt")).toBe("two\n");
   });
 
   it("a source that cannot be materialised exits 2 without running phases", async () => {
-    const { json } = await run(task({ runner: "repo", source: { type: "git", url: path.join(tmp, "no-such-repo") }, phases: [{ name: "x", command: "true" }] }));
+    const { json } = await run(
+      task({
+        runner: "repo",
+        source: { type: "git", url: path.join(tmp, "no-such-repo") },
+        phases: [{ name: "x", command: "true" }],
+      }),
+    );
     expect(json("worker-result.json")).toMatchObject({ exit_code: 2, verdict: "run_error" });
     expect(json("source-summary.json")).toMatchObject({ ok: false, failure: "git_clone_failed" });
     expect(json("phase-results.json").phases).toEqual([]);
   });
 
   it("a phase cwd outside the workspace is refused", async () => {
-    const { json, text } = await run(task({ runner: "repo", source: { path: repo }, phases: [{ name: "x", command: "true", cwd: "../.." }] }));
+    const { json, text } = await run(
+      task({ runner: "repo", source: { path: repo }, phases: [{ name: "x", command: "true", cwd: "../.." }] }),
+    );
     expect(json("worker-result.json")).toMatchObject({ exit_code: 2 });
     expect(text("stderr.txt")).toMatch(/must be relative and stay inside the workspace/);
   });

@@ -26,10 +26,21 @@ afterEach(async () => {
 });
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-const freePort = () => new Promise<number>((res) => { const s = createServer().listen(0, "127.0.0.1", () => { const p = (s.address() as { port: number }).port; s.close(() => res(p)); }); });
+const freePort = () =>
+  new Promise<number>((res) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => res(p));
+    });
+  });
 
 function options(url: string, workerId: string, logs: string[]): DirectOptions {
-  return runnerOptions(new HubClient({ baseUrl: url }), workerId, path.join(tmp, workerId), (l) => logs.push(l), { pollSeconds: 0.1, graceSeconds: 1, maxBackoffMs: 400, idleHeartbeatSeconds: 0.2 });
+  return runnerOptions(new HubClient({ baseUrl: url }), workerId, path.join(tmp, workerId), (l) => logs.push(l), {
+    pollSeconds: 0.1,
+    graceSeconds: 1,
+    maxBackoffMs: 400,
+    idleHeartbeatSeconds: 0.2,
+  });
 }
 
 const condition = (h: TestHub, worker: string, type: string) =>
@@ -42,21 +53,45 @@ describe("a worker pruned and declared again", () => {
     const logs: string[] = [];
     const loop = new PullLoop(options(h.url, "w1", logs));
     const done = loop.run();
-    stops.push(async () => { loop.requestStop("test over"); await done; });
+    stops.push(async () => {
+      loop.requestStop("test over");
+      await done;
+    });
     await eventually(() => condition(h, "w1", "Ready") === "True", "w1 Ready");
 
     // Pruned, then declared again (as GitOps does): the new object has no registration.
     const del = await fetch(`${h.url}${API_PREFIX}/workers/w1`, { method: "DELETE" });
     expect(del.status).toBe(200);
-    const created = await post(h.url, `${API_PREFIX}/workers`, { metadata: { name: "w1" }, spec: { max_concurrency: 1 } });
+    const created = await post(h.url, `${API_PREFIX}/workers`, {
+      metadata: { name: "w1" },
+      spec: { max_concurrency: 1 },
+    });
     expect(created.status).toBe(201);
     // The Hub tells the truth meanwhile: the worker is not Ready until a registration lands...
     await eventually(() => logs.some((l) => /registering again|not registered/.test(l)), "the Runner noticing");
     // ...and the Runner registers again by itself.
-    await eventually(() => h.hub.scheduler.ctx.worker("w1")?.status?.registration !== undefined, "a new registration", 15_000);
-    await eventually(() => condition(h, "w1", "Ready") === "True" && condition(h, "w1", "Registered") === "True", "w1 Ready again");
-    expect((await post(h.url, "/api/tasks/dispatch", { schema_version: 1, tasks: [{ task_id: "after", required_capability: "", payload: { runner: "noop" } }] })).status).toBe(201);
-    await eventually(() => ["clean", "returned"].includes(h.hub.scheduler.ctx.task("after")?.status?.state ?? ""), "the task to run", 15_000);
+    await eventually(
+      () => h.hub.scheduler.ctx.worker("w1")?.status?.registration !== undefined,
+      "a new registration",
+      15_000,
+    );
+    await eventually(
+      () => condition(h, "w1", "Ready") === "True" && condition(h, "w1", "Registered") === "True",
+      "w1 Ready again",
+    );
+    expect(
+      (
+        await post(h.url, "/api/tasks/dispatch", {
+          schema_version: 1,
+          tasks: [{ task_id: "after", required_capability: "", payload: { runner: "noop" } }],
+        })
+      ).status,
+    ).toBe(201);
+    await eventually(
+      () => ["clean", "returned"].includes(h.hub.scheduler.ctx.task("after")?.status?.state ?? ""),
+      "the task to run",
+      15_000,
+    );
   }, 40_000);
 
   it("is never Ready, nor gets a liveness entry, while no Runner has registered as it", async () => {

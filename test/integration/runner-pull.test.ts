@@ -66,7 +66,11 @@ function options(extra: Partial<PullOptions> = {}): PullOptions {
 const api = (p: string, body?: unknown) => (body === undefined ? get(hub.url, p, AUTH) : post(hub.url, p, body, AUTH));
 
 async function dispatch(tasks: Record<string, unknown>[]): Promise<void> {
-  const r = await api("/api/tasks/dispatch", { schema_version: 1, operator: "test", tasks: tasks.map((t) => ({ required_capability: "linux", ...t })) });
+  const r = await api("/api/tasks/dispatch", {
+    schema_version: 1,
+    operator: "test",
+    tasks: tasks.map((t) => ({ required_capability: "linux", ...t })),
+  });
   expect(r.status, JSON.stringify(r.body)).toBe(201);
 }
 
@@ -92,9 +96,18 @@ describe("pull loop", () => {
     expect(paths[0]).toBe("/api/workers/register");
     expect(paths[1]).toBe("/api/workers/heartbeat");
     expect(paths.at(-1)).toBe("/api/workers/heartbeat");
-    expect(rec.calls.at(-1)!.body).toMatchObject({ worker_id: WORKER, current_runs: [], health: { phase: "completed" } });
-    const reg = rec.callsTo("/api/workers/register")[0]!.body;
-    expect(reg).toMatchObject({ runner_api_version: 1, max_concurrency: 2, initial_concurrency: 2, concurrency_policy: "fixed" });
+    expect(rec.calls.at(-1)!.body).toMatchObject({
+      worker_id: WORKER,
+      current_runs: [],
+      health: { phase: "completed" },
+    });
+    const reg = rec.callsTo("/api/workers/register")[0].body;
+    expect(reg).toMatchObject({
+      runner_api_version: 1,
+      max_concurrency: 2,
+      initial_concurrency: 2,
+      concurrency_policy: "fixed",
+    });
     expect(reg.health).toHaveProperty("resources.cpu_count");
     expect(reg.health).toHaveProperty("source_cache.enabled", false);
     for (const c of rec.callsTo("/api/tasks/claim")) {
@@ -102,24 +115,46 @@ describe("pull loop", () => {
       expect(c.body.limit).toBeLessThanOrEqual(2);
       expect(c.body).not.toHaveProperty("wait_seconds");
     }
-    expect(rec.callsTo("/api/tasks/complete").map((c) => c.body.task_id).sort()).toEqual(["a", "b", "c"]);
-    const complete = rec.callsTo("/api/tasks/complete")[0]!.body;
+    expect(
+      rec
+        .callsTo("/api/tasks/complete")
+        .map((c) => c.body.task_id)
+        .sort(),
+    ).toEqual(["a", "b", "c"]);
+    const complete = rec.callsTo("/api/tasks/complete")[0].body;
     expect(complete).toHaveProperty("result.exit_code", 0);
     expect(complete).toHaveProperty("upload.result_id");
-    expect(rec.calls.every((c) => c.headers.authorization === `Bearer ${HUB_TOKEN}` && (c.status ?? 0) < 300)).toBe(true);
+    expect(rec.calls.every((c) => c.headers.authorization === `Bearer ${HUB_TOKEN}` && (c.status ?? 0) < 300)).toBe(
+      true,
+    );
     expect(await states()).toEqual({ a: "clean", b: "clean", c: "clean" });
-    const cap = (await api("/api/data/worker-capacity")).body.workers.find((w: { worker_id: string }) => w.worker_id === WORKER);
+    const cap = (await api("/api/data/worker-capacity")).body.workers.find(
+      (w: { worker_id: string }) => w.worker_id === WORKER,
+    );
     expect(cap.active_task_ids).toEqual([]);
   });
 
   it("claims again as soon as a slot frees up, without waiting for the whole batch", async () => {
     const gate = newGate();
     // claim order within one dispatch is task_id order
-    await dispatch([{ task_id: "a-long", payload: gated(gate) }, { task_id: "b-short", payload: shell("true") }, { task_id: "c-next", payload: shell("true") }]);
+    await dispatch([
+      { task_id: "a-long", payload: gated(gate) },
+      { task_id: "b-short", payload: shell("true") },
+      { task_id: "c-next", payload: shell("true") },
+    ]);
     const done = new PullLoop(options()).run();
     // c-next can only start while a-long still runs if the Runner claims per free slot
-    await eventually(() => rec.forTask("c-next").some((c) => c.path === "/api/tasks/complete"), "c-next to finish while a-long runs", 20_000);
-    expect(rec.forTask("a-long").map((c) => c.path).filter((p) => p !== "/api/tasks/renew")).toEqual(["/api/tasks/start"]);
+    await eventually(
+      () => rec.forTask("c-next").some((c) => c.path === "/api/tasks/complete"),
+      "c-next to finish while a-long runs",
+      20_000,
+    );
+    expect(
+      rec
+        .forTask("a-long")
+        .map((c) => c.path)
+        .filter((p) => p !== "/api/tasks/renew"),
+    ).toEqual(["/api/tasks/start"]);
     open(gate);
     expect(await done).toMatchObject({ claimed: 3, completed: 3 });
     const limits = rec.callsTo("/api/tasks/claim").map((c) => c.body.limit);
@@ -130,16 +165,31 @@ describe("pull loop", () => {
 
   it("clamps desired_concurrency to --max-concurrency and sends current_runs in heartbeats", async () => {
     // The inventory allows 50, so the Hub tells the Runner 50; the Runner's own max is 2.
-    expect((await api("/api/admin/register-worker-hosts", { hosts: [{ worker_id: WORKER, max_concurrency: 50, initial_concurrency: 50 }] })).status).toBe(200);
+    expect(
+      (
+        await api("/api/admin/register-worker-hosts", {
+          hosts: [{ worker_id: WORKER, max_concurrency: 50, initial_concurrency: 50 }],
+        })
+      ).status,
+    ).toBe(200);
     const gate = newGate();
     await dispatch(["1", "2", "3"].map((n) => ({ task_id: `t${n}`, package_id: `p${n}`, payload: gated(gate) })));
     const done = new PullLoop(options({ maxConcurrency: 2 })).run();
-    const busy = await eventually(() => rec.callsTo("/api/workers/heartbeat").find((c) => (c.body.current_runs as unknown[]).length === 2), "a heartbeat with two runs", 20_000);
+    const busy = await eventually(
+      () => rec.callsTo("/api/workers/heartbeat").find((c) => (c.body.current_runs as unknown[]).length === 2),
+      "a heartbeat with two runs",
+      20_000,
+    );
     open(gate);
     await done;
-    expect(rec.callsTo("/api/workers/register")[0]!.reply).toMatchObject({ desired_concurrency: 50, max_concurrency: 50 });
+    expect(rec.callsTo("/api/workers/register")[0].reply).toMatchObject({
+      desired_concurrency: 50,
+      max_concurrency: 50,
+    });
     expect(Math.max(...rec.callsTo("/api/tasks/claim").map((c) => Number(c.body.limit)))).toBe(2);
-    expect(busy.body.current_runs).toEqual(expect.arrayContaining([expect.objectContaining({ task_id: "t1", package_id: "p1" })]));
+    expect(busy.body.current_runs).toEqual(
+      expect.arrayContaining([expect.objectContaining({ task_id: "t1", package_id: "p1" })]),
+    );
     expect(busy.body).toHaveProperty("health.phase", "running");
     expect(await states()).toEqual({ t1: "clean", t2: "clean", t3: "clean" });
   });
@@ -147,7 +197,7 @@ describe("pull loop", () => {
   it("sends wait_seconds with claims in long-poll mode", async () => {
     const s = await new PullLoop(options({ claimWaitSeconds: 1 })).run();
     expect(s.claimed).toBe(0);
-    const claim = rec.callsTo("/api/tasks/claim")[0]!;
+    const claim = rec.callsTo("/api/tasks/claim")[0];
     expect(claim.body).toMatchObject({ wait_seconds: 1, wait_poll_seconds: 1 });
     expect(claim).toMatchObject({ status: 200, reply: { tasks: [] } });
   });
@@ -160,10 +210,18 @@ describe("pull loop", () => {
   });
 
   it("does not complete when the upload queued an automatic retry", async () => {
-    await dispatch([{ task_id: "retry-me", payload: { ...shell("echo '429 Too Many Requests' >&2; exit 1"), retry_policy: { max_attempts: 2, retry_categories: ["rate_limited"] } } }]);
+    await dispatch([
+      {
+        task_id: "retry-me",
+        payload: {
+          ...shell("echo '429 Too Many Requests' >&2; exit 1"),
+          retry_policy: { max_attempts: 2, retry_categories: ["rate_limited"] },
+        },
+      },
+    ]);
     const s = await new PullLoop(options({ once: false, maxTasks: 1 })).run();
     expect(s.reports[0]).toMatchObject({ state: "auto_retry", verdict: "run_error" });
-    expect(rec.callsTo("/api/results/upload")[0]!.reply).toMatchObject({ auto_retry: { queued: true, attempt_no: 2 } });
+    expect(rec.callsTo("/api/results/upload")[0].reply).toMatchObject({ auto_retry: { queued: true, attempt_no: 2 } });
     expect(rec.callsTo("/api/tasks/complete")).toHaveLength(0);
     expect(rec.callsTo("/api/tasks/fail")).toHaveLength(0);
     expect((await rows())["retry-me"]).toMatchObject({ state: "retry_queued", attempt_no: 2 });
@@ -172,12 +230,18 @@ describe("pull loop", () => {
   it("stops the task's processes when renew answers 409 (the task was cancelled), and reports nothing", async () => {
     await dispatch([{ task_id: "doomed", payload: shell("sleep 60") }]);
     const done = new PullLoop(options({ renewIntervalMs: 200 })).run();
-    await eventually(() => rec.forTask("doomed").some((c) => c.path === "/api/tasks/start" && c.status === 200), "doomed to start");
+    await eventually(
+      () => rec.forTask("doomed").some((c) => c.path === "/api/tasks/start" && c.status === 200),
+      "doomed to start",
+    );
     expect((await api("/api/admin/cancel-task", { task_id: "doomed" })).status).toBe(200);
     const s = await done;
     expect(s.reports[0]).toMatchObject({ task_id: "doomed", state: "lease_lost", exit_code: 143 });
-    expect(rec.forTask("doomed").find((c) => c.path === "/api/tasks/renew" && c.status === 409)!.reply).toMatchObject({ error: "task_cancelled" });
-    for (const p of ["/api/results/upload", "/api/tasks/complete", "/api/tasks/fail"]) expect(rec.callsTo(p)).toHaveLength(0);
+    expect(rec.forTask("doomed").find((c) => c.path === "/api/tasks/renew" && c.status === 409)!.reply).toMatchObject({
+      error: "task_cancelled",
+    });
+    for (const p of ["/api/results/upload", "/api/tasks/complete", "/api/tasks/fail"])
+      expect(rec.callsTo(p)).toHaveLength(0);
     expect(logs.some((l) => l.includes("lease lost (task_cancelled)"))).toBe(true);
     expect((await rows()).doomed.state).toBe("cancelled");
   });
@@ -186,11 +250,15 @@ describe("pull loop", () => {
     const gate = newGate();
     await dispatch([{ task_id: "renewed", payload: gated(gate) }]);
     const done = new PullLoop(options({ renewIntervalMs: 150 })).run();
-    await eventually(() => rec.callsTo("/api/tasks/renew").filter((c) => c.status === 200).length >= 3, "three renews", 20_000);
+    await eventually(
+      () => rec.callsTo("/api/tasks/renew").filter((c) => c.status === 200).length >= 3,
+      "three renews",
+      20_000,
+    );
     open(gate);
     await done;
     const renews = rec.callsTo("/api/tasks/renew");
-    expect(renews[0]!.body).toMatchObject({ worker_id: WORKER, task_id: "renewed", lease_seconds: 60 });
+    expect(renews[0].body).toMatchObject({ worker_id: WORKER, task_id: "renewed", lease_seconds: 60 });
     const claimed = rec.callsTo("/api/tasks/claim").find((c) => c.reply?.tasks?.length)!.reply.tasks[0].lease_until;
     // a renew still in flight when the task ends may be answered after it, so look at the accepted ones
     const accepted = renews.filter((c) => c.status === 200);
@@ -205,9 +273,12 @@ describe("pull loop", () => {
     await dispatch([{ task_id: "x" }]);
     const s = await new PullLoop(options()).run();
     expect(s.reports[0]).toMatchObject({ task_id: "x", state: "failed" });
-    expect(rec.callsTo("/api/results/upload")[0]!.status).toBe(413);
-    const fail = rec.callsTo("/api/tasks/fail")[0]!;
-    expect(fail.body).toMatchObject({ task_id: "x", error: { type: "HubError", detail: expect.stringContaining("body_too_large") } });
+    expect(rec.callsTo("/api/results/upload")[0].status).toBe(413);
+    const fail = rec.callsTo("/api/tasks/fail")[0];
+    expect(fail.body).toMatchObject({
+      task_id: "x",
+      error: { type: "HubError", detail: expect.stringContaining("body_too_large") },
+    });
     expect(fail.reply).toMatchObject({ ok: true, new_state: "run_error" });
     expect((await rows()).x).toMatchObject({ state: "run_error", error: { type: "HubError" } });
   });
@@ -221,18 +292,27 @@ describe("pull loop", () => {
     const s = await new PullLoop(options()).run();
     expect(s.reports[0]).toMatchObject({ state: "start_failed" });
     expect(rec.callsTo("/api/tasks/start")[0]).toMatchObject({ status: 409, reply: { error: "task_cancelled" } });
-    for (const p of ["/api/results/upload", "/api/tasks/complete", "/api/tasks/fail"]) expect(rec.callsTo(p)).toHaveLength(0);
+    for (const p of ["/api/results/upload", "/api/tasks/complete", "/api/tasks/fail"])
+      expect(rec.callsTo(p)).toHaveLength(0);
     expect((await rows())["not-mine"].state).toBe("cancelled");
   });
 
   it("backs off and carries on when claims are refused, instead of crashing", async () => {
     // A blocked worker's claims get 403 worker_not_available; a v1 Runner crashes on that.
-    await post(hub.url, "/api/workers/register", { worker_id: WORKER, runner_api_version: 1, max_concurrency: 2, initial_concurrency: 2 }, AUTH);
+    await post(
+      hub.url,
+      "/api/workers/register",
+      { worker_id: WORKER, runner_api_version: 1, max_concurrency: 2, initial_concurrency: 2 },
+      AUTH,
+    );
     expect((await api("/api/admin/block-worker", { worker_id: WORKER })).status).toBe(200);
     await dispatch([{ task_id: "eventually" }]);
     const done = new PullLoop(options()).run();
-    await eventually(() => rec.callsTo("/api/tasks/claim").filter((c) => c.status === 403).length >= 2, "two refused claims");
-    expect(rec.callsTo("/api/tasks/claim")[0]!.reply).toMatchObject({ error: "worker_not_available" });
+    await eventually(
+      () => rec.callsTo("/api/tasks/claim").filter((c) => c.status === 403).length >= 2,
+      "two refused claims",
+    );
+    expect(rec.callsTo("/api/tasks/claim")[0].reply).toMatchObject({ error: "worker_not_available" });
     expect((await api("/api/admin/unblock-worker", { worker_id: WORKER })).status).toBe(200);
     const s = await done;
     expect(s.completed).toBe(1);
@@ -252,7 +332,10 @@ describe("pull loop", () => {
     const done = loop.run();
     await eventually(() => rec.callsTo("/api/tasks/claim").length >= 1, "a first claim");
     await hub.close();
-    await eventually(() => logs.filter((l) => /(heartbeat|claim) failed/.test(l)).length >= 2, "failures while the Hub is down");
+    await eventually(
+      () => logs.filter((l) => /(heartbeat|claim) failed/.test(l)).length >= 2,
+      "failures while the Hub is down",
+    );
     hub = await startHub({ env: { LOOM_HUB_TOKEN: HUB_TOKEN }, port }, dir);
     await dispatch([{ task_id: "after-restart" }]);
     const s = await done;
@@ -262,7 +345,9 @@ describe("pull loop", () => {
 
   it("waits for an unreachable Hub, retrying registration", async () => {
     const port = await freePort();
-    const loop = new PullLoop(options({ client: new HubClient({ baseUrl: `http://127.0.0.1:${port}`, token: HUB_TOKEN }) }));
+    const loop = new PullLoop(
+      options({ client: new HubClient({ baseUrl: `http://127.0.0.1:${port}`, token: HUB_TOKEN }) }),
+    );
     const done = loop.run();
     await eventually(() => logs.filter((l) => l.startsWith("register failed")).length >= 2, "register retries");
     // The Hub comes up on the port the Runner has been trying.
@@ -287,13 +372,21 @@ describe("pull loop", () => {
 
   it("on a stop request: no more claims; running tasks get the grace period, then are stopped and reported", async () => {
     await dispatch([{ task_id: "a-slow", payload: shell("sleep 60") }, { task_id: "b-never-claimed" }]);
-    const loop = new PullLoop(options({ once: false, maxConcurrency: 1, initialConcurrency: 1, graceSeconds: 0.3, renewIntervalMs: 120_000 }));
+    const loop = new PullLoop(
+      options({ once: false, maxConcurrency: 1, initialConcurrency: 1, graceSeconds: 0.3, renewIntervalMs: 120_000 }),
+    );
     const done = loop.run();
-    await eventually(() => rec.forTask("a-slow").some((c) => c.path === "/api/tasks/start" && c.status === 200), "task start");
+    await eventually(
+      () => rec.forTask("a-slow").some((c) => c.path === "/api/tasks/start" && c.status === 200),
+      "task start",
+    );
     loop.requestStop("test");
     const s = await done;
     expect(s).toMatchObject({ stopped: true, claimed: 1 });
-    expect(rec.callsTo("/api/tasks/fail")[0]!.body).toMatchObject({ task_id: "a-slow", error: { type: "RunnerStopped" } });
+    expect(rec.callsTo("/api/tasks/fail")[0].body).toMatchObject({
+      task_id: "a-slow",
+      error: { type: "RunnerStopped" },
+    });
     expect(rec.calls.at(-1)!.body).toMatchObject({ health: { phase: "completed" } });
     const r = await rows();
     expect(r["b-never-claimed"].state).toBe("queued");
@@ -310,12 +403,28 @@ describe("loom runner command", () => {
     process.env.LOOM_TEST_HUB_TOKEN = HUB_TOKEN;
     const writes: string[] = [];
     const orig = process.stdout.write.bind(process.stdout);
-    process.stdout.write = ((chunk: string) => (writes.push(String(chunk)), true)) as typeof process.stdout.write;
+    process.stdout.write = (chunk: string) => (writes.push(String(chunk)), true);
     const errWrite = process.stderr.write.bind(process.stderr);
-    process.stderr.write = (() => true) as typeof process.stderr.write;
+    process.stderr.write = () => true;
     try {
       await runnerCommand().parseAsync(
-        ["--controller", rec.url, "--worker-id", "cli-w", "--once", "--poll-seconds", "1", "--auth-token-env", "LOOM_TEST_HUB_TOKEN", "--work-dir", path.join(tmp, "cli"), "--capability", "gpu", "--resource-capacity-json", '{"memory_mb":1024}'],
+        [
+          "--controller",
+          rec.url,
+          "--worker-id",
+          "cli-w",
+          "--once",
+          "--poll-seconds",
+          "1",
+          "--auth-token-env",
+          "LOOM_TEST_HUB_TOKEN",
+          "--work-dir",
+          path.join(tmp, "cli"),
+          "--capability",
+          "gpu",
+          "--resource-capacity-json",
+          '{"memory_mb":1024}',
+        ],
         { from: "user" },
       );
     } finally {
@@ -324,9 +433,17 @@ describe("loom runner command", () => {
       delete process.env.LOOM_TEST_HUB_TOKEN;
     }
     expect(JSON.parse(writes.join(""))).toEqual({ worker_id: "cli-w", claimed: 1, completed: 1 });
-    const reg = rec.callsTo("/api/workers/register")[0]!.body;
-    expect(reg).toMatchObject({ worker_id: "cli-w", capabilities: ["gpu"], max_concurrency: 1, initial_concurrency: 1, resource_capacity: { memory_mb: 1024, gpu_count: 0, gpu_types: [] } });
-    const cap = (await api("/api/data/worker-capacity")).body.workers.find((w: { worker_id: string }) => w.worker_id === "cli-w");
+    const reg = rec.callsTo("/api/workers/register")[0].body;
+    expect(reg).toMatchObject({
+      worker_id: "cli-w",
+      capabilities: ["gpu"],
+      max_concurrency: 1,
+      initial_concurrency: 1,
+      resource_capacity: { memory_mb: 1024, gpu_count: 0, gpu_types: [] },
+    });
+    const cap = (await api("/api/data/worker-capacity")).body.workers.find(
+      (w: { worker_id: string }) => w.worker_id === "cli-w",
+    );
     expect(cap.capacity.memory_mb).toBe(1024);
     // the Runner advertised only gpu, so the linux task stays queued
     const r = await rows();

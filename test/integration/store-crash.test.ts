@@ -15,7 +15,11 @@ afterAll(async () => {
 
 function killAfter(file: string, round: number, acks: number): Promise<string[]> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "../support/store-writer.ts"), file, String(round)], { stdio: ["ignore", "pipe", "inherit"] });
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", join(import.meta.dirname, "../support/store-writer.ts"), file, String(round)],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
     const seen: string[] = [];
     let buf = "";
     child.stdout.setEncoding("utf8");
@@ -27,7 +31,9 @@ function killAfter(file: string, round: number, acks: number): Promise<string[]>
       if (seen.length >= acks && !child.killed) child.kill("SIGKILL");
     });
     child.on("error", reject);
-    child.on("exit", (code, signal) => (signal === "SIGKILL" ? resolve(seen) : reject(new Error(`writer exited with ${code ?? signal}`))));
+    child.on("exit", (code, signal) =>
+      signal === "SIGKILL" ? resolve(seen) : reject(new Error(`writer exited with ${code ?? signal}`)),
+    );
   });
 }
 

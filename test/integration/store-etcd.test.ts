@@ -39,12 +39,25 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       const pad = "x".repeat(10_000);
       for (let i = 0; i < 1200; i += 100) {
         const ops: TxnOp[] = [];
-        for (let j = i; j < i + 100; j++) ops.push({ op: "create", object: { ...worker(`w${String(j).padStart(5, "0")}`, { shard: String(j % 3) }), metadata: { name: `w${String(j).padStart(5, "0")}`, labels: { shard: String(j % 3) }, annotations: { pad } } } });
+        for (let j = i; j < i + 100; j++)
+          ops.push({
+            op: "create",
+            object: {
+              ...worker(`w${String(j).padStart(5, "0")}`, { shard: String(j % 3) }),
+              metadata: {
+                name: `w${String(j).padStart(5, "0")}`,
+                labels: { shard: String(j % 3) },
+                annotations: { pad },
+              },
+            },
+          });
         await store.txn(ops);
       }
       const rev = await store.revision();
       const all = await store.list("Worker");
-      expect(all.items.map((w) => w.metadata.name)).toEqual(Array.from({ length: 1200 }, (_, j) => `w${String(j).padStart(5, "0")}`));
+      expect(all.items.map((w) => w.metadata.name)).toEqual(
+        Array.from({ length: 1200 }, (_, j) => `w${String(j).padStart(5, "0")}`),
+      );
       expect(all.revision).toBe(rev);
       expect((await store.list("Worker", { labelSelector: "shard=1" })).items).toHaveLength(400);
     } finally {
@@ -69,14 +82,23 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       status: {
         state: "leased",
         attempt: 1,
-        lease: { worker: w, epoch: 1, mode: "pull", leased_at: new Date().toISOString(), lease_until: new Date(Date.now() + 60_000).toISOString(), placement: "shared", reservation: { cpu_millis: cpu, memory_mb: 0, disk_mb: 0, gpu_count: 0 } },
+        lease: {
+          worker: w,
+          epoch: 1,
+          mode: "pull",
+          leased_at: new Date().toISOString(),
+          lease_until: new Date(Date.now() + 60_000).toISOString(),
+          placement: "shared",
+          reservation: { cpu_millis: cpu, memory_mb: 0, disk_mb: 0, gpu_count: 0 },
+        },
       },
     });
     const reservedOn = (tasks: Iterable<StoredObject>, w: string) => {
       let cpu = 0;
       let active = 0;
       for (const t of tasks) {
-        const st = t.status as { state?: string; lease?: { worker: string; reservation: { cpu_millis: number } } } | undefined;
+        const st = t.status as
+          { state?: string; lease?: { worker: string; reservation: { cpu_millis: number } } } | undefined;
         if ((st?.state === "leased" || st?.state === "running") && st.lease?.worker === w) {
           cpu += st.lease.reservation.cpu_millis;
           active++;
@@ -87,7 +109,9 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
 
     it("concurrent leases from three replicas onto one tight worker never over-reserve it, at any revision", async () => {
       const [a, b, c] = await replicas(3);
-      await a.create(worker("tight", undefined, { max_concurrency: 8, initial_concurrency: 8, resource_capacity: cap }));
+      await a.create(
+        worker("tight", undefined, { max_concurrency: 8, initial_concurrency: 8, resource_capacity: cap }),
+      );
       const tasks = await Promise.all(Array.from({ length: 24 }, (_, i) => a.create(task(`t${i}`))));
       // Watch every Task revision from the start and replay the lease sets it implies.
       const state = new Map<string, StoredObject>();
@@ -101,7 +125,9 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       });
       // Every task is offered 300 millicores through each replica at once: at most 3 fit.
       const stores = [a, b, c];
-      const outcomes = await Promise.allSettled(tasks.flatMap((t, i) => stores.map((s, j) => s.updateStatus(leased(t, "tight", 300 + ((i + j) % 2)))))); 
+      const outcomes = await Promise.allSettled(
+        tasks.flatMap((t, i) => stores.map((s, j) => s.updateStatus(leased(t, "tight", 300 + ((i + j) % 2))))),
+      );
       const ok = outcomes.filter((o) => o.status === "fulfilled");
       const refused = outcomes.filter((o): o is PromiseRejectedResult => o.status === "rejected");
       for (const r of refused) expect(isStoreError(r.reason, "Conflict"), String(r.reason)).toBe(true);
@@ -129,11 +155,23 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
         const ex = leased(t1, "w", 0) as StoredObject & { status: { lease: { placement: string } } };
         ex.status.lease.placement = "exclusive";
         const r = await Promise.allSettled([a.updateStatus(ex), b.updateStatus(leased(t2, "w", 100))]);
-        expect(r.filter((x) => x.status === "fulfilled"), JSON.stringify(r.map((x) => (x.status === "rejected" ? String(x.reason) : "ok")))).toHaveLength(1);
+        expect(
+          r.filter((x) => x.status === "fulfilled"),
+          JSON.stringify(r.map((x) => (x.status === "rejected" ? String(x.reason) : "ok"))),
+        ).toHaveLength(1);
         const items = (await a.list("Task")).items;
         expect(reservedOn(items, "w").active).toBe(1);
         // Release both for the next round (no resourceVersion: last write wins).
-        await a.txn(items.map((t) => ({ op: "updateStatus" as const, object: { ...t, metadata: { ...t.metadata, resourceVersion: undefined }, status: { state: "queued", attempt: 1 } } })));
+        await a.txn(
+          items.map((t) => ({
+            op: "updateStatus" as const,
+            object: {
+              ...t,
+              metadata: { ...t.metadata, resourceVersion: undefined },
+              status: { state: "queued", attempt: 1 },
+            },
+          })),
+        );
       }
     });
 
@@ -141,7 +179,13 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       const [a, b] = await replicas(2);
       const w = await a.create(worker("w", undefined, { max_concurrency: 64, initial_concurrency: 1 }));
       // 40 last-write-wins status writes from two replicas on one object: every one commits.
-      const writes = Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).updateStatus({ ...w, metadata: { ...w.metadata, resourceVersion: undefined }, status: { active_count: i } }));
+      const writes = Array.from({ length: 40 }, (_, i) =>
+        (i % 2 ? a : b).updateStatus({
+          ...w,
+          metadata: { ...w.metadata, resourceVersion: undefined },
+          status: { active_count: i },
+        }),
+      );
       const done = await Promise.all(writes);
       expect(new Set(done.map((o) => o.metadata.resourceVersion)).size).toBe(40);
       const stale = await storeError(b.updateStatus({ ...w, status: { active_count: 99 } }));
@@ -152,7 +196,10 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
     it("refuses a transaction past etcd's default --max-txn-ops with 413 before sending it, naming the limit, and writes nothing", async () => {
       const [a] = await replicas(1);
       expect(a.maxWritesPerTxn).toBeLessThan(128);
-      const fits = Array.from({ length: a.maxWritesPerTxn }, (_, i) => ({ op: "create" as const, object: worker(`fit-${i}`) }));
+      const fits = Array.from({ length: a.maxWritesPerTxn }, (_, i) => ({
+        op: "create" as const,
+        object: worker(`fit-${i}`),
+      }));
       expect(await a.txn(fits)).toHaveLength(a.maxWritesPerTxn);
       const over = Array.from({ length: 200 }, (_, i) => ({ op: "create" as const, object: worker(`over-${i}`) }));
       const e = await storeError(a.txn(over));
@@ -177,19 +224,46 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
     const from = openSqliteStore(join(dir, "loom.db"));
     const to = await openEtcdStore({ endpoints: etcd.endpoints, prefix: `/loom-migrate-${process.pid}` });
     try {
-      const w = await from.create(worker("w1", { pool: "a" }, { max_concurrency: 2, initial_concurrency: 1, resource_capacity: { cpu_millis: 1000, memory_mb: 1024, disk_mb: 0, gpu_count: 0 } }));
+      const w = await from.create(
+        worker(
+          "w1",
+          { pool: "a" },
+          {
+            max_concurrency: 2,
+            initial_concurrency: 1,
+            resource_capacity: { cpu_millis: 1000, memory_mb: 1024, disk_mb: 0, gpu_count: 0 },
+          },
+        ),
+      );
       await from.updateStatus({ ...w, status: { active_count: 1 } });
       const t = await from.create(task("t1"));
-      const lease = { worker: "w1", epoch: 1, mode: "pull", leased_at: "2026-01-01T00:00:00.000Z", lease_until: "2099-01-01T00:00:00.000Z", placement: "shared", reservation: { cpu_millis: 600, memory_mb: 0, disk_mb: 0, gpu_count: 0 } };
+      const lease = {
+        worker: "w1",
+        epoch: 1,
+        mode: "pull",
+        leased_at: "2026-01-01T00:00:00.000Z",
+        lease_until: "2099-01-01T00:00:00.000Z",
+        placement: "shared",
+        reservation: { cpu_millis: 600, memory_mb: 0, disk_mb: 0, gpu_count: 0 },
+      };
       await from.updateStatus({ ...t, status: { state: "leased", attempt: 1, lease } });
       await from.create(task("t2"));
       const report = await migrateStore(from, to);
       expect(report.kinds).toMatchObject({ Worker: 1, Task: 2 });
-      const strip = (o: StoredObject) => ({ kind: o.kind, name: o.metadata.name, labels: o.metadata.labels, spec: o.spec, status: o.status });
-      for (const kind of ["Worker", "Task"]) expect((await to.list(kind)).items.map(strip)).toEqual((await from.list(kind)).items.map(strip));
+      const strip = (o: StoredObject) => ({
+        kind: o.kind,
+        name: o.metadata.name,
+        labels: o.metadata.labels,
+        spec: o.spec,
+        status: o.status,
+      });
+      for (const kind of ["Worker", "Task"])
+        expect((await to.list(kind)).items.map(strip)).toEqual((await from.list(kind)).items.map(strip));
       // The copied lease counts on the target: another 600 millicores do not fit beside it.
       const t2 = (await to.get("Task", "t2"))!;
-      expect((await storeError(to.updateStatus({ ...t2, status: { state: "leased", attempt: 1, lease } }))).message).toContain("cpu_millis");
+      expect(
+        (await storeError(to.updateStatus({ ...t2, status: { state: "leased", attempt: 1, lease } }))).message,
+      ).toContain("cpu_millis");
       await expect(migrateStore(from, to)).rejects.toThrow(/already holds/);
     } finally {
       await from.close();
@@ -198,4 +272,3 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
     }
   });
 });
-

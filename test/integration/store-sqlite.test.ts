@@ -47,7 +47,11 @@ describe("sqlite store specifics", () => {
   it("answers a write only once a WAL flush covering it has completed, and flushes concurrent writes in groups", async () => {
     const { store } = await fresh();
     const before = store.syncStats().flushes;
-    const written = await Promise.all(Array.from({ length: 100 }, (_, i) => store.create(task(`t${i}`)).then((o) => ({ o, durable: store.durableRevision() }))));
+    const written = await Promise.all(
+      Array.from({ length: 100 }, (_, i) =>
+        store.create(task(`t${i}`)).then((o) => ({ o, durable: store.durableRevision() })),
+      ),
+    );
     for (const { o, durable } of written) expect(durable).toBeGreaterThanOrEqual(Number(o.metadata.resourceVersion));
     const flushes = store.syncStats().flushes - before;
     expect(flushes).toBeGreaterThanOrEqual(1);
@@ -61,7 +65,10 @@ describe("sqlite store specifics", () => {
     const walBytes = () => statSync(`${file}-wal`).size;
     const big = "x".repeat(200_000);
     let n = 0;
-    const batch = async () => { for (let i = 0; i < 10; i++) await store.create({ ...task(`big${n++}`), metadata: { name: `big${n}`, annotations: { blob: big } } }); };
+    const batch = async () => {
+      for (let i = 0; i < 10; i++)
+        await store.create({ ...task(`big${n++}`), metadata: { name: `big${n}`, annotations: { blob: big } } });
+    };
     const sizes: number[] = [];
     for (let round = 0; round < 4; round++) {
       const rounds = store.checkpointStats().rounds;
@@ -111,7 +118,7 @@ describe("sqlite store specifics", () => {
     const { store } = await fresh({ eventLogLimit: 5 });
     const live: WatchEvent[] = [];
     await store.watch(undefined, 0, (e) => live.push(e));
-    await store.txn(Array.from({ length: 12 }, (_, i) => ({ op: "create", object: task(`t${i}`) }) as TxnOp));
+    await store.txn(Array.from({ length: 12 }, (_, i) => ({ op: "create", object: task(`t${i}`) })));
     expect(store.eventLogSize()).toBeLessThanOrEqual(5);
     expect(store.compactedRevision()).toBe(1);
     // A watcher that was already streaming still gets every event: live delivery does not read the log.

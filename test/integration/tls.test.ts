@@ -27,17 +27,37 @@ describe("a Hub with --tls-self-signed", () => {
 
     const reg = await new HubClient({ baseUrl: h.url, token: TOKEN, ca }).register(registerBody("tls-runner") as never);
     expect(reg.worker_id).toBe("tls-runner");
-    await expect(new HubClient({ baseUrl: h.url, token: TOKEN }).register(registerBody("x") as never)).rejects.toMatchObject({ status: 0, body: { error: "network_error" } });
+    await expect(
+      new HubClient({ baseUrl: h.url, token: TOKEN }).register(registerBody("x") as never),
+    ).rejects.toMatchObject({ status: 0, body: { error: "network_error" } });
 
     const cli = new Client(resolveConnection(h.url, { LOOM_HUB_TOKEN: TOKEN, LOOM_CA_FILE: caFile }));
     const list = await cli.get<{ items: { metadata: { name: string } }[] }>("/apis/loom.dev/v1alpha1/workers");
     expect(list.items.map((w) => w.metadata.name)).toEqual(["tls-runner"]);
-    await expect(new Client(resolveConnection(h.url, { LOOM_HUB_TOKEN: TOKEN })).get("/apis/loom.dev/v1alpha1/workers")).rejects.toThrow(/SELF_SIGNED_CERT/);
+    await expect(
+      new Client(resolveConnection(h.url, { LOOM_HUB_TOKEN: TOKEN })).get("/apis/loom.dev/v1alpha1/workers"),
+    ).rejects.toThrow(/SELF_SIGNED_CERT/);
 
     // The Runner's flags: --certificate-authority, else LOOM_CA_FILE; a bad file names its source.
-    const base = { capability: [], maxConcurrency: "1", concurrencyPolicy: "fixed", leaseSeconds: "60", connectionMode: "long-poll", authTokenEnv: "LOOM_HUB_TOKEN", directApiTokenEnv: "LOOM_RUNNER_TOKEN", serveHost: "127.0.0.1", servePort: "8766", scrubEnv: [], shutdownGraceSeconds: "30", workerId: "w", controller: h.url } as never;
+    const base = {
+      capability: [],
+      maxConcurrency: "1",
+      concurrencyPolicy: "fixed",
+      leaseSeconds: "60",
+      connectionMode: "long-poll",
+      authTokenEnv: "LOOM_HUB_TOKEN",
+      directApiTokenEnv: "LOOM_RUNNER_TOKEN",
+      serveHost: "127.0.0.1",
+      servePort: "8766",
+      scrubEnv: [],
+      shutdownGraceSeconds: "30",
+      workerId: "w",
+      controller: h.url,
+    } as never;
     expect(resolveConfig(base, { LOOM_CA_FILE: caFile }).ca?.equals(ca)).toBe(true);
-    expect(() => resolveConfig({ ...(base as object), certificateAuthority: "/nope.pem" } as never, {})).toThrow("--certificate-authority: /nope.pem: ENOENT");
+    expect(() => resolveConfig({ ...(base as object), certificateAuthority: "/nope.pem" } as never, {})).toThrow(
+      "--certificate-authority: /nope.pem: ENOENT",
+    );
   });
 
   it("keeps a certificate that still fits and remakes one that does not name the host", async () => {

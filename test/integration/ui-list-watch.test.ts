@@ -10,8 +10,19 @@ import { openSqliteStore } from "../../src/store/sqlite.ts";
 import { ListWatch, type KubeObject, type Phase } from "../../ui/src/list-watch.ts";
 import { eventually, post, startHub, type TestHub } from "../support/hub.ts";
 
-const freePort = () => new Promise<number>((res) => { const s = createServer().listen(0, "127.0.0.1", () => { const p = (s.address() as { port: number }).port; s.close(() => res(p)); }); });
-const task = (name: string) => ({ apiVersion: "loom.dev/v1alpha1", kind: "Task", metadata: { name }, spec: { payload: { runner: "noop" } } });
+const freePort = () =>
+  new Promise<number>((res) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => res(p));
+    });
+  });
+const task = (name: string) => ({
+  apiVersion: "loom.dev/v1alpha1",
+  kind: "Task",
+  metadata: { name },
+  spec: { payload: { runner: "noop" } },
+});
 type T = KubeObject & { status?: { state?: string } };
 const TOKEN = "list-watch-token-0123456789";
 const auth = { authorization: `Bearer ${TOKEN}` };
@@ -43,8 +54,13 @@ describe("web view ListWatch against a Hub that goes away", () => {
     lw = new ListWatch<T>({
       path: "/apis/loom.dev/v1alpha1/tasks",
       request: (path, init) => fetch(url + path, { ...init, headers: auth }),
-      onReset: (items) => { resets++; copy.clear(); for (const o of items) copy.set(o.metadata.name, o.status?.state ?? ""); },
-      onChange: (type, o) => (type === "DELETED" ? copy.delete(o.metadata.name) : copy.set(o.metadata.name, o.status?.state ?? "")),
+      onReset: (items) => {
+        resets++;
+        copy.clear();
+        for (const o of items) copy.set(o.metadata.name, o.status?.state ?? "");
+      },
+      onChange: (type, o) =>
+        type === "DELETED" ? copy.delete(o.metadata.name) : copy.set(o.metadata.name, o.status?.state ?? ""),
       onPhase: (p) => phases.push(p),
       retryDelayMs: () => 100,
     });
@@ -58,7 +74,10 @@ describe("web view ListWatch against a Hub that goes away", () => {
     await eventually(() => phases.at(-1) === "retrying", "the lost connection to be noticed");
     hub = await start();
     // This process's own keep-alive socket to the old Hub may be the one that fails: retry.
-    await eventually(async () => [201, 409].includes((await post(url, "/apis/loom.dev/v1alpha1/tasks", task("b"), auth)).status), "the create after the restart");
+    await eventually(
+      async () => [201, 409].includes((await post(url, "/apis/loom.dev/v1alpha1/tasks", task("b"), auth)).status),
+      "the create after the restart",
+    );
     await eventually(() => copy.get("b") === "queued", "the change after the resume");
     expect(lw.stats.resumes).toBeGreaterThan(0);
     expect(resets).toBe(1);
@@ -75,7 +94,10 @@ describe("web view ListWatch against a Hub that goes away", () => {
     expect(resets).toBe(2);
     expect(copy.has("a")).toBe(false); // the relist replaced the copy, so the deletion shows too
     expect(copy.size).toBe(41);
-    await eventually(async () => [201, 409].includes((await post(url, "/apis/loom.dev/v1alpha1/tasks", task("d"), auth)).status), "the create after the relist");
+    await eventually(
+      async () => [201, 409].includes((await post(url, "/apis/loom.dev/v1alpha1/tasks", task("d"), auth)).status),
+      "the create after the relist",
+    );
     await eventually(() => copy.get("d") === "queued", "the change after the relist");
   }, 60_000);
 

@@ -49,7 +49,12 @@ describe("/ui static files", () => {
   });
 
   it("serves nothing outside its folder", async () => {
-    for (const path of ["/ui/../secret.txt", "/ui/%2e%2e/secret.txt", "/ui/assets/%2e%2e/%2e%2e/secret.txt", "/ui/missing.js"]) {
+    for (const path of [
+      "/ui/../secret.txt",
+      "/ui/%2e%2e/secret.txt",
+      "/ui/assets/%2e%2e/%2e%2e/secret.txt",
+      "/ui/missing.js",
+    ]) {
       const r = await bare.inject(path);
       expect(r.statusCode, path).toBe(404);
       expect(r.body).not.toContain("not for the web");
@@ -78,7 +83,16 @@ describe("GET /api/results/:id/logs", () => {
   it("returns the logs inside a stored result, and 404 for an unknown one", async () => {
     const url = hub.url;
     expect((await post(url, "/api/workers/register", registerBody("w1"), auth)).status).toBe(200);
-    expect((await post(url, "/api/tasks/dispatch", { schema_version: 1, tasks: [{ task_id: "t1", payload: { runner: "noop" } }] }, auth)).status).toBe(201);
+    expect(
+      (
+        await post(
+          url,
+          "/api/tasks/dispatch",
+          { schema_version: 1, tasks: [{ task_id: "t1", payload: { runner: "noop" } }] },
+          auth,
+        )
+      ).status,
+    ).toBe(201);
     const claim = await post(url, "/api/tasks/claim", { worker_id: "w1" }, auth);
     expect(claim.body.tasks.map((t: { task_id: string }) => t.task_id)).toEqual(["t1"]);
     const zip = await writeZip([
@@ -87,13 +101,21 @@ describe("GET /api/results/:id/logs", () => {
       { name: "stderr.txt", data: "" },
       { name: "artifacts/data.bin", data: "binary" },
     ]);
-    const up = await fetch(`${url}/api/results/upload`, { method: "POST", headers: { ...auth, "x-task-id": "t1", "x-worker-id": "w1", "content-type": "application/zip" }, body: zip });
+    const up = await fetch(`${url}/api/results/upload`, {
+      method: "POST",
+      headers: { ...auth, "x-task-id": "t1", "x-worker-id": "w1", "content-type": "application/zip" },
+      body: zip,
+    });
     expect(up.status).toBe(201);
     const { result_id } = (await up.json()) as { result_id: string };
     const logs = await get(url, `/api/results/${result_id}/logs`, auth);
     expect(logs.status).toBe(200);
     expect(logs.body.logs.map((l: { name: string }) => l.name).sort()).toEqual(["stderr.txt", "stdout.txt"]);
-    expect(logs.body.logs.find((l: { name: string }) => l.name === "stdout.txt")).toMatchObject({ text: "hello from t1\n", bytes: 14, truncated: false });
+    expect(logs.body.logs.find((l: { name: string }) => l.name === "stdout.txt")).toMatchObject({
+      text: "hello from t1\n",
+      bytes: 14,
+      truncated: false,
+    });
     expect((await get(url, `/api/results/${result_id}/logs`)).status).toBe(401);
     expect((await get(url, "/api/results/no-such-result/logs", auth)).body.error).toBe("result_not_found");
   });

@@ -13,7 +13,10 @@ let h: TestHub;
 const LIMIT = 256 * 1024;
 beforeAll(async () => {
   h = await startHub({ uploadLimitBytes: LIMIT, uploadConcurrency: 1, uploadQueue: 1, uploadWaitMs: 300 });
-  expect((await post(h.url, "/api/workers/register", registerBody("w1", { max_concurrency: 8, initial_concurrency: 8 }))).status).toBe(200);
+  expect(
+    (await post(h.url, "/api/workers/register", registerBody("w1", { max_concurrency: 8, initial_concurrency: 8 })))
+      .status,
+  ).toBe(200);
   expect((await post(h.url, "/api/workers/register", registerBody("w2"))).status).toBe(200);
   const tasks = Array.from({ length: 8 }, (_, i) => ({ task_id: `t${i}`, required_capability: "" }));
   expect((await post(h.url, "/api/tasks/dispatch", { schema_version: 1, tasks })).status).toBe(201);
@@ -23,17 +26,33 @@ afterAll(() => h?.close());
 
 const resultsDir = () => join(h.dir, "results");
 /** Every file under results/, the in-progress folder included. */
-const files = () => readdirSync(resultsDir(), { recursive: true, withFileTypes: true }).filter((d) => d.isFile()).map((d) => d.name).sort();
+const files = () =>
+  readdirSync(resultsDir(), { recursive: true, withFileTypes: true })
+    .filter((d) => d.isFile())
+    .map((d) => d.name)
+    .sort();
 const incoming = () => readdirSync(join(resultsDir(), ".incoming"));
 const state = (t: string) => h.hub.scheduler.ctx.task(t)?.status?.state;
 
 function upload(task: string, worker: string, body: Buffer) {
-  return fetch(`${h.url}/api/results/upload`, { method: "POST", headers: { "content-type": "application/zip", "x-task-id": task, "x-worker-id": worker }, body });
+  return fetch(`${h.url}/api/results/upload`, {
+    method: "POST",
+    headers: { "content-type": "application/zip", "x-task-id": task, "x-worker-id": worker },
+    body,
+  });
 }
 
 /** Starts an upload that sends its headers and part of a body, then waits; resolves with the status when the Hub answers. */
 function stalledUpload(task: string, worker: string, declared: number) {
-  const req = request(`${h.url}/api/results/upload`, { method: "POST", headers: { "content-type": "application/zip", "x-task-id": task, "x-worker-id": worker, "content-length": declared } });
+  const req = request(`${h.url}/api/results/upload`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/zip",
+      "x-task-id": task,
+      "x-worker-id": worker,
+      "content-length": declared,
+    },
+  });
   const answered = new Promise<{ status: number; body: any }>((resolve, reject) => {
     req.on("response", (res) => {
       let text = "";
@@ -109,7 +128,14 @@ describe("streaming inspection", () => {
     expect(((await r.json()) as { verdict: string }).verdict).toBe("run_error");
   });
   it("a good ZIP still scores clean and is kept", async () => {
-    const r = await upload("t3", "w1", await writeZip([{ name: "worker-result.json", data: JSON.stringify({ exit_code: 0, verdict: "clean" }) }, { name: "stdout.txt", data: "ok\n" }]));
+    const r = await upload(
+      "t3",
+      "w1",
+      await writeZip([
+        { name: "worker-result.json", data: JSON.stringify({ exit_code: 0, verdict: "clean" }) },
+        { name: "stdout.txt", data: "ok\n" },
+      ]),
+    );
     expect(r.status).toBe(201);
     const text = await r.text();
     const body = JSON.parse(text) as { verdict: string; result_id: string; download_url: string };
@@ -121,7 +147,11 @@ describe("streaming inspection", () => {
     expect(body).not.toHaveProperty("path");
     const got = await fetch(h.url + body.download_url);
     expect(got.status).toBe(200);
-    expect(Buffer.from(await got.arrayBuffer()).subarray(0, 2).toString()).toBe("PK");
+    expect(
+      Buffer.from(await got.arrayBuffer())
+        .subarray(0, 2)
+        .toString(),
+    ).toBe("PK");
   });
 });
 
@@ -140,7 +170,11 @@ describe("concurrent uploads are limited", () => {
     await eventually(() => incoming().length === 0, "the cut-off upload's part file to be removed");
     expect(state("t4")).toBe("leased");
     // And the slot is free again.
-    const ok = await upload("t5", "w1", await writeZip([{ name: "worker-result.json", data: JSON.stringify({ exit_code: 0 }) }]));
+    const ok = await upload(
+      "t5",
+      "w1",
+      await writeZip([{ name: "worker-result.json", data: JSON.stringify({ exit_code: 0 }) }]),
+    );
     expect(ok.status).toBe(201);
   });
 

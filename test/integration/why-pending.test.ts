@@ -5,11 +5,21 @@ import { get, post, registerBody, startHub, type TestHub } from "../support/hub.
 
 type Json = Record<string, any>;
 let h: TestHub;
-beforeEach(async () => { h = await startHub(); });
-afterEach(async () => { await h.close(); });
+beforeEach(async () => {
+  h = await startHub();
+});
+afterEach(async () => {
+  await h.close();
+});
 
 const mem = (memory_mb: number) => ({ placement: "shared", resources: { memory_mb } });
-const task = (task_id: string, memory_mb: number, extra: Json = {}) => ({ task_id, required_capability: "", payload: { runner: "noop", timeout_seconds: 600 }, execution_profile: mem(memory_mb), ...extra });
+const task = (task_id: string, memory_mb: number, extra: Json = {}) => ({
+  task_id,
+  required_capability: "",
+  payload: { runner: "noop", timeout_seconds: 600 },
+  execution_profile: mem(memory_mb),
+  ...extra,
+});
 
 async function ok(path: string, body: unknown): Promise<Json> {
   const r = await post(h.url, path, body);
@@ -33,11 +43,26 @@ async function admission(id: string): Promise<Json> {
  */
 async function setUp(): Promise<void> {
   await ok("/api/workers/register", registerBody("w1", { capabilities: ["linux"] }));
-  await ok("/api/workers/register", registerBody("w2", { capabilities: ["linux"], health: { hostname: "w2", resources: { cpu_count: 4, mem_available_mb: 2048, disk_available_mb: 50_000 } } }));
+  await ok(
+    "/api/workers/register",
+    registerBody("w2", {
+      capabilities: ["linux"],
+      health: { hostname: "w2", resources: { cpu_count: 4, mem_available_mb: 2048, disk_available_mb: 50_000 } },
+    }),
+  );
   await dispatch([
     task("a1", 3000, { priority: 5, payload: { runner: "noop", timeout_seconds: 100 } }),
     task("a2", 3000, { priority: 5, payload: { runner: "noop", timeout_seconds: 300 } }),
-    task("a3", 1000, { priority: 5, payload: { runner: "noop", phases: [{ name: "p", command: "true", timeout_seconds: 20 }, { name: "q", command: "true", timeout_seconds: 30 }] } }),
+    task("a3", 1000, {
+      priority: 5,
+      payload: {
+        runner: "noop",
+        phases: [
+          { name: "p", command: "true", timeout_seconds: 20 },
+          { name: "q", command: "true", timeout_seconds: 30 },
+        ],
+      },
+    }),
   ]);
   const c = await ok("/api/tasks/claim", { worker_id: "w1", limit: 10, lease_seconds: 600 });
   expect(c.tasks.map((t: Json) => t.task_id).sort()).toEqual(["a1", "a2", "a3"]);
@@ -92,13 +117,19 @@ describe("task-admission: why a queued task is pending", () => {
     expect(high.blocking_until).toBe(a2.ends_at);
     expect(Date.parse(a2.ends_at) - Date.parse(a2.since)).toBe(300_000);
     const early = await admission("t1-early");
-    expect(early.workers.find((w: Json) => w.worker_id === "w1").blocking_leases.map((l: Json) => l.task)).toEqual(["a1"]);
+    expect(early.workers.find((w: Json) => w.worker_id === "w1").blocking_leases.map((l: Json) => l.task)).toEqual([
+      "a1",
+    ]);
 
     // An exclusive task needs every lease gone, listed soonest-ending first; a3's run time
     // is the sum of its phases' (20 + 30 s).
     await dispatch([task("t7-excl", 0, { execution_profile: { placement: "exclusive", resources: {} } })]);
     const excl = (await admission("t7-excl")).workers.find((w: Json) => w.worker_id === "w1");
-    expect(excl.blocking_leases.map((l: Json) => [l.task, l.declared_seconds])).toEqual([["a3", 50], ["a1", 100], ["a2", 300]]);
+    expect(excl.blocking_leases.map((l: Json) => [l.task, l.declared_seconds])).toEqual([
+      ["a3", 50],
+      ["a1", 100],
+      ["a2", 300],
+    ]);
     expect(excl.blocking_until).toBe(a2.ends_at);
   });
 
@@ -121,7 +152,10 @@ describe("task-admission: why a queued task is pending", () => {
     // A task that can never fit anywhere gets no suggestion that is not a fit.
     const huge = await admission("t5-huge");
     expect(huge.suggestions.find((s: Json) => s.kind === "empty_worker")).toBeUndefined();
-    expect(huge.suggestions.find((s: Json) => s.kind === "request")).toMatchObject({ worker: "w2", resources: { memory_mb: 2048 } });
+    expect(huge.suggestions.find((s: Json) => s.kind === "request")).toMatchObject({
+      worker: "w2",
+      resources: { memory_mb: 2048 },
+    });
   });
 });
 
@@ -151,16 +185,40 @@ describe("POST /api/simulate: the same admission over a copy of the state, nothi
     expect(cancel.body.still_queued).toBe(4);
 
     // A new 16 GB worker takes the three that fit it, in claim order.
-    const add = await simulate({ add_workers: [{ worker_id: "w3", initial_concurrency: 4, max_concurrency: 4, capabilities: ["linux"], resource_capacity: { cpu_millis: 8000, memory_mb: 16384, disk_mb: 50000 } }] });
+    const add = await simulate({
+      add_workers: [
+        {
+          worker_id: "w3",
+          initial_concurrency: 4,
+          max_concurrency: 4,
+          capabilities: ["linux"],
+          resource_capacity: { cpu_millis: 8000, memory_mb: 16384, disk_mb: 50000 },
+        },
+      ],
+    });
     expect(add.status, JSON.stringify(add.body)).toBe(200);
-    expect(placed(add)).toEqual([[1, "t3-high", "w3"], [2, "t1-early", "w3"], [3, "t2-big", "w3"]]);
+    expect(placed(add)).toEqual([
+      [1, "t3-high", "w3"],
+      [2, "t1-early", "w3"],
+      [3, "t2-big", "w3"],
+    ]);
 
     // More memory on w2 and a smaller t5-huge: t5-huge (priority 9) goes first, to w1.
-    const edit = await simulate({ workers: { w2: { resource_capacity: { memory_mb: 4096 } } }, tasks: { "t5-huge": { execution_profile: { resources: { memory_mb: 1000 } } } } });
-    expect(placed(edit)).toEqual([[1, "t5-huge", "w1"], [2, "t1-early", "w2"]]);
+    const edit = await simulate({
+      workers: { w2: { resource_capacity: { memory_mb: 4096 } } },
+      tasks: { "t5-huge": { execution_profile: { resources: { memory_mb: 1000 } } } },
+    });
+    expect(placed(edit)).toEqual([
+      [1, "t5-huge", "w1"],
+      [2, "t1-early", "w2"],
+    ]);
 
     // Concurrency 1 on w1 (3 leases held) and w2 removed: nothing fits.
-    const conc = await simulate({ workers: { w1: { max_concurrency: 1 } }, remove_workers: ["w2"], cancel_tasks: ["a1", "a2"] });
+    const conc = await simulate({
+      workers: { w1: { max_concurrency: 1 } },
+      remove_workers: ["w2"],
+      cancel_tasks: ["a1", "a2"],
+    });
     expect(placed(conc)).toEqual([]);
     // ... while cancelling all three of w1's leases empties it: 8192 MB for t3-high, then 2192 left.
     const empty = await simulate({ cancel_tasks: ["a1", "a2", "a3"] });
@@ -190,9 +248,11 @@ describe("POST /api/simulate: the same admission over a copy of the state, nothi
 
 describe("Events on change only", () => {
   const eventsOf = async (name: string): Promise<Json[]> =>
-    (await get(h.url, `/apis/loom.dev/v1alpha1/events?fieldSelector=involvedObject.name=${name}`)).body.items.filter((e: Json) => e.reason === "NotAdmitted" || e.reason === "Admissible");
+    (await get(h.url, `/apis/loom.dev/v1alpha1/events?fieldSelector=involvedObject.name=${name}`)).body.items.filter(
+      (e: Json) => e.reason === "NotAdmitted" || e.reason === "Admissible",
+    );
   const settle = async () => {
-    for (let stable = 0, rev = -1; stable < 3; ) {
+    for (let stable = 0, rev = -1; stable < 3;) {
       await new Promise((r) => setTimeout(r, 600));
       const now = await h.hub.store.revision();
       stable = now === rev ? stable + 1 : 0;
@@ -205,7 +265,9 @@ describe("Events on change only", () => {
     await settle();
     const first = await eventsOf("t2-big");
     expect(first.map((e) => e.reason)).toEqual(["NotAdmitted"]);
-    expect(first[0].message).toMatch(/^exceeds_worker_capacity: 0\/2 workers admit: .*resource_reservation_unavailable/);
+    expect(first[0].message).toMatch(
+      /^exceeds_worker_capacity: 0\/2 workers admit: .*resource_reservation_unavailable/,
+    );
 
     // Cancelling a3 changes only the numbers on w1 (1192 free -> 2192): no new Event.
     expect((await post(h.url, "/api/admin/cancel-task", { task_id: "a3" })).status).toBe(200);

@@ -14,7 +14,19 @@ import { post, startHub } from "../support/hub.ts";
 import { registerWorkers, taskOp } from "../support/task-ops.ts";
 
 const QUEUED = ["queued", "retry_queued"];
-const STATES = ["queued", "retry_queued", "leased", "running", "returned", "imported", "clean", "dirty", "run_error", "cancelled", "lease_expired"] as const;
+const STATES = [
+  "queued",
+  "retry_queued",
+  "leased",
+  "running",
+  "returned",
+  "imported",
+  "clean",
+  "dirty",
+  "run_error",
+  "cancelled",
+  "lease_expired",
+] as const;
 
 class Checker {
   violations: string[] = [];
@@ -37,18 +49,35 @@ class Checker {
       if (st.lease) this.leasedAfterUnsatisfiable++;
       else this.finishedAfterUnsatisfiable++;
     }
-    if (cond("Unsatisfiable")?.status === "True") this.violations.push(`rev ${ev.revision}: ${name} is ${state}${st.lease ? " with a lease" : ""} and Unsatisfiable=True`);
-    if (cond("Admitted")?.status === "False") this.violations.push(`rev ${ev.revision}: ${name} is ${state} and Admitted=False (${cond("Admitted")?.reason})`);
+    if (cond("Unsatisfiable")?.status === "True")
+      this.violations.push(
+        `rev ${ev.revision}: ${name} is ${state}${st.lease ? " with a lease" : ""} and Unsatisfiable=True`,
+      );
+    if (cond("Admitted")?.status === "False")
+      this.violations.push(`rev ${ev.revision}: ${name} is ${state} and Admitted=False (${cond("Admitted")?.reason})`);
   };
 }
 
 const op = fc.oneof(
-  fc.record({ kind: fc.constant("claim" as const), w: fc.integer({ min: 0, max: 1 }), limit: fc.integer({ min: 1, max: 4 }) }),
-  fc.record({ kind: fc.constant("patch" as const), t: fc.integer({ min: 0, max: 7 }), w: fc.integer({ min: 0, max: 1 }), unsatisfiable: fc.boolean() }),
+  fc.record({
+    kind: fc.constant("claim" as const),
+    w: fc.integer({ min: 0, max: 1 }),
+    limit: fc.integer({ min: 1, max: 4 }),
+  }),
+  fc.record({
+    kind: fc.constant("patch" as const),
+    t: fc.integer({ min: 0, max: 7 }),
+    w: fc.integer({ min: 0, max: 1 }),
+    unsatisfiable: fc.boolean(),
+  }),
   fc.record({ kind: fc.constant("cancel" as const), t: fc.integer({ min: 0, max: 7 }) }),
   fc.record({ kind: fc.constant("retry" as const), t: fc.integer({ min: 0, max: 7 }) }),
   fc.record({ kind: fc.constant("complete" as const), t: fc.integer({ min: 0, max: 7 }) }),
-  fc.record({ kind: fc.constant("capacity" as const), w: fc.integer({ min: 0, max: 1 }), cpu: fc.constantFrom(1000, 2000, 8000) }),
+  fc.record({
+    kind: fc.constant("capacity" as const),
+    w: fc.integer({ min: 0, max: 1 }),
+    cpu: fc.constantFrom(1000, 2000, 8000),
+  }),
   fc.record({ kind: fc.constant("pause" as const), ms: fc.constantFrom(30, 80) }),
 );
 
@@ -56,53 +85,92 @@ describe("admission conditions never contradict a lease or a final state", () =>
   it("random mixes of claims, status writes, admin actions and capacity edits", async () => {
     const totals = { leased: 0, finished: 0 };
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.array(op, { minLength: 1, maxLength: 3 }), { minLength: 6, maxLength: 12 }), async (rounds) => {
-        const h = await startHub({ heartbeatGraceSeconds: 3600, conditions: { minIntervalMs: 5, settleMs: 0 } });
-        const checker = new Checker();
-        const watch = await h.hub.store.watch(undefined, 0, checker.on);
-        const api = h.url + API_PREFIX;
-        const patch = (path: string, body: unknown) =>
-          fetch(api + path, { method: "PATCH", headers: { "content-type": "application/merge-patch+json" }, body: JSON.stringify(body) }).then((r) => r.status);
-        try {
-          expect(await registerWorkers(h.url, 2, 4)).toEqual([200, 200]);
-          // Odd tasks ask for 4000m: they fit no worker until a capacity edit raises one.
-          const tasks = Array.from({ length: 8 }, (_, i) => ({ task_id: `t${i}`, case_id: `c${i}`, run_id: "1", setting_id: "s", required_capability: "linux", execution_profile: { placement: "shared", resources: { cpu_millis: i % 2 ? 4000 : 500, memory_mb: 256 } }, payload: { runner: "noop" } }));
-          expect((await post(h.url, "/api/tasks/dispatch", { schema_version: 1, operator: "prop", tasks })).status).toBe(201);
-          for (const round of rounds) {
-            const replies = await Promise.all(
-              round.map(async (o) => {
-                switch (o.kind) {
-                  case "claim":
-                  case "cancel":
-                  case "retry":
-                  case "complete":
-                    return taskOp(h, o);
-                  case "patch": {
-                    const now = new Date().toISOString();
-                    const lease = { worker: `w${o.w}`, epoch: 1, mode: "pull", leased_at: now, lease_until: new Date(Date.now() + 600_000).toISOString(), placement: "shared", reservation: { cpu_millis: 500, memory_mb: 256, disk_mb: 0, gpu_count: 0 } };
-                    const conditions = o.unsatisfiable ? [{ type: "Unsatisfiable", status: "True", reason: "exceeds_worker_capacity", message: "written by hand", lastTransitionTime: now }] : undefined;
-                    return patch(`/tasks/t${o.t}/status`, { status: { state: "leased", attempt: 1, lease, ...(conditions ? { conditions } : {}) } });
+      fc.asyncProperty(
+        fc.array(fc.array(op, { minLength: 1, maxLength: 3 }), { minLength: 6, maxLength: 12 }),
+        async (rounds) => {
+          const h = await startHub({ heartbeatGraceSeconds: 3600, conditions: { minIntervalMs: 5, settleMs: 0 } });
+          const checker = new Checker();
+          const watch = await h.hub.store.watch(undefined, 0, checker.on);
+          const api = h.url + API_PREFIX;
+          const patch = (path: string, body: unknown) =>
+            fetch(api + path, {
+              method: "PATCH",
+              headers: { "content-type": "application/merge-patch+json" },
+              body: JSON.stringify(body),
+            }).then((r) => r.status);
+          try {
+            expect(await registerWorkers(h.url, 2, 4)).toEqual([200, 200]);
+            // Odd tasks ask for 4000m: they fit no worker until a capacity edit raises one.
+            const tasks = Array.from({ length: 8 }, (_, i) => ({
+              task_id: `t${i}`,
+              case_id: `c${i}`,
+              run_id: "1",
+              setting_id: "s",
+              required_capability: "linux",
+              execution_profile: { placement: "shared", resources: { cpu_millis: i % 2 ? 4000 : 500, memory_mb: 256 } },
+              payload: { runner: "noop" },
+            }));
+            expect(
+              (await post(h.url, "/api/tasks/dispatch", { schema_version: 1, operator: "prop", tasks })).status,
+            ).toBe(201);
+            for (const round of rounds) {
+              const replies = await Promise.all(
+                round.map(async (o) => {
+                  switch (o.kind) {
+                    case "claim":
+                    case "cancel":
+                    case "retry":
+                    case "complete":
+                      return taskOp(h, o);
+                    case "patch": {
+                      const now = new Date().toISOString();
+                      const lease = {
+                        worker: `w${o.w}`,
+                        epoch: 1,
+                        mode: "pull",
+                        leased_at: now,
+                        lease_until: new Date(Date.now() + 600_000).toISOString(),
+                        placement: "shared",
+                        reservation: { cpu_millis: 500, memory_mb: 256, disk_mb: 0, gpu_count: 0 },
+                      };
+                      const conditions = o.unsatisfiable
+                        ? [
+                            {
+                              type: "Unsatisfiable",
+                              status: "True",
+                              reason: "exceeds_worker_capacity",
+                              message: "written by hand",
+                              lastTransitionTime: now,
+                            },
+                          ]
+                        : undefined;
+                      return patch(`/tasks/t${o.t}/status`, {
+                        status: { state: "leased", attempt: 1, lease, ...(conditions ? { conditions } : {}) },
+                      });
+                    }
+                    case "capacity":
+                      return patch(`/workers/w${o.w}`, {
+                        spec: { resource_capacity: { cpu_millis: o.cpu, memory_mb: 4096, disk_mb: 0, gpu_count: 0 } },
+                      });
+                    case "pause":
+                      await new Promise((r) => setTimeout(r, o.ms));
+                      return 200;
                   }
-                  case "capacity":
-                    return patch(`/workers/w${o.w}`, { spec: { resource_capacity: { cpu_millis: o.cpu, memory_mb: 4096, disk_mb: 0, gpu_count: 0 } } });
-                  case "pause":
-                    await new Promise((r) => setTimeout(r, o.ms));
-                    return 200;
-                }
-              }),
-            );
-            for (const s of replies) expect(s).toBeLessThan(500);
+                }),
+              );
+              for (const s of replies) expect(s).toBeLessThan(500);
+            }
+            await new Promise((r) => setTimeout(r, 50));
+            await h.hub.cache.waitForRevision(await h.hub.store.revision());
+            expect(checker.violations).toEqual([]);
+            totals.leased += checker.leasedAfterUnsatisfiable;
+            totals.finished += checker.finishedAfterUnsatisfiable;
+          } finally {
+            watch.stop();
+            await h.close();
           }
-          await new Promise((r) => setTimeout(r, 50));
-          await h.hub.cache.waitForRevision(await h.hub.store.revision());
-          expect(checker.violations).toEqual([]);
-          totals.leased += checker.leasedAfterUnsatisfiable;
-          totals.finished += checker.finishedAfterUnsatisfiable;
-        } finally {
-          watch.stop();
-          await h.close();
-        }
-      }),
+        },
+      ),
       { numRuns: 12 },
     );
     // The mixes did reach the contradiction's doorstep: tasks once unsatisfiable were leased or finished.
@@ -132,10 +200,13 @@ describe("admission conditions never contradict a lease or a final state", () =>
         if (!QUEUED.includes(st.state)) {
           expect(c("Unsatisfiable")?.status).not.toBe("True");
           expect(c("Admitted")?.status).not.toBe("False");
-          if (st.lease && (st.state === "leased" || st.state === "running")) expect(c("Admitted")).toMatchObject({ status: "True", message: `admitted on ${st.lease.worker}` });
+          if (st.lease && (st.state === "leased" || st.state === "running"))
+            expect(c("Admitted")).toMatchObject({ status: "True", message: `admitted on ${st.lease.worker}` });
         } else expect(JSON.stringify(once.conditions)).toBe(before);
         expect(admissionUnsettled(once)).toBe(false);
-        expect(JSON.stringify(settleAdmission(structuredClone(once), "2026-07-01T00:00:00.000Z"))).toBe(JSON.stringify(once));
+        expect(JSON.stringify(settleAdmission(structuredClone(once), "2026-07-01T00:00:00.000Z"))).toBe(
+          JSON.stringify(once),
+        );
       }),
       { numRuns: 2000 },
     );

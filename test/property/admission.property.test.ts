@@ -10,7 +10,8 @@ const CAPABILITIES = ["linux", "gpu", "*"];
 
 const scaled = (max: number, step: number, min = 0) => fc.integer({ min, max }).map((n) => n * step);
 const sometimes = <T>(a: fc.Arbitrary<T>) => fc.option(a, { nil: undefined, freq: 3 });
-const mostly = (p: boolean) => fc.oneof({ weight: 7, arbitrary: fc.constant(p) }, { weight: 1, arbitrary: fc.constant(!p) });
+const mostly = (p: boolean) =>
+  fc.oneof({ weight: 7, arbitrary: fc.constant(p) }, { weight: 1, arbitrary: fc.constant(!p) });
 
 // Requests are small and GPUs rare, capacities a few requests wide, so leases both land and collide.
 const requestArb: fc.Arbitrary<ResourceSpec> = fc.record(
@@ -18,7 +19,10 @@ const requestArb: fc.Arbitrary<ResourceSpec> = fc.record(
     cpu_millis: scaled(4, 500),
     memory_mb: scaled(4, 512),
     disk_mb: scaled(2, 1000),
-    gpu_count: fc.oneof({ weight: 7, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.integer({ min: 1, max: 2 }) }),
+    gpu_count: fc.oneof(
+      { weight: 7, arbitrary: fc.constant(0) },
+      { weight: 1, arbitrary: fc.integer({ min: 1, max: 2 }) },
+    ),
     gpu_types: fc.subarray(GPU_TYPES),
   },
   { requiredKeys: [] },
@@ -36,7 +40,12 @@ const capacityArb: fc.Arbitrary<ResourceSpec> = fc.record(
 );
 
 const hostArb = fc.record(
-  { cpu_count: fc.integer({ min: 0, max: 6 }), mem_available_mb: scaled(12, 512), mem_total_mb: scaled(16, 512), disk_available_mb: scaled(6, 1000) },
+  {
+    cpu_count: fc.integer({ min: 0, max: 6 }),
+    mem_available_mb: scaled(12, 512),
+    mem_total_mb: scaled(16, 512),
+    disk_available_mb: scaled(6, 1000),
+  },
   { requiredKeys: [] },
 );
 
@@ -84,9 +93,17 @@ const taskArb = (name: string, workerNames: string[]): fc.Arbitrary<Task> =>
   fc
     .record({
       capability: fc.constantFrom("", "", "linux", "linux", "gpu"),
-      placement: sometimes(fc.oneof({ weight: 3, arbitrary: fc.constant("shared" as const) }, { weight: 1, arbitrary: fc.constant("exclusive" as const) })),
+      placement: sometimes(
+        fc.oneof(
+          { weight: 3, arbitrary: fc.constant("shared" as const) },
+          { weight: 1, arbitrary: fc.constant("exclusive" as const) },
+        ),
+      ),
       resources: sometimes(requestArb),
-      excluded: fc.oneof({ weight: 4, arbitrary: fc.constant([] as string[]) }, { weight: 1, arbitrary: fc.subarray(workerNames) }),
+      excluded: fc.oneof(
+        { weight: 4, arbitrary: fc.constant([] as string[]) },
+        { weight: 1, arbitrary: fc.subarray(workerNames) },
+      ),
     })
     .map((g) => ({
       apiVersion: "loom.dev/v1alpha1",
@@ -94,7 +111,14 @@ const taskArb = (name: string, workerNames: string[]): fc.Arbitrary<Task> =>
       metadata: { name },
       spec: {
         required_capability: g.capability,
-        ...(g.placement || g.resources ? { execution_profile: { ...(g.placement ? { placement: g.placement } : {}), ...(g.resources ? { resources: g.resources } : {}) } } : {}),
+        ...(g.placement || g.resources
+          ? {
+              execution_profile: {
+                ...(g.placement ? { placement: g.placement } : {}),
+                ...(g.resources ? { resources: g.resources } : {}),
+              },
+            }
+          : {}),
       },
       status: { state: "queued", attempt: 1, excluded_workers: g.excluded },
     }));
@@ -111,24 +135,32 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("start" as const), t: fc.nat() }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant("release" as const), t: fc.nat() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("requeue" as const), t: fc.nat() }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant("heartbeat" as const), w: fc.nat(), reported: fc.integer({ min: 0, max: 5 }) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant("heartbeat" as const),
+      w: fc.nat(),
+      reported: fc.integer({ min: 0, max: 5 }),
+    }),
+  },
 );
 
-const scenarioArb = fc
-  .integer({ min: 1, max: 3 })
-  .chain((nw) => {
-    const names = Array.from({ length: nw }, (_, i) => `w${i}`);
-    return fc.record({
-      workers: fc.tuple(...names.map((n) => workerArb(n))),
-      tasks: fc.integer({ min: 1, max: 8 }).chain((nt) => fc.tuple(...Array.from({ length: nt }, (_, i) => taskArb(`t${i}`, names)))),
-      actions: fc.array(actionArb, { minLength: 5, maxLength: 40 }),
-    });
+const scenarioArb = fc.integer({ min: 1, max: 3 }).chain((nw) => {
+  const names = Array.from({ length: nw }, (_, i) => `w${i}`);
+  return fc.record({
+    workers: fc.tuple(...names.map((n) => workerArb(n))),
+    tasks: fc
+      .integer({ min: 1, max: 8 })
+      .chain((nt) => fc.tuple(...Array.from({ length: nt }, (_, i) => taskArb(`t${i}`, names)))),
+    actions: fc.array(actionArb, { minLength: 5, maxLength: 40 }),
   });
+});
 
 // The model below reads the stored resources directly, as the contract states the rules.
 
 const isActive = (t: Task) => t.status?.state === "leased" || t.status?.state === "running";
-const activeOn = (name: string, tasks: readonly Task[]) => tasks.filter((t) => isActive(t) && t.status?.lease?.worker === name);
+const activeOn = (name: string, tasks: readonly Task[]) =>
+  tasks.filter((t) => isActive(t) && t.status?.lease?.worker === name);
 const maxOf = (w: Worker) => Math.max(1, w.spec.max_concurrency ?? w.status?.registration?.max_concurrency ?? 1);
 const requestOf = (t: Task): ResourceSpec => t.spec.execution_profile?.resources ?? {};
 const placementOf = (t: Task) => t.spec.execution_profile?.placement ?? "shared";
@@ -140,9 +172,12 @@ function invariantsHold(workers: readonly Worker[], tasks: readonly Task[]): str
     const name = w.metadata.name;
     const active = activeOn(name, tasks);
     const cap = effectiveCapacity(w).capacity;
-    for (const f of RESOURCE_FIELDS) if (reservedSum(active, f) > cap[f]) return `${name}: ${f} reserved ${reservedSum(active, f)} > capacity ${cap[f]}`;
+    for (const f of RESOURCE_FIELDS)
+      if (reservedSum(active, f) > cap[f])
+        return `${name}: ${f} reserved ${reservedSum(active, f)} > capacity ${cap[f]}`;
     if (active.length > maxOf(w)) return `${name}: ${active.length} active > max_concurrency ${maxOf(w)}`;
-    if (active.some((t) => t.status?.lease?.placement === "exclusive") && active.length > 1) return `${name}: exclusive lease not alone`;
+    if (active.some((t) => t.status?.lease?.placement === "exclusive") && active.length > 1)
+      return `${name}: exclusive lease not alone`;
   }
   return undefined;
 }
@@ -169,7 +204,10 @@ function contractAdmits(t: Task, w: Worker, tasks: readonly Task[], reported: nu
   if (w.status?.conditions?.find((c) => c.type === "Ready")?.status !== "True") return false;
   const active = activeOn(w.metadata.name, tasks);
   const max = maxOf(w);
-  const desired = Math.min(Math.max(w.status?.desired_concurrency ?? w.spec.initial_concurrency ?? reg?.initial_concurrency ?? 1, 1), max);
+  const desired = Math.min(
+    Math.max(w.status?.desired_concurrency ?? w.spec.initial_concurrency ?? reg?.initial_concurrency ?? 1, 1),
+    max,
+  );
   const count = Math.max(reported, active.length);
   if (!(count < Math.min(desired, max))) return false;
   if (placementOf(t) === "exclusive" && count > 0) return false;
@@ -183,7 +221,10 @@ function contractAdmits(t: Task, w: Worker, tasks: readonly Task[], reported: nu
 type Scenario = { workers: Worker[]; tasks: Task[]; actions: Action[] };
 
 /** Replays the actions; `onAdmit` sees every lease attempt before it is applied. */
-function replay(s: Scenario, onAdmit: (ctx: { task: Task; worker: Worker; tasks: Task[]; reported: number; ok: boolean }) => void): number {
+function replay(
+  s: Scenario,
+  onAdmit: (ctx: { task: Task; worker: Worker; tasks: Task[]; reported: number; ok: boolean }) => void,
+): number {
   const tasks: Task[] = structuredClone(s.tasks);
   const workers = s.workers;
   const reported = new Map<string, number>();
@@ -289,7 +330,11 @@ describe("admit() is exactly the contract's rule", () => {
           const empty = workerView(w, [], { reported_active: 0 });
           for (const t of tasks) {
             const d = admit(t, empty);
-            const busy = admit(t, { ...empty, reported_active: 3, leases: [{ task: "x", placement: "exclusive", reservation: empty.capacity }] });
+            const busy = admit(t, {
+              ...empty,
+              reported_active: 3,
+              leases: [{ task: "x", placement: "exclusive", reservation: empty.capacity }],
+            });
             for (const f of busy.failures.filter((f) => !f.resolvable)) {
               unresolvable++;
               expect(d.failures.some((g) => g.code === f.code && g.field === f.field)).toBe(true);

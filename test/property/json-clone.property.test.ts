@@ -12,19 +12,45 @@ const viaText = (v: unknown) => {
 describe("jsonClone", () => {
   it("equals a JSON round trip for arbitrary values, with no shared objects", () => {
     fc.assert(
-      fc.property(fc.anything({ withBoxedValues: true, withDate: true, withNullPrototype: true, withSparseArray: true, withObjectString: true }), (v) => {
-        const c = jsonClone(v);
-        expect(c).toStrictEqual(viaText(v));
-        if (v !== null && typeof v === "object" && c !== null && typeof c === "object") expect(c).not.toBe(v);
-      }),
+      fc.property(
+        fc.anything({
+          withBoxedValues: true,
+          withDate: true,
+          withNullPrototype: true,
+          withSparseArray: true,
+          withObjectString: true,
+        }),
+        (v) => {
+          const c = jsonClone(v);
+          expect(c).toStrictEqual(viaText(v));
+          if (v !== null && typeof v === "object" && c !== null && typeof c === "object") expect(c).not.toBe(v);
+        },
+      ),
       { numRuns: 2000 },
     );
   });
 
   it("drops, nulls and converts as JSON does", () => {
     const d = new Date("2026-01-02T03:04:05.000Z");
-    const v = { a: undefined, f: () => 1, s: Symbol("x"), n: NaN, i: -Infinity, z: -0, d, arr: [undefined, () => 1, NaN, 1], nested: { toJSON: (k: string) => `key:${k}` } };
-    expect(jsonClone(v)).toStrictEqual({ n: null, i: null, z: 0, d: "2026-01-02T03:04:05.000Z", arr: [null, null, null, 1], nested: "key:nested" });
+    const v = {
+      a: undefined,
+      f: () => 1,
+      s: Symbol("x"),
+      n: NaN,
+      i: -Infinity,
+      z: -0,
+      d,
+      arr: [undefined, () => 1, NaN, 1],
+      nested: { toJSON: (k: string) => `key:${k}` },
+    };
+    expect(jsonClone(v)).toStrictEqual({
+      n: null,
+      i: null,
+      z: 0,
+      d: "2026-01-02T03:04:05.000Z",
+      arr: [null, null, null, 1],
+      nested: "key:nested",
+    });
     expect(jsonClone(undefined)).toBeUndefined();
   });
 

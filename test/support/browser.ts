@@ -11,17 +11,35 @@ import { chromium, type BrowserContext } from "playwright-core";
 export const CHROMIUM = "/usr/bin/chromium";
 const ROOT = join(import.meta.dirname, "..", "..");
 
-export const CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+export const CHROMIUM_ARGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
 
 /** Headless chromium with a fresh --user-data-dir (playwright passes the profile directory as that flag). */
 export async function launchChromium(): Promise<{ ctx: BrowserContext; profile: string }> {
   const profile = await mkdtemp(join(tmpdir(), "loom-chromium-"));
-  const ctx = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, viewport: { width: 1440, height: 900 } });
+  const ctx = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: CHROMIUM_ARGS,
+    viewport: { width: 1440, height: 900 },
+  });
   return { ctx, profile };
 }
 
 const newest = (dir: string): number =>
-  Math.max(0, ...readdirSync(dir, { withFileTypes: true }).map((e) => (e.isDirectory() ? newest(join(dir, e.name)) : statSync(join(dir, e.name)).mtimeMs)));
+  Math.max(
+    0,
+    ...readdirSync(dir, { withFileTypes: true }).map((e) =>
+      e.isDirectory() ? newest(join(dir, e.name)) : statSync(join(dir, e.name)).mtimeMs,
+    ),
+  );
 
 /**
  * `npm ci` builds dist/ui (the prepare script); a checkout whose ui/ sources changed since

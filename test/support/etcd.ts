@@ -8,7 +8,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 export const ETCD_BIN = process.env.LOOM_ETCD_BIN ?? "/usr/bin/etcd";
-export const etcdMissing = existsSync(ETCD_BIN) ? undefined : `${ETCD_BIN} is missing (apt-get install -y etcd-server); etcd tests skipped`;
+export const etcdMissing = existsSync(ETCD_BIN)
+  ? undefined
+  : `${ETCD_BIN} is missing (apt-get install -y etcd-server); etcd tests skipped`;
 if (etcdMissing) console.warn(etcdMissing);
 
 export async function freePort(): Promise<number> {
@@ -22,7 +24,14 @@ export async function freePort(): Promise<number> {
   });
 }
 
-export type EtcdMember = { name: string; clientUrl: string; peerUrl: string; proc: ChildProcess; dir: string; stop(signal?: NodeJS.Signals): Promise<void> };
+export type EtcdMember = {
+  name: string;
+  clientUrl: string;
+  peerUrl: string;
+  proc: ChildProcess;
+  dir: string;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+};
 export type EtcdCluster = { endpoints: string[]; members: EtcdMember[]; stop(): Promise<void> };
 
 /**
@@ -42,7 +51,13 @@ export async function startEtcd(size = 1): Promise<EtcdCluster> {
 
 async function startOnce(size: number): Promise<EtcdCluster> {
   const specs = [];
-  for (let i = 0; i < size; i++) specs.push({ name: `m${i}`, client: await freePort(), peer: await freePort(), dir: await mkdtemp(join(tmpdir(), "loom-etcd-")) });
+  for (let i = 0; i < size; i++)
+    specs.push({
+      name: `m${i}`,
+      client: await freePort(),
+      peer: await freePort(),
+      dir: await mkdtemp(join(tmpdir(), "loom-etcd-")),
+    });
   const cluster = specs.map((s) => `${s.name}=http://127.0.0.1:${s.peer}`).join(",");
   const token = `loom-test-${specs[0].client}`; // one token for every member of this cluster
   const members: EtcdMember[] = specs.map((s) => {
@@ -51,21 +66,42 @@ async function startOnce(size: number): Promise<EtcdCluster> {
     const proc = spawn(
       ETCD_BIN,
       [
-        "--name", s.name, "--data-dir", s.dir,
-        "--listen-client-urls", clientUrl, "--advertise-client-urls", clientUrl,
-        "--listen-peer-urls", peerUrl, "--initial-advertise-peer-urls", peerUrl,
-        "--initial-cluster", cluster, "--initial-cluster-state", "new", "--initial-cluster-token", token,
-        "--log-level", "error", "--logger", "zap",
+        "--name",
+        s.name,
+        "--data-dir",
+        s.dir,
+        "--listen-client-urls",
+        clientUrl,
+        "--advertise-client-urls",
+        clientUrl,
+        "--listen-peer-urls",
+        peerUrl,
+        "--initial-advertise-peer-urls",
+        peerUrl,
+        "--initial-cluster",
+        cluster,
+        "--initial-cluster-state",
+        "new",
+        "--initial-cluster-token",
+        token,
+        "--log-level",
+        "error",
+        "--logger",
+        "zap",
       ],
       { stdio: ["ignore", "ignore", "pipe"] },
     );
     let stderr = "";
-    proc.stderr!.on("data", (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
+    proc.stderr.on("data", (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
     proc.on("exit", (code, sig) => {
       if (code && !sig) console.error(`etcd ${s.name} exited with ${code}: ${stderr}`);
     });
     return {
-      name: s.name, clientUrl, peerUrl, proc, dir: s.dir,
+      name: s.name,
+      clientUrl,
+      peerUrl,
+      proc,
+      dir: s.dir,
       async stop(signal: NodeJS.Signals = "SIGTERM") {
         if (proc.exitCode === null && proc.signalCode === null) {
           const exited = new Promise((r) => proc.once("exit", r));

@@ -20,20 +20,37 @@ export async function startHub(opts: Partial<HubOptions> = {}, dir?: string): Pr
   };
 }
 
-export async function post(url: string, path: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
-  const res = await fetch(url + path, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+export async function post(
+  url: string,
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: any }> {
+  const res = await fetch(url + path, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : undefined };
 }
 
-export async function get(url: string, path: string, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
+export async function get(
+  url: string,
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: any }> {
   const res = await fetch(url + path, { headers });
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : undefined };
 }
 
 /** Poll until `fn` returns a truthy value, or fail after `ms` with `what`. */
-export async function eventually<T>(fn: () => T | Promise<T>, what: string, ms = 10_000): Promise<Exclude<T, false | 0 | "" | null | undefined>> {
+export async function eventually<T>(
+  fn: () => T | Promise<T>,
+  what: string,
+  ms = 10_000,
+): Promise<Exclude<T, false | 0 | "" | null | undefined>> {
   const deadline = Date.now() + ms;
   let last: unknown;
   for (;;) {
@@ -43,7 +60,8 @@ export async function eventually<T>(fn: () => T | Promise<T>, what: string, ms =
     } catch (e) {
       last = e;
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ""}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ""}`);
     await new Promise((r) => setTimeout(r, 25));
   }
 }

@@ -4,7 +4,7 @@
 import { allocationOf } from "../../src/admission/guard.ts";
 import { effectiveCapacity } from "../../src/admission/capacity.ts";
 import type { Task, Worker } from "../../src/resources/types.ts";
-import type { Store, StoredObject, WatchEvent, WatchHandle } from "../../src/store/store.ts";
+import type { Store, WatchEvent, WatchHandle } from "../../src/store/store.ts";
 
 export class InvariantRecorder {
   readonly violations: string[] = [];
@@ -27,9 +27,9 @@ export class InvariantRecorder {
   }
 
   private apply(ev: WatchEvent): void {
-    const o = ev.object as StoredObject;
+    const o = ev.object;
     const map = o.kind === "Worker" ? this.workers : o.kind === "Task" ? this.tasks : undefined;
-    if (!map) return (this.revision = ev.revision), undefined;
+    if (!map) return ((this.revision = ev.revision), undefined);
     if (ev.type === "DELETED") map.delete(o.metadata.name);
     else (map as Map<string, unknown>).set(o.metadata.name, o);
     if (o.kind === "Task" && ev.type !== "DELETED") {
@@ -69,10 +69,13 @@ export class InvariantRecorder {
       if (!w) continue;
       const cap = effectiveCapacity(w).capacity;
       const max = w.spec.max_concurrency ?? w.status?.registration?.max_concurrency ?? 1;
-      if (h.cpu > cap.cpu_millis) this.violations.push(`rev ${rev}: ${name} reserves ${h.cpu} cpu_millis of ${cap.cpu_millis}`);
-      if (h.mem > cap.memory_mb) this.violations.push(`rev ${rev}: ${name} reserves ${h.mem} memory_mb of ${cap.memory_mb}`);
+      if (h.cpu > cap.cpu_millis)
+        this.violations.push(`rev ${rev}: ${name} reserves ${h.cpu} cpu_millis of ${cap.cpu_millis}`);
+      if (h.mem > cap.memory_mb)
+        this.violations.push(`rev ${rev}: ${name} reserves ${h.mem} memory_mb of ${cap.memory_mb}`);
       if (h.active > max) this.violations.push(`rev ${rev}: ${name} holds ${h.active} leases, max_concurrency ${max}`);
-      if (h.exclusive && h.active > 1) this.violations.push(`rev ${rev}: ${name} holds an exclusive lease beside others`);
+      if (h.exclusive && h.active > 1)
+        this.violations.push(`rev ${rev}: ${name} holds an exclusive lease beside others`);
     }
   }
 }

@@ -8,9 +8,11 @@ export function invariantViolations(workers: Worker[], tasks: Task[]): string[] 
   const out: string[] = [];
   const names = new Set(workers.map((w) => w.metadata.name));
   for (const t of tasks) {
-    if (isActive(t.status?.state) && !t.status?.lease) out.push(`task ${t.metadata.name} is ${t.status?.state} with no lease`);
+    if (isActive(t.status?.state) && !t.status?.lease)
+      out.push(`task ${t.metadata.name} is ${t.status?.state} with no lease`);
     const w = t.status?.lease?.worker;
-    if (w && isActive(t.status?.state) && !names.has(w)) out.push(`task ${t.metadata.name} holds a lease on ${w}, which does not exist`);
+    if (w && isActive(t.status?.state) && !names.has(w))
+      out.push(`task ${t.metadata.name} holds a lease on ${w}, which does not exist`);
   }
   for (const w of workers) {
     const name = w.metadata.name;
@@ -22,7 +24,8 @@ export function invariantViolations(workers: Worker[], tasks: Task[]): string[] 
     }
     const max = w.spec.max_concurrency ?? w.status?.registration?.max_concurrency ?? 1;
     if (leases.length > max) out.push(`worker ${name}: ${leases.length} active leases > max_concurrency ${max}`);
-    if (leases.some((l) => l.placement === "exclusive") && leases.length > 1) out.push(`worker ${name}: an exclusive lease shares the worker with ${leases.length - 1} other(s)`);
+    if (leases.some((l) => l.placement === "exclusive") && leases.length > 1)
+      out.push(`worker ${name}: an exclusive lease shares the worker with ${leases.length - 1} other(s)`);
   }
   return out;
 }

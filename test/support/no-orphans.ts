@@ -17,7 +17,9 @@ export default function setup(): () => Promise<void> {
     if (!left.length || (await gone(left, GRACE_MS))) return;
     const still = leftovers(run);
     if (!still.length) return;
-    const list = still.map((pid) => `  pid ${pid} (parent ${allProcs().find((p) => p.pid === pid)?.ppid}): ${commandLine(pid)}`).join("\n");
+    const list = still
+      .map((pid) => `  pid ${pid} (parent ${allProcs().find((p) => p.pid === pid)?.ppid}): ${commandLine(pid)}`)
+      .join("\n");
     // Stop them, so a failing run leaves nothing listening either.
     for (const pid of still) {
       try {

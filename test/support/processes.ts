@@ -30,7 +30,7 @@ export function allProcs(): Proc[] {
 export function descendants(pid: number, procs: Proc[] = allProcs()): Proc[] {
   const below: Proc[] = [];
   const parents = new Set([pid]);
-  for (let grew = true; grew; ) {
+  for (let grew = true; grew;) {
     grew = false;
     for (const p of procs) {
       if (parents.has(p.ppid) && !parents.has(p.pid)) {
@@ -88,7 +88,18 @@ export async function stopTree(pid: number, timeoutMs = 5000): Promise<void> {
   const own = readProc(process.pid)?.pgid;
   for (const g of new Set(tree.map((p) => p.pgid))) if (g !== own && g > 1) signal(-g);
   for (const p of tree) signal(p.pid);
-  if (!(await gone(tree.map((p) => p.pid), timeoutMs))) throw new Error(`processes still alive ${timeoutMs}ms after SIGKILL: ${tree.filter((p) => alive(p.pid)).map((p) => p.pid).join(", ")}`);
+  if (
+    !(await gone(
+      tree.map((p) => p.pid),
+      timeoutMs,
+    ))
+  )
+    throw new Error(
+      `processes still alive ${timeoutMs}ms after SIGKILL: ${tree
+        .filter((p) => alive(p.pid))
+        .map((p) => p.pid)
+        .join(", ")}`,
+    );
 }
 
 function signal(target: number): void {

@@ -55,7 +55,8 @@ export function parsePrometheusText(text: string): Map<string, Family> {
       families.set(name, f);
       if (what === "HELP") f.help = rest;
       else {
-        if (!["counter", "gauge", "histogram", "summary", "untyped"].includes(rest)) throw new Error(`bad type ${rest} for ${name}`);
+        if (!["counter", "gauge", "histogram", "summary", "untyped"].includes(rest))
+          throw new Error(`bad type ${rest} for ${name}`);
         f.type = rest;
       }
       continue;
@@ -81,7 +82,8 @@ function checkHistogram(f: Family): void {
   for (const [key, ss] of series) {
     const buckets = ss.filter((s) => s.name === `${f.name}_bucket`);
     const count = ss.find((s) => s.name === `${f.name}_count`);
-    if (!count || !ss.some((s) => s.name === `${f.name}_sum`)) throw new Error(`${f.name}${key}: histogram without _sum/_count`);
+    if (!count || !ss.some((s) => s.name === `${f.name}_sum`))
+      throw new Error(`${f.name}${key}: histogram without _sum/_count`);
     let prev = -Infinity;
     let last = 0;
     for (const b of buckets) {
@@ -91,13 +93,19 @@ function checkHistogram(f: Family): void {
       prev = le;
       last = b.value;
     }
-    if (prev !== Infinity || last !== count.value) throw new Error(`${f.name}${key}: the +Inf bucket must equal _count`);
+    if (prev !== Infinity || last !== count.value)
+      throw new Error(`${f.name}${key}: the +Inf bucket must equal _count`);
   }
 }
 
 /** The value of one sample, matching every given label. */
-export function sampleValue(families: Map<string, Family>, name: string, want: Record<string, string> = {}): number | undefined {
+export function sampleValue(
+  families: Map<string, Family>,
+  name: string,
+  want: Record<string, string> = {},
+): number | undefined {
   for (const f of families.values())
-    for (const s of f.samples) if (s.name === name && Object.entries(want).every(([k, v]) => s.labels[k] === v)) return s.value;
+    for (const s of f.samples)
+      if (s.name === name && Object.entries(want).every(([k, v]) => s.labels[k] === v)) return s.value;
   return undefined;
 }

@@ -41,7 +41,14 @@ export class Recorder {
         } catch {
           // not JSON (a result ZIP): kept in raw
         }
-        const call: RecordedCall = { seq: this.calls.length, method: req.method ?? "GET", path: (req.url ?? "/").split("?")[0], headers: req.headers, body, raw };
+        const call: RecordedCall = {
+          seq: this.calls.length,
+          method: req.method ?? "GET",
+          path: (req.url ?? "/").split("?")[0],
+          headers: req.headers,
+          body,
+          raw,
+        };
         this.calls.push(call);
         // A client that goes away (a cut long-poll) cuts the forwarded request too.
         const upstream = new AbortController();
@@ -52,7 +59,8 @@ export class Recorder {
           try {
             await this.before(call);
             const headers: Record<string, string> = {};
-            for (const [k, v] of Object.entries(req.headers)) if (!HOP_BY_HOP.has(k) && typeof v === "string") headers[k] = v;
+            for (const [k, v] of Object.entries(req.headers))
+              if (!HOP_BY_HOP.has(k) && typeof v === "string") headers[k] = v;
             const r = await fetch(this.target + (req.url ?? "/"), {
               method: req.method,
               headers,

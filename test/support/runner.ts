@@ -3,7 +3,13 @@ import type { HubClient } from "../../src/runner/client.ts";
 import type { DirectOptions } from "../../src/runner/direct.ts";
 
 /** A one-slot Runner with fast retries; `extra` overrides any field. */
-export function runnerOptions(client: HubClient, workerId: string, workDir: string, log: (l: string) => void, extra: Partial<DirectOptions> = {}): DirectOptions {
+export function runnerOptions(
+  client: HubClient,
+  workerId: string,
+  workDir: string,
+  log: (l: string) => void,
+  extra: Partial<DirectOptions> = {},
+): DirectOptions {
   return {
     client,
     workerId,

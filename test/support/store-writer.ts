@@ -7,7 +7,12 @@ let n = 0;
 async function writer(id: number) {
   for (;;) {
     const name = `t-${process.argv[3]}-${id}-${n++}`;
-    await store.create({ apiVersion: "loom.dev/v1alpha1", kind: "Task", metadata: { name }, spec: { campaign_id: "crash", execution_profile: { placement: "shared" } } });
+    await store.create({
+      apiVersion: "loom.dev/v1alpha1",
+      kind: "Task",
+      metadata: { name },
+      spec: { campaign_id: "crash", execution_profile: { placement: "shared" } },
+    });
     process.stdout.write(`${name}\n`);
   }
 }

@@ -7,7 +7,20 @@ import { post } from "./hub.ts";
 export async function registerWorkers(url: string, n: number, maxConcurrency: number): Promise<number[]> {
   const out: number[] = [];
   for (let w = 0; w < n; w++)
-    out.push((await post(url, "/api/workers/register", { worker_id: `w${w}`, capabilities: ["linux"], max_concurrency: maxConcurrency, initial_concurrency: maxConcurrency, concurrency_policy: "fixed", resource_capacity: { cpu_millis: 2000, memory_mb: 4096, disk_mb: 0, gpu_count: 0 }, runner_api_version: 1, health: {} })).status);
+    out.push(
+      (
+        await post(url, "/api/workers/register", {
+          worker_id: `w${w}`,
+          capabilities: ["linux"],
+          max_concurrency: maxConcurrency,
+          initial_concurrency: maxConcurrency,
+          concurrency_policy: "fixed",
+          resource_capacity: { cpu_millis: 2000, memory_mb: 4096, disk_mb: 0, gpu_count: 0 },
+          runner_api_version: 1,
+          health: {},
+        })
+      ).status,
+    );
   return out;
 }
 
@@ -24,7 +37,9 @@ export async function taskOp(h: TestHub, o: TaskOp): Promise<number> {
       return (await post(h.url, "/api/admin/retry-task", { task_id: `t${o.t}` })).status;
     case "complete": {
       const t = h.hub.cache.get("Task", `t${o.t}`);
-      return (await post(h.url, "/api/tasks/complete", { worker_id: t?.status?.lease?.worker ?? "w0", task_id: `t${o.t}` })).status;
+      return (
+        await post(h.url, "/api/tasks/complete", { worker_id: t?.status?.lease?.worker ?? "w0", task_id: `t${o.t}` })
+      ).status;
     }
   }
 }

@@ -1,10 +1,23 @@
 // Decisions as text (only at print time) and as a summary the Admitted / Unsatisfiable conditions use.
 import { describe, expect, it } from "vitest";
-import { admit, explainTask, explainWorker, normalise, summarize, type LeaseView, type TaskView, type WorkerView } from "../../src/admission/index.ts";
+import {
+  admit,
+  explainTask,
+  explainWorker,
+  normalise,
+  summarize,
+  type LeaseView,
+  type TaskView,
+  type WorkerView,
+} from "../../src/admission/index.ts";
 import type { ResourceSpec } from "../../src/resources/types.ts";
 
 const vec = (r: ResourceSpec = {}) => normalise(r);
-const lease = (task: string, r: ResourceSpec = {}, placement: "shared" | "exclusive" = "shared"): LeaseView => ({ task, placement, reservation: vec(r) });
+const lease = (task: string, r: ResourceSpec = {}, placement: "shared" | "exclusive" = "shared"): LeaseView => ({
+  task,
+  placement,
+  reservation: vec(r),
+});
 
 const worker = (name: string, over: Partial<WorkerView> = {}): WorkerView => ({
   name,
@@ -40,7 +53,10 @@ describe("one line per worker, with the numbers", () => {
   });
 
   it("joins every failure on the worker", () => {
-    const d = admit(task({ required_capability: "gpu" }), worker("w", { ready: false, desired_concurrency: 1, leases: [lease("a", { memory_mb: 4096 })] }));
+    const d = admit(
+      task({ required_capability: "gpu" }),
+      worker("w", { ready: false, desired_concurrency: 1, leases: [lease("a", { memory_mb: 4096 })] }),
+    );
     expect(explainWorker(d)).toBe(
       "capability_missing: needs gpu, worker offers linux; " +
         "worker_not_ready: no heartbeat within the grace period; " +
@@ -51,21 +67,34 @@ describe("one line per worker, with the numbers", () => {
 
   it("says a request larger than the whole worker never fits", () => {
     const d = admit(task({ requests: vec({ memory_mb: 8192 }) }), worker("w"));
-    expect(explainWorker(d)).toBe("memory_mb: need 8192, capacity 6144: never fits, even empty (exceeds_worker_capacity)");
+    expect(explainWorker(d)).toBe(
+      "memory_mb: need 8192, capacity 6144: never fits, even empty (exceeds_worker_capacity)",
+    );
   });
 
   it("notes a capacity that is not reported yet", () => {
-    const d = admit(task({ requests: vec({ memory_mb: 512 }) }), worker("w", { capacity: vec({ cpu_millis: 1000 }), unknown: ["memory_mb", "disk_mb", "gpu_count"] }));
-    expect(explainWorker(d)).toBe("memory_mb: need 512, free 0 (capacity 0, reserved 0, short 512); capacity not reported yet");
+    const d = admit(
+      task({ requests: vec({ memory_mb: 512 }) }),
+      worker("w", { capacity: vec({ cpu_millis: 1000 }), unknown: ["memory_mb", "disk_mb", "gpu_count"] }),
+    );
+    expect(explainWorker(d)).toBe(
+      "memory_mb: need 512, free 0 (capacity 0, reserved 0, short 512); capacity not reported yet",
+    );
   });
 
   it("lists the accelerator types on both sides", () => {
-    const d = admit(task({ requests: vec({ gpu_count: 1, gpu_types: ["h100"] }) }), worker("w", { capacity: vec({ gpu_count: 1, gpu_types: ["t4"], memory_mb: 4096, cpu_millis: 1000 }) }));
+    const d = admit(
+      task({ requests: vec({ gpu_count: 1, gpu_types: ["h100"] }) }),
+      worker("w", { capacity: vec({ gpu_count: 1, gpu_types: ["t4"], memory_mb: 4096, cpu_millis: 1000 }) }),
+    );
     expect(explainWorker(d)).toBe("gpu_types: need [h100], worker has [t4] (exceeds_worker_capacity)");
   });
 
   it("names the exclusive and cordon reasons", () => {
-    const d = admit(task({ placement: "exclusive", requests: vec() }), worker("w", { cordoned: true, leases: [lease("x", {}, "exclusive")] }));
+    const d = admit(
+      task({ placement: "exclusive", requests: vec() }),
+      worker("w", { cordoned: true, leases: [lease("x", {}, "exclusive")] }),
+    );
     expect(explainWorker(d)).toBe(
       "worker_cordoned: cordoned, no new leases; worker_has_exclusive_task: an exclusive lease is active; " +
         "exclusive_worker_busy: exclusive placement needs an empty worker, 1 active",
@@ -110,16 +139,24 @@ describe("a task summary over all workers, keeping each worker's detail", () => 
 
   it("counts a worker under each of its codes and breaks count ties by reason order", () => {
     const t = task({ requests: vec({ memory_mb: 3072, cpu_millis: 4500 }) });
-    const ds = [admit(t, worker("a", { ready: false })), admit(t, worker("b", { cordoned: true, capacity: vec({ cpu_millis: 8000, memory_mb: 8192 }) }))];
+    const ds = [
+      admit(t, worker("a", { ready: false })),
+      admit(t, worker("b", { cordoned: true, capacity: vec({ cpu_millis: 8000, memory_mb: 8192 }) })),
+    ];
     const s = summarize(ds);
     expect(s.counts).toEqual({ worker_not_ready: 1, worker_cordoned: 1, exceeds_worker_capacity: 1 });
     expect(s.dominant).toBe("worker_cordoned");
-    expect(explainTask(ds)).toBe("0/2 workers admit: 1 worker_cordoned (b), 1 worker_not_ready (a), 1 exceeds_worker_capacity (cpu_millis short 500 on a)");
+    expect(explainTask(ds)).toBe(
+      "0/2 workers admit: 1 worker_cordoned (b), 1 worker_not_ready (a), 1 exceeds_worker_capacity (cpu_millis short 500 on a)",
+    );
   });
 
   it("marks a task no worker can ever fit as unsatisfiable", () => {
     const t = task({ required_capability: "linux", requests: vec({ memory_mb: 8192 }) });
-    const ds = [admit(t, worker("evaluation-01")), admit(t, worker("windows-01", { capabilities: ["windows"], capacity: vec({ memory_mb: 9000 }) }))];
+    const ds = [
+      admit(t, worker("evaluation-01")),
+      admit(t, worker("windows-01", { capabilities: ["windows"], capacity: vec({ memory_mb: 9000 }) })),
+    ];
     const s = summarize(ds);
     expect(s.unsatisfiable).toBe(true);
     expect(s.dominant).toBe("capability_missing");
@@ -137,8 +174,12 @@ describe("a task summary over all workers, keeping each worker's detail", () => 
 
 describe("the task-wide line stays small with many workers", () => {
   it("names five workers per group and counts the rest", () => {
-    const ws = Array.from({ length: 12 }, (_, i) => worker(`w${String(i).padStart(2, "0")}`, { leases: [lease("a", { memory_mb: 4096 })] }));
+    const ws = Array.from({ length: 12 }, (_, i) =>
+      worker(`w${String(i).padStart(2, "0")}`, { leases: [lease("a", { memory_mb: 4096 })] }),
+    );
     const line = explainTask(ws.map((w) => admit(task(), w)));
-    expect(line).toBe("0/12 workers admit: 12 resource_reservation_unavailable (memory_mb short 1024 on w00, short 1024 on w01, short 1024 on w02, short 1024 on w03, short 1024 on w04, +7 more)");
+    expect(line).toBe(
+      "0/12 workers admit: 12 resource_reservation_unavailable (memory_mb short 1024 on w00, short 1024 on w01, short 1024 on w02, short 1024 on w03, short 1024 on w04, +7 more)",
+    );
   });
 });

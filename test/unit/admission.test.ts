@@ -69,31 +69,80 @@ const workerResource = (name: string, spec: Worker["spec"] = {}, status?: Worker
   ...(status ? { status } : {}),
 });
 
-const leased = (name: string, workerName: string, state: "leased" | "running" | "queued" | "clean" | "cancelled", extra: Partial<NonNullable<Task["status"]>["lease"]> = {}, spec: Task["spec"] = {}) =>
+const leased = (
+  name: string,
+  workerName: string,
+  state: "leased" | "running" | "queued" | "clean" | "cancelled",
+  extra: Partial<NonNullable<Task["status"]>["lease"]> = {},
+  spec: Task["spec"] = {},
+) =>
   taskResource(name, spec, {
     state,
-    lease: { worker: workerName, epoch: 1, leased_at: "2025-01-01T00:00:00Z", lease_until: "2025-01-01T00:10:00Z", ...extra },
+    lease: {
+      worker: workerName,
+      epoch: 1,
+      leased_at: "2025-01-01T00:00:00Z",
+      lease_until: "2025-01-01T00:10:00Z",
+      ...extra,
+    },
   });
 
 describe("reason codes: v1 clients get the first failing reason in v1 order, reasons[] lists them all", () => {
   // Each check alone yields its v1 reason (see the rules below); these fail several at once.
   const full = { desired_concurrency: 1, leases: [lease("a", { memory_mb: 6000 })] };
   it.each([
-    ["cordoned, without the capability, not ready and full", task({ required_capability: "gpu" }), worker({ cordoned: true, ready: false, capabilities: [], ...full }),
-      "worker_blocked", ["worker_cordoned", "capability_missing", "worker_not_ready", "worker_concurrency_reached"]],
-    ["excluded and not ready", task({ excluded_workers: ["evaluation-01"] }), worker({ ready: false }), "worker_not_eligible", ["worker_excluded", "worker_not_ready"]],
-    ["not ready, and busy for an exclusive task", task({ placement: "exclusive" }), worker({ ready: false, leases: [lease("a")] }), "worker_not_ready", ["worker_not_ready", "exclusive_worker_busy"]],
-    ["busy for an exclusive task, short of memory and full", task({ placement: "exclusive", requests: vec({ memory_mb: 1024 }) }), worker(full),
-      "exclusive_worker_busy", ["exclusive_worker_busy", "resource_reservation_unavailable", "worker_concurrency_reached"]],
-    ["holding an exclusive task, and full", task(), worker({ desired_concurrency: 1, leases: [lease("x", {}, "exclusive")] }), "worker_has_exclusive_task", ["worker_has_exclusive_task", "worker_concurrency_reached"]],
-    ["short of memory and full", task({ requests: vec({ memory_mb: 1024 }) }), worker(full), "resource_reservation_unavailable", ["resource_reservation_unavailable", "worker_concurrency_reached"]],
+    [
+      "cordoned, without the capability, not ready and full",
+      task({ required_capability: "gpu" }),
+      worker({ cordoned: true, ready: false, capabilities: [], ...full }),
+      "worker_blocked",
+      ["worker_cordoned", "capability_missing", "worker_not_ready", "worker_concurrency_reached"],
+    ],
+    [
+      "excluded and not ready",
+      task({ excluded_workers: ["evaluation-01"] }),
+      worker({ ready: false }),
+      "worker_not_eligible",
+      ["worker_excluded", "worker_not_ready"],
+    ],
+    [
+      "not ready, and busy for an exclusive task",
+      task({ placement: "exclusive" }),
+      worker({ ready: false, leases: [lease("a")] }),
+      "worker_not_ready",
+      ["worker_not_ready", "exclusive_worker_busy"],
+    ],
+    [
+      "busy for an exclusive task, short of memory and full",
+      task({ placement: "exclusive", requests: vec({ memory_mb: 1024 }) }),
+      worker(full),
+      "exclusive_worker_busy",
+      ["exclusive_worker_busy", "resource_reservation_unavailable", "worker_concurrency_reached"],
+    ],
+    [
+      "holding an exclusive task, and full",
+      task(),
+      worker({ desired_concurrency: 1, leases: [lease("x", {}, "exclusive")] }),
+      "worker_has_exclusive_task",
+      ["worker_has_exclusive_task", "worker_concurrency_reached"],
+    ],
+    [
+      "short of memory and full",
+      task({ requests: vec({ memory_mb: 1024 }) }),
+      worker(full),
+      "resource_reservation_unavailable",
+      ["resource_reservation_unavailable", "worker_concurrency_reached"],
+    ],
   ] as const)("%s: v1 reason %s", (_what, t, w, reason, reasons) => {
     const d = admit(t, w);
     expect([d.ok, d.reason, d.reasons]).toEqual([false, reason, reasons]);
   });
 
   it("reports every code it uses from the one enum, and each failure names the check that found it", () => {
-    const d = admit(task({ required_capability: "gpu", placement: "exclusive", requests: vec({ memory_mb: 1024 }) }), worker({ cordoned: true, ready: false, capabilities: [], ...full }));
+    const d = admit(
+      task({ required_capability: "gpu", placement: "exclusive", requests: vec({ memory_mb: 1024 }) }),
+      worker({ cordoned: true, ready: false, capabilities: [], ...full }),
+    );
     const codes = new Set<string>(Object.values(Reason));
     expect(d.reasons.length).toBeGreaterThan(3);
     for (const c of d.reasons) expect(codes.has(c), c).toBe(true);
@@ -122,7 +171,13 @@ describe("capability eligible: empty requirement, the listed capability, or *", 
     expect(d.reasons).toEqual(["capability_missing"]);
     expect(d.unresolvable).toBe(true);
     expect(d.failures).toEqual([
-      { code: "capability_missing", check: "capability", field: "required_capability", shortfall: { available: ["linux"], requested: ["gpu"] }, resolvable: false },
+      {
+        code: "capability_missing",
+        check: "capability",
+        field: "required_capability",
+        shortfall: { available: ["linux"], requested: ["gpu"] },
+        resolvable: false,
+      },
     ]);
   });
 
@@ -157,7 +212,12 @@ describe("cordoned and not-ready workers take no new leases", () => {
 
   it("rejects a worker without a recent heartbeat as worker_not_ready", () => {
     const d = admit(task(), worker({ ready: false }));
-    expect([d.ok, d.reason, d.reasons, d.unresolvable]).toEqual([false, "worker_not_ready", ["worker_not_ready"], false]);
+    expect([d.ok, d.reason, d.reasons, d.unresolvable]).toEqual([
+      false,
+      "worker_not_ready",
+      ["worker_not_ready"],
+      false,
+    ]);
   });
 });
 
@@ -192,7 +252,9 @@ describe("concurrency: active < min(desired_concurrency, max_concurrency)", () =
 
   it("clamps desired to [1, max]: desired 0 still allows one, desired above max allows max", () => {
     expect(admit(task(), worker({ desired_concurrency: 0 })).ok).toBe(true);
-    expect(admit(task(), worker({ desired_concurrency: 0, leases: [lease("a")] })).reasons).toEqual(["worker_concurrency_reached"]);
+    expect(admit(task(), worker({ desired_concurrency: 0, leases: [lease("a")] })).reasons).toEqual([
+      "worker_concurrency_reached",
+    ]);
     const many = [lease("a"), lease("b")];
     expect(admit(task(), worker({ desired_concurrency: 9, max_concurrency: 3, leases: many })).ok).toBe(true);
     const d = admit(task(), worker({ desired_concurrency: 9, max_concurrency: 3, leases: [...many, lease("c")] }));
@@ -222,7 +284,9 @@ describe("resources: reserved + requested <= capacity in every dimension", () =>
         resolvable: true,
       },
     ]);
-    expect(d.admission.shortfalls).toEqual({ memory_mb: { capacity: 6144, reserved: 4096, requested: 3072, short: 1024 } });
+    expect(d.admission.shortfalls).toEqual({
+      memory_mb: { capacity: 6144, reserved: 4096, requested: 3072, short: 1024 },
+    });
   });
 
   it("reports every short dimension, not only the first", () => {
@@ -256,7 +320,14 @@ describe("resources: reserved + requested <= capacity in every dimension", () =>
       shortfalls: { memory_mb: { capacity: 6144, reserved: 4096, requested: 3072, short: 1024 } },
       active_task_ids: ["a"],
       exclusive_active: false,
-      concurrency: { reported_active: 0, leased_active: 1, active_count: 1, desired_concurrency: 4, max_concurrency: 4, effective_limit: 4 },
+      concurrency: {
+        reported_active: 0,
+        leased_active: 1,
+        active_count: 1,
+        desired_concurrency: 4,
+        max_concurrency: 4,
+        effective_limit: 4,
+      },
     });
   });
 
@@ -286,7 +357,9 @@ describe("reservations are derived from the active leases", () => {
   });
 
   it("sums the lease's own reservation, or the task's profile when the lease has none", () => {
-    const w = workerView(workerResource("w1", { resource_capacity: { memory_mb: 4096 } }), leasesOn("w1", tasks), { ready: true });
+    const w = workerView(workerResource("w1", { resource_capacity: { memory_mb: 4096 } }), leasesOn("w1", tasks), {
+      ready: true,
+    });
     expect(reservedOf(w).memory_mb).toBe(1512);
   });
 
@@ -337,7 +410,9 @@ describe("while an exclusive lease is active the worker rejects other placements
 });
 
 describe("gpu_types: a subset of the worker's types when GPUs are requested", () => {
-  const gpuWorker = worker({ capacity: vec({ cpu_millis: 8000, memory_mb: 65536, disk_mb: 100000, gpu_count: 2, gpu_types: ["t4", "a100"] }) });
+  const gpuWorker = worker({
+    capacity: vec({ cpu_millis: 8000, memory_mb: 65536, disk_mb: 100000, gpu_count: 2, gpu_types: ["t4", "a100"] }),
+  });
 
   it("admits requested types the worker has", () => {
     expect(admit(task({ requests: vec({ gpu_count: 1, gpu_types: ["a100"] }) }), gpuWorker).ok).toBe(true);
@@ -386,15 +461,28 @@ describe("an omitted profile means shared with zero resource requirements", () =
   });
 
   it("admits a zero-request task even on a full-resource worker, but not past the count ceiling", () => {
-    const full = worker({ desired_concurrency: 3, leases: [lease("a", { cpu_millis: 4000, memory_mb: 6144, disk_mb: 30000 })] });
+    const full = worker({
+      desired_concurrency: 3,
+      leases: [lease("a", { cpu_millis: 4000, memory_mb: 6144, disk_mb: 30000 })],
+    });
     expect(admit(taskView(taskResource("t")), full).ok).toBe(true);
-    expect(admit(taskView(taskResource("t")), { ...full, desired_concurrency: 1 }).reasons).toEqual(["worker_concurrency_reached"]);
+    expect(admit(taskView(taskResource("t")), { ...full, desired_concurrency: 1 }).reasons).toEqual([
+      "worker_concurrency_reached",
+    ]);
   });
 });
 
 describe("capacity: inventory field, else registration, else conservative host defaults", () => {
   it("derives defaults from the host snapshot as v1 does", () => {
-    expect(defaultCapacityFromHost({ cpu_count: 4, mem_available_mb: 8000.5, mem_total_mb: 16000, disk_available_mb: 50000, disk_total_mb: 90000 })).toEqual({
+    expect(
+      defaultCapacityFromHost({
+        cpu_count: 4,
+        mem_available_mb: 8000.5,
+        mem_total_mb: 16000,
+        disk_available_mb: 50000,
+        disk_total_mb: 90000,
+      }),
+    ).toEqual({
       cpu_millis: 4000,
       memory_mb: 8000,
       disk_mb: 50000,
@@ -411,8 +499,20 @@ describe("capacity: inventory field, else registration, else conservative host d
       gpu_count: 0,
       gpu_types: [],
     });
-    expect(defaultCapacityFromHost({})).toEqual({ cpu_millis: 1000, memory_mb: 0, disk_mb: 0, gpu_count: 0, gpu_types: [] });
-    expect(defaultCapacityFromHost({ cpu_count: "8", mem_available_mb: null })).toEqual({ cpu_millis: 1000, memory_mb: 0, disk_mb: 0, gpu_count: 0, gpu_types: [] });
+    expect(defaultCapacityFromHost({})).toEqual({
+      cpu_millis: 1000,
+      memory_mb: 0,
+      disk_mb: 0,
+      gpu_count: 0,
+      gpu_types: [],
+    });
+    expect(defaultCapacityFromHost({ cpu_count: "8", mem_available_mb: null })).toEqual({
+      cpu_millis: 1000,
+      memory_mb: 0,
+      disk_mb: 0,
+      gpu_count: 0,
+      gpu_types: [],
+    });
   });
 
   it("merges a partial override over the defaults, as a Runner does at registration", () => {
@@ -438,8 +538,20 @@ describe("capacity: inventory field, else registration, else conservative host d
       },
     );
     const eff = effectiveCapacity(w);
-    expect(eff.capacity).toEqual({ cpu_millis: 3000, memory_mb: 6144, disk_mb: 70000, gpu_count: 1, gpu_types: ["t4"] });
-    expect(eff.sources).toEqual({ cpu_millis: "registration", memory_mb: "spec", disk_mb: "host", gpu_count: "registration", gpu_types: "registration" });
+    expect(eff.capacity).toEqual({
+      cpu_millis: 3000,
+      memory_mb: 6144,
+      disk_mb: 70000,
+      gpu_count: 1,
+      gpu_types: ["t4"],
+    });
+    expect(eff.sources).toEqual({
+      cpu_millis: "registration",
+      memory_mb: "spec",
+      disk_mb: "host",
+      gpu_count: "registration",
+      gpu_types: "registration",
+    });
     expect(eff.unknown).toEqual([]);
   });
 
@@ -454,7 +566,12 @@ describe("capacity: inventory field, else registration, else conservative host d
       "w1",
       { max_concurrency: 3, capabilities: ["linux"], unschedulable: true },
       {
-        registration: { max_concurrency: 8, initial_concurrency: 2, capabilities: ["linux", "*"], host_resources: { cpu_count: 2 } },
+        registration: {
+          max_concurrency: 8,
+          initial_concurrency: 2,
+          capabilities: ["linux", "*"],
+          host_resources: { cpu_count: 2 },
+        },
         desired_concurrency: 2,
         reported_active: 1,
         conditions: [{ type: "Ready", status: "True" }],
@@ -482,11 +599,18 @@ describe("a request that never fits, even on an empty worker, is exceeds_worker_
     expect(d.reason).toBe("resource_reservation_unavailable");
     expect(d.reasons).toEqual(["exceeds_worker_capacity"]);
     expect(d.unresolvable).toBe(true);
-    expect(d.failures[0]).toMatchObject({ field: "memory_mb", shortfall: { capacity: 6144, reserved: 0, requested: 8192, short: 2048 }, resolvable: false });
+    expect(d.failures[0]).toMatchObject({
+      field: "memory_mb",
+      shortfall: { capacity: 6144, reserved: 0, requested: 8192, short: 2048 },
+      resolvable: false,
+    });
   });
 
   it("keeps a shortfall in an unknown dimension resolvable", () => {
-    const d = admit(task({ requests: vec({ memory_mb: 512 }) }), worker({ capacity: vec({ cpu_millis: 1000 }), unknown: ["memory_mb", "disk_mb", "gpu_count"] }));
+    const d = admit(
+      task({ requests: vec({ memory_mb: 512 }) }),
+      worker({ capacity: vec({ cpu_millis: 1000 }), unknown: ["memory_mb", "disk_mb", "gpu_count"] }),
+    );
     expect(d.reasons).toEqual(["resource_reservation_unavailable"]);
     expect(d.unresolvable).toBe(false);
   });
@@ -494,7 +618,11 @@ describe("a request that never fits, even on an empty worker, is exceeds_worker_
   it("calls a task unsatisfiable only when every worker has an unresolvable failure", () => {
     const big = task({ required_capability: "linux", requests: vec({ memory_mb: 8192 }) });
     const small = worker({ name: "small" });
-    const cordonedBig = worker({ name: "cordoned-big", cordoned: true, capacity: vec({ cpu_millis: 4000, memory_mb: 16384, disk_mb: 30000 }) });
+    const cordonedBig = worker({
+      name: "cordoned-big",
+      cordoned: true,
+      capacity: vec({ cpu_millis: 4000, memory_mb: 16384, disk_mb: 30000 }),
+    });
     const noLinux = worker({ name: "no-linux", capabilities: ["windows"], capacity: vec({ memory_mb: 16384 }) });
     expect(summarize([admit(big, small), admit(big, noLinux)]).unsatisfiable).toBe(true);
     expect(summarize([admit(big, small), admit(big, cordonedBig)]).unsatisfiable).toBe(false);
@@ -511,7 +639,15 @@ describe("every failing check is reported with its numbers; the v1 reason follow
       desired_concurrency: 1,
       leases: [lease("a", { memory_mb: 4096 }, "exclusive")],
     });
-    const d = admit(task({ placement: "exclusive", required_capability: "linux", excluded_workers: ["evaluation-01"], requests: vec({ memory_mb: 3072 }) }), w);
+    const d = admit(
+      task({
+        placement: "exclusive",
+        required_capability: "linux",
+        excluded_workers: ["evaluation-01"],
+        requests: vec({ memory_mb: 3072 }),
+      }),
+      w,
+    );
     expect(d.failures.map((f) => [f.check, f.code])).toEqual([
       ["capability", "capability_missing"],
       ["excluded_worker", "worker_excluded"],
@@ -540,18 +676,29 @@ describe("every failing check is reported with its numbers; the v1 reason follow
     [{ ready: false, capabilities: ["windows"] }, {}, "worker_not_eligible"],
     [{ ready: false, leases: [lease("a", {}, "exclusive")] }, {}, "worker_not_ready"],
     [{ leases: [lease("a", { memory_mb: 6000 }, "exclusive")] }, { memory_mb: 1000 }, "worker_has_exclusive_task"],
-    [{ desired_concurrency: 1, leases: [lease("a", { memory_mb: 6000 })] }, { memory_mb: 1000 }, "resource_reservation_unavailable"],
-  ] as [Partial<WorkerView>, ResourceSpec, string][])("picks the first v1 reason in v1 order (%#)", (w, requests, v1) => {
-    const d = admit(task({ requests: vec(requests) }), worker(w));
-    expect(d.failures.length).toBeGreaterThan(1);
-    expect(d.reason).toBe(v1);
-  });
+    [
+      { desired_concurrency: 1, leases: [lease("a", { memory_mb: 6000 })] },
+      { memory_mb: 1000 },
+      "resource_reservation_unavailable",
+    ],
+  ] as [Partial<WorkerView>, ResourceSpec, string][])(
+    "picks the first v1 reason in v1 order (%#)",
+    (w, requests, v1) => {
+      const d = admit(task({ requests: vec(requests) }), worker(w));
+      expect(d.failures.length).toBeGreaterThan(1);
+      expect(d.reason).toBe(v1);
+    },
+  );
 });
 
 describe("nomination: a worker held for a starving task admits only work that cannot delay it", () => {
   const now = 1_000_000;
   // 6144 MB; a (4000 MB) is what the nominee waits on, b (1000 MB) stays.
-  const held = (nominee: TaskView, startsIn = 10_000) => worker({ leases: [lease("a", { memory_mb: 4000 }), lease("b", { memory_mb: 1000 })], nominee: { task: nominee, blockers: ["a"], starts_at: now + startsIn, now } });
+  const held = (nominee: TaskView, startsIn = 10_000) =>
+    worker({
+      leases: [lease("a", { memory_mb: 4000 }), lease("b", { memory_mb: 1000 })],
+      nominee: { task: nominee, blockers: ["a"], starts_at: now + startsIn, now },
+    });
   const big = task({ name: "big", requests: vec({ memory_mb: 4100 }) });
 
   it("admits work that fits beside the nominee once its blockers end", () => {

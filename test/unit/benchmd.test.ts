@@ -7,20 +7,46 @@ import { describe, expect, it } from "vitest";
 import { GENERATED_END, parseBlocks, writeBenchMd, type RunMeta } from "../../bench/lib/benchmd.ts";
 import type { Table } from "../../bench/lib/report.ts";
 
-const meta = (commit: string): RunMeta => ({ commit, date: "2026-01-01T00:00:00Z", cores: 2, cpuModel: "cpu", node: "v20", quick: false });
-const table = (scenario: string, figure: string): Table => ({ scenario, title: `${scenario} table`, columns: ["what", "value"], rows: [["x", figure]] });
+const meta = (commit: string): RunMeta => ({
+  commit,
+  date: "2026-01-01T00:00:00Z",
+  cores: 2,
+  cpuModel: "cpu",
+  node: "v20",
+  quick: false,
+});
+const table = (scenario: string, figure: string): Table => ({
+  scenario,
+  title: `${scenario} table`,
+  columns: ["what", "value"],
+  rows: [["x", figure]],
+});
 const order = ["lease", "claim", "rss"];
 
 describe("BENCH.md writer", () => {
   it("replaces only the scenarios run, in suite order, and keeps the hand-written section", () => {
     const path = join(mkdtempSync(join(tmpdir(), "benchmd-")), "BENCH.md");
-    writeBenchMd(path, order, new Map([["rss", { tables: [table("rss", "100 MB")], meta: meta("aaa") }], ["lease", { tables: [table("lease", "500")], meta: meta("aaa") }]]));
+    writeBenchMd(
+      path,
+      order,
+      new Map([
+        ["rss", { tables: [table("rss", "100 MB")], meta: meta("aaa") }],
+        ["lease", { tables: [table("lease", "500")], meta: meta("aaa") }],
+      ]),
+    );
     const first = readFileSync(path, "utf8");
     expect(first).toMatch(/## What each change bought/);
     // An operator writes a before/after line by hand.
     writeFileSync(path, `${first}\n- group commit: leases/s 0.42 → 0.81 of the floor\n`);
 
-    writeBenchMd(path, order, new Map([["lease", { tables: [table("lease", "900")], meta: meta("bbb") }], ["claim", { tables: [table("claim", "3 ms")], meta: { ...meta("bbb"), load: 7.25 } }]]));
+    writeBenchMd(
+      path,
+      order,
+      new Map([
+        ["lease", { tables: [table("lease", "900")], meta: meta("bbb") }],
+        ["claim", { tables: [table("claim", "3 ms")], meta: { ...meta("bbb"), load: 7.25 } }],
+      ]),
+    );
     const text = readFileSync(path, "utf8");
     const blocks = parseBlocks(text);
     expect([...blocks.keys()]).toEqual(["lease", "claim", "rss"]);

@@ -3,7 +3,20 @@
 import { describe, expect, it } from "vitest";
 import { campaignColumns, taskColumns, workerColumns } from "../../src/cli/columns.ts";
 import {
-  age, cellText, crdColumn, evalJsonPath, formatRequests, formatShortfalls, formatTable, formatVector, humanDuration, parseJsonPath, PrefixWriter, tabwrite, visibleColumns, type Column,
+  age,
+  cellText,
+  crdColumn,
+  evalJsonPath,
+  formatRequests,
+  formatShortfalls,
+  formatTable,
+  formatVector,
+  humanDuration,
+  parseJsonPath,
+  PrefixWriter,
+  tabwrite,
+  visibleColumns,
+  type Column,
 } from "../../src/cli/printers.ts";
 import { bar } from "../../src/cli/top.ts";
 
@@ -84,7 +97,9 @@ describe("alignment", () => {
       { name: "extra", priority: 1, cell: () => "wide-only" },
     ];
     const rows: Row[] = [{ n: "a", note: "first line\nsecond line" }, { n: "bb" }];
-    expect(formatTable(visibleColumns(cols, false), rows, new Date())).toBe("NAME  NOTE\na     first line\nbb    <none>\n");
+    expect(formatTable(visibleColumns(cols, false), rows, new Date())).toBe(
+      "NAME  NOTE\na     first line\nbb    <none>\n",
+    );
     expect(formatTable(visibleColumns(cols, true), rows, new Date()).split("\n")[0]).toBe("NAME  NOTE        EXTRA");
     expect(cellText("a\tb\nc")).toBe("a b");
   });
@@ -95,7 +110,9 @@ describe("alignment", () => {
     w.kv(0, "Labels", undefined);
     w.section(0, "Conditions", ["TYPE", "STATUS"], [["Admitted", "False"]]);
     w.section(0, "Events", ["TYPE"], []);
-    expect(w.toString()).toBe("Name:    t1\nLabels:  <none>\nConditions:\n  TYPE      STATUS\n  Admitted  False\nEvents:  <none>\n");
+    expect(w.toString()).toBe(
+      "Name:    t1\nLabels:  <none>\nConditions:\n  TYPE      STATUS\n  Admitted  False\nEvents:  <none>\n",
+    );
   });
 });
 
@@ -137,7 +154,11 @@ describe("the JSONPath subset of additionalPrinterColumns", () => {
 
   it("turns a CRD column into a cell: <none> when missing, AGE for a date", () => {
     const now = new Date("2026-01-01T01:00:00Z");
-    const ready = crdColumn({ name: "Ready", type: "string", jsonPath: '.status.conditions[?(@.type=="Ready")].status' });
+    const ready = crdColumn({
+      name: "Ready",
+      type: "string",
+      jsonPath: '.status.conditions[?(@.type=="Ready")].status',
+    });
     const ageCol = crdColumn({ name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp", priority: 0 });
     const wide = crdColumn({ name: "Host", type: "string", jsonPath: ".spec.host", priority: 1 });
     expect(ready.name).toBe("READY");
@@ -154,26 +175,66 @@ describe("loom get's columns come from the CRDs, plus Loom's admission columns",
 
   it("tasks: STATE WORKER ATTEMPT REQUESTS REASON AGE, and PLACEMENT CAMPAIGN when wide", () => {
     expect(names(taskColumns(), false)).toEqual(["NAME", "STATE", "WORKER", "ATTEMPT", "REQUESTS", "REASON", "AGE"]);
-    expect(names(taskColumns(), true)).toEqual(["NAME", "STATE", "WORKER", "ATTEMPT", "PLACEMENT", "REQUESTS", "CAMPAIGN", "REASON", "AGE"]);
+    expect(names(taskColumns(), true)).toEqual([
+      "NAME",
+      "STATE",
+      "WORKER",
+      "ATTEMPT",
+      "PLACEMENT",
+      "REQUESTS",
+      "CAMPAIGN",
+      "REASON",
+      "AGE",
+    ]);
   });
 
   it("a task's REQUESTS and its REASON only while it is not admitted", () => {
-    const cell = (name: string, t: object) => taskColumns().find((c) => c.name === name)!.cell(t as never, now);
+    const cell = (name: string, t: object) =>
+      taskColumns()
+        .find((c) => c.name === name)!
+        .cell(t as never, now);
     const queued = {
       metadata: { name: "t", creationTimestamp: "2026-01-01T00:00:00Z" },
-      spec: { execution_profile: { placement: "shared", resources: { cpu_millis: 750, memory_mb: 1536, disk_mb: 2048 } } },
-      status: { state: "queued", conditions: [{ type: "Admitted", status: "False", reason: "resource_reservation_unavailable" }] },
+      spec: {
+        execution_profile: { placement: "shared", resources: { cpu_millis: 750, memory_mb: 1536, disk_mb: 2048 } },
+      },
+      status: {
+        state: "queued",
+        conditions: [{ type: "Admitted", status: "False", reason: "resource_reservation_unavailable" }],
+      },
     };
     expect(cell("REQUESTS", queued)).toBe("cpu=750m,mem=1536Mi,disk=2048Mi");
     expect(cell("REASON", queued)).toBe("resource_reservation_unavailable");
-    expect(cell("REASON", { ...queued, status: { conditions: [{ type: "Admitted", status: "True", reason: "Admitted" }] } })).toBe("<none>");
+    expect(
+      cell("REASON", { ...queued, status: { conditions: [{ type: "Admitted", status: "True", reason: "Admitted" }] } }),
+    ).toBe("<none>");
     expect(cell("REQUESTS", { spec: {} })).toBe("-");
     expect(cell("AGE", queued)).toBe("10m");
   });
 
   it("workers: READY ACTIVE/LIMIT and reserved/capacity per dimension, cordon shown as SchedulingDisabled", () => {
-    expect(names(workerColumns(), false)).toEqual(["NAME", "READY", "ACTIVE/LIMIT", "CPU", "MEM", "DISK", "GPU", "AGE"]);
-    expect(names(workerColumns(), true)).toEqual(["NAME", "READY", "ACTIVE/LIMIT", "CPU", "MEM", "DISK", "GPU", "MODE", "HOST", "AGE"]);
+    expect(names(workerColumns(), false)).toEqual([
+      "NAME",
+      "READY",
+      "ACTIVE/LIMIT",
+      "CPU",
+      "MEM",
+      "DISK",
+      "GPU",
+      "AGE",
+    ]);
+    expect(names(workerColumns(), true)).toEqual([
+      "NAME",
+      "READY",
+      "ACTIVE/LIMIT",
+      "CPU",
+      "MEM",
+      "DISK",
+      "GPU",
+      "MODE",
+      "HOST",
+      "AGE",
+    ]);
     const w = {
       metadata: { name: "w" },
       spec: { unschedulable: true },
@@ -186,8 +247,20 @@ describe("loom get's columns come from the CRDs, plus Loom's admission columns",
       },
     };
     const row = visibleColumns(workerColumns(), false).map((c) => c.cell(w as never, now));
-    expect(row.slice(0, 7)).toEqual(["w", "True,SchedulingDisabled", "1/4", "1500m/4000m", "1536/6144Mi", "0/30000Mi", "0/0"]);
-    expect(visibleColumns(workerColumns(), false).map((c) => c.cell({ metadata: { name: "x" } } as never, now)).slice(1, 4)).toEqual(["<none>", "<none>", "<none>"]);
+    expect(row.slice(0, 7)).toEqual([
+      "w",
+      "True,SchedulingDisabled",
+      "1/4",
+      "1500m/4000m",
+      "1536/6144Mi",
+      "0/30000Mi",
+      "0/0",
+    ]);
+    expect(
+      visibleColumns(workerColumns(), false)
+        .map((c) => c.cell({ metadata: { name: "x" } } as never, now))
+        .slice(1, 4),
+    ).toEqual(["<none>", "<none>", "<none>"]);
   });
 
   it("campaigns: the CRD's columns as they are", () => {
@@ -197,16 +270,21 @@ describe("loom get's columns come from the CRDs, plus Loom's admission columns",
 
 describe("units", () => {
   it("requests leave zeros out; snapshots keep every dimension", () => {
-    expect(formatRequests({ cpu_millis: 750, memory_mb: 1536, disk_mb: 2048, gpu_count: 0 })).toBe("cpu=750m,mem=1536Mi,disk=2048Mi");
+    expect(formatRequests({ cpu_millis: 750, memory_mb: 1536, disk_mb: 2048, gpu_count: 0 })).toBe(
+      "cpu=750m,mem=1536Mi,disk=2048Mi",
+    );
     expect(formatRequests({ gpu_count: 1, gpu_types: ["a100", "h100"] })).toBe("gpu=1[a100|h100]");
     expect(formatRequests({})).toBe("-");
     expect(formatVector({ cpu_millis: 0, memory_mb: 1536 })).toBe("cpu=0m,mem=1536Mi,disk=0Mi,gpu=0");
   });
 
   it("a shortfall is need/free per dimension, a type set need/have", () => {
-    expect(formatShortfalls({ memory_mb: { capacity: 6144, reserved: 4096, requested: 3072, short: 1024 }, cpu_millis: { capacity: 1000, reserved: 1500, requested: 500, short: 1000 } })).toBe(
-      "memory_mb 3072/2048, cpu_millis 500/0",
-    );
+    expect(
+      formatShortfalls({
+        memory_mb: { capacity: 6144, reserved: 4096, requested: 3072, short: 1024 },
+        cpu_millis: { capacity: 1000, reserved: 1500, requested: 500, short: 1000 },
+      }),
+    ).toBe("memory_mb 3072/2048, cpu_millis 500/0");
     expect(formatShortfalls({ gpu_types: { requested: ["a100"], available: ["t4"] } })).toBe("gpu_types [a100]/[t4]");
     expect(formatShortfalls({})).toBe("<none>");
   });

@@ -20,7 +20,8 @@ function walk(s: JSONSchema, path: string, visit: (s: JSONSchema, path: string) 
   visit(s, path);
   for (const [k, v] of Object.entries(s.properties ?? {})) walk(v, path ? `${path}.${k}` : k, visit);
   if (s.items) walk(s.items, `${path}[]`, visit);
-  if (s.additionalProperties && typeof s.additionalProperties === "object") walk(s.additionalProperties, `${path}{}`, visit);
+  if (s.additionalProperties && typeof s.additionalProperties === "object")
+    walk(s.additionalProperties, `${path}{}`, visit);
 }
 
 const crds = loadCrds();
@@ -50,19 +51,38 @@ describe("CRDs are valid apiextensions.k8s.io/v1 definitions", () => {
         const untyped: string[] = [];
         walk(crd.schema, "", (s, p) => {
           // An IntOrString (x-kubernetes-int-or-string with anyOf integer and string) is structural without a type.
-          if (!s.type && !s["x-kubernetes-int-or-string"] && !(s["x-kubernetes-preserve-unknown-fields"] && !s.properties)) untyped.push(p || "<root>");
+          if (
+            !s.type &&
+            !s["x-kubernetes-int-or-string"] &&
+            !(s["x-kubernetes-preserve-unknown-fields"] && !s.properties)
+          )
+            untyped.push(p || "<root>");
         });
         expect(untyped).toEqual([]);
       });
       it("keeps unknown fields only where it is meant to", () => {
         const found: string[] = [];
-        walk(crd.schema, "", (s, p) => { if (s["x-kubernetes-preserve-unknown-fields"]) found.push(`${crd.kind}:${p}`); });
+        walk(crd.schema, "", (s, p) => {
+          if (s["x-kubernetes-preserve-unknown-fields"]) found.push(`${crd.kind}:${p}`);
+        });
         for (const f of found) expect(PRESERVE_ALLOWED, f).toContain(f);
       });
       it("uses no JSON Schema keyword a structural schema forbids", () => {
         const text = JSON.stringify(crd.schema);
-        for (const k of ["$ref", "definitions", "additionalItems", "patternProperties", "dependencies", "$schema", "id"]) expect(text).not.toContain(`"${k}":`);
-        walk(crd.schema, "", (s, p) => { if (s.properties && s.additionalProperties !== undefined) throw new Error(`${p}: properties and additionalProperties together`); });
+        for (const k of [
+          "$ref",
+          "definitions",
+          "additionalItems",
+          "patternProperties",
+          "dependencies",
+          "$schema",
+          "id",
+        ])
+          expect(text).not.toContain(`"${k}":`);
+        walk(crd.schema, "", (s, p) => {
+          if (s.properties && s.additionalProperties !== undefined)
+            throw new Error(`${p}: properties and additionalProperties together`);
+        });
       });
     });
   }
@@ -73,7 +93,10 @@ describe("CRDs are valid apiextensions.k8s.io/v1 definitions", () => {
 
   it("compiles in strict mode: a stray key in a schema fails compilation, naming the key", () => {
     // What a description wrapped onto a second YAML line turns into: a key of its own.
-    const stray = { type: "object", properties: { order: { type: "integer", description: "claimed in this order", "then by name.": null } } };
+    const stray = {
+      type: "object",
+      properties: { order: { type: "integer", description: "claimed in this order", "then by name.": null } },
+    };
     expect(() => compileSchema(stray)).toThrow(/unknown keyword: "then by name\."/);
   });
 
@@ -83,15 +106,33 @@ describe("CRDs are valid apiextensions.k8s.io/v1 definitions", () => {
 });
 
 describe("validation compiled from the CRDs", () => {
-  const worker = (spec: object) => ({ apiVersion: "loom.dev/v1alpha1", kind: "Worker", metadata: { name: "evaluation-01" }, spec });
+  const worker = (spec: object) => ({
+    apiVersion: "loom.dev/v1alpha1",
+    kind: "Worker",
+    metadata: { name: "evaluation-01" },
+    spec,
+  });
   const task = (spec: object) => ({ apiVersion: "loom.dev/v1alpha1", kind: "Task", metadata: { name: "t" }, spec });
 
   it("accepts the contract's worker", () => {
-    expect(validateObject(worker({ host: "h", connection_mode: "ssh-start", max_concurrency: 4, initial_concurrency: 2, concurrency_policy: "fixed",
-      resource_capacity: { cpu_millis: 4000, memory_mb: 6144, disk_mb: 30000, gpu_count: 0 }, capabilities: ["linux"] }))).toEqual([]);
+    expect(
+      validateObject(
+        worker({
+          host: "h",
+          connection_mode: "ssh-start",
+          max_concurrency: 4,
+          initial_concurrency: 2,
+          concurrency_policy: "fixed",
+          resource_capacity: { cpu_millis: 4000, memory_mb: 6144, disk_mb: 30000, gpu_count: 0 },
+          capabilities: ["linux"],
+        }),
+      ),
+    ).toEqual([]);
   });
   it("rejects negative, fractional, boolean and unknown resource fields, naming each", () => {
-    const errs = validateObject(worker({ resource_capacity: { cpu_millis: -1, memory_mb: 1.5, disk_mb: true, tpu: 1 } }));
+    const errs = validateObject(
+      worker({ resource_capacity: { cpu_millis: -1, memory_mb: 1.5, disk_mb: true, tpu: 1 } }),
+    );
     expect(errs.map((e) => `${e.field}: ${e.message}`).sort()).toEqual([
       "spec.resource_capacity.cpu_millis: must be non-negative",
       "spec.resource_capacity.disk_mb: must be an integer",
@@ -100,25 +141,39 @@ describe("validation compiled from the CRDs", () => {
     ]);
   });
   it("gpu_types requires a positive gpu_count, on workers and on tasks", () => {
-    expect(validateObject(worker({ resource_capacity: { gpu_types: ["a100"] } })).map((e) => `${e.field}: ${e.message}`))
-      .toEqual(["spec.resource_capacity.gpu_types: requires a positive gpu_count"]);
-    expect(validateObject(task({ execution_profile: { resources: { gpu_count: 0, gpu_types: ["a100"] } } })).map((e) => e.field))
-      .toEqual(["spec.execution_profile.resources.gpu_types"]);
-    expect(validateObject(task({ execution_profile: { resources: { gpu_count: 1, gpu_types: ["a100"] } } }))).toEqual([]);
+    expect(
+      validateObject(worker({ resource_capacity: { gpu_types: ["a100"] } })).map((e) => `${e.field}: ${e.message}`),
+    ).toEqual(["spec.resource_capacity.gpu_types: requires a positive gpu_count"]);
+    expect(
+      validateObject(task({ execution_profile: { resources: { gpu_count: 0, gpu_types: ["a100"] } } })).map(
+        (e) => e.field,
+      ),
+    ).toEqual(["spec.execution_profile.resources.gpu_types"]);
+    expect(validateObject(task({ execution_profile: { resources: { gpu_count: 1, gpu_types: ["a100"] } } }))).toEqual(
+      [],
+    );
   });
   it("placement is shared or exclusive", () => {
     expect(validateObject(task({ execution_profile: { placement: "dedicated" } }))[0]).toMatchObject({
-      field: "spec.execution_profile.placement", message: "must be one of: shared, exclusive" });
+      field: "spec.execution_profile.placement",
+      message: "must be one of: shared, exclusive",
+    });
   });
   it("initial_concurrency must not exceed max_concurrency", () => {
-    expect(validateObject(worker({ max_concurrency: 2, initial_concurrency: 3 }))[0]).toMatchObject({ field: "spec.initial_concurrency" });
+    expect(validateObject(worker({ max_concurrency: 2, initial_concurrency: 3 }))[0]).toMatchObject({
+      field: "spec.initial_concurrency",
+    });
   });
   it("rejects a bad name, an unknown kind and a wrong apiVersion", () => {
     expect(validateObject({ ...worker({}), metadata: { name: "-bad name" } })[0].field).toBe("metadata.name");
-    expect(validateObject({ apiVersion: "loom.dev/v1alpha1", kind: "Pod", metadata: { name: "x" } })[0].field).toBe("kind");
+    expect(validateObject({ apiVersion: "loom.dev/v1alpha1", kind: "Pod", metadata: { name: "x" } })[0].field).toBe(
+      "kind",
+    );
     expect(validateObject({ ...worker({}), apiVersion: "v1" })[0].field).toBe("apiVersion");
   });
   it("keeps payloads free-form", () => {
-    expect(validateObject(task({ payload: { runner: "shell", command: "echo hi", anything: { nested: [1] } } }))).toEqual([]);
+    expect(
+      validateObject(task({ payload: { runner: "shell", command: "echo hi", anything: { nested: [1] } } })),
+    ).toEqual([]);
   });
 });

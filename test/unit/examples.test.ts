@@ -22,7 +22,7 @@ const kinds = (r: LoadResult) => {
   for (const o of r.resources) out[o.kind] = (out[o.kind] ?? 0) + 1;
   return out;
 };
-const workers = (r: LoadResult) => r.resources.filter((o) => o.kind === "Worker") as unknown as Worker[];
+const workers = (r: LoadResult) => r.resources.filter((o) => o.kind === "Worker");
 
 /** Fits an empty worker: every requested dimension within capacity, GPU types available. */
 function fitsEmpty(t: Task, w: Worker): boolean {
@@ -73,7 +73,16 @@ describe("examples/loom-resource-admission.manifest.json", () => {
 
   it("is one Campaign of eight tasks, more than the example workers hold at once", () => {
     expect(kinds(r)).toEqual({ Campaign: 1 });
-    expect(r.tasks.map((t) => t.spec.case_id)).toEqual(["tokenize-a", "tokenize-b", "tokenize-c", "tokenize-d", "long-context", "long-context-2", "full-host", "oversized"]);
+    expect(r.tasks.map((t) => t.spec.case_id)).toEqual([
+      "tokenize-a",
+      "tokenize-b",
+      "tokenize-c",
+      "tokenize-d",
+      "long-context",
+      "long-context-2",
+      "full-host",
+      "oversized",
+    ]);
     expect(r.tasks.map((t) => t.metadata.name)).toContain("loom-resource-admission__full-host__baseline__run-001");
     const slots = inv.reduce((n, w) => n + (w.spec.initial_concurrency ?? w.spec.max_concurrency ?? 1), 0);
     expect(r.tasks.length - 1).toBeGreaterThan(slots);
@@ -89,7 +98,10 @@ describe("examples/loom-resource-admission.manifest.json", () => {
     for (const t of r.tasks) expect(t.spec.payload?.command).toContain('sleep "${LOOM_EXAMPLE_STEP_SECONDS:-1}"');
   });
   it("one multiplexed shared task, with the contract's merged resources", () => {
-    expect(byCase["long-context"].spec.execution_profile).toEqual({ placement: "shared", resources: { cpu_millis: 750, memory_mb: 4096, disk_mb: 2048 } });
+    expect(byCase["long-context"].spec.execution_profile).toEqual({
+      placement: "shared",
+      resources: { cpu_millis: 750, memory_mb: 4096, disk_mb: 2048 },
+    });
     expect(inv.some((w) => fitsEmpty(byCase["long-context"], w))).toBe(true);
   });
   it("one exclusive task that fits an example worker", () => {
@@ -131,30 +143,37 @@ describe("examples/gitops: a folder Loom can sync", () => {
     for (const t of r.tasks) expect(ws.some((w) => fitsEmpty(t, w))).toBe(true);
   });
   it("connection_defaults reach every worker", () => {
-    for (const w of workers(r)) expect(w.spec).toMatchObject({ host: "127.0.0.1", connection_mode: "prestarted", capabilities: ["linux"] });
+    for (const w of workers(r))
+      expect(w.spec).toMatchObject({ host: "127.0.0.1", connection_mode: "prestarted", capabilities: ["linux"] });
   });
 });
 
 describe("examples/resources.yaml: multi-document Loom resources", () => {
   const r = loadFile(at("resources.yaml"));
   it("a Worker, a Campaign and a Task", () => {
-    expect(r.resources.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual(["Worker/local-01", "Campaign/resources-demo", "Task/adhoc-echo"]);
+    expect(r.resources.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([
+      "Worker/local-01",
+      "Campaign/resources-demo",
+      "Task/adhoc-echo",
+    ]);
     expect(r.tasks).toHaveLength(2);
   });
   it("all its tasks fit its worker", () => {
-    const tasks = [...r.tasks, ...(r.resources.filter((o) => o.kind === "Task") as unknown as Task[])];
+    const tasks = [...r.tasks, ...r.resources.filter((o) => o.kind === "Task")];
     for (const t of tasks) expect(fitsEmpty(t, workers(r)[0])).toBe(true);
   });
 });
 
 describe("example payloads run anywhere", () => {
   const r = loadPaths([EXAMPLES]);
-  const tasks = [...r.tasks, ...(r.resources.filter((o) => o.kind === "Task") as unknown as Task[])];
+  const tasks = [...r.tasks, ...r.resources.filter((o) => o.kind === "Task")];
   it.each(tasks.map((t) => [t.metadata.name, t] as const))("%s is a small portable shell command", (_name, t) => {
     const p = t.spec.payload as { runner: string; command: string; timeout_seconds: number };
     expect(p.runner).toBe("shell");
     // A one-second echo, or the quick start's steps of LOOM_EXAMPLE_STEP_SECONDS (a second unless set).
-    expect(p.command).toMatch(/^echo .*&& sleep 1$|^for step in [\d ]+; do echo .*; sleep "\$\{LOOM_EXAMPLE_STEP_SECONDS:-1\}"; done$/);
+    expect(p.command).toMatch(
+      /^echo .*&& sleep 1$|^for step in [\d ]+; do echo .*; sleep "\$\{LOOM_EXAMPLE_STEP_SECONDS:-1\}"; done$/,
+    );
     expect(p.timeout_seconds).toBeLessThanOrEqual(60);
   });
   it("worker capacities stay small (a laptop's worth)", () => {
@@ -170,7 +189,9 @@ describe("example payloads run anywhere", () => {
     it("two Queues, one that borrows and one that lends and preempts", () => {
       expect(formatInputErrors(r.errors)).toEqual([]);
       expect(kinds(r)).toEqual({ Queue: 2 });
-      const [a, b] = r.resources as unknown as { spec: { borrowing_limit?: unknown; reclaim?: string; weight?: number } }[];
+      const [a, b] = r.resources as unknown as {
+        spec: { borrowing_limit?: unknown; reclaim?: string; weight?: number };
+      }[];
       expect(a.spec.borrowing_limit).toEqual({ cpu_millis: 2000 });
       expect(b.spec).toMatchObject({ reclaim: "preempt", weight: 2 });
     });

@@ -1,6 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { StoreError } from "../../src/store/errors.ts";
-import { formatLabelSelector, labelSelectorMatcher, matchesLabelSelector, parseLabelSelector } from "../../src/store/labels.ts";
+import {
+  formatLabelSelector,
+  labelSelectorMatcher,
+  matchesLabelSelector,
+  parseLabelSelector,
+} from "../../src/store/labels.ts";
 
 function parseError(sel: string): StoreError {
   try {
@@ -26,7 +31,9 @@ describe("parseLabelSelector", () => {
   });
 
   it("accepts prefixed keys, empty values and blank selectors", () => {
-    expect(parseLabelSelector("loom.dev/pool=gpu")).toEqual([{ key: "loom.dev/pool", operator: "Equals", values: ["gpu"] }]);
+    expect(parseLabelSelector("loom.dev/pool=gpu")).toEqual([
+      { key: "loom.dev/pool", operator: "Equals", values: ["gpu"] },
+    ]);
     expect(parseLabelSelector("a=")).toEqual([{ key: "a", operator: "Equals", values: [""] }]);
     expect(parseLabelSelector("a in (x,)")).toEqual([{ key: "a", operator: "In", values: ["x", ""] }]);
     expect(parseLabelSelector("")).toEqual([]);

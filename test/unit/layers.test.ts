@@ -13,7 +13,26 @@ import { dirname, join, posix, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 
-export const ROOMS = ["version", "security", "tls", "results", "resources", "admission", "protocol", "store", "scheduler", "reconciler", "gitops", "observability", "roles", "api", "runner", "hub", "cli", "ui"] as const;
+export const ROOMS = [
+  "version",
+  "security",
+  "tls",
+  "results",
+  "resources",
+  "admission",
+  "protocol",
+  "store",
+  "scheduler",
+  "reconciler",
+  "gitops",
+  "observability",
+  "roles",
+  "api",
+  "runner",
+  "hub",
+  "cli",
+  "ui",
+] as const;
 
 /**
  * The room of a path relative to the repository: `ui` for the web view's sources; under
@@ -34,7 +53,8 @@ function targetOf(file: string, spec: string): string | undefined {
 /** Every module a source text imports, re-exports or loads dynamically (type-only imports included). */
 export function importsOf(text: string): string[] {
   const out: string[] = [];
-  const re = /\b(?:import|export)\b[^'";]*?\bfrom\s*["']([^"']+)["']|\bimport\s*\(\s*["']([^"']+)["']\s*\)|^\s*import\s+["']([^"']+)["']/gm;
+  const re =
+    /\b(?:import|export)\b[^'";]*?\bfrom\s*["']([^"']+)["']|\bimport\s*\(\s*["']([^"']+)["']\s*\)|^\s*import\s+["']([^"']+)["']/gm;
   for (const m of text.matchAll(re)) out.push(m[1] ?? m[2] ?? m[3]);
   return out;
 }
@@ -68,7 +88,10 @@ export function layerViolations(files: ReadonlyMap<string, string>, rooms: reado
 export const PRIVATE: ReadonlyMap<string, string> = new Map([["src/scheduler/context.ts", "src/scheduler/"]]);
 
 /** "file imports target": one line per import of a private module from outside its folder. */
-export function privateImports(files: ReadonlyMap<string, string>, priv: ReadonlyMap<string, string> = PRIVATE): string[] {
+export function privateImports(
+  files: ReadonlyMap<string, string>,
+  priv: ReadonlyMap<string, string> = PRIVATE,
+): string[] {
   const out: string[] = [];
   for (const [file, text] of files) {
     for (const spec of importsOf(text)) {
@@ -88,7 +111,9 @@ export function privateImports(files: ReadonlyMap<string, string>, priv: Readonl
 export function importCycles(files: ReadonlyMap<string, string>): string[] {
   const graph = new Map<string, string[]>();
   for (const [file, text] of files) {
-    const targets = importsOf(text).map((spec) => targetOf(file, spec)).filter((t): t is string => t !== undefined && files.has(t));
+    const targets = importsOf(text)
+      .map((spec) => targetOf(file, spec))
+      .filter((t): t is string => t !== undefined && files.has(t));
     graph.set(file, [...new Set(targets)]);
   }
   // Tarjan's strongly connected components, iteratively deep enough for any tree here.
@@ -119,7 +144,9 @@ export function importCycles(files: ReadonlyMap<string, string>): string[] {
     if (group.length > 1 || graph.get(v)!.includes(v)) groups.push(group.sort());
   };
   for (const v of [...graph.keys()].sort()) if (!index.has(v)) visit(v);
-  return groups.sort((a, b) => (a[0] < b[0] ? -1 : 1)).map((group) => cyclePath(group[0], new Set(group), graph).join(" -> "));
+  return groups
+    .sort((a, b) => (a[0] < b[0] ? -1 : 1))
+    .map((group) => cyclePath(group[0], new Set(group), graph).join(" -> "));
 }
 
 /** The shortest way from `start` back to itself inside its group (breadth first). */
@@ -162,13 +189,19 @@ const repo = join(dirname(fileURLToPath(import.meta.url)), "../..");
 describe("layering", () => {
   it("finds imports that go up, however they are written", () => {
     const files = new Map([
-      ["src/admission/decide.ts", 'import { x } from "../resources/types.ts";\nimport type { Store } from "../store/store.ts";'],
+      [
+        "src/admission/decide.ts",
+        'import { x } from "../resources/types.ts";\nimport type { Store } from "../store/store.ts";',
+      ],
       ["src/resources/load.ts", 'export { y } from "./ids.ts";\nconst m = await import("../api/app.ts");'],
       ["src/api/app.ts", 'import type {\n  Hub,\n} from "../hub.ts";\nimport "node:fs";'],
       ["src/hub.ts", 'import { app } from "./api/app.ts";'],
       ["src/cli/main.ts", 'import { Hub } from "../hub.ts";\nimport { z } from "../../bench/x.ts";'],
       ["src/cli/top.ts", 'import { draw } from "../../ui/src/charts.ts";'],
-      ["ui/src/views/task.ts", 'import type { TaskAdmission } from "../../../src/cli/data-api.ts";\nimport { h } from "../dom.ts";'],
+      [
+        "ui/src/views/task.ts",
+        'import type { TaskAdmission } from "../../../src/cli/data-api.ts";\nimport { h } from "../dom.ts";',
+      ],
       ["src/mystery/x.ts", ""],
     ]);
     expect(layerViolations(files, ROOMS)).toEqual([
@@ -218,7 +251,10 @@ describe("layering", () => {
   it("finds a private module imported from outside its folder, type-only imports too", () => {
     const files = new Map([
       ["src/scheduler/claim.ts", 'import type { SchedulerContext } from "./context.ts";'],
-      ["src/reconciler/worker.ts", 'import type { SchedulerContext } from "../scheduler/context.ts";\nimport { x } from "../scheduler/claim.ts";'],
+      [
+        "src/reconciler/worker.ts",
+        'import type { SchedulerContext } from "../scheduler/context.ts";\nimport { x } from "../scheduler/claim.ts";',
+      ],
       ["src/hub.ts", 'import { SchedulerContext } from "./scheduler/context.ts";'],
     ]);
     expect(privateImports(files)).toEqual([

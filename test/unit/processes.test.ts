@@ -7,7 +7,7 @@ describe("stopTree", () => {
   it("stops a process beneath the child that runs in a session of its own, as script(1) starts one", async () => {
     // sh starts a sleep in a new session, prints its pid and waits.
     const sh = spawn("sh", ["-c", "setsid sleep 300 & echo $!; wait"], { stdio: ["ignore", "pipe", "ignore"] });
-    const pid = await new Promise<number>((res) => sh.stdout!.once("data", (d) => res(Number(String(d).trim()))));
+    const pid = await new Promise<number>((res) => sh.stdout.once("data", (d) => res(Number(String(d).trim()))));
     expect(descendants(sh.pid!).map((p) => p.pid)).toContain(pid);
     expect(alive(pid)).toBe(true);
     await stopTree(sh.pid!);

@@ -1,9 +1,23 @@
 // Queues: membership, quota as an admission check, the store guard's ceiling, and the claim
 // walk's fair-share order. One describe per rule of docs/queues.md.
 import { describe, expect, it } from "vitest";
-import { admit, explainTask, normalise, type LeaseView, type TaskView, type WorkerView } from "../../src/admission/index.ts";
+import {
+  admit,
+  explainTask,
+  normalise,
+  type LeaseView,
+  type TaskView,
+  type WorkerView,
+} from "../../src/admission/index.ts";
 import { queueViolations } from "../../src/admission/guard.ts";
-import { QueueBook, amountsOf, ceilingBreaches, demandOf, queueLimits, type Amounts } from "../../src/admission/queues.ts";
+import {
+  QueueBook,
+  amountsOf,
+  ceilingBreaches,
+  demandOf,
+  queueLimits,
+  type Amounts,
+} from "../../src/admission/queues.ts";
 import { convertManifest } from "../../src/resources/manifest.ts";
 import { parseDocuments } from "../../src/resources/load.ts";
 import { planApply, SOURCE_ANNOTATION } from "../../src/gitops/apply.ts";
@@ -13,9 +27,15 @@ import { validateObject } from "../../src/resources/validate.ts";
 import { ClaimQueue, shapeKey } from "../../src/scheduler/queue.ts";
 import { decayTowards, dominantShare, standingSentence } from "../../src/scheduler/fair-share.ts";
 
-const queueObj = (name: string, spec: Queue["spec"]): Queue => ({ apiVersion: "loom.dev/v1alpha1", kind: "Queue", metadata: { name }, spec });
+const queueObj = (name: string, spec: Queue["spec"]): Queue => ({
+  apiVersion: "loom.dev/v1alpha1",
+  kind: "Queue",
+  metadata: { name },
+  spec,
+});
 
-const book = (queues: Queue[], used: Record<string, Amounts>) => new QueueBook(new Map(queues.map((q) => [q.metadata.name, queueLimits(q)])), new Map(Object.entries(used)));
+const book = (queues: Queue[], used: Record<string, Amounts>) =>
+  new QueueBook(new Map(queues.map((q) => [q.metadata.name, queueLimits(q)])), new Map(Object.entries(used)));
 
 const worker = (over: Partial<WorkerView> = {}): WorkerView => ({
   name: "w1",
@@ -31,10 +51,23 @@ const worker = (over: Partial<WorkerView> = {}): WorkerView => ({
   ...over,
 });
 
-const task = (over: Partial<TaskView> = {}): TaskView => ({ name: "t", required_capability: "", placement: "shared", requests: normalise({ gpu_count: 1 }), excluded_workers: [], ...over });
+const task = (over: Partial<TaskView> = {}): TaskView => ({
+  name: "t",
+  required_capability: "",
+  placement: "shared",
+  requests: normalise({ gpu_count: 1 }),
+  excluded_workers: [],
+  ...over,
+});
 
 describe("membership: manifest queue -> campaign spec.queue -> every task's spec.queue", () => {
-  const manifest = (extra: Record<string, unknown>) => ({ schema_version: 1, campaign_id: "demo", ...extra, defaults: { setting_id: "s", run_id: "001" }, cases: [{ case_id: "a" }, { case_id: "b" }] });
+  const manifest = (extra: Record<string, unknown>) => ({
+    schema_version: 1,
+    campaign_id: "demo",
+    ...extra,
+    defaults: { setting_id: "s", run_id: "001" },
+    cases: [{ case_id: "a" }, { case_id: "b" }],
+  });
 
   it("copies a manifest's top-level queue into the Campaign and each task", () => {
     const r = convertManifest(manifest({ queue: "team-a" }));
@@ -56,10 +89,12 @@ describe("membership: manifest queue -> campaign spec.queue -> every task's spec
   });
 
   it("validates Queue objects against the CRD: bad reclaim and a negative quota are named", () => {
-    const bad = { ...queueObj("q", { quota: { gpu_count: -1 } as never, reclaim: "never" as never }) };
+    const bad = { ...queueObj("q", { quota: { gpu_count: -1 }, reclaim: "never" as never }) };
     const fields = validateObject(bad).map((e) => e.field);
     expect(fields).toEqual(expect.arrayContaining(["spec.quota.gpu_count", "spec.reclaim"]));
-    expect(validateObject(queueObj("q", { quota: { gpu_count: 4, gpu_types: { a100: 2 } }, weight: 2, reclaim: "preempt" }))).toEqual([]);
+    expect(
+      validateObject(queueObj("q", { quota: { gpu_count: 4, gpu_types: { a100: 2 } }, weight: 2, reclaim: "preempt" })),
+    ).toEqual([]);
   });
 });
 
@@ -77,9 +112,12 @@ spec:
     const r = parseDocuments(yaml, "queues.yaml");
     expect(r.errors).toEqual([]);
     expect(r.resources.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual(["Queue/team-a"]);
-    const plan = planApply([], r.resources as unknown as StoredObject[], { source: "queues.yaml", prune: true });
+    const plan = planApply([], r.resources, { source: "queues.yaml", prune: true });
     expect(plan.steps.map((s) => `${s.op} ${s.kind}/${s.name}`)).toEqual(["create Queue/team-a"]);
-    const stored = { ...(plan.steps[0] as { object: StoredObject }).object, metadata: { name: "team-a", resourceVersion: "7", annotations: { [SOURCE_ANNOTATION]: "queues.yaml" } } };
+    const stored = {
+      ...(plan.steps[0] as { object: StoredObject }).object,
+      metadata: { name: "team-a", resourceVersion: "7", annotations: { [SOURCE_ANNOTATION]: "queues.yaml" } },
+    };
     const pruned = planApply([stored], [], { source: "queues.yaml", prune: true });
     expect(pruned.steps).toEqual([{ op: "delete", kind: "Queue", name: "team-a", resourceVersion: "7" }]);
   });
@@ -104,11 +142,15 @@ describe("quota: used + requested <= nominal + borrowable, one more entry in CHE
     expect(d.reasons).toEqual(["queue_quota_exhausted"]);
     expect(d.reason).toBe("resource_reservation_unavailable");
     expect(d.failures[0].message).toBe("queue team-a: gpu_count 4 used + 1 requested > 4 nominal + 0 borrowable");
-    expect(explainTask([d])).toBe("0/1 workers admit: 1 queue_quota_exhausted (queue team-a: gpu_count 4 used + 1 requested > 4 nominal + 0 borrowable)");
+    expect(explainTask([d])).toBe(
+      "0/1 workers admit: 1 queue_quota_exhausted (queue team-a: gpu_count 4 used + 1 requested > 4 nominal + 0 borrowable)",
+    );
   });
 
   it("admits within nominal, and ignores dimensions the quota does not name", () => {
-    const w = worker({ queues: { book: book([teamA], { "team-a": { gpu_count: 3, cpu_millis: 60000 } }), counted: new Set() } });
+    const w = worker({
+      queues: { book: book([teamA], { "team-a": { gpu_count: 3, cpu_millis: 60000 } }), counted: new Set() },
+    });
     expect(admit(task({ queue: "team-a", requests: normalise({ gpu_count: 1, cpu_millis: 4000 }) }), w).ok).toBe(true);
   });
 
@@ -118,17 +160,34 @@ describe("quota: used + requested <= nominal + borrowable, one more entry in CHE
   });
 
   it("counts leases picked in the same batch (not yet in the book) against the queue", () => {
-    const picked: LeaseView = { task: "p", placement: "shared", reservation: normalise({ gpu_count: 1 }), queue: "team-a" };
-    const w = worker({ leases: [picked], queues: { book: book([teamA], { "team-a": { gpu_count: 3 } }), counted: new Set() } });
+    const picked: LeaseView = {
+      task: "p",
+      placement: "shared",
+      reservation: normalise({ gpu_count: 1 }),
+      queue: "team-a",
+    };
+    const w = worker({
+      leases: [picked],
+      queues: { book: book([teamA], { "team-a": { gpu_count: 3 } }), counted: new Set() },
+    });
     expect(admit(task({ queue: "team-a" }), w).reasons).toEqual(["queue_quota_exhausted"]);
-    const counted = worker({ leases: [picked], queues: { book: book([teamA], { "team-a": { gpu_count: 3 } }), counted: new Set(["p"]) } });
+    const counted = worker({
+      leases: [picked],
+      queues: { book: book([teamA], { "team-a": { gpu_count: 3 } }), counted: new Set(["p"]) },
+    });
     expect(admit(task({ queue: "team-a" }), counted).ok).toBe(true);
   });
 
   it("borrows what other queues leave unused, up to its borrowing limit", () => {
     const a = queueObj("team-a", { quota: { gpu_count: 4 }, borrowing_limit: { gpu_count: 2 } });
     const b = queueObj("team-b", { quota: { gpu_count: 4 } });
-    const view = (usedA: number, usedB: number) => worker({ queues: { book: book([a, b], { "team-a": { gpu_count: usedA }, "team-b": { gpu_count: usedB } }), counted: new Set() } });
+    const view = (usedA: number, usedB: number) =>
+      worker({
+        queues: {
+          book: book([a, b], { "team-a": { gpu_count: usedA }, "team-b": { gpu_count: usedB } }),
+          counted: new Set(),
+        },
+      });
     expect(admit(task({ queue: "team-a" }), view(4, 0)).ok).toBe(true);
     expect(admit(task({ queue: "team-a" }), view(5, 0)).ok).toBe(true);
     const past = admit(task({ queue: "team-a" }), view(6, 0));
@@ -144,7 +203,9 @@ describe("quota: used + requested <= nominal + borrowable, one more entry in CHE
     const a = queueObj("team-a", { quota: { gpu_count: 4 }, borrowing_limit: { gpu_count: 4 } });
     const b = queueObj("team-b", { quota: { gpu_count: 4 }, lending_limit: { gpu_count: 1 } });
     const w = worker({ queues: { book: book([a, b], { "team-a": { gpu_count: 5 } }), counted: new Set() } });
-    expect(admit(task({ queue: "team-a" }), w).failures[0]?.message).toBe("queue team-a: gpu_count 5 used + 1 requested > 4 nominal + 1 borrowable");
+    expect(admit(task({ queue: "team-a" }), w).failures[0]?.message).toBe(
+      "queue team-a: gpu_count 5 used + 1 requested > 4 nominal + 1 borrowable",
+    );
   });
 
   it("reclaim by waiting: a lender's queued work is not lent, so borrowing of it stops while it waits", () => {
@@ -154,7 +215,10 @@ describe("quota: used + requested <= nominal + borrowable, one more entry in CHE
     const used = new Map(Object.entries({ "team-a": { gpu_count: 6 } }));
     // team-b idle: team-a may hold all 4 of it borrowed (it holds 2).
     expect(new QueueBook(limits, used).borrowable("team-a", "gpu_count")).toBe(4);
-    expect(admit(task({ queue: "team-a" }), worker({ queues: { book: new QueueBook(limits, used), counted: new Set() } })).ok).toBe(true);
+    expect(
+      admit(task({ queue: "team-a" }), worker({ queues: { book: new QueueBook(limits, used), counted: new Set() } }))
+        .ok,
+    ).toBe(true);
     // team-b has 3 GPUs of work queued: only 1 is left to lend, and team-a already holds 2.
     const book = new QueueBook(limits, used, new Map(Object.entries({ "team-b": { gpu_count: 3 } })));
     expect(book.borrowable("team-a", "gpu_count")).toBe(1);
@@ -171,13 +235,18 @@ describe("quota: used + requested <= nominal + borrowable, one more entry in CHE
   });
 
   it("GPUs by type count against every type the task accepts", () => {
-    expect(demandOf(normalise({ gpu_count: 2, gpu_types: ["a100", "h100"] }))).toEqual({ gpu_count: 2, "gpu_types.a100": 2, "gpu_types.h100": 2 });
+    expect(demandOf(normalise({ gpu_count: 2, gpu_types: ["a100", "h100"] }))).toEqual({
+      gpu_count: 2,
+      "gpu_types.a100": 2,
+      "gpu_types.h100": 2,
+    });
     const typed = queueObj("team-a", { quota: { gpu_types: { a100: 2 } } });
     expect(amountsOf(typed.spec.quota)).toEqual({ "gpu_types.a100": 2 });
     const w = worker({ queues: { book: book([typed], { "team-a": { "gpu_types.a100": 2 } }), counted: new Set() } });
-    expect(admit(task({ queue: "team-a", requests: normalise({ gpu_count: 1, gpu_types: ["a100"] }) }), w).failures[0]?.message).toBe(
-      "queue team-a: gpu_types.a100 2 used + 1 requested > 2 nominal + 0 borrowable",
-    );
+    expect(
+      admit(task({ queue: "team-a", requests: normalise({ gpu_count: 1, gpu_types: ["a100"] }) }), w).failures[0]
+        ?.message,
+    ).toBe("queue team-a: gpu_types.a100 2 used + 1 requested > 2 nominal + 0 borrowable");
     expect(admit(task({ queue: "team-a", requests: normalise({ gpu_count: 1 }) }), w).ok).toBe(true);
   });
 });
@@ -191,11 +260,20 @@ describe("the store guard: no lease may take a queue past nominal + borrowing li
   });
 
   it("queueViolations names the queue and the numbers; no Queue object, no limit", () => {
-    const added = { worker: "w1", task: "t", lease: { task: "t", placement: "shared" as const, reservation: normalise({ gpu_count: 1 }), queue: "team-a" } };
+    const added = {
+      worker: "w1",
+      task: "t",
+      lease: { task: "t", placement: "shared" as const, reservation: normalise({ gpu_count: 1 }), queue: "team-a" },
+    };
     const q = queueObj("team-a", { quota: { gpu_count: 4 }, borrowing_limit: { gpu_count: 1 } });
     expect(queueViolations(q, added, { gpu_count: 4 })).toEqual([]);
     const causes = queueViolations(q, added, { gpu_count: 5 });
-    expect(causes).toEqual([{ field: "spec.queue", message: 'queue "team-a": gpu_count 5 used + 1 requested > 4 nominal + 1 borrowing limit' }]);
+    expect(causes).toEqual([
+      {
+        field: "spec.queue",
+        message: 'queue "team-a": gpu_count 5 used + 1 requested > 4 nominal + 1 borrowing limit',
+      },
+    ]);
     expect(queueViolations(undefined, added, { gpu_count: 99 })).toEqual([]);
   });
 });
@@ -217,13 +295,23 @@ describe("fair share: weighted dominant share, decayed over a half-life", () => 
   });
 
   it("says who goes first", () => {
-    expect(standingSentence([{ queue: "team-a", share: 0.31 }, { queue: "team-b", share: 0.62 }])).toBe("team-b has share 0.62, team-a 0.31: team-a goes first");
+    expect(
+      standingSentence([
+        { queue: "team-a", share: 0.31 },
+        { queue: "team-b", share: 0.62 },
+      ]),
+    ).toBe("team-b has share 0.62, team-a 0.31: team-a goes first");
   });
 });
 
 describe("claim order across queues: lowest rank first, then priority and arrival", () => {
-  const mk = (name: string, queue: string | undefined, priority = 0, created = "2026-01-01T00:00:00Z"): Task =>
-    ({ apiVersion: "loom.dev/v1alpha1", kind: "Task", metadata: { name, creationTimestamp: created }, spec: { priority, ...(queue ? { queue } : {}), execution_profile: { resources: { cpu_millis: 1000 } } }, status: { state: "queued" } }) as Task;
+  const mk = (name: string, queue: string | undefined, priority = 0, created = "2026-01-01T00:00:00Z"): Task => ({
+    apiVersion: "loom.dev/v1alpha1",
+    kind: "Task",
+    metadata: { name, creationTimestamp: created },
+    spec: { priority, ...(queue ? { queue } : {}), execution_profile: { resources: { cpu_millis: 1000 } } },
+    status: { state: "queued" },
+  });
 
   it("without queues the shape key is what it was", () => {
     expect(shapeKey(mk("x", undefined))).toBe(JSON.stringify(["", "shared", 1000, 0, 0, 0, [], []]));

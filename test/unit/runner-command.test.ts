@@ -34,15 +34,29 @@ describe("resolveConfig", () => {
     const c = resolveConfig({ ...defaults, workerId: "w1" }, {});
     expect(c.controller).toBe("http://127.0.0.1:8765");
     expect(c.mode).toBe("ssh-start");
-    expect(c.pull).toMatchObject({ capabilities: ["linux", "*"], maxConcurrency: 1, initialConcurrency: 1, leaseSeconds: 600, claimWaitSeconds: 0, pollSeconds: 5, once: false, maxTasks: 0 });
+    expect(c.pull).toMatchObject({
+      capabilities: ["linux", "*"],
+      maxConcurrency: 1,
+      initialConcurrency: 1,
+      leaseSeconds: 600,
+      claimWaitSeconds: 0,
+      pollSeconds: 5,
+      once: false,
+      maxTasks: 0,
+    });
     expect(c.pull.workDir).toBe(path.resolve(".loom/runner/w1"));
     expect(c.pull.scrubEnv).toEqual(expect.arrayContaining(["LOOM_HUB_TOKEN", "LOOM_RUNNER_TOKEN"]));
   });
   it("takes the controller from LOOM_CONTROLLER, initial concurrency 1 as v1 did, and 25 s waits in long-poll mode", () => {
-    const c = resolveConfig({ ...defaults, maxConcurrency: "4", connectionMode: "long-poll" }, { LOOM_CONTROLLER: "http://hub:9000/" });
+    const c = resolveConfig(
+      { ...defaults, maxConcurrency: "4", connectionMode: "long-poll" },
+      { LOOM_CONTROLLER: "http://hub:9000/" },
+    );
     expect(c.controller).toBe("http://hub:9000");
     expect(c.pull).toMatchObject({ maxConcurrency: 4, initialConcurrency: 1, claimWaitSeconds: 25 });
-    expect(resolveConfig({ ...defaults, connectionMode: "long-poll", claimWaitSeconds: "5" }, {}).pull.claimWaitSeconds).toBe(5);
+    expect(
+      resolveConfig({ ...defaults, connectionMode: "long-poll", claimWaitSeconds: "5" }, {}).pull.claimWaitSeconds,
+    ).toBe(5);
   });
   it.each([
     [{ maxConcurrency: "0" }, "--max-concurrency"],
@@ -66,7 +80,7 @@ describe("resolveConfig", () => {
   ])("rejects %j naming %s", (bad, flag) => {
     let err: unknown;
     try {
-      resolveConfig({ ...defaults, ...bad } as typeof defaults, {});
+      resolveConfig({ ...defaults, ...bad }, {});
     } catch (e) {
       err = e;
     }
@@ -78,7 +92,10 @@ describe("resolveConfig", () => {
 
 describe("--serve-host", () => {
   it("may leave loopback when the Runner token is set", () => {
-    const c = resolveConfig({ ...defaults, connectionMode: "direct-worker-api", serveHost: "0.0.0.0" }, { LOOM_RUNNER_TOKEN: "t" });
+    const c = resolveConfig(
+      { ...defaults, connectionMode: "direct-worker-api", serveHost: "0.0.0.0" },
+      { LOOM_RUNNER_TOKEN: "t" },
+    );
     expect(c.serveHost).toBe("0.0.0.0");
   });
 });

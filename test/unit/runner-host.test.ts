@@ -20,20 +20,39 @@ describe("host snapshot", () => {
 
 describe("capacity defaults (§4)", () => {
   it("are the Hub's defaults for the same snapshot", () => {
-    for (const snap of [{ cpu_count: 4, mem_total_mb: 16000, mem_available_mb: 8000.5, disk_total_mb: 90000, disk_available_mb: 50000.9 }, { cpu_count: 0.5, mem_total_mb: 2048.7, disk_total_mb: 10 }, {}]) {
+    for (const snap of [
+      { cpu_count: 4, mem_total_mb: 16000, mem_available_mb: 8000.5, disk_total_mb: 90000, disk_available_mb: 50000.9 },
+      { cpu_count: 0.5, mem_total_mb: 2048.7, disk_total_mb: 10 },
+      {},
+    ]) {
       expect(resolveCapacity(snap, undefined)).toEqual(defaultCapacityFromHost(snap));
     }
-    expect(resolveCapacity({ cpu_count: 4, mem_available_mb: 8000.5 }, undefined)).toEqual({ cpu_millis: 4000, memory_mb: 8000, disk_mb: 0, gpu_count: 0, gpu_types: [] });
+    expect(resolveCapacity({ cpu_count: 4, mem_available_mb: 8000.5 }, undefined)).toEqual({
+      cpu_millis: 4000,
+      memory_mb: 8000,
+      disk_mb: 0,
+      gpu_count: 0,
+      gpu_types: [],
+    });
   });
 });
 
 describe("capacity overrides", () => {
   const snap = { cpu_count: 4, mem_available_mb: 8000.5, disk_available_mb: 50000 };
   it("merge over the defaults field by field (the §8 example)", () => {
-    expect(resolveCapacity(snap, { memory_mb: 2048 })).toEqual({ cpu_millis: 4000, memory_mb: 2048, disk_mb: 50000, gpu_count: 0, gpu_types: [] });
+    expect(resolveCapacity(snap, { memory_mb: 2048 })).toEqual({
+      cpu_millis: 4000,
+      memory_mb: 2048,
+      disk_mb: 50000,
+      gpu_count: 0,
+      gpu_types: [],
+    });
   });
   it("sort and de-duplicate gpu_types, and truncate floats", () => {
-    expect(resolveCapacity(snap, { gpu_count: 2.9, gpu_types: ["h100", "a100", "h100"] })).toMatchObject({ gpu_count: 2, gpu_types: ["a100", "h100"] });
+    expect(resolveCapacity(snap, { gpu_count: 2.9, gpu_types: ["h100", "a100", "h100"] })).toMatchObject({
+      gpu_count: 2,
+      gpu_types: ["a100", "h100"],
+    });
   });
   it.each([
     [{ cpu_millis: -1 }, "resource_capacity.cpu_millis"],

@@ -58,7 +58,11 @@ describe("writeZip / readZip", () => {
 describe("verdictFromZip (§3 upload verdict)", () => {
   it("uses the first *worker-result.json verdict", () => {
     expect(verdictFromZip(entries({ "worker-result.json": { verdict: "dirty", exit_code: 0 } }))).toBe("dirty");
-    expect(verdictFromZip(entries({ "a/worker-result.json": { verdict: "needs_review" }, "b/worker-result.json": { verdict: "clean" } }))).toBe("needs_review");
+    expect(
+      verdictFromZip(
+        entries({ "a/worker-result.json": { verdict: "needs_review" }, "b/worker-result.json": { verdict: "clean" } }),
+      ),
+    ).toBe("needs_review");
   });
   it("falls back to exit_code: 0 is clean, non-zero is run_error", () => {
     expect(verdictFromZip(entries({ "worker-result.json": { exit_code: 0 } }))).toBe("clean");
@@ -66,16 +70,23 @@ describe("verdictFromZip (§3 upload verdict)", () => {
     expect(verdictFromZip(entries({ "worker-result.json": { exit_code: 124 } }))).toBe("run_error");
   });
   it("worker-result wins over score summaries", () => {
-    expect(verdictFromZip(entries({ "score-summary.json": { fail_count: 3 }, "worker-result.json": { exit_code: 0 } }))).toBe("clean");
+    expect(
+      verdictFromZip(entries({ "score-summary.json": { fail_count: 3 }, "worker-result.json": { exit_code: 0 } })),
+    ).toBe("clean");
   });
   it("uses score-summary.json counts without a worker-result", () => {
     expect(verdictFromZip(entries({ "score-summary.json": { run_error_count: 1, fail_count: 2 } }))).toBe("run_error");
-    expect(verdictFromZip(entries({ "score-summary.json": { needs_review_count: 1, fail_count: 2 } }))).toBe("needs_review");
+    expect(verdictFromZip(entries({ "score-summary.json": { needs_review_count: 1, fail_count: 2 } }))).toBe(
+      "needs_review",
+    );
     expect(verdictFromZip(entries({ "score-summary.json": { fail_count: 2 } }))).toBe("dirty");
     expect(verdictFromZip(entries({ "score-summary.json": { pass_count: 2 } }))).toBe("clean");
   });
   it("uses case-scheduler-summary.json attempt counts, ahead of score-summary", () => {
-    const sched = (attempts: unknown[]) => ({ "case-scheduler-summary.json": { attempts }, "score-summary.json": { run_error_count: 9 } });
+    const sched = (attempts: unknown[]) => ({
+      "case-scheduler-summary.json": { attempts },
+      "score-summary.json": { run_error_count: 9 },
+    });
     expect(verdictFromZip(entries(sched([{ pass_count: 1 }, { fail_count: 1 }])))).toBe("dirty");
     expect(verdictFromZip(entries(sched([{ pass_count: 3 }])))).toBe("clean");
     expect(verdictFromZip(entries(sched([{ needs_review_count: 1, fail_count: 1 }])))).toBe("needs_review");
@@ -118,7 +129,11 @@ describe("issues (§3 categories)", () => {
   });
 
   it("reads *stdout.txt and *stderr.txt only when the verdict is not clean", () => {
-    const z = entries({ "stdout.txt": "ok", "01-build.stderr.txt": "HTTP 429 from api", "notes.md": "permission denied" });
+    const z = entries({
+      "stdout.txt": "ok",
+      "01-build.stderr.txt": "HTTP 429 from api",
+      "notes.md": "permission denied",
+    });
     expect(issuesFromZip(z, "clean")).toEqual([]);
     expect(issuesFromZip(z, "run_error")).toEqual(["rate_limited"]);
   });
@@ -137,6 +152,10 @@ describe("issues (§3 categories)", () => {
       { name: "stderr.txt", data: "Too Many Requests" },
     ]);
     const r = await inspectResultZip(zip);
-    expect(r).toMatchObject({ verdict: "run_error", issues: ["rate_limited"], files: ["worker-result.json", "stderr.txt"] });
+    expect(r).toMatchObject({
+      verdict: "run_error",
+      issues: ["rate_limited"],
+      files: ["worker-result.json", "stderr.txt"],
+    });
   });
 });

@@ -2,12 +2,24 @@ import { describe, expect, it } from "vitest";
 import { isLoopback, presentedToken, tokenEquals } from "../../src/security/tokens.ts";
 
 describe("loopback addresses", () => {
-  it.each(["localhost", "LOCALHOST", "127.0.0.1", "127.8.9.10", "::1", "[::1]", "::ffff:127.0.0.1", "[::FFFF:127.0.0.1]"])("%s is loopback", (h) => {
+  it.each([
+    "localhost",
+    "LOCALHOST",
+    "127.0.0.1",
+    "127.8.9.10",
+    "::1",
+    "[::1]",
+    "::ffff:127.0.0.1",
+    "[::FFFF:127.0.0.1]",
+  ])("%s is loopback", (h) => {
     expect(isLoopback(h)).toBe(true);
   });
-  it.each(["0.0.0.0", "::", "10.0.0.1", "::ffff:10.0.0.1", "128.0.0.1", "example.com", "localhost.example.com", ""])("%s is not", (h) => {
-    expect(isLoopback(h)).toBe(false);
-  });
+  it.each(["0.0.0.0", "::", "10.0.0.1", "::ffff:10.0.0.1", "128.0.0.1", "example.com", "localhost.example.com", ""])(
+    "%s is not",
+    (h) => {
+      expect(isLoopback(h)).toBe(false);
+    },
+  );
 });
 
 describe("tokens", () => {

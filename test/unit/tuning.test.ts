@@ -13,7 +13,16 @@ const worker = (desired: number): Worker => ({
 
 /** A result ZIP's entries carrying the controller_concurrency of a claim batch. */
 const entries = (batch: string, size: number, desired: number) =>
-  new Map([["worker-result.json", Buffer.from(JSON.stringify({ controller_concurrency: { desired_concurrency: desired, claim_batch_id: batch, claim_batch_size: size } }))]]);
+  new Map([
+    [
+      "worker-result.json",
+      Buffer.from(
+        JSON.stringify({
+          controller_concurrency: { desired_concurrency: desired, claim_batch_id: batch, claim_batch_size: size },
+        }),
+      ),
+    ],
+  ]);
 
 const clean = (batch: string, size: number) => ({ verdict: "clean", issues: [], entries: entries(batch, size, 2) });
 const dirty = (batch: string, size: number) => ({ verdict: "dirty", issues: ["x"], entries: entries(batch, size, 2) });

@@ -5,7 +5,9 @@ import { WorkQueue } from "../../src/reconciler/queue.ts";
 describe("work queue", () => {
   it("de-duplicates a key that is waiting, and re-queues a key marked dirty while in flight", async () => {
     const q = new WorkQueue();
-    q.add("a"); q.add("a"); q.add("b");
+    q.add("a");
+    q.add("a");
+    q.add("b");
     expect(q.length).toBe(2);
     const k = await q.get();
     expect(k).toBe("a");
@@ -42,9 +44,24 @@ describe("controller loop", () => {
     const keys = Array.from({ length: 20_000 }, (_, i) => `k${i}`);
     let done = 0;
     let doneWhenImmediateRan = -1;
-    const spin = () => { const until = performance.now() + 0.01; while (performance.now() < until); };
-    const c = new Controller({ name: "busy", keys: () => keys, reconcile: async () => { spin(); done++; } }, { log: () => {}, resyncMs: 0 });
-    setImmediate(() => { doneWhenImmediateRan = done; });
+    const spin = () => {
+      const until = performance.now() + 0.01;
+      while (performance.now() < until);
+    };
+    const c = new Controller(
+      {
+        name: "busy",
+        keys: () => keys,
+        reconcile: async () => {
+          spin();
+          done++;
+        },
+      },
+      { log: () => {}, resyncMs: 0 },
+    );
+    setImmediate(() => {
+      doneWhenImmediateRan = done;
+    });
     c.start(); // the resync queues every key at once
     for (let i = 0; done < keys.length && i < 2_000; i++) await new Promise((r) => setTimeout(r, 5));
     await c.stop();

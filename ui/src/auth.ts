@@ -20,11 +20,16 @@ export async function request(path: string, init: RequestInit = {}): Promise<Res
 }
 
 /** GET (or POST with a JSON body) a JSON document; 401/403 become Unauthorized. */
-export async function json<T>(path: string, init: { method?: string; body?: unknown; signal?: AbortSignal } = {}): Promise<T> {
+export async function json<T>(
+  path: string,
+  init: { method?: string; body?: unknown; signal?: AbortSignal } = {},
+): Promise<T> {
   const res = await request(path, {
     method: init.method ?? "GET",
     signal: init.signal,
-    ...(init.body !== undefined ? { body: JSON.stringify(init.body), headers: { "content-type": "application/json" } } : {}),
+    ...(init.body !== undefined
+      ? { body: JSON.stringify(init.body), headers: { "content-type": "application/json" } }
+      : {}),
   });
   if (res.status === 401 || res.status === 403) throw new Unauthorized(`${res.status}`);
   const text = await res.text();

@@ -7,12 +7,19 @@ import { humanDuration } from "../../src/resources/jsonpath.ts";
 
 export type Series = { name: string; values: number[] };
 
-const clock = (t: number) => new Date(t).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+const clock = (t: number) =>
+  new Date(t).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
 export const span = (a: number, b: number) => `${clock(a)}–${clock(b)} (${humanDuration(Math.max(0, b - a))})`;
 
 /** Tick labels under a time axis: the window's start, middle and end. */
 export function timeAxis(from: number, to: number): HTMLElement {
-  return h("div", { class: "axis", "aria-hidden": "true" }, h("span", {}, `−${humanDuration(to - from)}`), h("span", {}, `−${humanDuration((to - from) / 2)}`), h("span", {}, "now"));
+  return h(
+    "div",
+    { class: "axis", "aria-hidden": "true" },
+    h("span", {}, `−${humanDuration(to - from)}`),
+    h("span", {}, `−${humanDuration((to - from) / 2)}`),
+    h("span", {}, "now"),
+  );
 }
 
 const pct = (el: HTMLElement, prop: "height" | "left" | "width", share: number) => {
@@ -27,23 +34,60 @@ const pct = (el: HTMLElement, prop: "height" | "left" | "width", share: number) 
 const num = (n: number) => String(Math.round(n * 10) / 10);
 
 /** `now` gives each series' (and the total's) current value when it differs from the last column's, as an average over a step does. */
-export function stackedColumns(o: { label: string; unit: string; times: number[]; series: Series[]; step: number; now?: Record<string, number>; per?: string; nowLabel?: string }): HTMLElement {
+export function stackedColumns(o: {
+  label: string;
+  unit: string;
+  times: number[];
+  series: Series[];
+  step: number;
+  now?: Record<string, number>;
+  per?: string;
+  nowLabel?: string;
+}): HTMLElement {
   const totals = o.times.map((_, i) => o.series.reduce((n, s) => n + (s.values[i] ?? 0), 0));
   const peak = Math.max(0, ...totals);
   const top = niceCeil(peak);
   const cols = o.times.map((t, i) => {
     const parts = o.series.map((s, k) => [s, k, s.values[i] ?? 0] as const).filter(([, , v]) => v > 0);
     const tip = `${span(t - o.step, t)}: ${num(totals[i])} ${o.unit}${parts.length > 1 ? `\n${parts.map(([s, , v]) => `${s.name} ${num(v)}`).join("\n")}` : ""}`;
-    return h("div", { class: "col", title: tip, "data-total": totals[i] }, parts.map(([s, k, v]) => pct(h("span", { class: `seg c${k % 8}`, "data-series": s.name }), "height", top ? v / top : 0)));
+    return h(
+      "div",
+      { class: "col", title: tip, "data-total": totals[i] },
+      parts.map(([s, k, v]) =>
+        pct(h("span", { class: `seg c${k % 8}`, "data-series": s.name }), "height", top ? v / top : 0),
+      ),
+    );
   });
-  const latest = (s: Series) => (o.now ? o.now[s.name] ?? 0 : s.values.at(-1) ?? 0);
+  const latest = (s: Series) => (o.now ? (o.now[s.name] ?? 0) : (s.values.at(-1) ?? 0));
   const nowLabel = o.nowLabel ?? "now";
-  const legend = h("ul", { class: "legend" }, o.series.map((s, k) =>
-    h("li", { "data-series": s.name }, h("span", { class: `swatch c${k % 8}`, "aria-hidden": "true" }), `${s.name}: ${nowLabel} ${num(latest(s))}, peak ${num(Math.max(0, ...s.values))}${o.per ?? ""}`)));
-  const grid = h("div", { class: "plot" }, h("span", { class: "ymax", "aria-hidden": "true" }, num(top)), h("div", { class: "columns" }, cols));
-  const nowTotal = o.now ? Object.values(o.now).reduce((a, b) => a + b, 0) : totals.at(-1) ?? 0;
+  const legend = h(
+    "ul",
+    { class: "legend" },
+    o.series.map((s, k) =>
+      h(
+        "li",
+        { "data-series": s.name },
+        h("span", { class: `swatch c${k % 8}`, "aria-hidden": "true" }),
+        `${s.name}: ${nowLabel} ${num(latest(s))}, peak ${num(Math.max(0, ...s.values))}${o.per ?? ""}`,
+      ),
+    ),
+  );
+  const grid = h(
+    "div",
+    { class: "plot" },
+    h("span", { class: "ymax", "aria-hidden": "true" }, num(top)),
+    h("div", { class: "columns" }, cols),
+  );
+  const nowTotal = o.now ? Object.values(o.now).reduce((a, b) => a + b, 0) : (totals.at(-1) ?? 0);
   const summary = `${o.label}: ${nowLabel} ${num(nowTotal)} ${o.unit}, peak ${num(peak)}${o.per ?? ""}`;
-  return h("figure", { class: "chart", role: "group", "aria-label": summary }, h("figcaption", {}, summary), grid, timeAxis(o.times[0] - o.step, o.times.at(-1) ?? 0), o.series.length > 1 || o.series[0]?.name ? legend : null);
+  return h(
+    "figure",
+    { class: "chart", role: "group", "aria-label": summary },
+    h("figcaption", {}, summary),
+    grid,
+    timeAxis(o.times[0] - o.step, o.times.at(-1) ?? 0),
+    o.series.length > 1 || o.series[0]?.name ? legend : null,
+  );
 }
 
 /** 1, 2, 5 × 10ⁿ at or above n (an axis top that reads well). */
@@ -62,17 +106,24 @@ export type Bar = { start: number; end: number; split?: number; cls: string; lab
  */
 export function lanes(bars: Bar[], from: number, to: number): HTMLElement {
   const ends: number[] = [];
-  const placed = [...bars].sort((a, b) => a.start - b.start).map((b) => {
-    let lane = ends.findIndex((e) => e <= b.start);
-    if (lane < 0) lane = ends.push(0) - 1;
-    ends[lane] = b.end;
-    return { b, lane };
-  });
+  const placed = [...bars]
+    .sort((a, b) => a.start - b.start)
+    .map((b) => {
+      let lane = ends.findIndex((e) => e <= b.start);
+      if (lane < 0) lane = ends.push(0) - 1;
+      ends[lane] = b.end;
+      return { b, lane };
+    });
   const width = to - from;
   const rows = Array.from({ length: Math.max(1, ends.length) }, () => h("div", { class: "lane-row" }));
   for (const { b, lane } of placed) {
-    const s = Math.max(b.start, from), e = Math.min(b.end, to);
-    const el = h("div", { class: `tbar ${b.cls}`, title: b.tip, "data-key": b.key }, h("span", { class: "tlabel" }, b.label));
+    const s = Math.max(b.start, from),
+      e = Math.min(b.end, to);
+    const el = h(
+      "div",
+      { class: `tbar ${b.cls}`, title: b.tip, "data-key": b.key },
+      h("span", { class: "tlabel" }, b.label),
+    );
     pct(el, "left", (s - from) / width);
     pct(el, "width", Math.max(e - s, 0) / width);
     if (b.split !== undefined && b.split > s) {

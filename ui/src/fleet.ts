@@ -17,7 +17,11 @@ export class Fleet {
   readonly campaigns = new Map<string, CampaignObj>();
   /** Bumped per kind on every change, so views redo only what changed. */
   readonly versions: Record<KindName, number> = { workers: 0, tasks: 0, campaigns: 0 };
-  readonly phases: Record<KindName, { phase: Phase; detail: string }> = { workers: { phase: "listing", detail: "" }, tasks: { phase: "listing", detail: "" }, campaigns: { phase: "listing", detail: "" } };
+  readonly phases: Record<KindName, { phase: Phase; detail: string }> = {
+    workers: { phase: "listing", detail: "" },
+    tasks: { phase: "listing", detail: "" },
+    campaigns: { phase: "listing", detail: "" },
+  };
   readonly watches: Record<KindName, ListWatch<any>>;
   private readonly listeners = new Set<() => void>();
   private frame = 0;
@@ -46,7 +50,10 @@ export class Fleet {
     this.watches = {
       workers: make<Worker, WorkerObj>("workers", { map: this.workers, toRow: workerObj }),
       tasks: make<Task, TaskRow>("tasks", { map: this.tasks, toRow: taskRow }),
-      campaigns: make<Campaign, CampaignObj>("campaigns", { map: this.campaigns, toRow: (c) => ({ name: c.metadata.name, campaignId: c.spec.campaign_id }) }),
+      campaigns: make<Campaign, CampaignObj>("campaigns", {
+        map: this.campaigns,
+        toRow: (c) => ({ name: c.metadata.name, campaignId: c.spec.campaign_id }),
+      }),
     };
   }
 

@@ -21,16 +21,24 @@ export class HistoryFeed {
   /** Fetch when the data is older than the tasks it was derived from, or than MAX_AGE_MS. */
   want(tasksVersion: number, now = Date.now()): void {
     if (this.loading) return;
-    const stale = now - this.loadedAt > MAX_AGE_MS || (tasksVersion !== this.tasksVersion && now - this.loadedAt > MIN_GAP_MS);
+    const stale =
+      now - this.loadedAt > MAX_AGE_MS || (tasksVersion !== this.tasksVersion && now - this.loadedAt > MIN_GAP_MS);
     if (!stale) return;
     this.tasksVersion = tasksVersion;
     this.loadedAt = now;
-    this.loading = json<FleetHistory>("/api/data/history?minutes=60").then(
-      (d) => { this.data = d; this.error = ""; },
-      (e: Error) => { this.error = e.message; },
-    ).finally(() => {
-      this.loading = undefined;
-      this.onLoad();
-    });
+    this.loading = json<FleetHistory>("/api/data/history?minutes=60")
+      .then(
+        (d) => {
+          this.data = d;
+          this.error = "";
+        },
+        (e: Error) => {
+          this.error = e.message;
+        },
+      )
+      .finally(() => {
+        this.loading = undefined;
+        this.onLoad();
+      });
   }
 }

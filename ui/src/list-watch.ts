@@ -5,7 +5,12 @@
 // stays silent longer than `staleMs` (BOOKMARKs come every 15 s) is treated as dead.
 // No DOM here: the same code runs under Node in the tests, against a real Hub.
 
-export type Meta = { name: string; resourceVersion?: string; labels?: Record<string, string>; creationTimestamp?: string };
+export type Meta = {
+  name: string;
+  resourceVersion?: string;
+  labels?: Record<string, string>;
+  creationTimestamp?: string;
+};
 export type KubeObject = { kind?: string; metadata: Meta };
 export type ChangeType = "ADDED" | "MODIFIED" | "DELETED";
 export type Phase = "listing" | "watching" | "retrying" | "unauthorized" | "stopped";
@@ -26,7 +31,10 @@ export type ListWatchOptions<T extends KubeObject> = {
 };
 
 export class HttpError extends Error {
-  constructor(readonly status: number, message: string) {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
     super(message);
   }
 }

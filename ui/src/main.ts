@@ -17,11 +17,28 @@ const app = document.getElementById("app")!;
 const main = h("main", { id: "main", tabindex: -1 });
 const live = h("p", { class: "live", role: "status", "aria-live": "polite" });
 const nav = h("nav", { "aria-label": "Views" });
-const signOut = h("button", { type: "button", class: "quiet", hidden: true, onclick: () => { token.clear(); location.reload(); } }, "Forget token");
+const signOut = h(
+  "button",
+  {
+    type: "button",
+    class: "quiet",
+    hidden: true,
+    onclick: () => {
+      token.clear();
+      location.reload();
+    },
+  },
+  "Forget token",
+);
 let fleet: Fleet | undefined;
 let view: View | undefined;
 
-const ROUTES: [string, string][] = [["workers", "Workers"], ["queue", "Queue"], ["campaigns", "Campaigns"], ["queues", "Queues"]];
+const ROUTES: [string, string][] = [
+  ["workers", "Workers"],
+  ["queue", "Queue"],
+  ["campaigns", "Campaigns"],
+  ["queues", "Queues"],
+];
 
 function route(): void {
   if (!fleet) return;
@@ -31,12 +48,15 @@ function route(): void {
   view?.dispose?.();
   const f = fleet;
   if (top === "task" && rest.length) view = new TaskView(f, decodeURIComponent(rest.join("/")));
-  else if (top === "queue") view = new QueueView(f, params, (name) => (location.hash = `#/task/${encodeURIComponent(name)}`));
+  else if (top === "queue")
+    view = new QueueView(f, params, (name) => (location.hash = `#/task/${encodeURIComponent(name)}`));
   else if (top === "campaigns") view = new CampaignsView(f);
   else if (top === "queues") view = new QueuesView(params.get("queue") ?? "");
   else view = new WorkersView(f, (name) => (location.hash = `#/queue?worker=${encodeURIComponent(name)}`));
   const current = top === "task" ? "queue" : ROUTES.some(([r]) => r === top) ? top : "workers";
-  nav.replaceChildren(...ROUTES.map(([r, text]) => h("a", { href: `#/${r}`, "aria-current": r === current ? "page" : undefined }, text)));
+  nav.replaceChildren(
+    ...ROUTES.map(([r, text]) => h("a", { href: `#/${r}`, "aria-current": r === current ? "page" : undefined }, text)),
+  );
   main.replaceChildren(view.el);
   view.update();
   document.title = `Loom · ${top === "task" ? decodeURIComponent(rest.join("/")) : ROUTES.find(([r]) => r === current)![1]}`;
@@ -48,7 +68,9 @@ function renderLive(f: Fleet): void {
   const all = phases.every((p) => p.phase === "watching");
   const trouble = kinds.map((k, i) => [k, phases[i]] as const).filter(([, p]) => p.phase !== "watching");
   live.dataset.state = all ? "live" : trouble.some(([, p]) => p.phase === "retrying") ? "reconnecting" : "syncing";
-  live.textContent = all ? `● Live: ${f.workers.size} workers, ${f.tasks.size} tasks` : `○ ${trouble.map(([k, p]) => `${k} ${p.phase}${p.detail ? ` (${p.detail})` : ""}`).join("; ")}`;
+  live.textContent = all
+    ? `● Live: ${f.workers.size} workers, ${f.tasks.size} tasks`
+    : `○ ${trouble.map(([k, p]) => `${k} ${p.phase}${p.detail ? ` (${p.detail})` : ""}`).join("; ")}`;
 }
 
 function askForToken(message: string): void {
@@ -56,13 +78,26 @@ function askForToken(message: string): void {
   fleet = undefined;
   view?.dispose?.();
   view = undefined;
-  const input = h("input", { id: "token", type: "password", autocomplete: "off", spellcheck: "false", required: true, "aria-describedby": "token-help" });
-  const form = h("form", { class: "token-form", "aria-labelledby": "token-h" },
+  const input = h("input", {
+    id: "token",
+    type: "password",
+    autocomplete: "off",
+    spellcheck: "false",
+    required: true,
+    "aria-describedby": "token-help",
+  });
+  const form = h(
+    "form",
+    { class: "token-form", "aria-labelledby": "token-h" },
     h("h1", { id: "token-h" }, "Connect to the Hub"),
     message ? h("p", { class: "error", role: "alert" }, message) : null,
     h("label", { for: "token" }, "Hub token"),
     input,
-    h("p", { id: "token-help", class: "help" }, "The token stays in this tab's session storage and is sent only as a bearer header."),
+    h(
+      "p",
+      { id: "token-help", class: "help" },
+      "The token stays in this tab's session storage and is sent only as a bearer header.",
+    ),
     h("button", { type: "submit" }, "Connect"),
   );
   form.addEventListener("submit", (e) => {
@@ -96,7 +131,18 @@ async function start(): Promise<void> {
 }
 
 // A skip link that focuses the content without touching the hash (the hash is the route).
-const skip = h("a", { class: "skip", href: "#", onclick: (e: Event) => { e.preventDefault(); main.focus(); } }, "Skip to content");
+const skip = h(
+  "a",
+  {
+    class: "skip",
+    href: "#",
+    onclick: (e: Event) => {
+      e.preventDefault();
+      main.focus();
+    },
+  },
+  "Skip to content",
+);
 app.replaceChildren(
   skip,
   h("header", { class: "top" }, h("a", { class: "brand", href: "#/workers" }, "Loom"), nav, live, signOut),

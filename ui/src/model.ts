@@ -2,9 +2,22 @@
 // Node. A worker's reserved vector, active count and concurrency limit are the Hub's own
 // figures, which the worker controller writes to its status from the same computation as
 // /api/data/worker-capacity; the queue is in the scheduler's claim order.
-import { getCondition, type Condition } from "../../src/resources/meta.ts";
-import { isActive, isFinal, isQueued, RESOURCE_FIELDS, taskWorker, type ResourceField } from "../../src/resources/types.ts";
-import type { Campaign, Queue, Task, TaskSpecExecutionProfileResources as Vec, Worker } from "../../src/resources/types.gen.ts";
+import { getCondition } from "../../src/resources/meta.ts";
+import {
+  isActive,
+  isFinal,
+  isQueued,
+  RESOURCE_FIELDS,
+  taskWorker,
+  type ResourceField,
+} from "../../src/resources/types.ts";
+import type {
+  Campaign,
+  Queue,
+  Task,
+  TaskSpecExecutionProfileResources as Vec,
+  Worker,
+} from "../../src/resources/types.gen.ts";
 import { queueName } from "../../src/admission/queues.ts";
 import { claimOrder } from "../../src/scheduler/queue.ts";
 
@@ -42,7 +55,7 @@ export type TaskRow = {
 
 export function taskRow(t: Task): TaskRow {
   const st = t.status ?? {};
-  const admitted = getCondition(st.conditions as Condition[] | undefined, "Admitted");
+  const admitted = getCondition(st.conditions, "Admitted");
   const state = st.state ?? "queued";
   const lease = isActive(state) ? st.lease : undefined;
   return {
@@ -51,14 +64,14 @@ export function taskRow(t: Task): TaskRow {
     campaign: t.spec.campaign_id ?? "",
     queue: queueName(t.spec),
     state,
-    reason: admitted ? (admitted.status === "True" ? "admitted" : admitted.reason ?? "") : "",
+    reason: admitted ? (admitted.status === "True" ? "admitted" : (admitted.reason ?? "")) : "",
     message: admitted?.message ?? "",
     requests: t.spec.execution_profile?.resources ?? {},
     placement: t.spec.execution_profile?.placement ?? "shared",
     priority: t.spec.priority ?? 0,
     created: t.metadata.creationTimestamp ?? "",
     worker: taskWorker(st) ?? "",
-    reservation: lease ? lease.reservation ?? {} : undefined,
+    reservation: lease ? (lease.reservation ?? {}) : undefined,
     resourceVersion: t.metadata.resourceVersion ?? "",
   };
 }
@@ -82,7 +95,7 @@ export type WorkerObj = {
 
 export function workerObj(w: Worker): WorkerObj {
   const st = w.status ?? {};
-  const conds = st.conditions as Condition[] | undefined;
+  const conds = st.conditions;
   const active = st.active_task_ids ?? [];
   return {
     name: w.metadata.name,
@@ -104,7 +117,19 @@ export type WorkerRow = WorkerObj & { state: "cordoned" | "exclusive" | "ready" 
 
 export function workerRows(workers: Iterable<WorkerObj>): WorkerRow[] {
   const out: WorkerRow[] = [];
-  for (const w of workers) out.push({ ...w, state: w.cordoned ? "cordoned" : w.exclusive ? "exclusive" : !w.registered ? "unregistered" : w.ready ? "ready" : "not ready" });
+  for (const w of workers)
+    out.push({
+      ...w,
+      state: w.cordoned
+        ? "cordoned"
+        : w.exclusive
+          ? "exclusive"
+          : !w.registered
+            ? "unregistered"
+            : w.ready
+              ? "ready"
+              : "not ready",
+    });
   return out;
 }
 
@@ -119,7 +144,8 @@ export function parseSelector(text: string): { ok: true; match: Selector } | { o
     const term = raw.trim();
     if (!term) continue;
     const m = /^(!?)([A-Za-z0-9][-A-Za-z0-9_./]*)\s*(?:(!=|==|=)\s*([-A-Za-z0-9_.]*))?$/.exec(term);
-    if (!m || (m[1] && m[3])) return { ok: false, error: `label selector term "${term}" is not key, !key, key=value or key!=value` };
+    if (!m || (m[1] && m[3]))
+      return { ok: false, error: `label selector term "${term}" is not key, !key, key=value or key!=value` };
     const [, not, key, op, value] = m;
     if (not) terms.push((l) => !(key in l));
     else if (!op) terms.push((l) => key in l);
@@ -134,17 +160,19 @@ export function parseSelector(text: string): { ok: true; match: Selector } | { o
 export type WorkerSort = { key: "name" | `label:${string}` | `use:${ResourceField}` | "active"; desc: boolean };
 
 /** Share of capacity reserved, 0 when the worker has none of the dimension. */
-export const usage = (w: WorkerRow, f: ResourceField) => ((w.capacity[f] ?? 0) > 0 ? w.reserved[f] / (w.capacity[f] ?? 1) : 0);
+export const usage = (w: WorkerRow, f: ResourceField) =>
+  (w.capacity[f] ?? 0) > 0 ? w.reserved[f] / (w.capacity[f] ?? 1) : 0;
 
 export function sortWorkers(rows: WorkerRow[], s: WorkerSort): WorkerRow[] {
   const key = s.key;
-  const cmp: (a: WorkerRow, b: WorkerRow) => number = key === "name"
-    ? (a, b) => a.name.localeCompare(b.name)
-    : key === "active"
-      ? (a, b) => a.activeCount - b.activeCount
-      : key.startsWith("use:")
-        ? (a, b) => usage(a, key.slice(4) as ResourceField) - usage(b, key.slice(4) as ResourceField)
-        : (a, b) => (a.labels[key.slice(6)] ?? "\uffff").localeCompare(b.labels[key.slice(6)] ?? "\uffff");
+  const cmp: (a: WorkerRow, b: WorkerRow) => number =
+    key === "name"
+      ? (a, b) => a.name.localeCompare(b.name)
+      : key === "active"
+        ? (a, b) => a.activeCount - b.activeCount
+        : key.startsWith("use:")
+          ? (a, b) => usage(a, key.slice(4) as ResourceField) - usage(b, key.slice(4) as ResourceField)
+          : (a, b) => (a.labels[key.slice(6)] ?? "\uffff").localeCompare(b.labels[key.slice(6)] ?? "\uffff");
   const dir = s.desc ? -1 : 1;
   return rows.sort((a, b) => dir * cmp(a, b) || a.name.localeCompare(b.name));
 }
@@ -157,7 +185,15 @@ export const labelKeys = (rows: Iterable<{ labels: Record<string, string> }>) =>
 
 // ---- the queue
 
-export type TaskFilter = { campaign: string; state: string; reason: string; worker: string; selector: Selector; text: string; queue?: string };
+export type TaskFilter = {
+  campaign: string;
+  state: string;
+  reason: string;
+  worker: string;
+  selector: Selector;
+  text: string;
+  queue?: string;
+};
 
 /** "pending" and "active" group several states; any other value is one state. */
 export function stateMatches(filter: string, state: string): boolean {
@@ -197,13 +233,29 @@ export function countBy<T>(rows: Iterable<T>, key: (r: T) => string): Map<string
 
 // ---- campaigns: progress by state, derived from the tasks they own
 
-export type CampaignRow = { name: string; campaignId: string; total: number; byState: Map<string, number>; pending: number; active: number; final: number; declared: boolean };
+export type CampaignRow = {
+  name: string;
+  campaignId: string;
+  total: number;
+  byState: Map<string, number>;
+  pending: number;
+  active: number;
+  final: number;
+  declared: boolean;
+};
 
-export function campaignRows(campaigns: Iterable<{ name: string; campaignId: string }>, tasks: Iterable<TaskRow>): CampaignRow[] {
+export function campaignRows(
+  campaigns: Iterable<{ name: string; campaignId: string }>,
+  tasks: Iterable<TaskRow>,
+): CampaignRow[] {
   const rows = new Map<string, CampaignRow>();
   const row = (campaignId: string, name: string, declared: boolean) => {
     let r = rows.get(campaignId);
-    if (!r) rows.set(campaignId, (r = { name, campaignId, total: 0, byState: new Map(), pending: 0, active: 0, final: 0, declared }));
+    if (!r)
+      rows.set(
+        campaignId,
+        (r = { name, campaignId, total: 0, byState: new Map(), pending: 0, active: 0, final: 0, declared }),
+      );
     return r;
   };
   for (const c of campaigns) row(c.campaignId, c.name, true);
@@ -226,7 +278,9 @@ export const withUnit = (n: number | undefined, unit: string) => (n === undefine
 
 /** `cpu 750m · mem 1536Mi`, zeros left out; "none" for no request at all. */
 export function requestText(r: Vec | undefined): string {
-  const parts = DIMENSIONS.filter((d) => r?.[d.field]).map((d) => `${d.label.toLowerCase()} ${withUnit(r![d.field], d.unit)}`);
+  const parts = DIMENSIONS.filter((d) => r?.[d.field]).map(
+    (d) => `${d.label.toLowerCase()} ${withUnit(r![d.field], d.unit)}`,
+  );
   if (r?.gpu_types?.length) parts.push(`gpu types ${r.gpu_types.join("|")}`);
   return parts.length ? parts.join(" · ") : "none";
 }

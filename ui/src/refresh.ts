@@ -19,21 +19,28 @@ export class Refresh<T> {
     if (this.stopped) return;
     if (this.pending) return void (this.again = true);
     this.pending = true;
-    setTimeout(() => {
-      this.at = Date.now();
-      this.load()
-        .then((value) => ({ ok: true, value }) as const, (error: Error) => ({ ok: false, error }) as const)
-        .then((r) => {
-          if (!this.stopped) this.done(r);
-        })
-        .finally(() => {
-          this.pending = false;
-          if (this.again) {
-            this.again = false;
-            this.request();
-          }
-        });
-    }, Math.max(0, this.at + this.gapMs - Date.now()));
+    setTimeout(
+      () => {
+        this.at = Date.now();
+        // Both outcomes are handled by the first then(): nothing is left to reject.
+        void this.load()
+          .then(
+            (value) => ({ ok: true, value }) as const,
+            (error: Error) => ({ ok: false, error }) as const,
+          )
+          .then((r) => {
+            if (!this.stopped) this.done(r);
+          })
+          .finally(() => {
+            this.pending = false;
+            if (this.again) {
+              this.again = false;
+              this.request();
+            }
+          });
+      },
+      Math.max(0, this.at + this.gapMs - Date.now()),
+    );
   }
 
   stop(): void {

@@ -47,7 +47,13 @@ export class VirtualTable<T> {
     this.spacer = h("div", { class: "vt-spacer", role: "rowgroup" });
     this.body = h("div", { class: "vt-body" }, this.spacer);
     this.emptyNote = h("p", { class: "vt-empty", hidden: true }, o.empty);
-    this.el = h("div", { class: "vt", role: "grid", "aria-label": o.label, tabindex: 0, "aria-rowcount": 1 }, h("div", { role: "rowgroup" }, this.head), this.body, this.emptyNote);
+    this.el = h(
+      "div",
+      { class: "vt", role: "grid", "aria-label": o.label, tabindex: 0, "aria-rowcount": 1 },
+      h("div", { role: "rowgroup" }, this.head),
+      this.body,
+      this.emptyNote,
+    );
     this.body.addEventListener("scroll", () => this.schedule());
     this.el.addEventListener("keydown", (e) => this.key(e));
     new ResizeObserver(() => this.schedule()).observe(this.body);
@@ -87,10 +93,24 @@ export class VirtualTable<T> {
     this.head.replaceChildren(
       ...this.o.columns.map((c) => {
         const sortedHere = s && c.sort && s.key === c.sort;
-        const label = c.sort && this.o.onSort
-          ? h("button", { type: "button", class: "sort", onclick: () => this.o.onSort!(c.sort!), title: `sort by ${c.title}` }, c.title, sortedHere ? (s.desc ? " ▼" : " ▲") : "")
-          : c.title;
-        return h("div", { role: "columnheader", class: `vt-cell col-${c.key}`, "aria-sort": sortedHere ? (s.desc ? "descending" : "ascending") : undefined }, label);
+        const label =
+          c.sort && this.o.onSort
+            ? h(
+                "button",
+                { type: "button", class: "sort", onclick: () => this.o.onSort!(c.sort!), title: `sort by ${c.title}` },
+                c.title,
+                sortedHere ? (s.desc ? " ▼" : " ▲") : "",
+              )
+            : c.title;
+        return h(
+          "div",
+          {
+            role: "columnheader",
+            class: `vt-cell col-${c.key}`,
+            "aria-sort": sortedHere ? (s.desc ? "descending" : "ascending") : undefined,
+          },
+          label,
+        );
       }),
     );
   }
@@ -106,7 +126,14 @@ export class VirtualTable<T> {
       const row = this.rows[i];
       const el = h(
         "div",
-        { class: `vt-row${i === this.active ? " active" : ""}`, role: "row", id: `${this.id}-r${i}`, "aria-rowindex": i + 2, "aria-selected": i === this.active ? "true" : undefined, "data-key": this.o.rowKey(row) },
+        {
+          class: `vt-row${i === this.active ? " active" : ""}`,
+          role: "row",
+          id: `${this.id}-r${i}`,
+          "aria-rowindex": i + 2,
+          "aria-selected": i === this.active ? "true" : undefined,
+          "data-key": this.o.rowKey(row),
+        },
         this.o.columns.map((c) => h("div", { role: "gridcell", class: `vt-cell col-${c.key}` }, c.cell(row))),
       );
       el.style.gridTemplateColumns = cols;
@@ -119,7 +146,8 @@ export class VirtualTable<T> {
       out.push(el);
     }
     this.spacer.replaceChildren(...out);
-    if (this.active >= first && this.active < last) this.el.setAttribute("aria-activedescendant", `${this.id}-r${this.active}`);
+    if (this.active >= first && this.active < last)
+      this.el.setAttribute("aria-activedescendant", `${this.id}-r${this.active}`);
     else this.el.removeAttribute("aria-activedescendant");
   }
 
@@ -130,7 +158,8 @@ export class VirtualTable<T> {
     const rh = this.o.rowHeight;
     const top = this.active * rh;
     if (top < this.body.scrollTop) this.body.scrollTop = top;
-    else if (top + rh > this.body.scrollTop + this.body.clientHeight) this.body.scrollTop = top + rh - this.body.clientHeight;
+    else if (top + rh > this.body.scrollTop + this.body.clientHeight)
+      this.body.scrollTop = top + rh - this.body.clientHeight;
     this.renderRows();
   }
 

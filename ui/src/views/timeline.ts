@@ -12,7 +12,12 @@ import { HistoryPanel } from "./fleet-charts.ts";
 
 export class WorkerTimelines extends HistoryPanel {
   constructor(fleet: Fleet) {
-    super(fleet, "timeline-h", "Leases per worker", "The last hour, or since shortly before its first lease. One bar per lease, from grant to end: hatched while leased and not yet started, then coloured by its state or outcome. Hover a bar for its task, times and reservation.");
+    super(
+      fleet,
+      "timeline-h",
+      "Leases per worker",
+      "The last hour, or since shortly before its first lease. One bar per lease, from grant to end: hatched while leased and not yet started, then coloured by its state or outcome. Hover a bar for its task, times and reservation.",
+    );
   }
 
   protected draw(d: FleetHistory): HTMLElement[] {
@@ -26,22 +31,37 @@ export class WorkerTimelines extends HistoryPanel {
     const rows = names.map((name) => {
       const w = byWorker.get(name);
       const bars: Bar[] = (w?.leases ?? []).map((l) => {
-        const start = Date.parse(l.leased_at), end = l.ended_at ? Date.parse(l.ended_at) : to;
+        const start = Date.parse(l.leased_at),
+          end = l.ended_at ? Date.parse(l.ended_at) : to;
         const res = requestText(l.reservation);
         return {
           key: `${l.task}#${l.attempt}`,
-          start, end, split: l.started_at ? Date.parse(l.started_at) : end,
+          start,
+          end,
+          split: l.started_at ? Date.parse(l.started_at) : end,
           cls: `st-${STATE_CLASS[l.state] ?? "muted"}${l.placement === "exclusive" ? " exclusive" : ""}`,
           // Generated names share their campaign's prefix: the bar shows what follows it (the tooltip has it all).
           label: `${l.task.includes("__") ? l.task.slice(l.task.indexOf("__") + 2) : l.task} · ${res}`,
           tip: `${l.task} (attempt ${l.attempt}): ${l.state}\n${span(start, end)}${l.ended_at ? "" : ", still active"}\n${l.started_at ? `started ${humanDuration(Date.parse(l.started_at) - start)} after the grant` : "not started"}\nreserved: ${res}${l.placement === "exclusive" ? " (exclusive)" : ""}`,
         };
       });
-      const count = w ? `${w.leases.length}${w.truncated ? ` (+${w.truncated} older)` : ""} lease${w.leases.length === 1 ? "" : "s"}` : "no leases";
-      return h("div", { class: "timeline-row", "data-worker": name },
-        h("div", { class: "timeline-name" }, h("a", { href: `#/queue?worker=${encodeURIComponent(name)}` }, name), h("span", { class: "help" }, count)),
-        lanes(bars, from, to));
+      const count = w
+        ? `${w.leases.length}${w.truncated ? ` (+${w.truncated} older)` : ""} lease${w.leases.length === 1 ? "" : "s"}`
+        : "no leases";
+      return h(
+        "div",
+        { class: "timeline-row", "data-worker": name },
+        h(
+          "div",
+          { class: "timeline-name" },
+          h("a", { href: `#/queue?worker=${encodeURIComponent(name)}` }, name),
+          h("span", { class: "help" }, count),
+        ),
+        lanes(bars, from, to),
+      );
     });
-    return [h("div", { class: "timelines" }, rows, h("div", { class: "timeline-row" }, h("div", {}), timeAxis(from, to)))];
+    return [
+      h("div", { class: "timelines" }, rows, h("div", { class: "timeline-row" }, h("div", {}), timeAxis(from, to))),
+    ];
   }
 }

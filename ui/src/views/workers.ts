@@ -3,7 +3,15 @@
 // or active count; filter by a label selector.
 import { h } from "../dom.ts";
 import type { Fleet } from "../fleet.ts";
-import { DIMENSIONS, labelKeys, parseSelector, sortWorkers, workerRows, type WorkerRow, type WorkerSort } from "../model.ts";
+import {
+  DIMENSIONS,
+  labelKeys,
+  parseSelector,
+  sortWorkers,
+  workerRows,
+  type WorkerRow,
+  type WorkerSort,
+} from "../model.ts";
 import { VirtualTable, type Column } from "../virtual-table.ts";
 import { WorkerTimelines } from "./timeline.ts";
 import { badge, bar, labelChips, textInput } from "../widgets.ts";
@@ -21,12 +29,41 @@ export class WorkersView {
   private largest: Record<string, number> = {};
   private readonly timelines: WorkerTimelines;
 
-  constructor(private readonly fleet: Fleet, open: (name: string) => void) {
+  constructor(
+    private readonly fleet: Fleet,
+    open: (name: string) => void,
+  ) {
     const columns: Column<WorkerRow>[] = [
-      { key: "name", title: "Worker", width: "minmax(9rem, 1.2fr)", sort: "name", cell: (w) => h("a", { href: `#/queue?worker=${encodeURIComponent(w.name)}`, tabindex: -1 }, w.name) },
+      {
+        key: "name",
+        title: "Worker",
+        width: "minmax(9rem, 1.2fr)",
+        sort: "name",
+        cell: (w) => h("a", { href: `#/queue?worker=${encodeURIComponent(w.name)}`, tabindex: -1 }, w.name),
+      },
       { key: "state", title: "State", width: "7.5rem", cell: (w) => badge(w.state) },
-      { key: "active", title: "Active / limit", width: "9rem", sort: "active", cell: (w) => bar("Active tasks", w.activeCount, w.limit, "", "active", this.scaleOf("active", w.limit)) },
-      ...DIMENSIONS.map((d): Column<WorkerRow> => ({ key: d.field, title: d.label, width: "minmax(10rem, 1fr)", sort: `use:${d.field}`, cell: (w) => bar(d.label, w.reserved[d.field], w.capacity[d.field], d.unit, d.field, this.scaleOf(d.field, w.capacity[d.field])) })),
+      {
+        key: "active",
+        title: "Active / limit",
+        width: "9rem",
+        sort: "active",
+        cell: (w) => bar("Active tasks", w.activeCount, w.limit, "", "active", this.scaleOf("active", w.limit)),
+      },
+      ...DIMENSIONS.map((d): Column<WorkerRow> => ({
+        key: d.field,
+        title: d.label,
+        width: "minmax(10rem, 1fr)",
+        sort: `use:${d.field}`,
+        cell: (w) =>
+          bar(
+            d.label,
+            w.reserved[d.field],
+            w.capacity[d.field],
+            d.unit,
+            d.field,
+            this.scaleOf(d.field, w.capacity[d.field]),
+          ),
+      })),
       { key: "labels", title: "Labels", width: "minmax(8rem, 1.2fr)", cell: (w) => labelChips(w.labels) },
     ];
     this.table = new VirtualTable<WorkerRow>({
@@ -52,7 +89,13 @@ export class WorkersView {
       "section",
       { class: "view", "aria-labelledby": "workers-h" },
       h("h1", { id: "workers-h" }, "Workers"),
-      h("div", { class: "toolbar" }, filter, h("label", { class: "field" }, h("span", {}, "Sort by"), this.sortSelect), this.count),
+      h(
+        "div",
+        { class: "toolbar" },
+        filter,
+        h("label", { class: "field" }, h("span", {}, "Sort by"), this.sortSelect),
+        this.count,
+      ),
       this.error,
       this.table.el,
       (this.timelines = new WorkerTimelines(fleet)).el,
@@ -69,7 +112,10 @@ export class WorkersView {
   }
 
   private setSort(key: string, toggle = true): void {
-    this.sort = { key: key as WorkerSort["key"], desc: toggle && this.sort.key === key ? !this.sort.desc : key.startsWith("use:") || key === "active" };
+    this.sort = {
+      key: key as WorkerSort["key"],
+      desc: toggle && this.sort.key === key ? !this.sort.desc : key.startsWith("use:") || key === "active",
+    };
     this.update(true);
   }
 
@@ -82,14 +128,22 @@ export class WorkersView {
     this.largest = { active: Math.max(0, ...all.map((w) => w.limit ?? 0)) };
     for (const d of DIMENSIONS) this.largest[d.field] = Math.max(0, ...all.map((w) => w.capacity[d.field] ?? 0));
     const match = this.selector.ok ? this.selector.match : () => true;
-    const rows = sortWorkers(all.filter((w) => match(w.labels)), this.sort);
+    const rows = sortWorkers(
+      all.filter((w) => match(w.labels)),
+      this.sort,
+    );
     this.renderSortOptions(all);
     this.count.textContent = `${rows.length} of ${all.length} workers`;
     this.table.setRows(rows);
   }
 
   private renderSortOptions(rows: WorkerRow[]): void {
-    const opts: [string, string][] = [["name", "name"], ["active", "active tasks"], ...DIMENSIONS.map((d): [string, string] => [`use:${d.field}`, `${d.label} use`]), ...labelKeys(rows).map((k): [string, string] => [`label:${k}`, `label ${k}`])];
+    const opts: [string, string][] = [
+      ["name", "name"],
+      ["active", "active tasks"],
+      ...DIMENSIONS.map((d): [string, string] => [`use:${d.field}`, `${d.label} use`]),
+      ...labelKeys(rows).map((k): [string, string] => [`label:${k}`, `label ${k}`]),
+    ];
     const sig = opts.map((o) => o[0]).join("|");
     if (this.sortSelect.dataset.sig !== sig) {
       this.sortSelect.replaceChildren(...opts.map(([v, t]) => h("option", { value: v }, t)));
