@@ -1,6 +1,8 @@
 // End to end: `loom hub` and two `loom runner` processes with different capacities run a
 // mixed campaign. Afterwards the Hub's own store history is replayed to check the invariants
-// of DESIGN.md §3 at every committed revision, not just at the end.
+// (every active task holds a lease, reservations within capacity, leases within
+// max_concurrency, an exclusive lease alone on its worker) at
+// every committed revision, not just at the end.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";

@@ -1,4 +1,5 @@
-// DESIGN.md invariants 1 and 2 under random workers, tasks and lease / release sequences,
+// The admission invariants (a worker's reservations never exceed its capacity, and its active
+// leases never exceed its limit) under random workers, tasks and lease / release sequences,
 // where a lease is granted only when admit() says ok.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";

@@ -1,4 +1,4 @@
-// The admission invariants (DESIGN §3) checked over stored objects: what a test reads back
+// The admission invariants (docs/architecture.md, "The invariants") checked over stored objects: what a test reads back
 // from the store after a crash, a fuzzing run or a random mix of writes.
 import { effectiveCapacity, leasesOn } from "../../src/admission/index.ts";
 import { isActive, RESOURCE_FIELDS, type Task, type Worker } from "../../src/resources/types.ts";

@@ -1,4 +1,4 @@
-// Dependencies point inward (DESIGN.md §2b): a file may import from its own room and from
+// Dependencies point inward (docs/architecture.md, "The rooms"): a file may import from its own room and from
 // rooms below it, never from a room above. The rooms, lowest first:
 //   leaves with no Loom imports (version, security, tls, results), then resources (kinds,
 //   schemas, files -> resources), admission (decisions; only resources below it), protocol
