@@ -373,8 +373,12 @@ export class ClaimQueue {
   }
 }
 
-/** `pulled`: the source's next shape has joined the merge (the heap only vouches for this shape's first entry). */
-type Cursor = { shape: Shape; source: IndexedHeap<Shape>; pulled: boolean; heapIndex: number };
+/**
+ * A shape in the merge: the node at `index` of its capability heap. `pulled`: the node's
+ * children in that heap have joined the merge (the heap only vouches for this shape's first
+ * entry: past it, a child may come first).
+ */
+type Cursor = { shape: Shape; source: IndexedHeap<Shape>; index: number; pulled: boolean; heapIndex: number };
 /** One queue's open cursors, best head first, and the queue's rank as this walk has moved it. */
 type QueueCursors = { queue: string; rank: number; cursors: IndexedHeap<Cursor>; heapIndex: number };
 
@@ -382,14 +386,14 @@ const headOf = (c: Cursor): Entry => c.shape.entries.peek()!;
 const cursorHeap = () => new IndexedHeap<Cursor>((a, b) => claimOrder(headOf(a), headOf(b)) < 0);
 
 /**
- * A k-way merge over the capability heaps. Shapes visited are taken off their heap, and the
- * entries taken off their shape, for the length of the walk; close() puts all of them back.
- * Open cursors sit in a heap per queue, and the queues in a heap by rank, then best head: a
- * step re-places only the queue it took from, so its cost grows with the log of the queues
- * and shapes open, not with their number.
+ * A k-way merge over the capability heaps, read in place: a walk starts at each heap's root
+ * and opens a node's children once it has moved past the node's first entry, so the heaps
+ * themselves never change and a walk costs what it visits, not the number of heaps. Entries
+ * taken off their shape are put back by close(), which restores every shape's head, and so
+ * every heap's order. Open cursors sit in a heap per queue, and the queues in a heap by rank,
+ * then best head: a step re-places only the queue it took from.
  */
 export class ClaimWalk {
-  private readonly popped: { shape: Shape; source: IndexedHeap<Shape> }[] = [];
   private readonly taken: { shape: Shape; entry: Entry }[] = [];
   private current: Cursor | undefined;
   /** What each queue has taken in this walk (its rank is recomputed when it takes more). */
@@ -404,7 +408,7 @@ export class ClaimWalk {
     sources: IndexedHeap<Shape>[],
     private readonly rank: QueueRank = () => 0,
   ) {
-    for (const h of sources) this.pull(h);
+    for (const h of sources) this.open(h, 0);
   }
 
   /** The best remaining task and its shape, or undefined when the walk is over. */
@@ -430,7 +434,6 @@ export class ClaimWalk {
       this.current = undefined;
     } else q.cursors.update(c);
     this.place(q);
-    // Past its first entry this shape may rank below the next shape of its heap.
     this.pullAfter(c);
   }
 
@@ -446,11 +449,10 @@ export class ClaimWalk {
 
   close(): void {
     for (const { shape, entry } of this.taken) shape.entries.push(entry);
-    for (const { shape, source } of this.popped) source.push(shape);
     this.taken.length = 0;
-    this.popped.length = 0;
+    // The cursors only point into the heaps, which the walk never changed: dropping them is enough.
     this.queues.clear();
-    while (this.order.pop());
+    this.order.items.length = 0;
   }
 
   /** A queue's rank or best head moved: re-place it among the queues (an empty one leaves). */
@@ -462,20 +464,21 @@ export class ClaimWalk {
   private pullAfter(c: Cursor): void {
     if (c.pulled) return;
     c.pulled = true;
-    this.pull(c.source);
+    this.open(c.source, 2 * c.index + 1);
+    this.open(c.source, 2 * c.index + 2);
   }
 
-  private pull(h: IndexedHeap<Shape>): void {
-    const shape = h.pop();
+  /** Let the shape at `index` of heap `h` join the merge. */
+  private open(h: IndexedHeap<Shape>, index: number): void {
+    const shape = h.items[index];
     if (!shape) return;
-    this.popped.push({ shape, source: h });
     let q = this.queues.get(shape.queue);
     if (!q)
       this.queues.set(
         shape.queue,
         (q = { queue: shape.queue, rank: this.rank(shape.queue, {}), cursors: cursorHeap(), heapIndex: -1 }),
       );
-    q.cursors.push({ shape, source: h, pulled: false, heapIndex: -1 });
+    q.cursors.push({ shape, source: h, index, pulled: false, heapIndex: -1 });
     this.place(q);
   }
 }
