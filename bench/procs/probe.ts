@@ -19,12 +19,15 @@ createInterface({ input: process.stdin }).once("line", () => {
 
 const worker = process.env.LOOM_BENCH_PROBE_WORKER;
 const claimEveryMs = Number(process.env.LOOM_BENCH_CLAIM_MS ?? 20);
+// Claiming stops after this long, so that the Hub can fall quiet while the probe goes on.
+const claimForMs = Number(process.env.LOOM_BENCH_CLAIM_FOR_MS ?? Infinity);
+const claimStart = performance.now();
 const claims: number[] = [];
 let claimFailures = 0;
 const claiming = (async () => {
   if (!worker) return;
   const cc = new JsonClient(url);
-  while (!stopping) {
+  while (!stopping && performance.now() - claimStart < claimForMs) {
     const sent = performance.now();
     try {
       const r = await cc.post<{ tasks: { task_id: string }[] }>("/api/tasks/claim", {
