@@ -359,17 +359,7 @@ export class EtcdStore extends TxnWrites implements Store {
     const now = new Date().toISOString();
 
     const keyOf = (op: TxnOp) => (op && typeof op === "object" ? this.objectKey(...opKindName(op)) : "");
-    if (known) {
-      for (const op of ops) {
-        if (!op || typeof op !== "object") continue;
-        const [kind, name] = opKindName(op);
-        const obj = known(kind, name);
-        if (obj === undefined) continue;
-        const mod = obj ? Number(obj.metadata.resourceVersion) : 0;
-        if (!obj || Number.isSafeInteger(mod))
-          reads.set(this.objectKey(kind, name), { obj: obj ?? undefined, mod, assumed: true });
-      }
-    }
+    if (known) this.assumeKnown(reads, ops, known);
     await this.read(reads, ops.map(keyOf));
     const current = (key: string): StoredObject | undefined => {
       if (objects.has(key)) return objects.get(key) ?? undefined;
@@ -379,7 +369,6 @@ export class EtcdStore extends TxnWrites implements Store {
       return (e.obj = parseStored(e.value, e.mod));
     };
     const seeds = new Map<string, Amounts>();
-    let seededAt: number | undefined;
     const queues = new QueueUsageTxn({
       queue: (q) => current(this.objectKey("Queue", q)),
       stored: (q) => {
@@ -449,6 +438,32 @@ export class EtcdStore extends TxnWrites implements Store {
         if (next) to!.set(next.task, next.lease);
       },
     };
+    const seededAt = await this.decideEach(ops, view, { now, objects, results, reads, seeds, optimistic });
+    const { writes, allocationsWritten } = this.writesOf(objects, reads, allocations, queues.touched);
+    // A check-only transaction decided on copies proves nothing: read for real.
+    if (writes.length === 0 && optimistic && [...reads.values()].some((r) => r.assumed)) throw new Stale();
+    return { results, reads, writes, allocationsWritten, ...(seededAt !== undefined ? { seededAt } : {}) };
+  }
+
+  /**
+   * Decide the ops in order on `view`, reading what a decision finds missing (NeedKeys) and
+   * summing a queue's usage when its record is missing (NeedSeed), then deciding that op
+   * again. Returns the revision queue usage was summed at, if it was.
+   */
+  private async decideEach(
+    ops: TxnOp[],
+    view: OpView,
+    d: {
+      now: string;
+      objects: Map<string, StoredObject | null>;
+      results: StoredObject[];
+      reads: Map<string, Entry>;
+      seeds: Map<string, Amounts>;
+      optimistic: boolean;
+    },
+  ): Promise<number | undefined> {
+    const { now, objects, results, reads, seeds, optimistic } = d;
+    let seededAt: number | undefined;
     for (const op of ops) {
       for (;;) {
         try {
@@ -475,7 +490,29 @@ export class EtcdStore extends TxnWrites implements Store {
         }
       }
     }
+    return seededAt;
+  }
 
+  /** The caller's copies of the ops' objects stand in for reads (null: known to be absent). */
+  private assumeKnown(reads: Map<string, Entry>, ops: TxnOp[], known: Known): void {
+    for (const op of ops) {
+      if (!op || typeof op !== "object") continue;
+      const [kind, name] = opKindName(op);
+      const obj = known(kind, name);
+      if (obj === undefined) continue;
+      const mod = obj ? Number(obj.metadata.resourceVersion) : 0;
+      if (!obj || Number.isSafeInteger(mod))
+        reads.set(this.objectKey(kind, name), { obj: obj ?? undefined, mod, assumed: true });
+    }
+  }
+
+  /** What a decided transaction puts and deletes: its objects, the workers' allocation keys and the queues' usage keys. */
+  private writesOf(
+    objects: Map<string, StoredObject | null>,
+    reads: Map<string, Entry>,
+    allocations: Map<string, Map<string, LeaseView>>,
+    touched: Map<string, Amounts | null>,
+  ): { writes: IRequestOp[]; allocationsWritten: [string, string | undefined][] } {
     const writes: IRequestOp[] = [];
     for (const [key, obj] of objects) {
       const was = reads.get(key);
@@ -483,8 +520,6 @@ export class EtcdStore extends TxnWrites implements Store {
       else if (was && (was.obj !== undefined || was.value !== undefined))
         writes.push({ request_delete_range: { key: Buffer.from(key) } });
     }
-    // A check-only transaction decided on copies proves nothing: read for real.
-    if (writes.length === 0 && optimistic && [...reads.values()].some((r) => r.assumed)) throw new Stale();
     const allocationsWritten: [string, string | undefined][] = [];
     for (const [worker, held] of allocations) {
       const name = this.allocationKey(worker);
@@ -498,7 +533,7 @@ export class EtcdStore extends TxnWrites implements Store {
         allocationsWritten.push([name, undefined]);
       }
     }
-    for (const [q, use] of queues.touched) {
+    for (const [q, use] of touched) {
       const name = this.queueUsageKey(q);
       const key = Buffer.from(name);
       const value = use ? JSON.stringify(use) : undefined;
@@ -506,7 +541,7 @@ export class EtcdStore extends TxnWrites implements Store {
       else writes.push({ request_delete_range: { key } }); // the Queue is gone (deleting a missing key is harmless)
       allocationsWritten.push([name, value]);
     }
-    return { results, reads, writes, allocationsWritten, ...(seededAt !== undefined ? { seededAt } : {}) };
+    return { writes, allocationsWritten };
   }
 
   /** Sum one queue's usage from every allocation key, at one revision; returns that revision. */
