@@ -18,6 +18,7 @@ import type { SchedulerContext } from "./context.ts";
 import { HubError } from "../protocol/errors.ts";
 import { dominantShare } from "./fair-share.ts";
 import { claimOrder, type QueueEntry } from "./queue.ts";
+import type { Changes } from "../protocol/parse.ts";
 
 const bad = (field: string, detail: string) => new HubError(400, "invalid_simulation", { field, detail });
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -26,7 +27,9 @@ const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object
  * The Queues after `changes` (queue name -> spec fields that replace the stored ones; a new
  * name is a new Queue), each checked by the Queue schema, naming the field on error.
  */
-export function queueLimitsAfter(ctx: SchedulerContext, changes: unknown): Map<string, QueueLimits> {
+export function queueLimitsAfter(ctx: SchedulerContext, changes: Changes["queues"]): Map<string, QueueLimits> {
+  // The parser (protocol/parse.ts) passes this part through as it came: its shape is checked
+  // here, beside the merge with the stored Queues that its validation needs.
   const { limits } = ctx.queues.snapshot();
   if (changes === undefined) return limits;
   if (!isObj(changes))
