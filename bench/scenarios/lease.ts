@@ -124,6 +124,13 @@ export async function leaseRun(
     const load = spawnScript("procs/runner-load.ts", { LOOM_BENCH_LOAD: JSON.stringify(cfg) });
     try {
       await waitForLine(load, "stdout", /^READY$/m, 120_000);
+      // The same for the Runners' registration: the Hub rewrites every queued task's Admitted
+      // condition once workers can take them, a one-off reaction that is not leasing.
+      if (kind !== "floor") {
+        const rc = new JsonClient(url);
+        await waitQuiet(rc, o.quick ? 300 : 1000, 120_000);
+        rc.close();
+      }
       const stopDuring = extra.during ? await extra.during(url) : undefined;
       const cpu0 = cpu();
       const etcd0 = etcdCpu();

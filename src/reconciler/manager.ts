@@ -36,6 +36,14 @@ export type ManagerDeps = {
   eventsDropped?: (names: ReadonlySet<string>) => void;
 };
 
+/**
+ * A worker's status (reserved, available, active leases) follows its leases after this
+ * delay: a busy worker's leases change many times a second, and its status is rewritten
+ * at most about twice a second instead of on each. Admission never reads it (it derives
+ * headroom from the leases themselves); worker-capacity and task-admission are live.
+ */
+export const WORKER_STATUS_COALESCE_MS = 500;
+
 export class ControllerManager {
   readonly campaigns: Controller;
   readonly workers: Controller;
@@ -109,7 +117,7 @@ export class ControllerManager {
           this.queues.enqueue(q, 500);
       for (const t of [o, ev.old] as (Task | undefined)[]) {
         const w = t?.status?.lease?.worker;
-        if (w) this.workers.enqueue(w, 100);
+        if (w) this.workers.enqueue(w, WORKER_STATUS_COALESCE_MS);
       }
       if (ev.type !== "DELETED") {
         const due = this.leaseExpiry.delayOf(o);

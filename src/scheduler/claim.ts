@@ -143,7 +143,8 @@ export async function commitLeases(
     );
     return { op: "updateStatus" as const, object: { ...task, status } };
   });
-  const written = await ctx.commit(ops);
+  // Each status is grantLease's fresh copy, so the store keeps it as it is.
+  const written = await ctx.commit(ops, { owned: true });
   return written.map((task, i) => {
     const decision = picks[i].decision;
     const held = picks[i].task.status?.nominated_worker;

@@ -173,14 +173,20 @@ export class SchedulerContext {
   /**
    * Apply, then wait until the informer has seen it, so the next decision reads its own
    * write. Inside locked() durability is awaited when the lock is released; elsewhere here.
+   * `owned`: the ops' objects are handed to the store and never changed afterwards.
    */
-  async commit<T extends StoredObject = StoredObject>(ops: TxnOp<T>[]): Promise<T[]> {
+  async commit<T extends StoredObject = StoredObject>(ops: TxnOp<T>[], o: { owned?: boolean } = {}): Promise<T[]> {
     const started = performance.now();
     const observed = (e?: unknown) => this.observer.commit((performance.now() - started) / 1000, ops.length, e);
     let applied: Applied;
     try {
-      // The results are read like informer objects (never mutated), so the store need not copy them.
-      applied = await this.store.apply(ops, { known: this.known, readOnlyResults: true });
+      // The results are read like informer objects (never mutated), so the store need not copy
+      // them; `owned` ops were built for this commit alone (ApplyOptions.ownedInput).
+      applied = await this.store.apply(ops, {
+        known: this.known,
+        readOnlyResults: true,
+        ownedInput: o.owned === true,
+      });
       await this.cache.waitForRevision(applied.revision);
     } catch (e) {
       observed(e);
@@ -216,7 +222,9 @@ export class SchedulerContext {
 
   /**
    * Read-modify-write of one task's status (a Runner's state change, an expiry). `fn`
-   * returns the new status, or undefined to write nothing; `also` adds ops to the same
+   * returns the new status, or undefined to write nothing: a status made for this write,
+   * handed to the store as it is (it may share parts with `t`, which nobody changes, but
+   * nothing its maker changes later); `also` adds ops to the same
    * transaction. It takes no lock: the store's precondition on the task's resourceVersion
    * keeps it exact, and a Conflict retries on caught-up data (retryOnConflict). A decision
    * made meanwhile sees the task as it was, which only ever holds more back.
@@ -231,7 +239,7 @@ export class SchedulerContext {
         const t = this.task(name);
         if (!t) throw new HubError(404, "task_not_found", { task_id: name });
         const { status, result } = fn(t);
-        if (status) await this.commit([{ op: "updateStatus", object: { ...t, status } }, ...also()]);
+        if (status) await this.commit([{ op: "updateStatus", object: { ...t, status } }, ...also()], { owned: true });
         return result;
       },
       { refresh: () => this.caughtUp() },

@@ -14,7 +14,6 @@ import {
   type Task,
 } from "../resources/types.ts";
 import type { Vector } from "../admission/index.ts";
-import { jsonClone } from "../resources/json.ts";
 
 export type LeaseGrant = {
   worker: string;
@@ -28,9 +27,21 @@ export type LeaseGrant = {
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
+/**
+ * A status to build the next one in: a new object sharing what it keeps with `status`
+ * (which is the informer's, and never changed). Transitions replace fields and arrays, and
+ * change only conditions in place (setCondition), so only those are copied; that spares a
+ * deep copy of the lease, its admission snapshot and the attempt history on every write.
+ */
+function editableStatus(status: TaskStatus): TaskStatus {
+  const st: TaskStatus = { ...status };
+  if (status.conditions) st.conditions = status.conditions.map((c) => ({ ...c }));
+  return st;
+}
+
 /** queued -> leased, recording the lease with its reservation and the admission snapshot. */
 export function grantLease(task: Task, g: LeaseGrant, now: number): TaskStatus {
-  const st: TaskStatus = jsonClone(task.status ?? initialStatus());
+  const st = editableStatus(task.status ?? initialStatus());
   const attempt = st.attempt ?? 1;
   st.state = "leased";
   st.attempt = attempt;
@@ -80,10 +91,10 @@ export function endLease(
   reason: string,
   extra: { resultId?: string } = {},
 ): TaskStatus {
-  const st: TaskStatus = jsonClone(status);
+  const st = editableStatus(status);
   const lease = st.lease;
   if (lease) {
-    st.attempts ??= [];
+    st.attempts = [...(status.attempts ?? [])];
     st.attempts.push({
       attempt: lease.epoch,
       worker: lease.worker,

@@ -18,7 +18,6 @@ import type { LeaseReply, UploadReply } from "../protocol/types.gen.ts";
 import { endLease, markFinal, requeue } from "./lifecycle.ts";
 import { nominationEnded } from "./nomination.ts";
 import { adjustConcurrency } from "./tuning.ts";
-import { jsonClone } from "../resources/json.ts";
 
 /** The fence: the caller must hold the task's current, active lease. */
 function fence(t: Task, workerId: string, attemptNo: number | undefined): void {
@@ -63,9 +62,13 @@ export async function start(ctx: SchedulerContext, call: LeaseCall): Promise<Lea
     fence(t, workerId, call.attempt_no);
     const old = t.status!.state!;
     if (old === "running") return { result: { ok: true, task_id: taskId, old_state: old, new_state: "running" } };
-    const status = jsonClone(t.status!);
-    status.state = "running";
-    status.lease!.started_at = new Date(ctx.now()).toISOString();
+    // Only the state and the lease change: the rest is the stored status's, shared, not copied.
+    const st = t.status!;
+    const status: TaskStatus = {
+      ...st,
+      state: "running",
+      lease: { ...st.lease!, started_at: new Date(ctx.now()).toISOString() },
+    };
     return { status, result: { ok: true, task_id: taskId, old_state: old, new_state: "running" } };
   });
 }

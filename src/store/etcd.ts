@@ -287,7 +287,7 @@ export class EtcdStore extends TxnWrites implements Store {
       const optimistic = attempt === 1;
       let plan: Plan;
       try {
-        plan = await this.plan(ops, optimistic ? opts.known : undefined, optimistic);
+        plan = await this.plan(ops, optimistic ? opts.known : undefined, optimistic, opts.ownedInput === true);
       } catch (e) {
         if (e instanceof Stale) continue;
         throw e;
@@ -351,7 +351,7 @@ export class EtcdStore extends TxnWrites implements Store {
    * `known` (the caller's copies) and the remembered allocation keys stand in for reads when
    * `optimistic`; an op whose outcome rests on them fails only after a real read agrees.
    */
-  private async plan(ops: TxnOp[], known: Known | undefined, optimistic: boolean): Promise<Plan> {
+  private async plan(ops: TxnOp[], known: Known | undefined, optimistic: boolean, owned: boolean): Promise<Plan> {
     const reads = new Map<string, Entry>();
     const objects = new Map<string, StoredObject | null>();
     const allocations = new Map<string, Map<string, LeaseView>>();
@@ -438,7 +438,7 @@ export class EtcdStore extends TxnWrites implements Store {
         if (next) to!.set(next.task, next.lease);
       },
     };
-    const seededAt = await this.decideEach(ops, view, { now, objects, results, reads, seeds, optimistic });
+    const seededAt = await this.decideEach(ops, view, { now, objects, results, reads, seeds, optimistic, owned });
     const { writes, allocationsWritten } = this.writesOf(objects, reads, allocations, queues.touched);
     // A check-only transaction decided on copies proves nothing: read for real.
     if (writes.length === 0 && optimistic && [...reads.values()].some((r) => r.assumed)) throw new Stale();
@@ -460,14 +460,16 @@ export class EtcdStore extends TxnWrites implements Store {
       reads: Map<string, Entry>;
       seeds: Map<string, Amounts>;
       optimistic: boolean;
+      /** The ops' objects are the caller's to give (ApplyOptions.ownedInput). */
+      owned: boolean;
     },
   ): Promise<number | undefined> {
-    const { now, objects, results, reads, seeds, optimistic } = d;
+    const { now, objects, results, reads, seeds, optimistic, owned } = d;
     let seededAt: number | undefined;
     for (const op of ops) {
       for (;;) {
         try {
-          const e = decideOp(op, view, now, PENDING_RV, this.validate);
+          const e = decideOp(op, view, now, PENDING_RV, this.validate, owned);
           if (e) {
             objects.set(this.objectKey(e.kind, e.name), e.stored);
             // A deleted object is returned as it was: the caller's own copy, never a shared one.

@@ -24,18 +24,19 @@ export const badRequest = (message: string) => new StoreError("BadRequest", 400,
 /**
  * A private deep copy of the caller's object; later mutations by the caller cannot reach
  * the store. A status write reads nothing but the identity, the precondition and the
- * status, so only those are copied.
+ * status, so only those are copied. An `owned` object (ApplyOptions.ownedInput) is taken
+ * as it is: its caller never touches it again.
  */
-function copyInput(obj: StoredObject, statusOnly = false): StoredObject {
+function copyInput(obj: StoredObject, statusOnly = false, owned = false): StoredObject {
   if (!obj || typeof obj !== "object" || Array.isArray(obj)) throw badRequest("object must be a JSON object");
   const m = obj.metadata;
   if (!m || typeof m !== "object" || Array.isArray(m))
     throw new StoreError("Invalid", 422, `${String(obj.kind)}: metadata is required`, [
       { field: "metadata", message: "required", reason: "FieldValueRequired" },
     ]);
-  if (!statusOnly) return jsonClone(obj);
+  if (!statusOnly) return owned ? obj : jsonClone(obj);
   const part = { kind: obj.kind, metadata: { name: m.name, resourceVersion: m.resourceVersion }, status: obj.status };
-  return jsonClone(part) as StoredObject;
+  return (owned ? part : jsonClone(part)) as StoredObject;
 }
 
 function identity(obj: StoredObject): { kind: string; name: string } {
@@ -237,12 +238,21 @@ export type OpEffect =
 
 /**
  * Decide one op of a transaction against `view`, exactly the same on every backend: throws a
- * StoreError for anything that must fail the transaction. `rv` is the revision it commits at.
+ * StoreError for anything that must fail the transaction. `rv` is the revision it commits at;
+ * `owned`: the op's object is the caller's to give (ApplyOptions.ownedInput), stored uncopied.
+ * Nothing here changes the input, so an op may be decided again after a retry.
  */
-export function decideOp(op: TxnOp, view: OpView, now: string, rv: string, validate: Validator): OpEffect {
+export function decideOp(
+  op: TxnOp,
+  view: OpView,
+  now: string,
+  rv: string,
+  validate: Validator,
+  owned = false,
+): OpEffect {
   switch (op?.op) {
     case "create": {
-      const input = copyInput(op.object);
+      const input = copyInput(op.object, false, owned);
       const { kind, name } = identity(input);
       if (view.current(kind, name)) throw alreadyExists(kind, name);
       const obj = createdObject(input, now, rv);
@@ -253,7 +263,7 @@ export function decideOp(op: TxnOp, view: OpView, now: string, rv: string, valid
     case "update":
     case "updateStatus": {
       const statusOnly = op.op === "updateStatus";
-      const input = copyInput(op.object, statusOnly);
+      const input = copyInput(op.object, statusOnly, owned);
       const { kind, name } = identity(input);
       const cur = view.current(kind, name);
       if (!cur) throw notFound(kind, name);

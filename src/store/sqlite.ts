@@ -207,7 +207,7 @@ export class SqliteStore extends TxnWrites implements Store {
   /** Applied batches of events that pending=false watchers have not been given yet. */
   private undurable: PendingEvent[][] = [];
   private readonly writeTxn: Database.Transaction<
-    (ops: TxnOp[], shared: boolean) => { results: StoredObject[]; events: PendingEvent[] }
+    (ops: TxnOp[], opts: ApplyOptions) => { results: StoredObject[]; events: PendingEvent[] }
   >;
   private readonly readTxn: <R>(fn: () => R) => R;
 
@@ -287,7 +287,7 @@ export class SqliteStore extends TxnWrites implements Store {
       (rev) => this.releaseDurable(rev),
       () => this.commitGroup(),
     );
-    this.writeTxn = db.transaction((ops: TxnOp[], shared: boolean) => this.applyOps(ops, shared));
+    this.writeTxn = db.transaction((ops: TxnOp[], opts: ApplyOptions) => this.applyOps(ops, opts));
     // A deferred transaction gives several reads one snapshot (matters only with a second process).
     const read = db.transaction((fn: () => unknown) => fn());
     this.readTxn = <R>(fn: () => R): R => read.deferred(fn) as R;
@@ -358,7 +358,7 @@ export class SqliteStore extends TxnWrites implements Store {
    */
   /** The commit happens before this returns (synchronously); only durability is awaited later. */
   async apply(ops: TxnOp[], opts: ApplyOptions = {}): Promise<Applied> {
-    return this.commit(ops, opts.readOnlyResults === true);
+    return this.commit(ops, opts);
   }
 
   /** How many WAL flushes have run and how many writes they carried (group commit's batch size). */
@@ -396,7 +396,7 @@ export class SqliteStore extends TxnWrites implements Store {
       .immediate();
   }
 
-  private commit(ops: TxnOp[], shared = false): Applied {
+  private commit(ops: TxnOp[], opts: ApplyOptions = {}): Applied {
     this.open();
     if (!Array.isArray(ops)) throw badRequest("txn: ops must be an array");
     if (ops.length === 0) return { results: [], revision: this.st.meta.get()!.revision, durable: Promise.resolve() };
@@ -405,7 +405,7 @@ export class SqliteStore extends TxnWrites implements Store {
     let out: { results: StoredObject[]; events: PendingEvent[] };
     try {
       // Inside the group's transaction better-sqlite3 runs this as a SAVEPOINT.
-      out = this.writeTxn(ops, shared);
+      out = this.writeTxn(ops, opts);
     } catch (e) {
       if (opened) this.commitGroup(); // nothing of this group was written
       throw e;
@@ -423,7 +423,9 @@ export class SqliteStore extends TxnWrites implements Store {
   }
 
   /** Runs inside BEGIN IMMEDIATE: any throw rolls the whole transaction back. */
-  private applyOps(ops: TxnOp[], shared: boolean): { results: StoredObject[]; events: PendingEvent[] } {
+  private applyOps(ops: TxnOp[], opts: ApplyOptions): { results: StoredObject[]; events: PendingEvent[] } {
+    const shared = opts.readOnlyResults === true;
+    const owned = opts.ownedInput === true;
     const meta = this.st.meta.get()!;
     const rev = meta.revision + 1;
     const rv = String(rev);
@@ -436,7 +438,7 @@ export class SqliteStore extends TxnWrites implements Store {
       allocate: (kind, before, after) => this.allocate(kind, before, after),
     };
     for (const op of ops) {
-      const e = decideOp(op, view, now, rv, this.validate);
+      const e = decideOp(op, view, now, rv, this.validate, owned);
       if (!e) continue;
       // The stored object stays this process's (current(), the informer); the caller gets its
       // own copy, unless it said it only reads it.
@@ -508,8 +510,8 @@ export class SqliteStore extends TxnWrites implements Store {
     if (!change) return;
     const { was, now } = change;
     if (now) {
-      const json = this.st.get.get("Worker", now.worker);
-      guardLease(json === undefined ? undefined : JSON.parse(json), now, this.leasesOn(now.worker));
+      // current(): the worker as this transaction sees it, decoded once per revision written.
+      guardLease(this.current("Worker", now.worker), now, this.leasesOn(now.worker));
       this.guardQueueOf(now);
       this.st.putAlloc.run(now.task, now.worker, JSON.stringify(now.lease));
     } else this.st.dropAlloc.run(was!.task);

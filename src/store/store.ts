@@ -86,6 +86,13 @@ export type ApplyOptions = {
    * never reaches stored state.
    */
   readOnlyResults?: boolean;
+  /**
+   * The caller hands the ops' objects over: it neither reads nor changes them after the
+   * call (nor anything they hold that it could change), so a backend may keep them as
+   * written instead of a copy. They may share parts with informer objects, which nobody
+   * changes either.
+   */
+  ownedInput?: boolean;
 };
 
 /** A write that has been applied: visible to this process, durable once `durable` resolves. */
