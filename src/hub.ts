@@ -163,6 +163,7 @@ export class Hub {
           .list<Worker & StoredObject>("Worker")
           .map((w) => ({ worker: w.metadata.name, ...this.scheduler.controllers.capacityEntry(w) })),
       watchers: () => this.watchStreams.size,
+      commits: () => store.commitStats(),
       rejectedFiles: () => this.gitops?.rejectedFiles().length ?? 0,
       queues: () =>
         this.scheduler.controllers

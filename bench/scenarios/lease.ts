@@ -74,18 +74,30 @@ export type LeaseRun = LoadResult & {
   bytesPerLease: number;
   etcdCpuS?: number;
   racesLost: number;
+  /** Durable store commits over the load (etcd: Txns, SQLite: WAL flushes) and the writes they carried. */
+  commits: number;
+  committedWrites: number;
 };
 
-/** loom_claim_races_lost_total summed over the Hubs (0 for the floor, which has no such series). */
-async function racesLost(urls: string[]): Promise<number> {
-  let n = 0;
+/** The Hubs' counters that the lease rows read, summed over the Hubs (0 for the floor, which has none). */
+type Counters = { racesLost: number; commits: number; committedWrites: number };
+const COUNTERS: Record<keyof Counters, string> = {
+  racesLost: "loom_claim_races_lost_total",
+  commits: "loom_store_commits_total",
+  committedWrites: "loom_store_committed_writes_total",
+};
+
+async function counters(urls: string[]): Promise<Counters> {
+  const n: Counters = { racesLost: 0, commits: 0, committedWrites: 0 };
   for (const u of urls) {
     const text = await fetch(`${u}/metrics`).then(
       (r) => (r.ok ? r.text() : ""),
       () => "",
     );
-    const m = /^loom_claim_races_lost_total (\d+)/m.exec(text);
-    if (m) n += Number(m[1]);
+    for (const k of Object.keys(COUNTERS) as (keyof Counters)[]) {
+      const m = new RegExp(`^${COUNTERS[k]} (\\d+)`, "m").exec(text);
+      if (m) n[k] += Number(m[1]);
+    }
   }
   return n;
 }
@@ -134,7 +146,7 @@ export async function leaseRun(
       const stopDuring = extra.during ? await extra.during(url) : undefined;
       const cpu0 = cpu();
       const etcd0 = etcdCpu();
-      const races0 = await racesLost(server.urls);
+      const counted0 = await counters(server.urls);
       const bytes0 = written();
       load.proc.stdin!.write("GO\n");
       // Generous: on a contended machine the current Hub can take many minutes for 8,000 leases.
@@ -142,7 +154,7 @@ export async function leaseRun(
       const serverCpuS = cpu() - cpu0;
       const bytesPerLease = (written() - bytes0) / r.leases;
       const etcdCpuS = server.etcd ? etcdCpu() - etcd0 : undefined;
-      const lost = (await racesLost(server.urls)) - races0;
+      const counted = await counters(server.urls);
       await stopDuring?.();
       if (r.leases !== sizes.tasks) throw new Error(`${kind}: ${r.leases} leases for ${sizes.tasks} tasks`);
       return {
@@ -151,7 +163,9 @@ export async function leaseRun(
         serverCpuS,
         bytesPerLease,
         etcdCpuS,
-        racesLost: lost,
+        racesLost: counted.racesLost - counted0.racesLost,
+        commits: counted.commits - counted0.commits,
+        committedWrites: counted.committedWrites - counted0.committedWrites,
         leasesPerS: r.leases / (r.wallMs / 1000),
         leasesPerCpuS: r.leases / serverCpuS,
       };
@@ -183,6 +197,14 @@ export const LEASE_COLUMNS = [
   "claim p99",
   "wall",
 ];
+const commitsNote = (runs: readonly (readonly [string, LeaseRun])[]) =>
+  runs
+    .map(
+      ([label, r]) =>
+        `${label} ${(r.commits / r.leases).toFixed(2)} (${r.commits ? (r.committedWrites / r.commits).toFixed(1) : "0"} writes each)`,
+    )
+    .join(", ");
+
 const ratioRow = (label: string, a: LeaseRun, b: LeaseRun) => [
   label,
   ratio(a.leasesPerS, b.leasesPerS),
@@ -228,6 +250,17 @@ export const lease: Scenario = {
         "server CPU is utime+stime of the server processes from /proc over the load (three replicas: all three); wall is first claim to last complete",
         "written per lease: write_bytes from /proc/PID/io over the load, of the Hub (SQLite: its WAL and checkpoints) or of the Hubs and etcd (what etcd made durable)",
         `claim commits that lost a race and decided again, per 1,000 claims: SQLite ${((loom.racesLost * 1000) / loom.claims).toFixed(1)}${onEtcd && onThree ? `, one etcd replica ${((onEtcd.racesLost * 1000) / onEtcd.claims).toFixed(1)}, three replicas ${((onThree.racesLost * 1000) / onThree.claims).toFixed(1)}` : ""}`,
+        `durable store commits per lease (etcd: Txns, one round trip each; SQLite: WAL flushes, one fsync each), and writes per commit: ${commitsNote(
+          [
+            ["SQLite", loom],
+            ...(onEtcd && onThree
+              ? ([
+                  ["one etcd replica", onEtcd],
+                  ["three replicas", onThree],
+                ] as const)
+              : []),
+          ],
+        )}`,
         ...(onEtcd && onThree
           ? [
               `etcd's own CPU per lease: ${((onEtcd.etcdCpuS! * 1000) / onEtcd.leases).toFixed(2)} ms with one replica, ${((onThree.etcdCpuS! * 1000) / onThree.leases).toFixed(2)} ms with three (docs/ha.md models throughput from these)`,

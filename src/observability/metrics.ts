@@ -24,6 +24,8 @@ export type MetricSources = {
   rejectedFiles(): number;
   /** Every queue's figures (usage summed from leases); absent or empty while no Queue exists. */
   queues?(): Iterable<QueueUsage>;
+  /** The store's durable commits and the writes they carried (Store.commitStats). */
+  commits?(): { commits: number; writes: number };
 };
 
 /** One queue at scrape time; dimensions include `gpu_types.<type>`. */
@@ -159,6 +161,24 @@ export class HubMetrics implements SchedulerObserver {
           for (const [k, n] of sources.taskCounts(index)) this.set({ [label]: k }, n);
         },
       });
+    const committed = (name: string, help: string, pick: (c: { commits: number; writes: number }) => number) =>
+      new Counter({
+        name,
+        help,
+        registers,
+        collect() {
+          const c = sources.commits?.();
+          if (!c) return;
+          this.reset();
+          this.inc(pick(c));
+        },
+      });
+    committed(
+      "loom_store_commits_total",
+      "Durable commits of the store: etcd Txns sent (one round trip each) or SQLite WAL flushes (one fsync each); writes decided meanwhile share one.",
+      (c) => c.commits,
+    );
+    committed("loom_store_committed_writes_total", "Writes the store's durable commits carried.", (c) => c.writes);
     taskCount("loom_tasks", "Tasks by state.", "state", "state");
     taskCount(
       "loom_queued_tasks",

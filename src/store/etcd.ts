@@ -27,6 +27,7 @@ import type { LeaseView } from "../admission/view.ts";
 import { jsonClone } from "../resources/json.ts";
 import { conflict, gone, StoreError, tooLarge } from "./errors.ts";
 import { labelSelectorMatcher } from "./labels.ts";
+import { TxnBatcher } from "./etcd-batch.ts";
 import {
   allocationChange,
   badRequest,
@@ -144,6 +145,8 @@ export class EtcdStore extends TxnWrites implements Store {
    */
   private readonly allocations = new Map<string, Entry>();
   private readonly watchers = new Set<Watcher>();
+  /** Writes decided while a Txn is in flight go out together in the next (etcd-batch.ts). */
+  private readonly batcher: TxnBatcher;
   private closed = false;
   /** The revision this store's first key was written at; nothing of it is older. */
   private base = 0;
@@ -167,6 +170,28 @@ export class EtcdStore extends TxnWrites implements Store {
       options.credentials = { rootCertificate: opts.tls.ca, privateKey: opts.tls.key, certChain: opts.tls.cert };
     if (opts.auth) options.auth = opts.auth;
     this.client = new Etcd3(options);
+    this.batcher = new TxnBatcher(
+      async (compare, success) => {
+        const r = await this.client.kv.txn({ compare, success });
+        return { succeeded: r.succeeded, revision: r.header.revision };
+      },
+      this.revisionPut,
+      { maxOps: this.maxTxnOps, maxBytes: this.maxRequestBytes - REQUEST_OVERHEAD },
+    );
+  }
+
+  /** The put every write's Txn ends with: the revision key's mod_revision is the store's revision. */
+  private get revisionPut(): IRequestOp {
+    return { request_put: { key: Buffer.from(this.revisionKey), value: Buffer.from("") } };
+  }
+
+  /** How many Txns the writes went out in (group commit, etcd-batch.ts), for diagnostics. */
+  batchStats(): TxnBatcher["stats"] {
+    return { ...this.batcher.stats };
+  }
+
+  commitStats(): { commits: number; writes: number } {
+    return { commits: this.batcher.stats.txns, writes: this.batcher.stats.writes };
   }
 
   static async open(opts: EtcdStoreOptions): Promise<EtcdStore> {
@@ -301,19 +326,19 @@ export class EtcdStore extends TxnWrites implements Store {
         mod_revision: e.mod,
       }));
       if (plan.seededAt !== undefined) compare.push(this.allocationsUnchangedSince(plan.seededAt));
-      const writes = [...plan.writes, { request_put: { key: Buffer.from(this.revisionKey), value: Buffer.from("") } }];
-      this.checkSize(ops.length, compare.length, writes);
+      this.checkSize(ops.length, compare.length, [...plan.writes, this.revisionPut]);
       let res;
       try {
-        res = await this.client.kv.txn({ compare, success: writes });
+        // Alone or in one Txn with other writes decided meanwhile (etcd-batch.ts).
+        res = await this.batcher.commit(compare, plan.writes);
       } catch (e) {
         throw new Error(
-          `etcd refused a transaction of ${ops.length} ops (${compare.length} compares, ${writes.length} writes): ${(e as Error).message}`,
+          `etcd refused a transaction of ${ops.length} ops (${compare.length} compares, ${plan.writes.length + 1} writes): ${(e as Error).message}`,
           { cause: e },
         );
       }
       if (res.succeeded) {
-        const rv = res.header.revision;
+        const rv = res.revision;
         for (const o of plan.results) if (o.metadata.resourceVersion === PENDING_RV) o.metadata.resourceVersion = rv;
         for (const [key, value] of plan.allocationsWritten) this.allocations.set(key, { value, mod: Number(rv) });
         return { results: plan.results, revision: Number(rv), durable: Promise.resolve() };

@@ -366,6 +366,10 @@ export class SqliteStore extends TxnWrites implements Store {
     return { flushes: this.sync.flushes, writes: this.sync.flushedWrites };
   }
 
+  commitStats(): { commits: number; writes: number } {
+    return { commits: this.sync.flushes, writes: this.sync.flushedWrites };
+  }
+
   /** One PRAGMA's value on this connection, for diagnostics. */
   pragmaValue(name: string): unknown {
     this.open();

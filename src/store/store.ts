@@ -146,6 +146,12 @@ export interface Store {
   /** The revision of the last commit. */
   revision(): Promise<number>;
   /**
+   * Durable commits made so far and the writes they carried: etcd Txns sent (each a round
+   * trip), or SQLite WAL flushes (each an fsync). Writes decided while one is under way
+   * share the next, so writes / commits is the group size.
+   */
+  commitStats(): { commits: number; writes: number };
+  /**
    * Events with revision > fromRevision for `kind` (or every kind when undefined), replayed
    * from the event log, then live, in commit order. Throws Gone when fromRevision is older
    * than the log keeps. Events of one revision (one txn) are delivered in a single

@@ -5,6 +5,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openEtcdStore, type EtcdStore } from "../../src/store/etcd.ts";
+import { TxnBatcher } from "../../src/store/etcd-batch.ts";
 import { migrateStore } from "../../src/store/migrate.ts";
 import { openSqliteStore } from "../../src/store/sqlite.ts";
 import { isStoreError } from "../../src/store/errors.ts";
@@ -270,5 +271,70 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       await to.close();
       await rm(dir, { recursive: true, force: true });
     }
+  });
+
+  describe("group commit", () => {
+    let store: EtcdStore;
+    const key = (k: string) => Buffer.from(`/loom-batch-${process.pid}-${n}/${k}`);
+    const put = (k: string, v: string) => ({ request_put: { key: key(k), value: Buffer.from(v) } });
+    const value = async (k: string) => (await store.etcd.kv.range({ key: key(k) })).kvs[0]?.value.toString();
+
+    beforeAll(async () => {
+      store = await openEtcdStore({ endpoints: etcd.endpoints, prefix: `/loom-batch-store-${process.pid}` });
+    });
+    afterAll(async () => {
+      await store?.close();
+    });
+
+    /** A batcher on the real client, as the store builds one, with the revision key of this test. */
+    const batcher = () =>
+      new TxnBatcher(
+        async (compare, success) => {
+          const r = await store.etcd.kv.txn({ compare, success });
+          return { succeeded: r.succeeded, revision: r.header.revision };
+        },
+        put("revision", ""),
+        { maxOps: 128, maxBytes: 1024 * 1024 },
+      );
+
+    it("writes decided while a Txn is in flight share the next one; a failed compare fails only its own write", async () => {
+      n++;
+      const b = batcher();
+      const plug = b.commit([], [put("plug", "1")]); // in flight: the three below wait for it, together
+      const ok1 = b.commit([], [put("a", "1")]);
+      const stale = b.commit(
+        [{ key: key("b"), target: "Mod", result: "Equal", mod_revision: 999_999 }],
+        [put("b", "1")],
+      );
+      const ok2 = b.commit([], [put("c", "1")]);
+      const [p, a, s, c] = await Promise.all([plug, ok1, stale, ok2]);
+      expect([p.succeeded, a.succeeded, s.succeeded, c.succeeded]).toEqual([true, true, false, true]);
+      expect(b.stats).toMatchObject({ txns: 2, writes: 4, merged: 1, split: 1 });
+      expect([await value("a"), await value("b"), await value("c")]).toEqual(["1", undefined, "1"]);
+    });
+
+    it("never puts two writes of one key in one Txn: they commit one after the other, in order", async () => {
+      n++;
+      const b = batcher();
+      const plug = b.commit([], [put("plug", "1")]);
+      const first = b.commit([], [put("k", "first")]);
+      const second = b.commit([], [put("k", "second")]);
+      const [, x, y] = await Promise.all([plug, first, second]);
+      expect(x.succeeded && y.succeeded).toBe(true);
+      expect(Number(y.revision)).toBeGreaterThan(Number(x.revision));
+      expect(b.stats.txns).toBe(3);
+      expect(await value("k")).toBe("second");
+    });
+
+    it("a store's concurrent writes go out in fewer Txns than writes, every one committed", async () => {
+      const before = store.batchStats();
+      const written = await Promise.all(Array.from({ length: 32 }, (_, i) => store.create(task(`g${i}`))));
+      const after = store.batchStats();
+      expect(after.writes - before.writes).toBe(32);
+      expect(after.txns - before.txns).toBeLessThan(32);
+      expect((await store.list("Task")).items.map((t) => t.metadata.resourceVersion).sort()).toEqual(
+        written.map((t) => t.metadata.resourceVersion).sort(),
+      );
+    });
   });
 });

@@ -1,0 +1,155 @@
+// Group commit for etcd. Each write the store decides is one Txn: its compares (the keys
+// it read, at the mod_revisions it read them) and its puts and deletes. Sent one by one,
+// every write pays a gRPC call on the Hub and a request through etcd's raft on the server,
+// and under load those calls, not the decisions, are what the Hub spends its time on.
+//
+// So while one Txn is in flight, the writes decided meanwhile wait, and the next Txn
+// carries all of them that can share one: writes on disjoint keys, whose compares and puts
+// cannot see each other. etcd evaluates every compare before any put, so two writes that
+// touched a common key would both pass their compares and the later put would silently win;
+// such a write waits for the next Txn instead. A merged Txn that fails says only that some
+// compare failed, not whose, so each of its writes is then sent alone, and each learns its
+// own outcome exactly as if it had never been merged.
+import type { ICompare, IRequestOp } from "etcd3";
+
+/** What etcd answered to one Txn: whether every compare held, and the revision it committed at. */
+export type TxnOutcome = { succeeded: boolean; revision: string };
+
+/** Sends one Txn (compares, then the puts if they all hold). */
+export type SendTxn = (compare: ICompare[], success: IRequestOp[]) => Promise<TxnOutcome>;
+
+export type BatchLimits = {
+  /** etcd's --max-txn-ops: the most compares, and the most puts, one Txn may carry. */
+  maxOps: number;
+  /** The most key and value bytes one Txn may carry (etcd's --max-request-bytes less framing). */
+  maxBytes: number;
+};
+
+type Pending = {
+  compare: ICompare[];
+  writes: IRequestOp[];
+  /** Keys its compares read; undefined: it compares a range, and goes alone. */
+  reads?: string[];
+  /** Keys its writes change; undefined: it deletes a range, and goes alone. */
+  written?: string[];
+  bytes: number;
+  resolve: (o: TxnOutcome) => void;
+  reject: (e: unknown) => void;
+};
+
+const keyOf = (b: Buffer | string | undefined) => (b === undefined ? "" : b.toString());
+
+function opBytes(w: IRequestOp): number {
+  return keyOf(w.request_put?.key ?? w.request_delete_range?.key).length + (w.request_put?.value?.length ?? 0) + 16;
+}
+
+export class TxnBatcher {
+  private queue: Pending[] = [];
+  private sending = false;
+  /** Txns sent and the writes they carried (the batch size, for diagnostics). */
+  readonly stats = { txns: 0, writes: 0, merged: 0, split: 0 };
+
+  /** `always`: the put every Txn ends with (the store's revision key), carried once per Txn. */
+  constructor(
+    private readonly send: SendTxn,
+    private readonly always: IRequestOp,
+    private readonly limits: BatchLimits,
+  ) {}
+
+  /** Commit one write's Txn, alone or beside others; resolves with its own outcome. */
+  commit(compare: ICompare[], writes: IRequestOp[]): Promise<TxnOutcome> {
+    return new Promise((resolve, reject) => {
+      const ranged = compare.some((c) => c.range_end !== undefined);
+      const deletesRange = writes.some((w) => w.request_delete_range?.range_end !== undefined);
+      this.queue.push({
+        compare,
+        writes,
+        reads: ranged ? undefined : compare.map((c) => keyOf(c.key)),
+        written: deletesRange ? undefined : writes.map((w) => keyOf(w.request_put?.key ?? w.request_delete_range?.key)),
+        bytes: writes.reduce((n, w) => n + opBytes(w), 0) + compare.reduce((n, c) => n + keyOf(c.key).length + 16, 0),
+        resolve,
+        reject,
+      });
+      if (!this.sending) void this.pump();
+    });
+  }
+
+  private async pump(): Promise<void> {
+    this.sending = true;
+    try {
+      while (this.queue.length > 0) await this.run(this.take());
+    } finally {
+      this.sending = false;
+    }
+  }
+
+  /** The next Txn's writes: the oldest waiting one, and every later one that can share its Txn. */
+  private take(): Pending[] {
+    const first = this.queue[0];
+    const batch = [first];
+    const rest: Pending[] = [];
+    if (first.reads === undefined || first.written === undefined) {
+      this.queue = this.queue.slice(1);
+      return batch;
+    }
+    const read = new Set(first.reads);
+    const written = new Set(first.written);
+    let compares = first.compare.length;
+    let puts = first.writes.length + 1;
+    let bytes = first.bytes + opBytes(this.always);
+    for (const p of this.queue.slice(1)) {
+      const fits =
+        p.reads !== undefined &&
+        p.written !== undefined &&
+        compares + p.compare.length <= this.limits.maxOps &&
+        puts + p.writes.length <= this.limits.maxOps &&
+        bytes + p.bytes <= this.limits.maxBytes &&
+        p.written.every((k) => !written.has(k) && !read.has(k)) &&
+        p.reads.every((k) => !written.has(k));
+      if (!fits) {
+        rest.push(p);
+        continue;
+      }
+      batch.push(p);
+      for (const k of p.reads!) read.add(k);
+      for (const k of p.written!) written.add(k);
+      compares += p.compare.length;
+      puts += p.writes.length;
+      bytes += p.bytes;
+    }
+    this.queue = rest;
+    return batch;
+  }
+
+  private async run(batch: Pending[]): Promise<void> {
+    this.stats.txns++;
+    this.stats.writes += batch.length;
+    if (batch.length === 1) return this.alone(batch[0]);
+    this.stats.merged++;
+    let out: TxnOutcome;
+    try {
+      out = await this.send(
+        batch.flatMap((p) => p.compare),
+        [...batch.flatMap((p) => p.writes), this.always],
+      );
+    } catch {
+      // Refused as a whole (too large after all, a broken connection): each finds out alone.
+      out = { succeeded: false, revision: "" };
+    }
+    if (out.succeeded) {
+      for (const p of batch) p.resolve(out);
+      return;
+    }
+    this.stats.split++;
+    // Disjoint keys, so sending them alone at once cannot make them fail one another.
+    await Promise.all(batch.map((p) => this.alone(p)));
+  }
+
+  private async alone(p: Pending): Promise<void> {
+    try {
+      p.resolve(await this.send(p.compare, [...p.writes, this.always]));
+    } catch (e) {
+      p.reject(e);
+    }
+  }
+}
