@@ -14,7 +14,7 @@ import {
 } from "../admission/index.ts";
 import { isQueued, type Task, type Worker } from "../resources/types.ts";
 import { cacheAffinity, type CacheAffinity } from "./affinity.ts";
-import type { SchedulerContext } from "./context.ts";
+import type { LockedCommit, SchedulerContext } from "./context.ts";
 import { HubError } from "../protocol/errors.ts";
 import type { ClaimedTask, ClaimedTaskControllerConcurrency } from "../protocol/types.gen.ts";
 import { grantLease } from "./lifecycle.ts";
@@ -121,7 +121,7 @@ export async function commitLeases(
   ctx: SchedulerContext,
   worker: Worker,
   picks: { task: Task; decision: Decision }[],
-  opts: { mode: "pull" | "push"; leaseSeconds: number; pushId?: string },
+  opts: { mode: "pull" | "push"; leaseSeconds: number; pushId?: string; commit?: LockedCommit },
 ): Promise<Leased[]> {
   if (!picks.length) return [];
   const now = ctx.now();
@@ -144,7 +144,7 @@ export async function commitLeases(
     return { op: "updateStatus" as const, object: { ...task, status } };
   });
   // Each status is grantLease's fresh copy, so the store keeps it as it is.
-  const written = await ctx.commit(ops, { owned: true });
+  const written = await (opts.commit ?? ctx.commit.bind(ctx))(ops, { owned: true });
   return written.map((task, i) => {
     const decision = picks[i].decision;
     const held = picks[i].task.status?.nominated_worker;

@@ -1,6 +1,5 @@
 // What every scheduler operation shares: the store (truth), the informer (reads), the
 // liveness table, the clock, one mutex for state changes, and a wake-up for long-polls.
-import { AsyncLocalStorage } from "node:async_hooks";
 import { leaseView, workerView, type LeaseView, type WorkerView } from "../admission/index.ts";
 import { isActive, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
@@ -20,11 +19,19 @@ import type { SchedulerDeps, SchedulerObserver, SchedulerOptions } from "./optio
 export type { LoomEvent } from "../resources/meta.ts";
 import type { LoomEvent } from "../resources/meta.ts";
 
+/** `owned`: the ops' objects are handed to the store and never changed afterwards (ApplyOptions.ownedInput). */
+export type CommitOptions = { owned?: boolean };
+
+/**
+ * How a step run under the lock commits: like SchedulerContext.commit, except that the
+ * write's durability is awaited once the lock is let go, so the lock is never held across
+ * a flush, and the step's caller is answered only when every write it made is durable.
+ */
+export type LockedCommit = <T extends StoredObject = StoredObject>(ops: TxnOp<T>[], o?: CommitOptions) => Promise<T[]>;
+
 export class SchedulerContext {
   readonly liveness: Liveness;
   private readonly mutex = new Mutex();
-  /** Inside locked(): the durability promises of the writes made there. */
-  private readonly unflushed = new AsyncLocalStorage<Promise<void>[]>();
   private readonly wakers = new Set<() => void>();
   /** Open claim batches of adaptive workers (tuning.ts). */
   readonly batches = new BatchTally();
@@ -160,10 +167,11 @@ export class SchedulerContext {
    * it is released, in one group flush with other callers' writes, and `locked` resolves
    * once they are (group commit: the answer is never sent before its write is on disk).
    */
-  async locked<R>(fn: () => Promise<R>): Promise<R> {
+  async locked<R>(fn: (commit: LockedCommit) => Promise<R>): Promise<R> {
     const writes: Promise<void>[] = [];
+    const commit: LockedCommit = (ops, o) => this.apply(ops, o, writes);
     try {
-      return await this.mutex.run(() => this.unflushed.run(writes, fn));
+      return await this.mutex.run(() => fn(commit));
     } finally {
       // Also on failure: what was applied before the error is answered only once durable.
       await Promise.all(writes);
@@ -172,10 +180,20 @@ export class SchedulerContext {
 
   /**
    * Apply, then wait until the informer has seen it, so the next decision reads its own
-   * write. Inside locked() durability is awaited when the lock is released; elsewhere here.
+   * write, and until it is durable. Under locked(), commit with the function it hands the
+   * step instead: durability is then awaited when the lock is released.
    * `owned`: the ops' objects are handed to the store and never changed afterwards.
    */
-  async commit<T extends StoredObject = StoredObject>(ops: TxnOp<T>[], o: { owned?: boolean } = {}): Promise<T[]> {
+  commit<T extends StoredObject = StoredObject>(ops: TxnOp<T>[], o: CommitOptions = {}): Promise<T[]> {
+    return this.apply(ops, o, undefined);
+  }
+
+  /** commit(), with durability left to `unflushed` when given (locked() awaits it once the lock is let go). */
+  private async apply<T extends StoredObject>(
+    ops: TxnOp<T>[],
+    o: CommitOptions = {},
+    unflushed: Promise<void>[] | undefined,
+  ): Promise<T[]> {
     const started = performance.now();
     const observed = (e?: unknown) => this.observer.commit((performance.now() - started) / 1000, ops.length, e);
     let applied: Applied;
@@ -198,8 +216,7 @@ export class SchedulerContext {
       () => observed(),
       (e: unknown) => (observed(e), Promise.reject(e)),
     );
-    const writes = this.unflushed.getStore();
-    if (writes) writes.push(durable);
+    if (unflushed) unflushed.push(durable);
     else await durable;
     // The results are the ops' objects as written, in op order, so each is of its op's type.
     return applied.results as T[];
@@ -216,7 +233,7 @@ export class SchedulerContext {
    * trailed the store (another replica or a controller wrote), so the lock is let go, the
    * informer catches up, and `step` runs again after a short jittered wait.
    */
-  readModifyWrite<R>(step: () => Promise<R>, o: Pick<RetryOptions, "retryable"> = {}): Promise<R> {
+  readModifyWrite<R>(step: (commit: LockedCommit) => Promise<R>, o: Pick<RetryOptions, "retryable"> = {}): Promise<R> {
     return retryOnConflict(() => this.locked(step), { ...o, refresh: () => this.caughtUp() });
   }
 

@@ -8,7 +8,7 @@ import { conflictOrTaken } from "../store/retry.ts";
 
 export async function applyWorkers(ctx: SchedulerContext, workers: Worker[], operator?: string) {
   return ctx.readModifyWrite(
-    async () => {
+    async (commit) => {
       const ops: TxnOp<Worker>[] = [];
       for (const w of workers) {
         const cur = await ctx.store.get("Worker", w.metadata.name);
@@ -30,7 +30,7 @@ export async function applyWorkers(ctx: SchedulerContext, workers: Worker[], ope
           });
         }
       }
-      const written = await ctx.commit(ops);
+      const written = await commit(ops);
       for (const o of written)
         ctx.recordEvent({
           object: o,

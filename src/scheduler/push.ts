@@ -113,7 +113,7 @@ function chooseWorker(
 
 /** Decide and write the push's lease (under the lock; a Conflict decides again on caught-up state). */
 function leaseForPush(ctx: SchedulerContext, order: PushOrder, o: PushOptions): Promise<Granted> {
-  return ctx.readModifyWrite(async () => {
+  return ctx.readModifyWrite(async (commit) => {
     const task = ctx.task(order.task_id);
     if (!task) throw new HubError(404, "task_not_found", { task_id: order.task_id });
     if (!isQueued(task.status?.state))
@@ -125,6 +125,7 @@ function leaseForPush(ctx: SchedulerContext, order: PushOrder, o: PushOptions): 
       mode: "push",
       leaseSeconds: order.lease_seconds,
       pushId,
+      commit,
     });
     return { leased, worker, pushId, mode };
   });

@@ -206,7 +206,7 @@ async function commitUpload(
   inspection: ResultInspection,
 ): Promise<UploadReply> {
   const { path, sha256, bytes } = file;
-  return ctx.readModifyWrite(async () => {
+  return ctx.readModifyWrite(async (commit) => {
     const t = ctx.task(taskId);
     if (!t) throw new HubError(404, "task_not_found", { task_id: taskId });
     fence(t, workerId, undefined);
@@ -242,7 +242,7 @@ async function commitUpload(
         uploaded_at: new Date(now).toISOString(),
       },
     };
-    const [written] = await ctx.commit([
+    const [written] = await commit([
       { op: "updateStatus", object: { ...t, status } },
       { op: "create", object: resultObj },
     ]);
@@ -261,7 +261,7 @@ async function commitUpload(
         reason: "AutomaticRetryUnavailable",
         message: "no other capable worker seen in the last 5 minutes",
       });
-    await adjustConcurrency(ctx, workerId, { verdict, issues: inspection.issues, entries: inspection.entries });
+    await adjustConcurrency(ctx, workerId, { verdict, issues: inspection.issues, entries: inspection.entries }, commit);
     return {
       ok: true,
       result_id: resultId,

@@ -4,7 +4,7 @@
 // batches and back off on unhealthy results.
 import type { Worker, WorkerStatus } from "../resources/types.ts";
 import { isStoreError } from "../store/errors.ts";
-import type { SchedulerContext } from "./context.ts";
+import type { LockedCommit, SchedulerContext } from "./context.ts";
 import { effectiveSettings } from "./workers.ts";
 import type { BatchTally } from "./batches.ts";
 
@@ -85,7 +85,12 @@ export function nextDesired(
   return { desired: Math.min(Math.max(1, next), max), tuning: t };
 }
 
-export async function adjustConcurrency(ctx: SchedulerContext, workerId: string, facts: ResultFacts): Promise<void> {
+export async function adjustConcurrency(
+  ctx: SchedulerContext,
+  workerId: string,
+  facts: ResultFacts,
+  commit: LockedCommit = ctx.commit.bind(ctx),
+): Promise<void> {
   const w = ctx.worker(workerId);
   if (!w) return;
   const next = nextDesired(w, facts, ctx.batches);
@@ -100,7 +105,7 @@ export async function adjustConcurrency(ctx: SchedulerContext, workerId: string,
     ...(next.tuning ? { tuning: next.tuning } : {}),
   };
   try {
-    const [written] = await ctx.commit([{ op: "updateStatus", object: { ...w, status } }]);
+    const [written] = await commit([{ op: "updateStatus", object: { ...w, status } }]);
     if (next.desired !== w.status?.desired_concurrency)
       ctx.recordEvent({
         object: written,

@@ -44,7 +44,7 @@ export async function register(ctx: SchedulerContext, r: Registration): Promise<
 
   // Another replica may create or rewrite the worker in between: both are retried.
   return ctx.readModifyWrite(
-    async () => {
+    async (commit) => {
       const now = ctx.now();
       const existing = ctx.worker(id);
       const status: WorkerStatus = jsonClone(existing?.status ?? {});
@@ -88,7 +88,7 @@ export async function register(ctx: SchedulerContext, r: Registration): Promise<
         status: { ...status, desired_concurrency: undefined },
       }).initial_concurrency;
       const op = existing ? { op: "updateStatus" as const, object: draft } : { op: "create" as const, object: draft };
-      const [written] = await ctx.commit([op]);
+      const [written] = await commit([op]);
       ctx.liveness.registered(id, now, health);
       const s = effectiveSettings(written);
       ctx.recordEvent({
@@ -150,13 +150,13 @@ export async function setDesiredConcurrency(
   desired: number,
   reason: string,
 ): Promise<SetWorkerConcurrencyReply> {
-  return ctx.readModifyWrite(async () => {
+  return ctx.readModifyWrite(async (commit) => {
     const w = ctx.worker(workerId);
     if (!w) throw new HubError(404, "worker_not_found", { worker_id: workerId });
     const max = effectiveSettings(w).max_concurrency;
     const value = Math.min(Math.max(desired, 1), max);
     if (w.status?.desired_concurrency !== value) {
-      const [written] = await ctx.commit([
+      const [written] = await commit([
         { op: "updateStatus", object: { ...w, status: { ...w.status, desired_concurrency: value } } },
       ]);
       ctx.recordEvent({
@@ -172,14 +172,14 @@ export async function setDesiredConcurrency(
 
 /** Cordon or uncordon (v1's block/unblock): spec.unschedulable, like a Node. */
 export async function setBlocked(ctx: SchedulerContext, workerId: string, blocked: boolean) {
-  return ctx.readModifyWrite(async () => {
+  return ctx.readModifyWrite(async (commit) => {
     const w = ctx.worker(workerId);
     if (!w) throw new HubError(404, "worker_not_found", { worker_id: workerId });
     if ((w.spec.unschedulable ?? false) !== blocked) {
       const spec = { ...w.spec };
       if (blocked) spec.unschedulable = true;
       else delete spec.unschedulable;
-      const [written] = await ctx.commit([{ op: "update", object: { ...w, spec } }]);
+      const [written] = await commit([{ op: "update", object: { ...w, spec } }]);
       ctx.recordEvent({
         object: written,
         type: "Normal",
