@@ -34,6 +34,17 @@ const RUNNER_PATHS = new Set([
   "/api/meta",
 ]);
 
+/** Every parameter Loom reads is single-valued; a repeated one is ambiguous, so it is refused. */
+function repeatedParameter(query: unknown): Error | undefined {
+  for (const [k, v] of Object.entries((query as Record<string, unknown> | undefined) ?? {}))
+    if (Array.isArray(v))
+      return Object.assign(new Error(`query parameter ${k} is given ${v.length} times; give it once`), {
+        statusCode: 400,
+        field: k,
+      });
+  return undefined;
+}
+
 export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
   f.decorate("hub", o.hub);
   f.decorateRequest("principal", undefined as never);
@@ -65,33 +76,24 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
     }
   });
 
-  f.addHook("onRequest", async (req, reply) => {
+  // One synchronous hook for what every request needs before its handler: the default
+  // cache-control (a handler may set its own), the caller's identity, and the refusal of a
+  // repeated query parameter.
+  f.addHook("onRequest", (req, reply, done) => {
+    reply.header("cache-control", "no-store");
     const path = req.url.split("?")[0];
     // The web view's static files hold no data; the page sends the token with each API call.
-    if (isUiPath(path)) return;
-    if (req.method === "GET" && PROBE_PATH.test(path)) return void (req.principal = { kind: "anonymous" });
+    if (isUiPath(path)) return done(repeatedParameter(req.query));
+    if (req.method === "GET" && PROBE_PATH.test(path)) {
+      req.principal = { kind: "anonymous" };
+      return done(repeatedParameter(req.query));
+    }
     const p = authenticate(req, o.auth);
-    if (!p) return reply.code(401).header("cache-control", "no-store").send({ error: "unauthorized" });
+    if (!p) return void reply.code(401).send({ error: "unauthorized" });
     if (p.kind === "worker" && !RUNNER_PATHS.has(path))
-      return reply
-        .code(403)
-        .header("cache-control", "no-store")
-        .send({ error: "forbidden", detail: "a worker token may only call the Runner API" });
+      return void reply.code(403).send({ error: "forbidden", detail: "a worker token may only call the Runner API" });
     req.principal = p;
-  });
-  // Every parameter Loom reads is single-valued; a repeated one is ambiguous, so it is refused.
-  f.addHook("preValidation", async (req) => {
-    const q = req.query as Record<string, unknown> | undefined;
-    for (const [k, v] of Object.entries(q ?? {}))
-      if (Array.isArray(v))
-        throw Object.assign(new Error(`query parameter ${k} is given ${v.length} times; give it once`), {
-          statusCode: 400,
-          field: k,
-        });
-  });
-  f.addHook("onSend", async (_req, reply, payload) => {
-    if (!reply.hasHeader("cache-control")) reply.header("cache-control", "no-store");
-    return payload;
+    done(repeatedParameter(req.query));
   });
   f.setErrorHandler(v1ErrorHandler);
   f.setNotFoundHandler((req, reply) => reply.code(404).send({ error: "not_found", path: req.url.split("?")[0] }));

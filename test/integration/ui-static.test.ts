@@ -69,6 +69,19 @@ describe("/ui static files", () => {
     expect((await get(hub.url, "/apis/loom.dev/v1alpha1/tasks", auth)).status).toBe(200);
   });
 
+  it("no answer of the API is cached: data, refusals, unknown paths, bad parameters and probes", async () => {
+    const url = hub.url;
+    const answers = [
+      await fetch(`${url}/apis/loom.dev/v1alpha1/workers`, { headers: auth }),
+      await fetch(`${url}/apis/loom.dev/v1alpha1/workers`),
+      await fetch(`${url}/api/no-such-path`, { headers: auth }),
+      await fetch(`${url}/apis/loom.dev/v1alpha1/workers?limit=1&limit=2`, { headers: auth }),
+      await fetch(`${url}/healthz`),
+    ];
+    expect(answers.map((r) => r.status)).toEqual([200, 401, 404, 400, 200]);
+    for (const r of answers) expect(r.headers.get("cache-control"), r.url).toBe("no-store");
+  });
+
   it("an unbuilt page answers 503 with the build command", async () => {
     const empty = Fastify();
     await empty.register(uiRoutes, { dir: join(dir, "nothing-here") });
