@@ -250,6 +250,8 @@ export class Informer {
       try {
         const handle = await this.store.watch(undefined, from, (ev) => this.onWatchEvent(epoch, ev), {
           pending: this.opts.pending,
+          // A deletion is told with the object as this cache holds it (onWatchEvent).
+          lastStateOnDelete: false,
           // A watch the store ended (history compacted under it) is replaced by a relist.
           onError: (e) => {
             if (epoch !== this.epoch || this.stopped) return;
@@ -303,7 +305,11 @@ export class Informer {
     if (map && ev.revision > (this.listRevision.get(kind) ?? 0)) {
       const old = map.get(ev.name);
       if (ev.type === "DELETED") {
-        if (old) this.remove(kind, old, { type: "DELETED", object: ev.object, old, revision: ev.revision });
+        // The object as it last was, at the deletion's revision: what the store would have sent.
+        if (old) {
+          const object = { ...old, metadata: { ...old.metadata, resourceVersion: String(ev.revision) } };
+          this.remove(kind, old, { type: "DELETED", object, old, revision: ev.revision });
+        }
       } else if (!old || Number(old.metadata.resourceVersion) < ev.revision) {
         this.put(kind, ev.object, { type: old ? "MODIFIED" : "ADDED", object: ev.object, old, revision: ev.revision });
       }

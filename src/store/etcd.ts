@@ -636,12 +636,10 @@ export class EtcdStore extends TxnWrites implements Store {
     const from = Math.max(Math.floor(fromRevision), this.base);
     await this.assertNotCompacted(fromRevision, from);
     const prefix = this.kindPrefix(kind);
-    const watcher = this.client
-      .watch()
-      .prefix(prefix)
-      .withPreviousKV()
-      .startRevision(String(from + 1))
-      .watcher();
+    const builder = this.client.watch().prefix(prefix);
+    if (opts.lastStateOnDelete !== false) builder.withPreviousKV();
+    const watcher = builder.startRevision(String(from + 1)).watcher();
+    const objects = this.kindPrefix(undefined).length;
     let stopped = false;
     watcher.on("data", (res) => {
       if (stopped) return;
@@ -649,19 +647,25 @@ export class EtcdStore extends TxnWrites implements Store {
       for (const ev of res.events) {
         if (stopped) return;
         const revision = Number(ev.kv.mod_revision);
-        let object: StoredObject;
-        let type: WatchEventType;
-        if (ev.type === "Delete") {
-          type = "DELETED";
-          object = ev.prev_kv
-            ? parseStored(ev.prev_kv.value.toString(), revision)
-            : this.tombstone(ev.kv.key.toString(), revision);
-        } else {
-          type = ev.kv.version === "1" ? "ADDED" : "MODIFIED";
-          object = fromKv(ev.kv);
-        }
+        const key = ev.kv.key.toString();
+        const slash = key.indexOf("/", objects);
+        const type: WatchEventType = ev.type === "Delete" ? "DELETED" : ev.kv.version === "1" ? "ADDED" : "MODIFIED";
+        // Kind and name come from the key; the object is decoded only if the consumer reads it.
+        const stored = type === "DELETED" ? ev.prev_kv : ev.kv;
+        let decoded: StoredObject | undefined;
+        const event: WatchEvent = {
+          type,
+          revision,
+          kind: key.slice(objects, slash),
+          name: key.slice(slash + 1),
+          get object() {
+            return (decoded ??= stored
+              ? parseStored(stored.value.toString(), revision)
+              : tombstone(key, objects, revision));
+          },
+        };
         try {
-          onEvent({ type, object, revision, kind: object.kind, name: object.metadata.name });
+          onEvent(event);
         } catch (err) {
           console.error(`store watch callback failed at revision ${revision}:`, err);
         }
@@ -703,11 +707,6 @@ export class EtcdStore extends TxnWrites implements Store {
     }
   }
 
-  private tombstone(key: string, revision: number): StoredObject {
-    const [kind, name] = key.slice(this.kindPrefix(undefined).length).split("/");
-    return { apiVersion: "", kind, metadata: { name, resourceVersion: String(revision) } };
-  }
-
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -746,6 +745,12 @@ function opKindName(op: TxnOp): [string, string] {
 function toStored(obj: StoredObject): string {
   const { resourceVersion: _, ...metadata } = obj.metadata;
   return JSON.stringify({ ...obj, metadata });
+}
+
+/** What a DELETED event without the last state carries: the kind and name its key names, at the deletion's revision. */
+function tombstone(key: string, objectsPrefix: number, revision: number): StoredObject {
+  const [kind, name] = key.slice(objectsPrefix).split("/");
+  return { apiVersion: "", kind, metadata: { name, resourceVersion: String(revision) } };
 }
 
 function parseStored(json: string, rev: number): StoredObject {

@@ -67,6 +67,13 @@ export type WatchOptions = {
    * was reconnecting), with a Gone error: list again and watch anew. Without it the end is logged.
    */
   onError?: (e: Error) => void;
+  /**
+   * False: the caller keeps every object it watches (an informer), so a DELETED event may
+   * carry only the kind, the name and the deletion's revision, and a backend that would
+   * have to fetch the last state for it (etcd's previous key-values, which double every
+   * event) does not. By default a DELETED event carries the object as it last was.
+   */
+  lastStateOnDelete?: boolean;
 };
 
 /**

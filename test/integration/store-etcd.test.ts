@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openEtcdStore, type EtcdStore } from "../../src/store/etcd.ts";
 import { TxnBatcher } from "../../src/store/etcd-batch.ts";
+import { Informer, type InformerEvent } from "../../src/store/cache.ts";
 import { migrateStore } from "../../src/store/migrate.ts";
 import { openSqliteStore } from "../../src/store/sqlite.ts";
 import { isStoreError } from "../../src/store/errors.ts";
@@ -270,6 +271,35 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       await from.close();
       await to.close();
       await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("an informer on etcd tells a deletion with the object's last state, without etcd sending it", async () => {
+    const store = await openEtcdStore({ endpoints: etcd.endpoints, prefix: `/loom-test-${process.pid}-${++n}` });
+    const inf = new Informer(store, ["Worker"]);
+    try {
+      await store.create(worker("w1", { pool: "a" }));
+      await inf.start();
+      const seen: InformerEvent[] = [];
+      inf.on((ev) => seen.push(ev));
+      // A raw watch asked for no last state: the deletion names the object, nothing more.
+      const raw: WatchEvent[] = [];
+      const handle = await store.watch("Worker", await store.revision(), (ev) => raw.push(ev), {
+        lastStateOnDelete: false,
+      });
+      const gone = await store.delete("Worker", "w1");
+      await eventually(() => seen.some((e) => e.type === "DELETED"), "the informer's DELETED event");
+      await eventually(() => raw.some((e) => e.type === "DELETED"), "the raw watch's DELETED event");
+      const deleted = seen.find((e) => e.type === "DELETED")!;
+      expect(deleted.object.metadata.labels).toEqual({ pool: "a" });
+      expect(deleted.object.spec).toEqual(gone.spec);
+      expect(Number(deleted.object.metadata.resourceVersion)).toBe(deleted.revision);
+      const r = raw.find((e) => e.type === "DELETED")!;
+      expect([r.kind, r.name, r.object.metadata.name, r.object.spec]).toEqual(["Worker", "w1", "w1", undefined]);
+      handle.stop();
+    } finally {
+      inf.stop();
+      await store.close();
     }
   });
 
