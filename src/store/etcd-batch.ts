@@ -37,6 +37,9 @@ type Pending = {
   reject: (e: unknown) => void;
 };
 
+/** etcd's answers to a Txn past --max-txn-ops or --max-request-bytes (nothing of it applied), and gRPC's for a message past its limit. */
+const REFUSED_FOR_SIZE = /too many operations in txn request|request is too large|larger than max/;
+
 const keyOf = (b: Buffer | string | undefined) => (b === undefined ? "" : b.toString());
 
 function opBytes(w: IRequestOp): number {
@@ -97,17 +100,25 @@ export class TxnBatcher {
     let compares = first.compare.length;
     let puts = first.writes.length + 1;
     let bytes = first.bytes + opBytes(this.always);
+    /** Keys of the writes left to wait: a later write touching one stays behind it, so writes of a key keep their order. */
+    const heldReads = new Set<string>();
+    const heldWrites = new Set<string>();
+    let heldUnknown = false;
     for (const p of this.queue.slice(1)) {
       const fits =
+        !heldUnknown &&
         p.reads !== undefined &&
         p.written !== undefined &&
         compares + p.compare.length <= this.limits.maxOps &&
         puts + p.writes.length <= this.limits.maxOps &&
         bytes + p.bytes <= this.limits.maxBytes &&
-        p.written.every((k) => !written.has(k) && !read.has(k)) &&
-        p.reads.every((k) => !written.has(k));
+        p.written.every((k) => !written.has(k) && !read.has(k) && !heldWrites.has(k) && !heldReads.has(k)) &&
+        p.reads.every((k) => !written.has(k) && !heldWrites.has(k));
       if (!fits) {
         rest.push(p);
+        if (p.reads === undefined || p.written === undefined) heldUnknown = true;
+        for (const k of p.reads ?? []) heldReads.add(k);
+        for (const k of p.written ?? []) heldWrites.add(k);
         continue;
       }
       batch.push(p);
@@ -132,8 +143,14 @@ export class TxnBatcher {
         batch.flatMap((p) => p.compare),
         [...batch.flatMap((p) => p.writes), this.always],
       );
-    } catch {
-      // Refused as a whole (too large after all, a broken connection): each finds out alone.
+    } catch (e) {
+      // etcd refused the merged Txn unapplied for its size: each write goes alone. Any
+      // other failure (a broken connection) leaves the outcome unknown, as it would for a
+      // single Txn, so every write of the batch is told so rather than sent again.
+      if (!REFUSED_FOR_SIZE.test(String((e as Error)?.message ?? e))) {
+        for (const p of batch) p.reject(e);
+        return;
+      }
       out = { succeeded: false, revision: "" };
     }
     if (out.succeeded) {

@@ -317,14 +317,14 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
     });
 
     /** A batcher on the real client, as the store builds one, with the revision key of this test. */
-    const batcher = () =>
+    const batcher = (maxBytes = 1024 * 1024) =>
       new TxnBatcher(
         async (compare, success) => {
           const r = await store.etcd.kv.txn({ compare, success });
           return { succeeded: r.succeeded, revision: r.header.revision };
         },
         put("revision", ""),
-        { maxOps: 128, maxBytes: 1024 * 1024 },
+        { maxOps: 128, maxBytes },
       );
 
     it("writes decided while a Txn is in flight share the next one; a failed compare fails only its own write", async () => {
@@ -354,6 +354,31 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       expect(Number(y.revision)).toBeGreaterThan(Number(x.revision));
       expect(b.stats.txns).toBe(3);
       expect(await value("k")).toBe("second");
+    });
+
+    it("a write waiting behind another on a shared key is never passed by a later one on that key", async () => {
+      n++;
+      const b = batcher();
+      const plug = b.commit([], [put("plug", "1")]);
+      const a = b.commit([], [put("k1", "a")]);
+      const ab = b.commit([], [put("k1", "b"), put("k2", "b")]); // waits behind a (k1)
+      const c = b.commit([], [put("k2", "c")]); // shares nothing with a, but k2 with the one waiting
+      const [, ra, rb, rc] = await Promise.all([plug, a, ab, c]);
+      expect(Number(rb.revision)).toBeGreaterThan(Number(ra.revision));
+      expect(Number(rc.revision)).toBeGreaterThan(Number(rb.revision));
+      expect([await value("k1"), await value("k2")]).toEqual(["b", "c"]);
+    });
+
+    it("a merged Txn etcd refuses for its size is sent again as single Txns, which fit", async () => {
+      n++;
+      const b = batcher(16 * 1024 * 1024); // the batcher's own limit let through: etcd's is the one that refuses
+      const big = "x".repeat(600 * 1024); // three of these pass etcd's default --max-request-bytes (1.5 MiB); one does not
+      const plug = b.commit([], [put("plug", "1")]);
+      const writes = ["p", "q", "r"].map((k) => b.commit([], [put(k, big)]));
+      const out = await Promise.all([plug, ...writes]);
+      expect(out.every((o) => o.succeeded)).toBe(true);
+      expect(b.stats).toMatchObject({ merged: 1, split: 1 });
+      expect((await value("r"))?.length).toBe(big.length);
     });
 
     it("a store's concurrent writes go out in fewer Txns than writes, every one committed", async () => {
