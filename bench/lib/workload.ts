@@ -5,9 +5,10 @@ import type { JsonClient } from "./http.ts";
 export const taskName = (prefix: string, i: number) => `${prefix}-${String(i).padStart(7, "0")}`;
 export const taskIndex = (name: string) => Number(name.slice(name.lastIndexOf("-") + 1));
 
-/** A noop task as a dispatch entry; `shape` varies the requirement (0 = the common one). */
-export function noopTask(prefix: string, i: number, shape = 0) {
+/** A noop task as a dispatch entry; `shape` varies the requirement (0 = the common one); `queue` names its Queue. */
+export function noopTask(prefix: string, i: number, shape = 0, queue?: string) {
   return {
+    ...(queue !== undefined ? { queue } : {}),
     task_id: taskName(prefix, i),
     case_id: `case-${i}`,
     setting_id: "bench",
@@ -26,6 +27,7 @@ export async function dispatchRange(
   count: number,
   batch = 1000,
   shapeOf: (i: number) => number = () => 0,
+  queueOf: (i: number) => string | undefined = () => undefined,
 ): Promise<number> {
   let created = 0;
   for (let i = from; i < from + count; i += batch) {
@@ -33,7 +35,7 @@ export async function dispatchRange(
     const out = await c.post<{ created: unknown[] }>("/api/tasks/dispatch", {
       schema_version: 1,
       operator: "bench",
-      tasks: Array.from({ length: n }, (_, j) => noopTask(prefix, i + j, shapeOf(i + j))),
+      tasks: Array.from({ length: n }, (_, j) => noopTask(prefix, i + j, shapeOf(i + j), queueOf(i + j))),
     });
     created += out.created.length;
   }

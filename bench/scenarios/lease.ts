@@ -9,6 +9,7 @@ import { cpuSeconds, resultOf, spawnScript, stop, waitForLine, writeBytes, type 
 import { cell, ratio, type Table } from "../lib/report.ts";
 import type { RunOptions, Scenario } from "../lib/scenario.ts";
 import { dispatchRange } from "../lib/workload.ts";
+import { queueName } from "../lib/seed.ts";
 import { etcdMissing, startEtcd } from "../../test/support/etcd.ts";
 import type { LoadConfig, LoadResult } from "../procs/runner-load.ts";
 
@@ -17,6 +18,31 @@ export const leaseSizes = (quick: boolean): LeaseSizes =>
   quick ? { runners: 4, tasks: 200, claimLimit: 4 } : { runners: 32, tasks: 8000, claimLimit: 4 };
 
 export type ServerKind = "floor" | "loom" | "loom-etcd" | "loom-etcd-3";
+
+/**
+ * The work of the queues row: `shapes` requirement shapes (task i asks for 250 + i % shapes
+ * millicores) spread over `queues` Queue objects (task i in queue i % queues), each an equal
+ * share of the fleet as quota and as much again to borrow, weights 1-3.
+ */
+export type QueuedWork = { queues: number; shapes: number };
+export const queuedWork = (quick: boolean): QueuedWork =>
+  quick ? { queues: 10, shapes: 200 } : { queues: 100, shapes: 10_000 };
+
+/** Create the Queues of `w` for a fleet of `runners` bench workers (registerBody's capacity). */
+async function createQueues(c: JsonClient, w: QueuedWork, runners: number): Promise<void> {
+  for (let i = 0; i < w.queues; i++) {
+    const share = {
+      cpu_millis: Math.floor((64_000 * runners) / w.queues),
+      memory_mb: Math.floor((262_144 * runners) / w.queues),
+    };
+    await c.post("/apis/loom.dev/v1alpha1/queues", {
+      apiVersion: "loom.dev/v1alpha1",
+      kind: "Queue",
+      metadata: { name: queueName(i) },
+      spec: { quota: share, borrowing_limit: share, weight: 1 + (i % 3) },
+    });
+  }
+}
 /** `children`: every server process whose CPU counts (three replicas: all three); `disk`: the processes that make writes durable. */
 type Server = { children: Child[]; disk: number[]; urls: string[]; close: () => Promise<void>; etcd?: number[] };
 
@@ -110,7 +136,12 @@ export async function leaseRun(
   kind: ServerKind,
   sizes: LeaseSizes,
   o: RunOptions,
-  extra: { acksFile?: string; ackSample?: number; during?: (url: string) => Promise<() => Promise<void>> } = {},
+  extra: {
+    acksFile?: string;
+    ackSample?: number;
+    during?: (url: string) => Promise<() => Promise<void>>;
+    queued?: QueuedWork;
+  } = {},
 ): Promise<LeaseRun> {
   const server = await startServer(kind, o);
   const url = server.urls[0];
@@ -119,7 +150,19 @@ export async function leaseRun(
   const etcdCpu = () => (server.etcd ?? []).reduce((sum, pid) => sum + cpuSeconds(pid), 0);
   try {
     const c = new JsonClient(url);
-    const created = await dispatchRange(c, "lease", 0, sizes.tasks);
+    const q = extra.queued;
+    if (q) await createQueues(c, q, sizes.runners);
+    const created = q
+      ? await dispatchRange(
+          c,
+          "lease",
+          0,
+          sizes.tasks,
+          1000,
+          (i) => i % q.shapes,
+          (i) => queueName(i % q.queues),
+        )
+      : await dispatchRange(c, "lease", 0, sizes.tasks);
     if (created !== sizes.tasks) throw new Error(`${kind}: dispatched ${created} of ${sizes.tasks} tasks`);
     // Let the Hub finish reacting to the dispatch, so the run measures leasing alone.
     if (kind !== "floor") await waitQuiet(c, o.quick ? 300 : 1000, 120_000);
@@ -223,6 +266,10 @@ export const lease: Scenario = {
     const sizes = leaseSizes(o.quick);
     const floor = await leaseRun("floor", sizes, o);
     const loom = await leaseRun("loom", sizes, o);
+    // The same Hub with many shapes over many Queues: what fair share and the quota cost a claim.
+    const work = queuedWork(o.quick);
+    const queuedSizes = { ...sizes, tasks: Math.max(sizes.tasks, work.shapes) };
+    const queued = await leaseRun("loom", queuedSizes, o, { queued: work });
     // The etcd variants: the same load on one Hub replica backed by a stock etcd, and on three
     // replicas with the Runners spread evenly over them, each as a ratio.
     const onEtcd = etcdMissing ? undefined : await leaseRun("loom-etcd", sizes, o);
@@ -235,6 +282,12 @@ export const lease: Scenario = {
         leaseRow("floor (fastify, in-memory FIFO)", floor),
         leaseRow("Loom (`loom hub`, SQLite)", loom),
         ratioRow("ratio Loom/floor", loom, floor),
+        leaseRow(
+          `Loom, SQLite, ${work.shapes.toLocaleString("en")} shapes over ${work.queues} queues (${queuedSizes.tasks.toLocaleString("en")} tasks)`,
+          queued,
+        ),
+        ratioRow("ratio queues/none", queued, loom),
+        ["claim p99 queues/floor", "", "", "", "", "", ratio(queued.claimP99, floor.claimP99), ""],
         ...(onEtcd && onThree
           ? [
               leaseRow("Loom, one replica on etcd (default limits)", onEtcd),
@@ -246,7 +299,8 @@ export const lease: Scenario = {
           : []),
       ],
       notes: [
-        "targets: SQLite leases/s ≥ 0.80 of the floor, leases per CPU-second ≥ 0.30 of the floor, claim p99 ≤ 1.5× the floor's; etcd ≥ 0.35× SQLite's leases/s, claim p99 ≤ 3× the floor's; three replicas ≥ 0.9× one",
+        "targets: SQLite leases/s ≥ 0.80 of the floor, leases per CPU-second ≥ 0.30 of the floor, claim p99 ≤ 1.5× the floor's (with or without the queues); etcd ≥ 0.35× SQLite's leases/s, claim p99 ≤ 3× the floor's; three replicas ≥ 0.9× one",
+        `the queues row: task i asks for 250 + i % ${work.shapes} millicores and is in queue i % ${work.queues}; each Queue has an equal share of the fleet as quota and as much again to borrow, weights 1-3, so claims order by fair share and every lease is checked against its queue's quota, and re-checked by the store`,
         "server CPU is utime+stime of the server processes from /proc over the load (three replicas: all three); wall is first claim to last complete",
         "the load starts once the Hub has fallen quiet after the dispatch and again after the Runners registered (its conditions pass rewrites every queued task then)",
         "written per lease: write_bytes from /proc/PID/io over the load, of the Hub (SQLite: its WAL and checkpoints) or of the Hubs and etcd (what etcd made durable)",
