@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { openSqliteStore } from "../../src/store/sqlite.ts";
+import type { AdmissionConditions } from "../../src/reconciler/admission-conditions.ts";
 import { eventually, post, registerBody, startHub, type TestHub } from "../support/hub.ts";
 
 const A = "loom.dev/v1alpha1";
@@ -77,5 +78,17 @@ describe("Admitted condition while leases come and go", () => {
       return c?.status === "False" && c;
     }, "b waiting");
     expect(c.reason).toBe("worker_concurrency_reached");
+  });
+
+  it("spaces its passes by their length: one asked for right after a pass waits, and writes nothing", async () => {
+    const h = await start(300);
+    await eventually(() => admitted(h, "b")?.status === "True", "b admissible");
+    const conditions = h.hub.controllers!.admission.reconciler as AdmissionConditions;
+    await conditions.reconcile();
+    const ran = conditions.passesRun;
+    const again = await conditions.reconcile();
+    expect(conditions.passesRun).toBe(ran);
+    expect(again).toMatchObject({ writes: 0 });
+    expect(again?.requeueAfterMs).toBeGreaterThan(0);
   });
 });
