@@ -185,11 +185,7 @@ export class EtcdStore extends TxnWrites implements Store {
     return { request_put: { key: Buffer.from(this.revisionKey), value: Buffer.from("") } };
   }
 
-  /** How many Txns the writes went out in (group commit, etcd-batch.ts), for diagnostics. */
-  batchStats(): TxnBatcher["stats"] {
-    return { ...this.batcher.stats };
-  }
-
+  /** The Txns the writes went out in (group commit, etcd-batch.ts). */
   commitStats(): { commits: number; writes: number } {
     return { commits: this.batcher.stats.txns, writes: this.batcher.stats.writes };
   }
