@@ -361,11 +361,7 @@ export class SqliteStore extends TxnWrites implements Store {
     return this.commit(ops, opts);
   }
 
-  /** How many WAL flushes have run and how many writes they carried (group commit's batch size). */
-  syncStats(): { flushes: number; writes: number } {
-    return { flushes: this.sync.flushes, writes: this.sync.flushedWrites };
-  }
-
+  /** The WAL flushes the writes went out in (group commit, wal-sync.ts). */
   commitStats(): { commits: number; writes: number } {
     return { commits: this.sync.flushes, writes: this.sync.flushedWrites };
   }

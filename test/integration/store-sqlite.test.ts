@@ -46,14 +46,14 @@ describe("sqlite store specifics", () => {
 
   it("answers a write only once a WAL flush covering it has completed, and flushes concurrent writes in groups", async () => {
     const { store } = await fresh();
-    const before = store.syncStats().flushes;
+    const before = store.commitStats().commits;
     const written = await Promise.all(
       Array.from({ length: 100 }, (_, i) =>
         store.create(task(`t${i}`)).then((o) => ({ o, durable: store.durableRevision() })),
       ),
     );
     for (const { o, durable } of written) expect(durable).toBeGreaterThanOrEqual(Number(o.metadata.resourceVersion));
-    const flushes = store.syncStats().flushes - before;
+    const flushes = store.commitStats().commits - before;
     expect(flushes).toBeGreaterThanOrEqual(1);
     expect(flushes).toBeLessThan(100);
   });
