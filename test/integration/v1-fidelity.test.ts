@@ -267,6 +267,11 @@ describe("an idle v1 Direct Runner (it heartbeats only at registration and after
       ).toBe(200);
       // (a dispatcher pass may ask once while the registration is landing; count from here)
       await eventually(() => hub.hub.scheduler.ctx.liveness.get("wp"), "wp's registration seen");
+      // An answer that lands after the clock moves would count as a call made just now.
+      await eventually(
+        async () => (await events(hub, "wp", "RunnerAnswered")).length === pusher.probes,
+        "every probe so far answered",
+      );
       clock += 150_000;
       pusher.probes = 0;
       expect(
