@@ -58,55 +58,78 @@ const join = (at: string, key: string | number) =>
 /**
  * Bounds for any value, schema or not: depth, string length, no NUL, finite numbers, item
  * counts. Iterative; stops after a few errors (one bad field is enough to refuse).
+ *
+ * `prev` is a value already within these bounds that `value` replaces (a stored status): a
+ * part of `value` that is the very same object at the same place in `prev` is not walked
+ * again. Stored objects are never changed in place, so that part is what was checked.
  */
 export function boundErrors(
   value: unknown,
   at = "",
   opts: { depth?: number; stringLength?: number; items?: number } = {},
+  prev?: unknown,
 ): FieldError[] {
   const maxDepth = opts.depth ?? LIMITS.depth;
   const maxString = opts.stringLength ?? LIMITS.freeStringLength;
   const maxItems = opts.items ?? LIMITS.freeItems;
   const errs: FieldError[] = [];
-  const stack: [unknown, string, number][] = [[value, at, 0]];
+  // A node's path is spelled out only for an error: most values have none.
+  const fieldOf = (n: BoundNode): string => {
+    const keys: (string | number)[] = [];
+    for (let c: BoundNode | undefined = n; c?.parent; c = c.parent) keys.push(c.key!);
+    return keys.reduceRight<string>((path, k) => join(path, k), at);
+  };
+  const stack: BoundNode[] = [{ v: value, depth: 0, was: prev }];
   while (stack.length && errs.length < 5) {
-    const [v, path, depth] = stack.pop()!;
+    const n = stack.pop()!;
+    const { v, was } = n;
+    if (v === was && v !== null && typeof v === "object") continue;
     if (typeof v === "string") {
       if (v.length > maxString)
-        errs.push({ field: path, message: `must be at most ${maxString} characters`, reason: "FieldValueInvalid" });
+        errs.push({
+          field: fieldOf(n),
+          message: `must be at most ${maxString} characters`,
+          reason: "FieldValueInvalid",
+        });
       else if (v.includes("\0"))
-        errs.push({ field: path, message: "must not contain NUL characters", reason: "FieldValueInvalid" });
+        errs.push({ field: fieldOf(n), message: "must not contain NUL characters", reason: "FieldValueInvalid" });
     } else if (typeof v === "number") {
       if (!Number.isFinite(v))
-        errs.push({ field: path, message: "must be a finite number", reason: "FieldValueInvalid" });
+        errs.push({ field: fieldOf(n), message: "must be a finite number", reason: "FieldValueInvalid" });
     } else if (v !== null && typeof v === "object") {
-      if (depth >= maxDepth) {
-        errs.push({ field: path, message: `nests deeper than ${maxDepth} levels`, reason: "FieldValueInvalid" });
+      if (n.depth >= maxDepth) {
+        errs.push({ field: fieldOf(n), message: `nests deeper than ${maxDepth} levels`, reason: "FieldValueInvalid" });
         continue;
       }
+      // The same place in `prev`, where it has one.
+      const w = was !== null && typeof was === "object" ? (was as Record<string | number, unknown>) : undefined;
+      const depth = n.depth + 1;
       if (Array.isArray(v)) {
         if (v.length > maxItems)
-          errs.push({ field: path, message: `must have at most ${maxItems} items`, reason: "FieldValueInvalid" });
-        else for (let i = 0; i < v.length; i++) stack.push([v[i], join(path, i), depth + 1]);
+          errs.push({ field: fieldOf(n), message: `must have at most ${maxItems} items`, reason: "FieldValueInvalid" });
+        else for (let i = 0; i < v.length; i++) stack.push({ v: v[i], depth, was: w?.[i], parent: n, key: i });
       } else {
         const keys = Object.keys(v);
         if (keys.length > maxItems)
-          errs.push({ field: path, message: `must have at most ${maxItems} keys`, reason: "FieldValueInvalid" });
+          errs.push({ field: fieldOf(n), message: `must have at most ${maxItems} keys`, reason: "FieldValueInvalid" });
         else
           for (const k of keys) {
             if (k.length > LIMITS.stringLength || k.includes("\0"))
               errs.push({
-                field: path,
+                field: fieldOf(n),
                 message: "has a key that is too long or contains NUL",
                 reason: "FieldValueInvalid",
               });
-            else stack.push([(v as Record<string, unknown>)[k], join(path, k), depth + 1]);
+            else stack.push({ v: (v as Record<string, unknown>)[k], depth, was: w?.[k], parent: n, key: k });
           }
       }
     }
   }
   return errs;
 }
+
+/** One value boundErrors still has to look at: where it is, and what stood there in `prev`. */
+type BoundNode = { v: unknown; depth: number; was: unknown; parent?: BoundNode; key?: string | number };
 
 type Schema = Record<string, any>;
 

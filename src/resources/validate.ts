@@ -118,16 +118,76 @@ function statusValidatorFor(kind: string): ValidateFunction | null {
 }
 
 /**
+ * A kind's status schema in parts: `shell` holds the rules of the status object itself
+ * (its type, known fields, required fields, CEL rules) with every field's own schema left
+ * open, and `field(k)` the schema of field k alone. The shell and every field passing is
+ * exactly the whole schema passing: a field's schema looks at nothing outside the field.
+ */
+type StatusParts = { shell: ValidateFunction; field(k: string): ValidateFunction | undefined };
+const statusParts = new Map<string, StatusParts | null>();
+
+function statusPartsFor(kind: string): StatusParts | null {
+  let parts = statusParts.get(kind);
+  if (parts !== undefined) return parts;
+  const status = loadCrds().get(kind)?.schema.properties?.status;
+  const props = status?.properties;
+  if (!status || !props) {
+    statusParts.set(kind, null);
+    return null;
+  }
+  const open = Object.fromEntries(Object.keys(props).map((k) => [k, {}]));
+  const shell = ajv.compile(
+    closeObjects(withDefaultLimits({ type: "object", properties: { status: { ...status, properties: open } } })),
+  );
+  const fields = new Map<string, ValidateFunction>();
+  parts = {
+    shell,
+    field(k) {
+      if (!(k in props)) return undefined; // the shell refuses an unknown field
+      let v = fields.get(k);
+      if (!v) {
+        // Compiled under status.k, so errors name the field as the whole schema would.
+        const only = closeObjects(withDefaultLimits(props[k]));
+        v = ajv.compile({ type: "object", properties: { status: { type: "object", properties: { [k]: only } } } });
+        fields.set(k, v);
+      }
+      return v;
+    },
+  };
+  statusParts.set(kind, parts);
+  return parts;
+}
+
+const fieldErrors = (v: ValidateFunction) =>
+  (v.errors ?? []).map(toFieldError).filter((e): e is FieldError => e !== undefined);
+
+/**
  * Validate only the status of an object whose metadata and spec are already stored: what a
  * status write changes. Same rules, limits and messages as validateObject, on less input.
+ * `prev` is the stored status the write replaces: a field that is the very same value as
+ * there was validated when it was stored (stored objects are never changed in place), so
+ * only the fields the write changed are checked, with the status object's own rules.
  */
-export function validateStatus(obj: { kind: string; status?: unknown }): FieldError[] {
+export function validateStatus(obj: { kind: string; status?: unknown }, prev?: unknown): FieldError[] {
   const part = { status: obj.status };
-  const bounds = boundErrors(part);
+  const isRecord = (x: unknown): x is Record<string, unknown> =>
+    x !== null && typeof x === "object" && !Array.isArray(x);
+  const bounds = boundErrors(part, "", {}, isRecord(prev) ? { status: prev } : undefined);
   if (bounds.length) return bounds;
+  const parts = isRecord(prev) && isRecord(obj.status) ? statusPartsFor(obj.kind) : null;
+  if (parts && isRecord(prev) && isRecord(obj.status)) {
+    const errs: FieldError[] = [];
+    if (!parts.shell(part)) errs.push(...fieldErrors(parts.shell));
+    for (const [k, val] of Object.entries(obj.status)) {
+      if (val === prev[k]) continue;
+      const v = parts.field(k);
+      if (v && !v(part)) errs.push(...fieldErrors(v));
+    }
+    return dedupe(errs);
+  }
   const v = statusValidatorFor(obj.kind);
   if (!v || v(part)) return [];
-  return dedupe((v.errors ?? []).map(toFieldError).filter((e): e is FieldError => e !== undefined));
+  return dedupe(fieldErrors(v));
 }
 
 /** Compile a request schema with the same ajv, rules and default limits as the CRDs. */

@@ -124,15 +124,18 @@ function changedObject(
   return obj;
 }
 
-/** Checks an object about to be stored; `statusOnly`: only its status changed (the rest is stored already). */
-export type Validator = (obj: StoredObject, statusOnly?: boolean) => void;
+/**
+ * Checks an object about to be stored; `statusOnly`: only its status changed (the rest is
+ * stored already), and `prevStatus` is the stored status it replaces.
+ */
+export type Validator = (obj: StoredObject, statusOnly?: boolean, prevStatus?: unknown) => void;
 
 /** CRD kinds are validated against their schema, every other kind (Event, ...) by its metadata. */
 export function objectValidator(): Validator {
   const crdKinds = new Set(loadCrds().keys());
-  return (obj, statusOnly = false) => {
+  return (obj, statusOnly = false, prevStatus) => {
     const causes = statusOnly
-      ? validateStatus(obj)
+      ? validateStatus(obj, prevStatus)
       : crdKinds.has(obj.kind)
         ? validateObject(obj)
         : validateMetadata(obj);
@@ -269,7 +272,7 @@ export function decideOp(
       if (!cur) throw notFound(kind, name);
       precondition(kind, name, input.metadata.resourceVersion, cur);
       const obj = changedObject(op.op, input, cur, rv);
-      validate(obj, statusOnly);
+      validate(obj, statusOnly, statusOnly ? cur.status : undefined);
       view.allocate(kind, cur, obj);
       return { kind, name, type: "MODIFIED", stored: obj, result: obj };
     }

@@ -1,0 +1,77 @@
+// A status write is validated on what it changes: the fields that are not the very value the
+// stored status holds, and the status object's own rules. Same answers as validating it whole.
+import { describe, expect, it } from "vitest";
+import { boundErrors } from "../../src/resources/limits.ts";
+import { validateStatus } from "../../src/resources/validate.ts";
+
+const lease = {
+  worker: "w1",
+  epoch: 1,
+  mode: "pull",
+  leased_at: "2026-01-01T00:00:00.000Z",
+  lease_until: "2026-01-01T00:10:00.000Z",
+  placement: "shared",
+  reservation: { cpu_millis: 250, memory_mb: 256, disk_mb: 0, gpu_count: 0 },
+  admission: { ok: true, requested: { cpu_millis: 250 } },
+};
+const leased = { state: "leased", attempt: 1, lease, conditions: [] };
+const task = (status: unknown) => ({ kind: "Task", status });
+
+describe("validateStatus with the stored status it replaces", () => {
+  it("accepts a valid change, sharing what it keeps", () => {
+    const next = { ...leased, state: "running", lease: { ...lease, started_at: "2026-01-01T00:00:01.000Z" } };
+    expect(validateStatus(task(next), leased)).toEqual([]);
+    expect(validateStatus(task(next))).toEqual([]);
+  });
+
+  it("refuses a changed field as the whole schema does, naming it", () => {
+    const next = { ...leased, lease: { ...lease, epoch: -1 } };
+    const whole = validateStatus(task(next));
+    expect(whole.map((e) => e.field)).toEqual(["status.lease.epoch"]);
+    expect(validateStatus(task(next), leased)).toEqual(whole);
+    const bad = { ...leased, finished_at: "yesterday" };
+    expect(validateStatus(task(bad), leased)).toEqual(validateStatus(task(bad)));
+    expect(validateStatus(task(bad), leased).map((e) => e.field)).toEqual(["status.finished_at"]);
+  });
+
+  it("keeps the status object's own rules: unknown fields and the lease rule", () => {
+    const unknown = { ...leased, leese: lease };
+    expect(validateStatus(task(unknown), leased)).toEqual([
+      { field: "status.leese", message: "unknown field", reason: "FieldUnknown" },
+    ]);
+    // `state` is unchanged, yet a leased task without its lease is still refused.
+    const { lease: _dropped, ...noLease } = leased;
+    expect(validateStatus(task(noLease), leased)).toEqual(validateStatus(task(noLease)));
+    expect(validateStatus(task(noLease), leased)).not.toEqual([]);
+  });
+
+  it("does not look again at a field that is the stored value itself", () => {
+    // A status stored under older, looser rules: its unchanged field is not held against a new write.
+    const old = { ...leased, finished_at: "yesterday" };
+    const next = { ...old, attempt: 2 };
+    expect(validateStatus(task(next))).not.toEqual([]);
+    expect(validateStatus(task(next), old)).toEqual([]);
+    // An equal copy is not the stored value: it is checked.
+    expect(validateStatus(task({ ...next, finished_at: String(old.finished_at) }), old)).toEqual([]);
+    expect(validateStatus(task({ ...next, lease: { ...lease, epoch: -1 } }), old)).not.toEqual([]);
+  });
+});
+
+describe("boundErrors with the value it replaces", () => {
+  it("skips only what is the same object at the same place", () => {
+    const shared = { log: "a\0b" };
+    expect(boundErrors({ status: { error: shared } }, "")).toHaveLength(1);
+    expect(boundErrors({ status: { error: shared, n: 1 } }, "", {}, { status: { error: shared } })).toEqual([]);
+    // The same object somewhere else is walked: bounds depend on where a value sits.
+    expect(boundErrors({ status: { other: shared } }, "", {}, { status: { error: shared } })).toEqual([
+      { field: "status.other.log", message: "must not contain NUL characters", reason: "FieldValueInvalid" },
+    ]);
+    expect(boundErrors({ status: { error: { ...shared } } }, "", {}, { status: { error: shared } })).toHaveLength(1);
+  });
+
+  it("names the field of an error deep inside", () => {
+    expect(boundErrors({ a: [{ b: Number.NaN }] }, "spec")).toEqual([
+      { field: "spec.a[0].b", message: "must be a finite number", reason: "FieldValueInvalid" },
+    ]);
+  });
+});
