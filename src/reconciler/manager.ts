@@ -102,7 +102,12 @@ export class ControllerManager {
       this.queues.enqueue(o.metadata.name);
       this.wakeQueuePasses(); // a new quota or weight can move any queued task's answer
     } else if (o.kind === "Worker") {
-      this.workers.enqueue(o.metadata.name);
+      // A new worker or a new spec is looked at once. A status change (the worker controller's
+      // own write, a Runner's registration) waits the coalescing delay as lease changes do:
+      // otherwise each status write would start the next pass at once, and a busy worker's
+      // status would be rewritten back to back.
+      const news = ev.type !== "MODIFIED" || ev.old?.metadata.generation !== o.metadata.generation;
+      this.workers.enqueue(o.metadata.name, news ? 0 : WORKER_STATUS_COALESCE_MS);
       this.wakeQueuePasses();
     } else if (isKind(o, "Task")) {
       const campaign = CampaignReconciler.keyOf(o) ?? (ev.old ? CampaignReconciler.keyOf(ev.old) : undefined);
