@@ -83,7 +83,28 @@ export type EffectiveCapacity = {
   unknown: ResourceField[];
 };
 
+/** Decided once per Worker object: a stored object never changes, a write makes a new one. */
+const decided = new WeakMap<Worker, EffectiveCapacity>();
+
+/**
+ * What the scheduler may reserve on `worker`, and where each figure came from. The answer is
+ * shared by every caller for as long as the object is current, so it is frozen.
+ */
 export function effectiveCapacity(worker: Worker): EffectiveCapacity {
+  let eff = decided.get(worker);
+  if (!eff) decided.set(worker, (eff = deepFreeze(decideCapacity(worker))));
+  return eff;
+}
+
+function deepFreeze(e: EffectiveCapacity): EffectiveCapacity {
+  Object.freeze(e.capacity.gpu_types);
+  Object.freeze(e.capacity);
+  Object.freeze(e.sources);
+  Object.freeze(e.unknown);
+  return Object.freeze(e);
+}
+
+function decideCapacity(worker: Worker): EffectiveCapacity {
   const spec = worker.spec.resource_capacity;
   const reg = worker.status?.registration;
   const host = reg?.host_resources;
