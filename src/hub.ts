@@ -266,7 +266,7 @@ export class Hub {
       forceCloseConnections: true,
       ...(https ? { https } : {}),
     });
-    logRequests(http);
+    logRequests(http, opts.logLevel);
     const hub = new Hub(backend, cache, http, opts);
     try {
       // The scheduler follows the informer from before its first list, so its queue is already full.
