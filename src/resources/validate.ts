@@ -104,19 +104,6 @@ function validatorFor(kind: string): ValidateFunction | undefined {
   return v;
 }
 
-const statusValidators = new Map<string, ValidateFunction | null>();
-
-/** A validator of `{ status }` alone for a kind: a status write keeps spec and metadata as stored (already valid). */
-function statusValidatorFor(kind: string): ValidateFunction | null {
-  let v = statusValidators.get(kind);
-  if (v === undefined) {
-    const status = loadCrds().get(kind)?.schema.properties?.status;
-    v = status ? ajv.compile(closeObjects(withDefaultLimits({ type: "object", properties: { status } }))) : null;
-    statusValidators.set(kind, v);
-  }
-  return v;
-}
-
 /**
  * A kind's status schema in parts: `shell` holds the rules of the status object itself
  * (its type, known fields, required fields, CEL rules) with every field's own schema left
@@ -130,20 +117,26 @@ function statusPartsFor(kind: string): StatusParts | null {
   let parts = statusParts.get(kind);
   if (parts !== undefined) return parts;
   const status = loadCrds().get(kind)?.schema.properties?.status;
-  const props = status?.properties;
-  if (!status || !props) {
+  if (!status) {
     statusParts.set(kind, null);
     return null;
   }
+  // A status without named fields has no parts: its shell is the whole schema.
+  const props: Record<string, JSONSchema> = status.properties ?? {};
   const open = Object.fromEntries(Object.keys(props).map((k) => [k, {}]));
   const shell = ajv.compile(
-    closeObjects(withDefaultLimits({ type: "object", properties: { status: { ...status, properties: open } } })),
+    closeObjects(
+      withDefaultLimits({
+        type: "object",
+        properties: { status: status.properties ? { ...status, properties: open } : status },
+      }),
+    ),
   );
   const fields = new Map<string, ValidateFunction>();
   parts = {
     shell,
     field(k) {
-      if (!(k in props)) return undefined; // the shell refuses an unknown field
+      if (!Object.hasOwn(props, k)) return undefined; // the shell refuses an unknown field
       let v = fields.get(k);
       if (!v) {
         // Compiled under status.k, so errors name the field as the whole schema would.
@@ -170,25 +163,23 @@ const fieldErrors = (v: ValidateFunction) =>
  */
 export function validateStatus(obj: { kind: string; status?: unknown }, prev?: unknown): FieldError[] {
   const part = { status: obj.status };
-  const isRecord = (x: unknown): x is Record<string, unknown> =>
-    x !== null && typeof x === "object" && !Array.isArray(x);
-  const bounds = boundErrors(part, "", {}, isRecord(prev) ? { status: prev } : undefined);
+  const was = isRecord(prev) ? prev : undefined;
+  const bounds = boundErrors(part, "", {}, was && { status: was });
   if (bounds.length) return bounds;
-  const parts = isRecord(prev) && isRecord(obj.status) ? statusPartsFor(obj.kind) : null;
-  if (parts && isRecord(prev) && isRecord(obj.status)) {
-    const errs: FieldError[] = [];
-    if (!parts.shell(part)) errs.push(...fieldErrors(parts.shell));
+  const parts = statusPartsFor(obj.kind);
+  if (!parts) return [];
+  const errs: FieldError[] = [];
+  if (!parts.shell(part)) errs.push(...fieldErrors(parts.shell));
+  if (isRecord(obj.status))
     for (const [k, val] of Object.entries(obj.status)) {
-      if (val === prev[k]) continue;
+      if (was && val === was[k]) continue;
       const v = parts.field(k);
       if (v && !v(part)) errs.push(...fieldErrors(v));
     }
-    return dedupe(errs);
-  }
-  const v = statusValidatorFor(obj.kind);
-  if (!v || v(part)) return [];
-  return dedupe(fieldErrors(v));
+  return dedupe(errs);
 }
+
+const isRecord = (x: unknown): x is Record<string, unknown> => x !== null && typeof x === "object" && !Array.isArray(x);
 
 /** Compile a request schema with the same ajv, rules and default limits as the CRDs. */
 export function compileSchema(schema: JSONSchema): (data: unknown) => FieldError[] {
