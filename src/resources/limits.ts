@@ -2,7 +2,8 @@
 // what they leave open (a string with no maxLength, an integer with no maximum, an array with
 // no maxItems) gets the defaults below when the schemas are compiled, and the parts a schema
 // passes through unchecked (payload, host snapshot, error details) are walked with the same
-// bounds. Nothing here recurses, so hostile nesting cannot exhaust the stack.
+// bounds. The walk recurses only below a depth it has checked, so hostile nesting cannot
+// exhaust the stack.
 import type { FieldError } from "./field-error.ts";
 
 export const LIMITS = {
@@ -57,7 +58,7 @@ const join = (at: string, key: string | number) =>
 
 /**
  * Bounds for any value, schema or not: depth, string length, no NUL, finite numbers, item
- * counts. Iterative; stops after a few errors (one bad field is enough to refuse).
+ * counts. Stops after a few errors (one bad field is enough to refuse).
  *
  * `prev` is a value already within these bounds that `value` replaces (a stored status): a
  * part of `value` that is the very same object at the same place in `prev` is not walked
@@ -69,67 +70,76 @@ export function boundErrors(
   opts: { depth?: number; stringLength?: number; items?: number } = {},
   prev?: unknown,
 ): FieldError[] {
-  const maxDepth = opts.depth ?? LIMITS.depth;
-  const maxString = opts.stringLength ?? LIMITS.freeStringLength;
-  const maxItems = opts.items ?? LIMITS.freeItems;
-  const errs: FieldError[] = [];
-  // A node's path is spelled out only for an error: most values have none.
-  const fieldOf = (n: BoundNode): string => {
-    const keys: (string | number)[] = [];
-    for (let c: BoundNode | undefined = n; c?.parent; c = c.parent) keys.push(c.key!);
-    return keys.reduceRight<string>((path, k) => join(path, k), at);
-  };
-  const stack: BoundNode[] = [{ v: value, depth: 0, was: prev }];
-  while (stack.length && errs.length < 5) {
-    const n = stack.pop()!;
-    const { v, was } = n;
-    if (v === was && v !== null && typeof v === "object") continue;
-    if (typeof v === "string") {
-      if (v.length > maxString)
-        errs.push({
-          field: fieldOf(n),
-          message: `must be at most ${maxString} characters`,
-          reason: "FieldValueInvalid",
-        });
-      else if (v.includes("\0"))
-        errs.push({ field: fieldOf(n), message: "must not contain NUL characters", reason: "FieldValueInvalid" });
-    } else if (typeof v === "number") {
-      if (!Number.isFinite(v))
-        errs.push({ field: fieldOf(n), message: "must be a finite number", reason: "FieldValueInvalid" });
-    } else if (v !== null && typeof v === "object") {
-      if (n.depth >= maxDepth) {
-        errs.push({ field: fieldOf(n), message: `nests deeper than ${maxDepth} levels`, reason: "FieldValueInvalid" });
-        continue;
-      }
-      // The same place in `prev`, where it has one.
-      const w = was !== null && typeof was === "object" ? (was as Record<string | number, unknown>) : undefined;
-      const depth = n.depth + 1;
-      if (Array.isArray(v)) {
-        if (v.length > maxItems)
-          errs.push({ field: fieldOf(n), message: `must have at most ${maxItems} items`, reason: "FieldValueInvalid" });
-        else for (let i = 0; i < v.length; i++) stack.push({ v: v[i], depth, was: w?.[i], parent: n, key: i });
-      } else {
-        const keys = Object.keys(v);
-        if (keys.length > maxItems)
-          errs.push({ field: fieldOf(n), message: `must have at most ${maxItems} keys`, reason: "FieldValueInvalid" });
-        else
-          for (const k of keys) {
-            if (k.length > LIMITS.stringLength || k.includes("\0"))
-              errs.push({
-                field: fieldOf(n),
-                message: "has a key that is too long or contains NUL",
-                reason: "FieldValueInvalid",
-              });
-            else stack.push({ v: (v as Record<string, unknown>)[k], depth, was: w?.[k], parent: n, key: k });
-          }
-      }
-    }
-  }
-  return errs;
+  const walk = new BoundWalk(
+    at,
+    opts.depth ?? LIMITS.depth,
+    opts.stringLength ?? LIMITS.freeStringLength,
+    opts.items ?? LIMITS.freeItems,
+  );
+  walk.visit(value, prev, 0);
+  return walk.errs;
 }
 
-/** One value boundErrors still has to look at: where it is, and what stood there in `prev`. */
-type BoundNode = { v: unknown; depth: number; was: unknown; parent?: BoundNode; key?: string | number };
+/**
+ * The walk behind boundErrors. It recurses, but only below a depth it has checked first, so
+ * a hostile nesting ends at `maxDepth` frames; it allocates nothing per value (the path is a
+ * stack of keys, spelled out only for an error), as most walks find nothing.
+ */
+class BoundWalk {
+  readonly errs: FieldError[] = [];
+  private readonly keys: (string | number)[] = [];
+
+  constructor(
+    private readonly at: string,
+    private readonly maxDepth: number,
+    private readonly maxString: number,
+    private readonly maxItems: number,
+  ) {}
+
+  /** `was`: what stood at this place in `prev`. */
+  visit(v: unknown, was: unknown, depth: number): void {
+    if (this.errs.length >= 5) return;
+    if (typeof v === "string") {
+      if (v.length > this.maxString) this.error(`must be at most ${this.maxString} characters`);
+      else if (v.includes("\0")) this.error("must not contain NUL characters");
+      return;
+    }
+    if (typeof v === "number") {
+      if (!Number.isFinite(v)) this.error("must be a finite number");
+      return;
+    }
+    if (v === null || typeof v !== "object" || v === was) return;
+    if (depth >= this.maxDepth) return this.error(`nests deeper than ${this.maxDepth} levels`);
+    const w = was !== null && typeof was === "object" ? (was as Record<string | number, unknown>) : undefined;
+    if (Array.isArray(v)) {
+      if (v.length > this.maxItems) return this.error(`must have at most ${this.maxItems} items`);
+      for (let i = 0; i < v.length && this.errs.length < 5; i++) {
+        this.keys.push(i);
+        this.visit(v[i], w?.[i], depth + 1);
+        this.keys.pop();
+      }
+      return;
+    }
+    let count = 0;
+    for (const k in v) {
+      if (!Object.hasOwn(v, k)) continue;
+      if (++count > this.maxItems) return this.error(`must have at most ${this.maxItems} keys`);
+      if (k.length > LIMITS.stringLength || k.includes("\0")) {
+        this.error("has a key that is too long or contains NUL");
+        continue;
+      }
+      this.keys.push(k);
+      this.visit((v as Record<string, unknown>)[k], w?.[k], depth + 1);
+      this.keys.pop();
+      if (this.errs.length >= 5) return;
+    }
+  }
+
+  private error(message: string): void {
+    const field = this.keys.reduce<string>((path, k) => join(path, k), this.at);
+    this.errs.push({ field, message, reason: "FieldValueInvalid" });
+  }
+}
 
 type Schema = Record<string, any>;
 

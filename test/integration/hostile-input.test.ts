@@ -112,7 +112,7 @@ describe("JSON nested deeper than 64 levels is refused before parsing", () => {
     expect(jsonTooDeep(Buffer.from(deep(65)))).toBe(true);
     expect(jsonTooDeep(Buffer.from(JSON.stringify({ s: "[".repeat(1000) + '\\"' })))).toBe(false);
   });
-  it("a deep object from any other door (a file) fails validation naming where, without recursion", () => {
+  it("a deep object from any other door (a file) fails validation naming where, walking no deeper than the limit", () => {
     const errs = validateObject({
       apiVersion: "loom.dev/v1alpha1",
       kind: "Task",

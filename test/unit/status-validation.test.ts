@@ -69,6 +69,20 @@ describe("boundErrors with the value it replaces", () => {
     expect(boundErrors({ status: { error: { ...shared } } }, "", {}, { status: { error: shared } })).toHaveLength(1);
   });
 
+  it("stops at the depth limit however deep the value goes, naming where", () => {
+    let deep: Record<string, unknown> = {};
+    for (let i = 0; i < 100_000; i++) deep = { a: deep };
+    const errs = boundErrors({ x: deep }, "spec");
+    expect(errs).toHaveLength(1);
+    expect(errs[0].message).toBe("nests deeper than 64 levels");
+    expect(errs[0].field).toBe(`spec.x${".a".repeat(63)}`);
+  });
+
+  it("reports at most five errors, in document order", () => {
+    const value = Object.fromEntries(Array.from({ length: 8 }, (_, i) => [`k${i}`, Number.NaN]));
+    expect(boundErrors(value).map((e) => e.field)).toEqual(["k0", "k1", "k2", "k3", "k4"]);
+  });
+
   it("names the field of an error deep inside", () => {
     expect(boundErrors({ a: [{ b: Number.NaN }] }, "spec")).toEqual([
       { field: "spec.a[0].b", message: "must be a finite number", reason: "FieldValueInvalid" },
