@@ -42,7 +42,10 @@ export function normalise(spec?: ResourceSpec | null): Vector {
 export function add(a: Vector, b: Vector): Vector {
   const out = zero();
   for (const f of RESOURCE_FIELDS) out[f] = a[f] + b[f];
-  out.gpu_types = normaliseTypes([...a.gpu_types, ...b.gpu_types]);
+  // Both sides are sorted and de-duplicated already: with one side empty the other is the union.
+  if (b.gpu_types.length === 0) out.gpu_types = [...a.gpu_types];
+  else if (a.gpu_types.length === 0) out.gpu_types = [...b.gpu_types];
+  else out.gpu_types = normaliseTypes([...a.gpu_types, ...b.gpu_types]);
   return out;
 }
 

@@ -174,10 +174,9 @@ export function writeAdmission(
   }
   if (isActive(state) && st.lease) {
     const conds = (st.conditions ??= []);
-    const message = `admitted on ${st.lease.worker}`;
-    setCondition(conds, { type: "Admitted", status: "True", reason: "Admitted", message }, nowIso);
-    if (getCondition(conds, "Unsatisfiable"))
-      setCondition(conds, { type: "Unsatisfiable", status: "False", reason: "Admitted", message }, nowIso);
+    const { admitted, unsatisfiable } = leasedAdmission(st.lease.worker);
+    setCondition(conds, admitted, nowIso);
+    if (getCondition(conds, "Unsatisfiable")) setCondition(conds, unsatisfiable, nowIso);
     return st;
   }
   if (st.conditions)
@@ -200,12 +199,22 @@ export function admissionUnsettled(st: TaskStatus | undefined): boolean {
     return (
       st.conditions?.some((c) => c.type === "Unsatisfiable" || (c.type === "Admitted" && c.status !== "True")) ?? false
     );
-  const probe: TaskStatus = {
-    state: st.state,
-    lease: st.lease,
-    conditions: (st.conditions ?? []).map((c) => ({ ...c })),
+  // Leased or running: whether writeAdmission's conditions would change a field (this runs on
+  // every Task the informer stores, so it compares in place).
+  const { admitted, unsatisfiable } = leasedAdmission(st.lease.worker);
+  const differs = (c: Condition | undefined, want: Omit<Condition, "lastTransitionTime">) =>
+    c === undefined || c.status !== want.status || c.reason !== want.reason || c.message !== want.message;
+  const un = getCondition(st.conditions, "Unsatisfiable");
+  return differs(getCondition(st.conditions, "Admitted"), admitted) || (un !== undefined && differs(un, unsatisfiable));
+}
+
+/** The admission conditions of a task that holds a lease on `worker`. */
+function leasedAdmission(worker: string): Record<"admitted" | "unsatisfiable", Omit<Condition, "lastTransitionTime">> {
+  const message = `admitted on ${worker}`;
+  return {
+    admitted: { type: "Admitted", status: "True", reason: "Admitted", message },
+    unsatisfiable: { type: "Unsatisfiable", status: "False", reason: "Admitted", message },
   };
-  return JSON.stringify(settleAdmission(probe, "").conditions) !== JSON.stringify(st.conditions ?? []);
 }
 
 export const FAILED_STATES: readonly string[] = ["dirty", "run_error", "blocked", "cancelled", "lease_expired"];
