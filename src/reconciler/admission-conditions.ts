@@ -213,7 +213,7 @@ export class AdmissionConditions implements Reconciler {
       views.push(this.deps.workerView(w));
       if (slice.due()) await slice.pause();
     }
-    const nom = this.deps.nominate(views, now);
+    const nom = await this.deps.nominate(views, now, slice);
     const nominees = new Map<string, Nomination>([...nom.byWorker.values()].map((n) => [n.task.name, n]));
     if (nom.nextDue < Infinity) this.nextDue = Math.min(this.nextDue, nom.nextDue);
     for (const [i, v] of views.entries()) {

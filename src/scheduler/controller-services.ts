@@ -12,7 +12,7 @@ import type { SchedulerContext } from "./context.ts";
 import type { PushOptions } from "./direct-endpoint.ts";
 import { confirmDirectRunners } from "./direct-liveness.ts";
 import type { Liveness } from "./liveness.ts";
-import { nominate, type Nomination } from "./nomination.ts";
+import { nominate, type Nomination, type Slicer } from "./nomination.ts";
 import { pushTask } from "./push.ts";
 import { queuesReport } from "./queue-explain.ts";
 import type { QueueLedger } from "./queue-ledger.ts";
@@ -62,7 +62,11 @@ export interface ControllerServices {
   /** Every queue's figures and rank (also what the Hub's metrics show). */
   queuesReport(): ReturnType<typeof queuesReport>;
   /** The nominations of the queued tasks that fit nowhere, over these views. */
-  nominate(views: readonly WorkerView[], now: number): { byWorker: Map<string, Nomination>; nextDue: number };
+  nominate(
+    views: readonly WorkerView[],
+    now: number,
+    slice?: Slicer,
+  ): Promise<{ byWorker: Map<string, Nomination>; nextDue: number }>;
 }
 
 export function controllerServices(ctx: SchedulerContext, queue: ClaimQueue): ControllerServices {
@@ -89,6 +93,6 @@ export function controllerServices(ctx: SchedulerContext, queue: ClaimQueue): Co
     reclaimLease: (plan, victim) => reclaimLease(ctx, plan, victim),
     expireLease: (task) => expireLease(ctx, task),
     queuesReport: () => queuesReport(ctx),
-    nominate: (views, now) => nominate(ctx, queue, views, now, ctx.opts.nominateAfterSeconds ?? 60),
+    nominate: (views, now, slice) => nominate(ctx, queue, views, now, ctx.opts.nominateAfterSeconds ?? 60, slice),
   };
 }

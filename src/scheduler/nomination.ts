@@ -39,6 +39,9 @@ export const thresholdMs = (t: Task, hubSeconds: number): number =>
 
 const priorityOf = (ctx: TaskReads, task: string) => ctx.task(task)?.spec.priority ?? 0;
 
+/** A long computation's time budget (reconciler/slice.ts): when due, it pauses for I/O. */
+export type Slicer = { due(): boolean; pause(): Promise<void> };
+
 /**
  * Nominations for this moment: worker -> nomination. Only the best task of each requirement
  * shape can starve for its shape (the rest wait behind it anyway), and its own threshold is
@@ -48,15 +51,17 @@ const priorityOf = (ctx: TaskReads, task: string) => ctx.task(task)?.spec.priori
  *    priority: it outranks the work that holds that worker, and nominates at once, among
  *    such workers only (again where its blockers end first).
  * Tasks are served in claim order, one per worker. Returns, too, when the next task crosses
- * its threshold (ms, Infinity if none).
+ * its threshold (ms, Infinity if none). Weighing a starving task against thousands of
+ * workers takes a while, so with a `slice` it yields to I/O whenever the slice is due.
  */
-export function nominate(
+export async function nominate(
   ctx: NominationReads,
   queue: ClaimQueue,
   views: readonly WorkerView[],
   now: number,
   hubSeconds: number,
-): { byWorker: Map<string, Nomination>; nextDue: number } {
+  slice?: Slicer,
+): Promise<{ byWorker: Map<string, Nomination>; nextDue: number }> {
   const plain = views.map((v) => ({ ...v, nominee: undefined }));
   // With Queues, priority ranks work within a queue only: a task outranks only leases of its
   // own queue (across queues fair share decides, and a higher number elsewhere holds nothing).
@@ -92,9 +97,15 @@ export function nominate(
   for (const h of heads) {
     const tv = taskView(h.task);
     const q = queueName(h.task.spec);
-    if (plain.some((v) => admit(tv, v).ok)) continue; // it will be claimed as it is
+    let fitsNow = false;
+    for (const v of plain) {
+      if (slice?.due()) await slice.pause();
+      if ((fitsNow = admit(tv, v).ok)) break;
+    }
+    if (fitsNow) continue; // it will be claimed as it is
     let best: Nomination | undefined;
     for (const v of plain) {
+      if (slice?.due()) await slice.pause();
       if (byWorker.has(v.name)) continue;
       if (!h.waited && !(lowestOf(v, q) < h.entry.priority)) continue;
       const b = blockingLeases(ctx, tv, v);

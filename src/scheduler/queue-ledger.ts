@@ -28,17 +28,8 @@ function sameAmounts(a: Amounts | undefined, b: Amounts | undefined): boolean {
   return keys.length === Object.keys(b).length && keys.every((k) => a[k] === b[k]);
 }
 
-/** Counted once per Task object (each event reads the new object and the one it replaces). */
-const contributions = new WeakMap<Task, Contribution | null>();
-
 function contributionOf(t: Task | undefined): Contribution | undefined {
   if (!t) return undefined;
-  let c = contributions.get(t);
-  if (c === undefined) contributions.set(t, (c = countedAs(t) ?? null));
-  return c ?? undefined;
-}
-
-function countedAs(t: Task): Contribution | undefined {
   const queue = queueName(t.spec);
   const l = leaseView(t);
   if (l) return { queue, demand: demandOf(l.reservation), admitted: 1, pending: 0 };
