@@ -97,6 +97,9 @@ CREATE INDEX IF NOT EXISTS allocations_by_worker ON allocations (worker);
 CREATE INDEX IF NOT EXISTS allocations_by_queue ON allocations (${QUEUE_OF_LEASE});
 `;
 
+/** Events the log drops at a time once past its limit: about a millisecond of deleting rows. */
+const COMPACT_STEP = 500;
+
 /** PRAGMA user_version: 1 = the allocations index exists and is complete. */
 const SCHEMA_VERSION = 1;
 
@@ -463,8 +466,10 @@ export class SqliteStore extends TxnWrites implements Store {
     let count = meta.event_count + events.length;
     let compacted = meta.compacted;
     if (count > this.eventLogLimit) {
-      // Compact with some slack so the delete runs every limit/10 commits, not on each one.
-      const target = Math.max(0, this.eventLogLimit - Math.max(1, Math.floor(this.eventLogLimit / 10)));
+      // Compact with some slack, so the delete runs once per COMPACT_STEP events rather than on
+      // every commit; a small step keeps each delete short (it runs inside a write).
+      const step = Math.max(1, Math.min(COMPACT_STEP, Math.floor(this.eventLogLimit / 10)));
+      const target = Math.max(0, this.eventLogLimit - step);
       const cutoff = this.st.nthEventRevision.get(count - target - 1)!;
       count -= this.st.dropEvents.run(cutoff).changes;
       compacted = Math.max(compacted, cutoff);
