@@ -6,6 +6,7 @@
 //
 // Cached objects are read-only for everyone (store.ts); freezing the shared parts turns a
 // write that would reach every task holding them into a TypeError at the writer.
+import { isQueued } from "../resources/types.ts";
 
 /** Subtrees whose JSON is longer are left alone: a large payload is rarely shared. */
 const MAX_SUBTREE_CHARS = 512;
@@ -64,7 +65,10 @@ export class Interner {
     const st = obj.status;
     if (isRecord(st) && st !== old?.status) {
       if (st.state !== undefined) st.state = this.string(st.state);
-      if (Array.isArray(st.conditions)) st.conditions = st.conditions.map((c) => this.subtree(c));
+      // The conditions of waiting tasks repeat (one answer per shape); a lease's conditions name
+      // its worker, epoch and times, so they are its own and would only fill the table.
+      const own = obj.kind === "Task" && !isQueued((st.state as string | undefined) ?? "queued");
+      if (Array.isArray(st.conditions) && !own) st.conditions = st.conditions.map((c) => this.subtree(c));
     }
   }
 }

@@ -65,6 +65,19 @@ it("tasks listed and watched share equal profiles, payloads and conditions, froz
   await inf.waitForRevision(Number(w.metadata.resourceVersion));
   expect(inf.get("Task", "t1")!.status!.conditions![0]).toBe(inf.get("Task", "t2")!.status!.conditions![0]);
   expect(Object.keys(inf.get("Worker", "w1")!.status!)).toEqual(["desired_concurrency"]);
+
+  // A task out of the queue keeps its conditions as its own: they name its lease and times.
+  let last = 0;
+  for (const n of ["t1", "t2"]) {
+    const cur = inf.get("Task", n)!;
+    const out = await store.updateStatus({ ...cur, status: { state: "returned", conditions: [{ ...condition }] } });
+    last = Number(out.metadata.resourceVersion);
+  }
+  await inf.waitForRevision(last);
+  const [d, e] = ["t1", "t2"].map((n) => inf!.get("Task", n)!.status!.conditions![0]);
+  expect(d).toEqual(e);
+  expect(d).not.toBe(e);
+  expect(Object.isFrozen(d)).toBe(false);
 });
 
 it("the interner leaves absent fields absent and large subtrees alone", () => {
