@@ -33,13 +33,22 @@ export type AdmissionConditionsOptions = {
 const UNSETTLED_INDEX = "admission-unsettled";
 
 /**
- * After a pass of T ms, the next starts no sooner than T × PASS_SPACING ms later, so the
- * passes take at most a quarter of the Hub's time, however many shapes and workers they
- * weigh, and requests stay ahead of them. A pass of a few milliseconds waits a few more; one
+ * After a pass that kept the Hub busy for T ms, the next starts no sooner than T ×
+ * PASS_SPACING ms later, so the passes take at most a quarter of the Hub's time, however
+ * many shapes and workers they weigh, and requests stay ahead of them. T is the event loop's
+ * busy time during the pass (the pass's own work and whatever ran between its slices), not
+ * the time it waited for its writes to reach the disk. A pass of a few milliseconds waits a few more; one
  * over 10,000 shapes and their workers, rerun by every lease change, no longer crowds out
  * the leases themselves.
  */
 const PASS_SPACING = 3;
+
+/**
+ * Writes per transaction. A transaction runs as one synchronous step (decide, validate,
+ * encode, index, notify the informer), about a quarter of a millisecond per task, so a
+ * chunk this size holds a request back by some 15 ms at most.
+ */
+const COMMIT_CHUNK = 50;
 
 export const DEFAULT_CONDITIONS: AdmissionConditionsOptions = {
   minIntervalMs: 500,
@@ -133,7 +142,7 @@ export class AdmissionConditions implements Reconciler {
   private readonly answers = new Map<string, { answer: string; since: number }>();
   /** The earliest time a deferred message refresh falls due. */
   private nextDue = Infinity;
-  /** performance.now() before which no pass starts: the last pass's length, PASS_SPACING times over. */
+  /** performance.now() before which no pass starts: the last pass's busy time, PASS_SPACING times over. */
   private nextPassAt = 0;
   writes = 0;
   /** Passes run (a reconcile deferred by PASS_SPACING runs none). */
@@ -163,11 +172,11 @@ export class AdmissionConditions implements Reconciler {
     // A pass asked for too soon after a long one waits (see PASS_SPACING).
     const early = this.nextPassAt - performance.now();
     if (early > 0) return { writes: 0, requeueAfterMs: Math.ceil(early) };
-    const started = performance.now();
+    const started = performance.eventLoopUtilization();
     const writesBefore = this.writes;
     this.passesRun++;
     const deferred = await this.pass();
-    this.nextPassAt = performance.now() + (performance.now() - started) * PASS_SPACING;
+    this.nextPassAt = performance.now() + performance.eventLoopUtilization(started).active * PASS_SPACING;
     const due = this.nextDue;
     this.nextDue = Infinity;
     const after = Math.min(
@@ -319,14 +328,13 @@ export class AdmissionConditions implements Reconciler {
   /** Write the ops in chunks of one transaction each; returns the indexes of those that landed. */
   private async commit(ops: readonly TxnOp[]): Promise<number[]> {
     const written: number[] = [];
-    for (let i = 0; i < ops.length; i += 200) {
+    const size = Math.min(COMMIT_CHUNK, this.deps.store.maxWritesPerTxn);
+    for (let i = 0; i < ops.length; i += size) {
       // The pass yielded since it read these tasks: a task claimed, cancelled or rewritten
       // meanwhile is left to the next pass, which sees it as it is now. Checked against the
       // informer right before the commit (nothing in between yields), so this process's own
       // writes never make the chunk conflict.
-      const chunk = range(i, Math.min(i + Math.min(200, this.deps.store.maxWritesPerTxn), ops.length)).filter((j) =>
-        this.unchanged(ops[j]),
-      );
+      const chunk = range(i, Math.min(i + size, ops.length)).filter((j) => this.unchanged(ops[j]));
       if (chunk.length === 0) continue;
       try {
         await this.deps.store.txn(chunk.map((j) => ops[j]));
