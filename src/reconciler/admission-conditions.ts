@@ -37,9 +37,9 @@ const UNSETTLED_INDEX = "admission-unsettled";
  * PASS_SPACING ms later, so the passes take at most a quarter of the Hub's time, however
  * many shapes and workers they weigh, and requests stay ahead of them. T is the event loop's
  * busy time during the pass (the pass's own work and whatever ran between its slices), not
- * the time it waited for its writes to reach the disk. A pass of a few milliseconds waits a few more; one
- * over 10,000 shapes and their workers, rerun by every lease change, no longer crowds out
- * the leases themselves.
+ * the time it waited for its writes to reach the disk. A pass of a few milliseconds waits a
+ * few more; one over 10,000 shapes and their workers, rerun by every lease change, no longer
+ * crowds out the leases themselves.
  */
 const PASS_SPACING = 3;
 
