@@ -118,6 +118,8 @@ type Plan = {
   reads: Map<string, Entry>;
   writes: IRequestOp[];
   allocationsWritten: [string, string | undefined][];
+  /** The objects it stores, by key (null: deleted). */
+  objects: Map<string, StoredObject | null>;
   seededAt?: number;
 };
 
@@ -126,6 +128,8 @@ export const ETCD_DEFAULT_MAX_TXN_OPS = 128;
 export const ETCD_DEFAULT_MAX_REQUEST_BYTES = 1.5 * 1024 * 1024;
 /** Room left in a request for what is not a key or a value (compares, framing). */
 const REQUEST_OVERHEAD = 64 * 1024;
+/** How many of its own last-written objects the store keeps for its watches (`written`). */
+const WRITTEN_OBJECTS = 4096;
 /** Keys a write may add to a Txn besides its object's: the revision key, a worker and its allocation key, and a moved lease's old ones. */
 const KEYS_BESIDE_OBJECTS = 8;
 
@@ -144,6 +148,13 @@ export class EtcdStore extends TxnWrites implements Store {
    * replica's write makes the compare fail, and the key is read again.
    */
   private readonly allocations = new Map<string, Entry>();
+  /**
+   * What this process last stored, by key, at the revision it committed at: its own watch
+   * events take the object from here instead of decoding etcd's copy. Only objects whose
+   * results went to a caller that only reads them (ApplyOptions.readOnlyResults) are kept,
+   * so nothing here is changed after the commit. A bounded map in last-written order.
+   */
+  private readonly written = new Map<string, { revision: number; object: StoredObject }>();
   private readonly watchers = new Set<Watcher>();
   /** Writes decided while a Txn is in flight go out together in the next (etcd-batch.ts). */
   private readonly batcher: TxnBatcher;
@@ -336,7 +347,10 @@ export class EtcdStore extends TxnWrites implements Store {
       if (res.succeeded) {
         const rv = res.revision;
         for (const o of plan.results) if (o.metadata.resourceVersion === PENDING_RV) o.metadata.resourceVersion = rv;
-        for (const [key, value] of plan.allocationsWritten) this.allocations.set(key, { value, mod: Number(rv) });
+        // A deleted key compares as mod_revision 0, as a read of it finds (read()).
+        for (const [key, value] of plan.allocationsWritten)
+          this.allocations.set(key, { value, mod: value === undefined ? 0 : Number(rv) });
+        if (opts.readOnlyResults === true) this.rememberWritten(plan.objects, Number(rv));
         return { results: plan.results, revision: Number(rv), durable: Promise.resolve() };
       }
       // Something read changed before the commit: forget what this store remembered of it
@@ -348,6 +362,17 @@ export class EtcdStore extends TxnWrites implements Store {
         throw conflict(kind, name, `lost ${attempt} races with concurrent writers; try again`);
       }
       if (attempt > 1) await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, attempt * 2)));
+    }
+  }
+
+  private rememberWritten(objects: Map<string, StoredObject | null>, revision: number): void {
+    for (const [key, object] of objects) {
+      this.written.delete(key);
+      if (object) this.written.set(key, { revision, object });
+    }
+    for (const key of this.written.keys()) {
+      if (this.written.size <= WRITTEN_OBJECTS) break;
+      this.written.delete(key);
     }
   }
 
@@ -463,7 +488,14 @@ export class EtcdStore extends TxnWrites implements Store {
     const { writes, allocationsWritten } = this.writesOf(objects, reads, allocations, queues.touched);
     // A check-only transaction decided on copies proves nothing: read for real.
     if (writes.length === 0 && optimistic && [...reads.values()].some((r) => r.assumed)) throw new Stale();
-    return { results, reads, writes, allocationsWritten, ...(seededAt !== undefined ? { seededAt } : {}) };
+    return {
+      results,
+      reads,
+      writes,
+      allocationsWritten,
+      objects,
+      ...(seededAt !== undefined ? { seededAt } : {}),
+    };
   }
 
   /**
@@ -636,6 +668,11 @@ export class EtcdStore extends TxnWrites implements Store {
     if (opts.lastStateOnDelete !== false) builder.withPreviousKV();
     const watcher = builder.startRevision(String(from + 1)).watcher();
     const objects = this.kindPrefix(undefined).length;
+    // A put of this process's, at the revision it committed at: the object it stored, not etcd's bytes decoded again.
+    const own = (key: string, revision: number) => {
+      const w = this.written.get(key);
+      return w?.revision === revision ? w.object : undefined;
+    };
     let stopped = false;
     watcher.on("data", (res) => {
       if (stopped) return;
@@ -656,7 +693,7 @@ export class EtcdStore extends TxnWrites implements Store {
           name: key.slice(slash + 1),
           get object() {
             return (decoded ??= stored
-              ? parseStored(stored.value.toString(), revision)
+              ? (own(key, revision) ?? parseStored(stored.value.toString(), revision))
               : tombstone(key, objects, revision));
           },
         };

@@ -56,6 +56,9 @@ export class Interner {
       if (m.annotations) m.annotations = this.subtree(m.annotations);
       if (m.ownerReferences) m.ownerReferences = this.subtree(m.ownerReferences);
     }
+    // A write that left the spec alone keeps the cached one, shared already: same object (uid)
+    // and same generation, which the store raises on every change of the spec (store/ops.ts).
+    if (old && obj.spec !== old.spec && sameGeneration(obj.metadata, old.metadata)) obj.spec = old.spec;
     const spec = obj.spec;
     if (isRecord(spec) && spec !== old?.spec) {
       // Object-valued fields only (a task's execution_profile and payload): the strings of
@@ -76,10 +79,20 @@ export class Interner {
 type CachedObject = {
   apiVersion?: string;
   kind: string;
-  metadata: { creationTimestamp?: string; labels?: unknown; annotations?: unknown; ownerReferences?: unknown };
+  metadata: {
+    uid?: string;
+    generation?: number;
+    creationTimestamp?: string;
+    labels?: unknown;
+    annotations?: unknown;
+    ownerReferences?: unknown;
+  };
   spec?: unknown;
   status?: unknown;
 };
+
+const sameGeneration = (a: CachedObject["metadata"], b: CachedObject["metadata"]) =>
+  a.uid !== undefined && a.uid === b.uid && a.generation !== undefined && a.generation === b.generation;
 
 const isRecord = (v: unknown): v is Record<string, unknown> =>
   v !== null && typeof v === "object" && !Array.isArray(v) && !Object.isFrozen(v);

@@ -92,3 +92,31 @@ it("the interner leaves absent fields absent and large subtrees alone", () => {
   const small = { a: 1 };
   expect(i.subtree({ a: 1 })).toBe(i.subtree(small));
 });
+
+it("a write that leaves the spec alone keeps the cached spec; a spec change takes the new one", () => {
+  const i = new Interner();
+  const big = { runner: "noop", blob: "z".repeat(600) };
+  const stored = task("t1", { payload: big });
+  const meta = { ...stored.metadata, uid: "u1", generation: 1, resourceVersion: "5" };
+  const decode = (o: StoredObject) => JSON.parse(JSON.stringify(o)) as StoredObject;
+  const old = decode({ ...stored, metadata: meta });
+  i.object(old);
+  // A status write, decoded from the store: same uid and generation, so the spec is the cached one.
+  const next = decode({ ...stored, metadata: { ...meta, resourceVersion: "6" }, status: { state: "leased" } });
+  i.object(next, old);
+  expect(next.spec).toBe(old.spec);
+  // The spec changed (the store raised the generation): the new spec stays.
+  const changed = decode({
+    ...stored,
+    spec: { ...(stored.spec as Record<string, unknown>), priority: 3 },
+    metadata: { ...meta, generation: 2, resourceVersion: "7" },
+  });
+  i.object(changed, next);
+  expect(changed.spec).not.toBe(next.spec);
+  expect((changed.spec as { priority: number }).priority).toBe(3);
+  // Another object under the same name (deleted and created again): its own spec.
+  const again = decode({ ...stored, metadata: { ...meta, uid: "u2", resourceVersion: "8" } });
+  i.object(again, changed);
+  expect(again.spec).not.toBe(changed.spec);
+  expect(again.spec).toEqual(stored.spec);
+});

@@ -109,6 +109,30 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       return { cpu, active };
     };
 
+    it("a worker whose last lease ended takes its next lease in one Txn: the deleted allocation key is compared as absent", async () => {
+      const [a] = await replicas(1);
+      const w = await a.create(
+        worker("w1", undefined, { max_concurrency: 2, initial_concurrency: 2, resource_capacity: cap }),
+      );
+      const held = new Map<string, StoredObject>([["Worker/w1", w]]);
+      for (const name of ["t1", "t2"]) held.set(`Task/${name}`, await a.create(task(name)));
+      // The caller's copies, as an informer would give them: the store decides on them without reading.
+      const known = (kind: string, name: string) => held.get(`${kind}/${name}`) ?? null;
+      const write = async (obj: StoredObject) => {
+        const before = a.commitStats().commits;
+        const r = await a.apply([{ op: "updateStatus", object: obj }], { known });
+        held.set(`${obj.kind}/${obj.metadata.name}`, r.results[0]);
+        return { txns: a.commitStats().commits - before, result: r.results[0] };
+      };
+      expect((await write(leased(held.get("Task/t1")!, "w1", 300))).txns).toBe(1);
+      // The lease ends: the worker holds nothing, and its allocation key is deleted.
+      const ended = await write({ ...held.get("Task/t1")!, status: { state: "returned", attempt: 1 } });
+      expect(ended.txns).toBe(1);
+      const next = await write(leased(held.get("Task/t2")!, "w1", 300));
+      expect(next.txns).toBe(1);
+      expect((next.result.status as { lease: { worker: string } }).lease.worker).toBe("w1");
+    });
+
     it("concurrent leases from three replicas onto one tight worker never over-reserve it, at any revision", async () => {
       const [a, b, c] = await replicas(3);
       await a.create(
@@ -299,6 +323,40 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       handle.stop();
     } finally {
       inf.stop();
+      await store.close();
+    }
+  });
+
+  it("a watch takes this process's own read-only writes as written, and decodes every other write", async () => {
+    const prefix = `/loom-test-${process.pid}-${++n}`;
+    const store = await openEtcdStore({ endpoints: etcd.endpoints, prefix });
+    const other = await openEtcdStore({ endpoints: etcd.endpoints, prefix });
+    try {
+      const from = await store.revision();
+      const seen: WatchEvent[] = [];
+      const handle = await store.watch("Worker", from, (ev) => seen.push(ev));
+      const shared = await store.apply([{ op: "create", object: worker("w1") }], { readOnlyResults: true });
+      const [copied] = await store.txn([{ op: "create", object: worker("w2") }]);
+      const [elsewhere] = await other.txn([{ op: "create", object: worker("w3") }]);
+      await eventually(() => seen.length === 3, "three watch events");
+      const [a, b, c] = seen.map((e) => e.object);
+      // The read-only result is the very object the watch tells, at its revision.
+      expect(a).toBe(shared.results[0]);
+      expect(a.metadata.resourceVersion).toBe(String(shared.revision));
+      // A result the caller may change, and another process's write, come decoded from etcd.
+      expect(b).not.toBe(copied);
+      expect(b).toEqual(copied);
+      expect(c).not.toBe(elsewhere);
+      expect(c).toEqual(elsewhere);
+      // A later write by someone else at another revision is decoded, not taken from what this store wrote.
+      const cur = await other.get("Worker", "w1");
+      const moved = await other.update({ ...cur!, metadata: { ...cur!.metadata, labels: { pool: "b" } } });
+      await eventually(() => seen.length === 4, "the fourth watch event");
+      expect(seen[3].object).not.toBe(a);
+      expect(seen[3].object).toEqual(moved);
+      handle.stop();
+    } finally {
+      await other.close();
       await store.close();
     }
   });
