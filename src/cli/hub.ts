@@ -1,7 +1,7 @@
 // `loom hub`: serve the Hub on the embedded store (or another store).
 import { existsSync, statSync } from "node:fs";
-import { setFlagsFromString } from "node:v8";
 import { Command, InvalidArgumentError, Option } from "commander";
+import { holdHeapGrowth, HEAP_HEADROOM_MIB } from "../observability/heap-growth.ts";
 import { LOG_FORMATS } from "../observability/logging.ts";
 import { DEFAULT_HUB_OPTIONS, Hub } from "../hub.ts";
 import { migrateStore } from "../store/migrate.ts";
@@ -117,7 +117,7 @@ export function hubCommand(): Command {
     )
     .option(
       "--heap-growth-percent <n>",
-      "how far the JS heap may grow past what the last full GC kept before the next one runs (0: V8's own choice, which lets a busy Hub hold about twice the memory)",
+      `how far the JS heap may grow past what the last full GC kept before the next one runs, in percent; at least ${HEAP_HEADROOM_MIB} MiB whatever the percentage (0: V8's own choice, which lets a busy Hub hold about twice the memory)`,
       intArg("--heap-growth-percent", 0, 1000),
       HEAP_GROWTH_PERCENT,
     )
@@ -145,12 +145,10 @@ export function hubCommand(): Command {
         tlsKeyFile: o.tlsKeyFile,
         tlsSelfSigned: o.tlsSelfSigned,
       });
-      // A Hub keeps every object in memory and rewrites them all the time: each rewrite
-      // leaves the old version as garbage in the old generation. Left to itself, V8 lets the
-      // heap grow to several times what is live before collecting it. Set once the store is
-      // loaded: while the informer fills, the heap only grows, and a full GC at every 30% of
-      // growth would slow the start by about a tenth.
-      if (o.heapGrowthPercent > 0) setFlagsFromString(`--heap-growing-percent=${o.heapGrowthPercent}`);
+      // Held once the store is loaded (observability/heap-growth.ts): while the informer
+      // fills, the heap only grows, and a full GC at every 30% of growth would slow the
+      // start by about a tenth.
+      const releaseHeap = o.heapGrowthPercent > 0 ? holdHeapGrowth(o.heapGrowthPercent) : () => {};
       // SIGHUP re-reads every watched file, e.g. after a path that did not exist appears.
       const hup = () =>
         void hub.gitops?.syncNow().catch((e) => process.stderr.write(`gitops sync failed: ${(e as Error).message}\n`));
@@ -166,6 +164,7 @@ export function hubCommand(): Command {
       await stopRequested;
       process.off("SIGHUP", hup);
       await hub.close();
+      releaseHeap();
       // Everything is closed; a follower's etcd3 election campaign still watches its
       // predecessor's key after resigning (the client offers no way to cancel that wait),
       // which would keep the process alive.

@@ -49,6 +49,7 @@ export class ControllerManager {
   readonly workers: Controller;
   readonly admission: Controller;
   readonly push: Controller;
+  private readonly pushDispatcher: PushDispatcher;
   readonly leases: Controller;
   readonly events: Controller;
   readonly queues: Controller;
@@ -69,7 +70,8 @@ export class ControllerManager {
     const conditions = new AdmissionConditions(s, opts.conditions);
     this.minIntervalMs = conditions.opts.minIntervalMs;
     this.admission = new Controller(conditions, every(opts.resyncMs));
-    this.push = new Controller(new PushDispatcher(s, opts.push, log), every(opts.resyncMs));
+    this.pushDispatcher = new PushDispatcher(s, opts.push, log);
+    this.push = new Controller(this.pushDispatcher, every(opts.resyncMs));
     this.leaseExpiry = new LeaseExpiry(s);
     this.leases = new Controller(this.leaseExpiry, every(opts.leaseResyncMs));
     // The GC requeues itself every `everyMs`; a resync would only add passes.
@@ -88,10 +90,15 @@ export class ControllerManager {
     ];
   }
 
-  /** A change that can move any queued task's answer: a pass of conditions (after a short coalescing delay) and of push. */
+  /**
+   * A change that can move any queued task's answer: a pass of conditions (after a short
+   * coalescing delay) and of push. A push pass runs only while a worker takes pushes: the
+   * Worker change that makes one does come here, and a pull fleet's every lease write would
+   * otherwise run an empty pass.
+   */
   private wakeQueuePasses(): void {
     this.admission.enqueue(ALL, this.minIntervalMs);
-    this.push.enqueue(ALL);
+    if (this.pushDispatcher.hasPushWorkers) this.push.enqueue(ALL);
     if (this.sources.queues.active) this.reclaim.enqueue(ALL, 200);
   }
 

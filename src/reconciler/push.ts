@@ -42,6 +42,11 @@ export class PushDispatcher implements Reconciler {
     return [ALL];
   }
 
+  /** Whether any worker takes pushes: with none, a change to the queue gives a pass nothing to do. */
+  get hasPushWorkers(): boolean {
+    return this.deps.cache.indexSize("Worker", "pushMode", "push") > 0;
+  }
+
   /** One pass; a worker put to rest is looked at again when its rest ends. */
   async reconcile(_key: string, signal: AbortSignal): Promise<Result> {
     const before = this.pushes;

@@ -204,6 +204,13 @@ export class Informer {
     return list.map((n) => m.get(n) as T);
   }
 
+  /** How many cached objects of a kind have this value of an index. */
+  indexSize(kind: string, indexName: string, value: string): number {
+    const index = this.kindIndexes(kind).get(indexName);
+    if (!index) throw new Error(`no index ${kind}/${indexName}`);
+    return index.byValue.get(value)?.size ?? 0;
+  }
+
   /** How many cached objects of a kind have each value of an index: a count without a walk. */
   indexCounts(kind: string, indexName: string): Map<string, number> {
     const index = this.kindIndexes(kind).get(indexName);
