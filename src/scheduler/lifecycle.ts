@@ -14,6 +14,7 @@ import {
   type Task,
 } from "../resources/types.ts";
 import type { Vector } from "../admission/index.ts";
+import { iso } from "../resources/time.ts";
 
 export type LeaseGrant = {
   worker: string;
@@ -24,8 +25,6 @@ export type LeaseGrant = {
   reservation: Vector;
   admission: AdmissionObject;
 };
-
-const iso = (ms: number) => new Date(ms).toISOString();
 
 /**
  * A status to build the next one in: a new object sharing what it keeps with `status`

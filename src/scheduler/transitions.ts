@@ -18,6 +18,7 @@ import type { LeaseReply, UploadReply } from "../protocol/types.gen.ts";
 import { endLease, markFinal, requeue } from "./lifecycle.ts";
 import { nominationEnded } from "./nomination.ts";
 import { adjustConcurrency } from "./tuning.ts";
+import { iso } from "../resources/time.ts";
 
 /** The fence: the caller must hold the task's current, active lease. */
 function fence(t: Task, workerId: string, attemptNo: number | undefined): void {
@@ -67,7 +68,7 @@ export async function start(ctx: SchedulerContext, call: LeaseCall): Promise<Lea
     const status: TaskStatus = {
       ...st,
       state: "running",
-      lease: { ...st.lease!, started_at: new Date(ctx.now()).toISOString() },
+      lease: { ...st.lease!, started_at: iso(ctx.now()) },
     };
     return { status, result: { ok: true, task_id: taskId, old_state: old, new_state: "running" } };
   });
@@ -85,7 +86,7 @@ export async function renew(ctx: SchedulerContext, call: Renewal): Promise<Lease
       if (!t) throw new HubError(404, "task_not_found", { task_id: taskId });
       fence(t, workerId, call.attempt_no);
       const cur = ctx.renewal(taskId);
-      const until = new Date(ctx.now() + seconds * 1000).toISOString();
+      const until = iso(ctx.now() + seconds * 1000);
       const op: TxnOp = cur
         ? { op: "update", object: renewalObject(t, until, cur) }
         : { op: "create", object: renewalObject(t, until) };
@@ -221,7 +222,7 @@ async function commitUpload(
       status = endLease(t.status!, verdict as TaskStatus["state"] & string, now, verdict, "ResultUploaded", {
         resultId,
       });
-      status.result = { result_id: resultId, verdict, bytes, sha256, uploaded_at: new Date(now).toISOString() };
+      status.result = { result_id: resultId, verdict, bytes, sha256, uploaded_at: iso(now) };
       status.issues = inspection.issues;
       markFinal(status, now, verdict === "clean" ? "Clean" : "ResultVerdict", `result ${resultId}: ${verdict}`);
     }
@@ -239,7 +240,7 @@ async function commitUpload(
         path,
         issues: inspection.issues,
         files: inspection.files,
-        uploaded_at: new Date(now).toISOString(),
+        uploaded_at: iso(now),
       },
     };
     const [written] = await commit([

@@ -54,6 +54,7 @@ import type {
   WatchHandle,
   WatchOptions,
 } from "./store.ts";
+import { iso } from "../resources/time.ts";
 
 export type EtcdStoreOptions = {
   endpoints: string[];
@@ -402,7 +403,7 @@ export class EtcdStore extends TxnWrites implements Store {
     const objects = new Map<string, StoredObject | null>();
     const allocations = new Map<string, Map<string, LeaseView>>();
     const results: StoredObject[] = [];
-    const now = new Date().toISOString();
+    const now = iso(Date.now());
 
     const keyOf = (op: TxnOp) => (op && typeof op === "object" ? this.objectKey(...opKindName(op)) : "");
     if (known) this.assumeKnown(reads, ops, known);

@@ -46,6 +46,7 @@ import type {
 } from "./store.ts";
 import { Checkpointer, type CheckpointStats } from "./checkpointer.ts";
 import { WalSync } from "./wal-sync.ts";
+import { iso } from "../resources/time.ts";
 
 export type SqliteStoreOptions = {
   /** Most events the log keeps; older ones are compacted after commits. Default 100_000. */
@@ -209,8 +210,10 @@ export class SqliteStore extends TxnWrites implements Store {
   private readonly checkpointer: Checkpointer;
   /** Applied batches of events that pending=false watchers have not been given yet. */
   private undurable: PendingEvent[][] = [];
+  /** The open group's meta row (openGroup), and whether a write of the group changed it. */
+  private group: { meta: Meta; dirty: boolean } | undefined;
   private readonly writeTxn: Database.Transaction<
-    (ops: TxnOp[], opts: ApplyOptions) => { results: StoredObject[]; events: PendingEvent[] }
+    (ops: TxnOp[], opts: ApplyOptions) => { results: StoredObject[]; events: PendingEvent[]; meta: Meta }
   >;
   private readonly readTxn: <R>(fn: () => R) => R;
 
@@ -307,7 +310,7 @@ export class SqliteStore extends TxnWrites implements Store {
   async list<T extends StoredObject = StoredObject>(kind: string, opts: ListOptions = {}): Promise<ListResult<T>> {
     this.open();
     const match = labelSelectorMatcher(opts.labelSelector);
-    const [rows, revision] = this.readTxn(() => [this.st.list.all(kind), this.st.meta.get()!.revision] as const);
+    const [rows, revision] = this.readTxn(() => [this.st.list.all(kind), this.meta().revision] as const);
     const items: T[] = [];
     // The rows are one snapshot; decoding them (15,000 Events for the Event GC, 200,000 Tasks
     // for a relist) yields to I/O every few milliseconds instead of holding the loop throughout.
@@ -328,19 +331,19 @@ export class SqliteStore extends TxnWrites implements Store {
 
   async revision(): Promise<number> {
     this.open();
-    return this.st.meta.get()!.revision;
+    return this.meta().revision;
   }
 
   /** The revision at or below which events have been dropped; watching from below it is Gone. */
   compactedRevision(): number {
     this.open();
-    return this.st.meta.get()!.compacted;
+    return this.meta().compacted;
   }
 
   /** How many events the log holds now (bounded by eventLogLimit). */
   eventLogSize(): number {
     this.open();
-    return this.st.meta.get()!.event_count;
+    return this.meta().event_count;
   }
 
   /** The settings that make each commit durable, for diagnostics (synchronous 2 = FULL). */
@@ -390,11 +393,11 @@ export class SqliteStore extends TxnWrites implements Store {
     // Inside an open group this is a savepoint of it, committed with the group.
     this.db
       .transaction(() => {
-        const m = this.st.meta.get()!;
+        const m = this.meta();
         const upTo = Math.min(Math.floor(revision), m.revision);
         if (upTo <= m.compacted) return;
         const dropped = this.st.dropEvents.run(upTo).changes;
-        this.st.setMeta.run(m.revision, upTo, m.event_count - dropped);
+        this.setMeta({ revision: m.revision, compacted: upTo, event_count: m.event_count - dropped });
       })
       .immediate();
   }
@@ -402,10 +405,10 @@ export class SqliteStore extends TxnWrites implements Store {
   private commit(ops: TxnOp[], opts: ApplyOptions = {}): Applied {
     this.open();
     if (!Array.isArray(ops)) throw badRequest("txn: ops must be an array");
-    if (ops.length === 0) return { results: [], revision: this.st.meta.get()!.revision, durable: Promise.resolve() };
+    if (ops.length === 0) return { results: [], revision: this.meta().revision, durable: Promise.resolve() };
     const opened = !this.db.inTransaction;
-    if (opened) this.st.begin.run();
-    let out: { results: StoredObject[]; events: PendingEvent[] };
+    if (opened) this.openGroup();
+    let out: { results: StoredObject[]; events: PendingEvent[]; meta: Meta };
     try {
       // Inside the group's transaction better-sqlite3 runs this as a SAVEPOINT.
       out = this.writeTxn(ops, opts);
@@ -416,8 +419,9 @@ export class SqliteStore extends TxnWrites implements Store {
     const { results, events } = out;
     if (events.length === 0) {
       if (opened) this.commitGroup();
-      return { results, revision: this.st.meta.get()!.revision, durable: Promise.resolve() };
+      return { results, revision: this.meta().revision, durable: Promise.resolve() };
     }
+    this.setMeta(out.meta);
     const revision = events[0].revision;
     this.remember(events);
     this.publish(events);
@@ -426,15 +430,15 @@ export class SqliteStore extends TxnWrites implements Store {
   }
 
   /** Runs inside BEGIN IMMEDIATE: any throw rolls the whole transaction back. */
-  private applyOps(ops: TxnOp[], opts: ApplyOptions): { results: StoredObject[]; events: PendingEvent[] } {
+  private applyOps(ops: TxnOp[], opts: ApplyOptions): { results: StoredObject[]; events: PendingEvent[]; meta: Meta } {
     const shared = opts.readOnlyResults === true;
     const owned = opts.ownedInput === true;
-    const meta = this.st.meta.get()!;
+    const meta = this.meta();
     const rev = meta.revision + 1;
     const rv = String(rev);
     const results: StoredObject[] = [];
     const events: PendingEvent[] = [];
-    const now = new Date().toISOString();
+    const now = iso(Date.now());
 
     const view: OpView = {
       current: (kind, name) => this.current(kind, name),
@@ -461,7 +465,7 @@ export class SqliteStore extends TxnWrites implements Store {
       events.push({ revision: rev, kind, name, type: e.type, json, written: e.stored ?? undefined });
     }
 
-    if (events.length === 0) return { results, events };
+    if (events.length === 0) return { results, events, meta };
     for (const e of events) this.st.addEvent.run(e.revision, e.kind, e.name, e.type, e.json);
     let count = meta.event_count + events.length;
     let compacted = meta.compacted;
@@ -474,8 +478,8 @@ export class SqliteStore extends TxnWrites implements Store {
       count -= this.st.dropEvents.run(cutoff).changes;
       compacted = Math.max(compacted, cutoff);
     }
-    this.st.setMeta.run(rev, compacted, count);
-    return { results, events };
+    // The meta row itself is written once per group, at its commit (setMeta).
+    return { results, events, meta: { revision: rev, compacted, event_count: count } };
   }
 
   /**
@@ -565,7 +569,7 @@ export class SqliteStore extends TxnWrites implements Store {
     // Reading the log and registering happen in one synchronous step, so no commit of this
     // process can fall between the replay and the live stream.
     const { rows, meta } = this.readTxn(() => {
-      const meta = this.st.meta.get()!;
+      const meta = this.meta();
       if (fromRevision < meta.compacted) return { rows: [], meta };
       const rows =
         kind === undefined ? this.st.eventsAll.all(fromRevision) : this.st.eventsKind.all(kind, fromRevision);
@@ -597,9 +601,33 @@ export class SqliteStore extends TxnWrites implements Store {
   }
 
   /** Applied events go to pending watchers now, and to the others once durable. */
+  /**
+   * Open a group: one SQLite transaction that the next writes join, each in its savepoint.
+   * The meta row is read once here and kept in memory until commitGroup() writes it.
+   */
+  private openGroup(): void {
+    this.st.begin.run();
+    this.group = { meta: this.st.meta.get()!, dirty: false };
+  }
+
   /** Commit the open group (its writes reach the WAL file; the flush that follows makes them durable). */
   private commitGroup(): void {
-    if (this.db.inTransaction) this.st.commit.run();
+    const g = this.group;
+    this.group = undefined;
+    if (!this.db.inTransaction) return;
+    if (g?.dirty) this.st.setMeta.run(g.meta.revision, g.meta.compacted, g.meta.event_count);
+    this.st.commit.run();
+  }
+
+  /** The meta row as this connection sees it: an open group's lives in memory until its commit. */
+  private meta(): Meta {
+    return this.group?.meta ?? this.st.meta.get()!;
+  }
+
+  /** Change the meta row: in the open group's memory, or (outside a group) in the row at once. */
+  private setMeta(m: Meta): void {
+    if (this.group) this.group = { meta: m, dirty: true };
+    else this.st.setMeta.run(m.revision, m.compacted, m.event_count);
   }
 
   private publish(events: PendingEvent[]): void {

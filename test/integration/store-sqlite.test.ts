@@ -142,6 +142,44 @@ describe("sqlite store specifics", () => {
     expect((await storeError(again.watch(undefined, 4, () => undefined))).code).toBe(410);
   });
 
+  it("writes of one group see each other's revisions and log size, and a failed one moves neither", async () => {
+    const { store, file } = await fresh({ eventLogLimit: 10 });
+    // apply() commits synchronously: while the first write's flush runs, the rest join one open group.
+    const flushes = store.commitStats().commits;
+    const applied = [];
+    for (let i = 0; i < 8; i++) {
+      applied.push(await store.apply([{ op: "create", object: worker(`w${i}`) }]));
+      expect(await store.revision()).toBe(i + 1);
+      expect(store.eventLogSize()).toBe(i + 1);
+    }
+    const failed = await storeError(store.apply([{ op: "create", object: worker("w0") }]));
+    expect(failed.reason).toBe("AlreadyExists");
+    expect(await store.revision()).toBe(8);
+    // Past the limit inside the same group: the log is compacted, and the group sees it.
+    const big = await store.apply(Array.from({ length: 6 }, (_, i) => ({ op: "create", object: task(`t${i}`) })));
+    expect(big.revision).toBe(9);
+    expect(store.eventLogSize()).toBeLessThanOrEqual(10);
+    const compacted = store.compactedRevision();
+    expect(compacted).toBeGreaterThan(0);
+    const listed = await store.list("Worker");
+    expect(listed.revision).toBe(9);
+    expect(listed.items).toHaveLength(8);
+    expect(applied.map((a) => a.revision)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    await Promise.all([...applied, big].map((a) => a.durable));
+    expect(store.commitStats().commits - flushes).toBeLessThanOrEqual(3);
+    // What the group kept in memory reached the row: another connection, and a reopen, agree.
+    const other = openSqliteStore(file);
+    open.push(other);
+    expect(await other.revision()).toBe(9);
+    expect(other.compactedRevision()).toBe(compacted);
+    expect(other.eventLogSize()).toBe(store.eventLogSize());
+    await store.close();
+    const again = openSqliteStore(file);
+    open.push(again);
+    expect(await again.revision()).toBe(9);
+    expect((await again.create(worker("w9"))).metadata.resourceVersion).toBe("10");
+  });
+
   it("a second connection to the same file sees commits at once and never reuses a revision", async () => {
     const { store, file } = await fresh();
     const other = openSqliteStore(file);
