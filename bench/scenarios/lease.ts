@@ -100,21 +100,23 @@ export type LeaseRun = LoadResult & {
   bytesPerLease: number;
   etcdCpuS?: number;
   racesLost: number;
-  /** Durable store commits over the load (etcd: Txns, SQLite: WAL flushes) and the writes they carried. */
+  /** Durable store commits over the load (etcd: Txns, SQLite: WAL flushes), the writes they carried, and writes decided again after a failed commit. */
   commits: number;
   committedWrites: number;
+  failedCommits: number;
 };
 
 /** The Hubs' counters that the lease rows read, summed over the Hubs (0 for the floor, which has none). */
-type Counters = { racesLost: number; commits: number; committedWrites: number };
+type Counters = { racesLost: number; commits: number; committedWrites: number; failedCommits: number };
 const COUNTERS: Record<keyof Counters, string> = {
   racesLost: "loom_claim_races_lost_total",
   commits: "loom_store_commits_total",
   committedWrites: "loom_store_committed_writes_total",
+  failedCommits: "loom_store_commits_failed_total",
 };
 
 async function counters(urls: string[]): Promise<Counters> {
-  const n: Counters = { racesLost: 0, commits: 0, committedWrites: 0 };
+  const n: Counters = { racesLost: 0, commits: 0, committedWrites: 0, failedCommits: 0 };
   for (const u of urls) {
     const text = await fetch(`${u}/metrics`).then(
       (r) => (r.ok ? r.text() : ""),
@@ -209,6 +211,7 @@ export async function leaseRun(
         racesLost: counted.racesLost - counted0.racesLost,
         commits: counted.commits - counted0.commits,
         committedWrites: counted.committedWrites - counted0.committedWrites,
+        failedCommits: counted.failedCommits - counted0.failedCommits,
         leasesPerS: r.leases / (r.wallMs / 1000),
         leasesPerCpuS: r.leases / serverCpuS,
       };
@@ -305,6 +308,7 @@ export const lease: Scenario = {
         "the load starts once the Hub has fallen quiet after the dispatch and again after the Runners registered (its conditions pass rewrites every queued task then)",
         "written per lease: write_bytes from /proc/PID/io over the load, of the Hub (SQLite: its WAL and checkpoints) or of the Hubs and etcd (what etcd made durable)",
         `claim commits that lost a race and decided again, per 1,000 claims: SQLite ${((loom.racesLost * 1000) / loom.claims).toFixed(1)}${onEtcd && onThree ? `, one etcd replica ${((onEtcd.racesLost * 1000) / onEtcd.claims).toFixed(1)}, three replicas ${((onThree.racesLost * 1000) / onThree.claims).toFixed(1)}` : ""}`,
+        `store writes whose commit failed its compares and were decided again, per 1,000 leases: SQLite ${((loom.failedCommits * 1000) / loom.leases).toFixed(1)}${onEtcd && onThree ? `, one etcd replica ${((onEtcd.failedCommits * 1000) / onEtcd.leases).toFixed(1)}, three replicas ${((onThree.failedCommits * 1000) / onThree.leases).toFixed(1)}` : ""}`,
         `durable store commits per lease (etcd: Txns, one round trip each; SQLite: WAL flushes, one fsync each), and writes per commit: ${commitsNote(
           [
             ["SQLite", loom],

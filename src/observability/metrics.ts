@@ -3,6 +3,7 @@
 // time, never kept twice; what happens between scrapes (leases, claims, commits, passes,
 // rejections) is counted as it happens.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { CommitStats } from "../store/store.ts";
 import type { InformerEvent } from "../store/cache.ts";
 import { StoreError } from "../store/errors.ts";
 import { isActive, isKind, type Task } from "../resources/types.ts";
@@ -25,7 +26,7 @@ export type MetricSources = {
   /** Every queue's figures (usage summed from leases); absent or empty while no Queue exists. */
   queues?(): Iterable<QueueUsage>;
   /** The store's durable commits and the writes they carried (Store.commitStats). */
-  commits?(): { commits: number; writes: number };
+  commits?(): CommitStats;
 };
 
 /** One queue at scrape time; dimensions include `gpu_types.<type>`. */
@@ -161,7 +162,7 @@ export class HubMetrics implements SchedulerObserver {
           for (const [k, n] of sources.taskCounts(index)) this.set({ [label]: k }, n);
         },
       });
-    const committed = (name: string, help: string, pick: (c: { commits: number; writes: number }) => number) =>
+    const committed = (name: string, help: string, pick: (c: CommitStats) => number) =>
       new Counter({
         name,
         help,
@@ -179,6 +180,11 @@ export class HubMetrics implements SchedulerObserver {
       (c) => c.commits,
     );
     committed("loom_store_committed_writes_total", "Writes the store's durable commits carried.", (c) => c.writes);
+    committed(
+      "loom_store_commits_failed_total",
+      "Writes whose commit failed its compares and were decided again on fresh reads (etcd: a key they read had moved since; SQLite writes never race).",
+      (c) => c.failed,
+    );
     taskCount("loom_tasks", "Tasks by state.", "state", "state");
     taskCount(
       "loom_queued_tasks",

@@ -163,7 +163,13 @@ export class WorkerReconciler implements Reconciler {
       lastCallWorthKeeping(w, live?.lastSeen, deps.heartbeatGraceSeconds * 1000)
     ) {
       try {
-        await deps.store.updateStatus({ ...w, status: st });
+        // Read-only results: the store keeps the object as written, and a claim this replica
+        // decides before its informer shows the write compares against it, not against the
+        // copy this write replaced (store/etcd.ts).
+        const applied = await deps.store.apply([{ op: "updateStatus", object: { ...w, status: st } }], {
+          readOnlyResults: true,
+        });
+        await applied.durable;
       } catch (err) {
         if (!isStoreError(err, "Conflict")) throw err;
         return { requeueAfterMs: 50 }; // someone else wrote: look again with fresh data

@@ -42,6 +42,7 @@ import { allocationQueue, usageOf } from "../admission/guard.ts";
 import { queueName, type Amounts } from "../admission/queues.ts";
 import type {
   Applied,
+  CommitStats,
   ApplyOptions,
   Known,
   ListOptions,
@@ -149,6 +150,8 @@ export class EtcdStore extends TxnWrites implements Store {
    * replica's write makes the compare fail, and the key is read again.
    */
   private readonly allocations = new Map<string, Entry>();
+  /** Writes whose Txn failed its compares and were decided again (commitStats). */
+  private failedCommits = 0;
   /**
    * What this process last stored, by key, at the revision it committed at: its own watch
    * events take the object from here instead of decoding etcd's copy. Only objects whose
@@ -198,8 +201,8 @@ export class EtcdStore extends TxnWrites implements Store {
   }
 
   /** The Txns the writes went out in (group commit, etcd-batch.ts). */
-  commitStats(): { commits: number; writes: number } {
-    return { commits: this.batcher.stats.txns, writes: this.batcher.stats.writes };
+  commitStats(): CommitStats {
+    return { commits: this.batcher.stats.txns, writes: this.batcher.stats.writes, failed: this.failedCommits };
   }
 
   static async open(opts: EtcdStoreOptions): Promise<EtcdStore> {
@@ -356,6 +359,7 @@ export class EtcdStore extends TxnWrites implements Store {
       }
       // Something read changed before the commit: forget what this store remembered of it
       // and decide again on fresh data.
+      this.failedCommits++;
       for (const key of plan.reads.keys()) this.allocations.delete(key);
       if (attempt >= this.maxAttempts) {
         const first = ops.find((o) => o && typeof o === "object");
@@ -442,7 +446,7 @@ export class EtcdStore extends TxnWrites implements Store {
         reads.set(key, { ...this.allocations.get(key)!, assumed: true });
       if (optimistic && known && !reads.has(workerKey)) {
         const w = known("Worker", worker);
-        if (w) reads.set(workerKey, { obj: w, mod: Number(w.metadata.resourceVersion), assumed: true });
+        if (w) reads.set(workerKey, { ...this.freshest(workerKey, w), assumed: true });
       }
       const e = reads.get(key);
       if (!e || !reads.has(workerKey)) throw new NeedKeys([key, workerKey]);
@@ -556,10 +560,22 @@ export class EtcdStore extends TxnWrites implements Store {
       const [kind, name] = opKindName(op);
       const obj = known(kind, name);
       if (obj === undefined) continue;
-      const mod = obj ? Number(obj.metadata.resourceVersion) : 0;
-      if (!obj || Number.isSafeInteger(mod))
-        reads.set(this.objectKey(kind, name), { obj: obj ?? undefined, mod, assumed: true });
+      const key = this.objectKey(kind, name);
+      const e = this.freshest(key, obj);
+      if (Number.isSafeInteger(e.mod)) reads.set(key, { ...e, assumed: true });
     }
+  }
+
+  /**
+   * The caller's copy of a key (null: known to be absent), or this store's own later write
+   * of it, which the caller's informer may not show yet: deciding on the older copy would
+   * fail the compare against this replica's own write. Either is only assumed, and compared.
+   */
+  private freshest(key: string, obj: StoredObject | null): { obj: StoredObject | undefined; mod: number } {
+    const mod = obj ? Number(obj.metadata.resourceVersion) : 0;
+    const own = this.written.get(key);
+    if (own && own.revision > mod) return { obj: own.object, mod: own.revision };
+    return { obj: obj ?? undefined, mod };
   }
 
   /** What a decided transaction puts and deletes: its objects, the workers' allocation keys and the queues' usage keys. */

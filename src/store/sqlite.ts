@@ -34,6 +34,7 @@ import { labelSelectorMatcher } from "./labels.ts";
 import type {
   Applied,
   ApplyOptions,
+  CommitStats,
   ListOptions,
   ListResult,
   Store,
@@ -367,9 +368,9 @@ export class SqliteStore extends TxnWrites implements Store {
     return this.commit(ops, opts);
   }
 
-  /** The WAL flushes the writes went out in (group commit, wal-sync.ts). */
-  commitStats(): { commits: number; writes: number } {
-    return { commits: this.sync.flushes, writes: this.sync.flushedWrites };
+  /** The WAL flushes the writes went out in (group commit, wal-sync.ts); writes here never race, so none fails. */
+  commitStats(): CommitStats {
+    return { commits: this.sync.flushes, writes: this.sync.flushedWrites, failed: 0 };
   }
 
   /** One PRAGMA's value on this connection, for diagnostics. */

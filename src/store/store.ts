@@ -155,9 +155,10 @@ export interface Store {
   /**
    * Durable commits made so far and the writes they carried: etcd Txns sent (each a round
    * trip), or SQLite WAL flushes (each an fsync). Writes decided while one is under way
-   * share the next, so writes / commits is the group size.
+   * share the next, so writes / commits is the group size. `failed`: writes whose commit
+   * failed its compares (etcd: a key they read had moved), so they were decided again.
    */
-  commitStats(): { commits: number; writes: number };
+  commitStats(): CommitStats;
   /**
    * Events with revision > fromRevision for `kind` (or every kind when undefined), replayed
    * from the event log, then live, in commit order. Throws Gone when fromRevision is older
@@ -174,3 +175,6 @@ export interface Store {
   compact(revision: number): Promise<void>;
   close(): Promise<void>;
 }
+
+/** Store.commitStats(): durable commits, the writes they carried, and writes decided again. */
+export type CommitStats = { commits: number; writes: number; failed: number };

@@ -119,10 +119,11 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       // The caller's copies, as an informer would give them: the store decides on them without reading.
       const known = (kind: string, name: string) => held.get(`${kind}/${name}`) ?? null;
       const write = async (obj: StoredObject) => {
-        const before = a.commitStats().commits;
+        const before = a.commitStats();
         const r = await a.apply([{ op: "updateStatus", object: obj }], { known });
         held.set(`${obj.kind}/${obj.metadata.name}`, r.results[0]);
-        return { txns: a.commitStats().commits - before, result: r.results[0] };
+        const after = a.commitStats();
+        return { txns: after.commits - before.commits, failed: after.failed - before.failed, result: r.results[0] };
       };
       expect((await write(leased(held.get("Task/t1")!, "w1", 300))).txns).toBe(1);
       // The lease ends: the worker holds nothing, and its allocation key is deleted.
@@ -130,7 +131,59 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       expect(ended.txns).toBe(1);
       const next = await write(leased(held.get("Task/t2")!, "w1", 300));
       expect(next.txns).toBe(1);
+      expect(next.failed).toBe(0);
       expect((next.result.status as { lease: { worker: string } }).lease.worker).toBe("w1");
+    });
+
+    it("a lease decided on a worker copy older than this store's own status write of it commits in one Txn", async () => {
+      const [a, b] = await replicas(2);
+      const old = await a.create(
+        worker("w1", undefined, { max_concurrency: 4, initial_concurrency: 4, resource_capacity: cap }),
+      );
+      const t1 = await a.create(task("t1"));
+      // The Hub's own status write of the worker (its worker controller), results only read.
+      const rewritten = await a.apply(
+        [{ op: "updateStatus", object: { ...old, status: { ...(old.status as object), desired_concurrency: 3 } } }],
+        { readOnlyResults: true },
+      );
+      // The informer has not shown that write yet: the caller still knows the older copy.
+      const known = (kind: string, name: string) =>
+        kind === "Worker" ? old : kind === "Task" && name === "t1" ? t1 : null;
+      const before = a.commitStats();
+      const r = await a.apply([{ op: "updateStatus", object: leased(t1, "w1", 300) }], { known });
+      const after = a.commitStats();
+      expect(after.failed - before.failed).toBe(0);
+      expect(after.commits - before.commits).toBe(1);
+      expect(Number(r.revision)).toBeGreaterThan(rewritten.revision);
+      // A write by another replica still fails the compare and is decided again on a read.
+      const current = (await b.get<StoredObject>("Worker", "w1"))!;
+      await b.updateStatus({ ...current, status: { ...(current.status as object), desired_concurrency: 2 } });
+      const t2 = await a.create(task("t2"));
+      const known2 = (kind: string, name: string) =>
+        kind === "Worker" ? old : kind === "Task" && name === "t2" ? t2 : null;
+      const failed = a.commitStats().failed;
+      await a.apply([{ op: "updateStatus", object: leased(t2, "w1", 300) }], { known: known2 });
+      expect(a.commitStats().failed - failed).toBe(1);
+    });
+
+    it("a commit whose compares fail is counted, and decided again on what etcd holds", async () => {
+      const [a, b] = await replicas(2);
+      const w = await a.create(
+        worker("w1", undefined, { max_concurrency: 4, initial_concurrency: 4, resource_capacity: cap }),
+      );
+      const t1 = await a.create(task("t1"));
+      const t2 = await a.create(task("t2"));
+      // a remembers w1's allocation key as it wrote it; b's lease then moves that key.
+      await a.apply([{ op: "updateStatus", object: leased(t1, "w1", 300) }]);
+      await b.apply([{ op: "updateStatus", object: leased(t2, "w1", 300) }]);
+      const before = a.commitStats().failed;
+      const t3 = await a.create(task("t3"));
+      const known = (kind: string, name: string) =>
+        kind === "Worker" ? w : kind === "Task" && name === "t3" ? t3 : null;
+      const r = await a.apply([{ op: "updateStatus", object: leased(t3, "w1", 300) }], { known });
+      expect(a.commitStats().failed - before).toBe(1);
+      expect((r.results[0].status as { lease: { worker: string } }).lease.worker).toBe("w1");
+      expect(b.commitStats().failed).toBe(0);
     });
 
     it("concurrent leases from three replicas onto one tight worker never over-reserve it, at any revision", async () => {
