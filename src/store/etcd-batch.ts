@@ -8,15 +8,21 @@
 // cannot see each other. etcd evaluates every compare before any put, so two writes that
 // touched a common key would both pass their compares and the later put would silently win;
 // such a write waits for the next Txn instead. A merged Txn that fails says only that some
-// compare failed, not whose, so each of its writes is then sent alone, and each learns its
-// own outcome exactly as if it had never been merged.
-import type { ICompare, IRequestOp } from "etcd3";
+// compare failed, not whose; so its failure branch reads the mod_revision of every key it
+// compared (keys only), at the revision the compares were evaluated at. The writes whose
+// compares did not hold are told so at once, and the rest go again together: each write
+// learns its own outcome exactly as if it had never been merged.
+import type { ICompare, IRequestOp, IResponseOp } from "etcd3";
 
 /** What etcd answered to one Txn: whether every compare held, and the revision it committed at. */
 export type TxnOutcome = { succeeded: boolean; revision: string };
 
-/** Sends one Txn (compares, then the puts if they all hold). */
-export type SendTxn = (compare: ICompare[], success: IRequestOp[]) => Promise<TxnOutcome>;
+/** Sends one Txn (compares, then the puts if they all hold, else the failure ops); `responses`: what the ops that ran answered. */
+export type SendTxn = (
+  compare: ICompare[],
+  success: IRequestOp[],
+  failure?: IRequestOp[],
+) => Promise<TxnOutcome & { responses?: IResponseOp[] }>;
 
 export type BatchLimits = {
   /** etcd's --max-txn-ops: the most compares, and the most puts, one Txn may carry. */
@@ -44,6 +50,17 @@ const keyOf = (b: Buffer | string | undefined) => (b === undefined ? "" : b.toSt
 
 function opBytes(w: IRequestOp): number {
   return keyOf(w.request_put?.key ?? w.request_delete_range?.key).length + (w.request_put?.value?.length ?? 0) + 16;
+}
+
+/** The mod_revision of each compared key, from the failure branch's reads (0: absent); undefined if they did not come back. */
+function modsOf(keys: string[], responses: IResponseOp[] | undefined): Map<string, number> | undefined {
+  if (!responses || responses.length !== keys.length) return undefined;
+  const mods = new Map<string, number>();
+  for (let i = 0; i < keys.length; i++) {
+    const kv = responses[i]?.response_range?.kvs?.[0];
+    mods.set(keys[i], kv ? Number(kv.mod_revision) : 0);
+  }
+  return mods;
 }
 
 export class TxnBatcher {
@@ -137,11 +154,17 @@ export class TxnBatcher {
     this.stats.writes += batch.length;
     if (batch.length === 1) return this.alone(batch[0]);
     this.stats.merged++;
-    let out: TxnOutcome;
+    const compare = batch.flatMap((p) => p.compare);
+    // Plain mod_revision compares (every merged write's, as the store makes them) can be
+    // checked against the keys' mod_revisions; anything else is split as it comes.
+    const attributable = compare.every((c) => c.target === "Mod" && c.result === "Equal" && c.range_end === undefined);
+    const compared = attributable ? [...new Set(compare.map((c) => keyOf(c.key)))] : [];
+    let out: TxnOutcome & { responses?: IResponseOp[] };
     try {
       out = await this.send(
-        batch.flatMap((p) => p.compare),
+        compare,
         [...batch.flatMap((p) => p.writes), this.always],
+        compared.map((k) => ({ request_range: { key: Buffer.from(k), keys_only: true } })),
       );
     } catch (e) {
       // etcd refused the merged Txn unapplied for its size: each write goes alone. Any
@@ -158,6 +181,17 @@ export class TxnBatcher {
       return;
     }
     this.stats.split++;
+    const mods = attributable ? modsOf(compared, out.responses) : undefined;
+    if (mods) {
+      const failed = batch.filter((p) => !p.compare.every((c) => mods.get(keyOf(c.key)) === Number(c.mod_revision)));
+      if (failed.length > 0) {
+        for (const p of failed) p.resolve({ succeeded: false, revision: out.revision });
+        const held = batch.filter((p) => !failed.includes(p));
+        // Still disjoint, and their compares held: together again, ahead of what waits.
+        if (held.length > 0) await this.run(held);
+        return;
+      }
+    }
     // Disjoint keys, so sending them alone at once cannot make them fail one another.
     await Promise.all(batch.map((p) => this.alone(p)));
   }

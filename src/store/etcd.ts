@@ -186,9 +186,9 @@ export class EtcdStore extends TxnWrites implements Store {
     if (opts.auth) options.auth = opts.auth;
     this.client = new Etcd3(options);
     this.batcher = new TxnBatcher(
-      async (compare, success) => {
-        const r = await this.client.kv.txn({ compare, success });
-        return { succeeded: r.succeeded, revision: r.header.revision };
+      async (compare, success, failure) => {
+        const r = await this.client.kv.txn({ compare, success, failure });
+        return { succeeded: r.succeeded, revision: r.header.revision, responses: r.responses };
       },
       this.revisionPut,
       { maxOps: this.maxTxnOps, maxBytes: this.maxRequestBytes - REQUEST_OVERHEAD },
