@@ -457,6 +457,28 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       expect([await value("a"), await value("b"), await value("c")]).toEqual(["1", undefined, "1"]);
     });
 
+    it("a failed merged Txn tells each stale write so, and commits the others together, however many are stale", async () => {
+      n++;
+      const b = batcher();
+      await b.commit([], [put("shared", "1")]);
+      const shared = (await store.etcd.kv.range({ key: key("shared") })).kvs[0].mod_revision;
+      const plug = b.commit([], [put("plug", "1")]);
+      // Two writes compare the same key at its current mod_revision, two at one it never had.
+      const stale = (k: string) =>
+        b.commit([{ key: key(k), target: "Mod", result: "Equal", mod_revision: 999_999 }], [put(k, "1")]);
+      const fresh = (k: string) =>
+        b.commit([{ key: key("shared"), target: "Mod", result: "Equal", mod_revision: shared }], [put(k, "1")]);
+      const out = await Promise.all([plug, fresh("f1"), stale("s1"), fresh("f2"), stale("s2")]);
+      expect(out.map((o) => o.succeeded)).toEqual([true, true, false, true, false]);
+      expect(out[1].revision).toBe(out[3].revision);
+      expect([await value("f1"), await value("f2"), await value("s1"), await value("s2")]).toEqual([
+        "1",
+        "1",
+        undefined,
+        undefined,
+      ]);
+    });
+
     it("never puts two writes of one key in one Txn: they commit one after the other, in order", async () => {
       n++;
       const b = batcher();
