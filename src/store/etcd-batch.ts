@@ -86,7 +86,9 @@ export class TxnBatcher {
         writes,
         reads: ranged ? undefined : compare.map((c) => keyOf(c.key)),
         written: deletesRange ? undefined : writes.map((w) => keyOf(w.request_put?.key ?? w.request_delete_range?.key)),
-        bytes: writes.reduce((n, w) => n + opBytes(w), 0) + compare.reduce((n, c) => n + keyOf(c.key).length + 16, 0),
+        // Each compared key is carried twice: in its compare, and in the failure branch's read of it.
+        bytes:
+          writes.reduce((n, w) => n + opBytes(w), 0) + compare.reduce((n, c) => n + 2 * (keyOf(c.key).length + 16), 0),
         resolve,
         reject,
       });

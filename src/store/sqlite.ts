@@ -601,7 +601,6 @@ export class SqliteStore extends TxnWrites implements Store {
     };
   }
 
-  /** Applied events go to pending watchers now, and to the others once durable. */
   /**
    * Open a group: one SQLite transaction that the next writes join, each in its savepoint.
    * The meta row is read once here and kept in memory until commitGroup() writes it.
@@ -631,6 +630,7 @@ export class SqliteStore extends TxnWrites implements Store {
     else this.st.setMeta.run(m.revision, m.compacted, m.event_count);
   }
 
+  /** Applied events go to pending watchers now, and to the others once durable. */
   private publish(events: PendingEvent[]): void {
     this.deliver(events, true);
     this.undurable.push(events);
