@@ -51,6 +51,7 @@ export type Decision = {
 
 function shortfallsOf(failures: readonly Failure[]): Shortfalls {
   const out: Shortfalls = {};
+  if (failures.length === 0) return out;
   for (const f of failures) {
     if (!f.shortfall) continue;
     if (f.field === "gpu_types" && isSetShortfall(f.shortfall)) out.gpu_types = f.shortfall;
@@ -65,10 +66,14 @@ function shortfallsOf(failures: readonly Failure[]): Shortfalls {
  * `checks` narrows the list only for the store's invariant guard (guard.ts).
  */
 export function admit(task: TaskView, worker: WorkerView, checks: readonly Check[] = CHECKS): Decision {
-  const failures = checks.flatMap((c) => c.run(task, worker));
-  const reasons = orderReasons(failures.map((f) => f.code));
-  const reason = firstV1Reason(reasons);
+  const failures: Failure[] = [];
+  for (const c of checks) {
+    const fs = c.run(task, worker);
+    for (let i = 0; i < fs.length; i++) failures.push(fs[i]);
+  }
   const ok = failures.length === 0;
+  const reasons = ok ? [] : orderReasons(failures.map((f) => f.code));
+  const reason = ok ? undefined : firstV1Reason(reasons);
   const reserved = reservedOf(worker);
   const admission: AdmissionObject = {
     ok,

@@ -14,7 +14,13 @@ export type Vector = {
 export const zero = (): Vector => ({ cpu_millis: 0, memory_mb: 0, disk_mb: 0, gpu_count: 0, gpu_types: [] });
 
 /** A copy that shares no array with the original, for snapshots that outlive the view. */
-export const clone = (v: Vector): Vector => ({ ...v, gpu_types: [...v.gpu_types] });
+export const clone = (v: Vector): Vector => ({
+  cpu_millis: v.cpu_millis,
+  memory_mb: v.memory_mb,
+  disk_mb: v.disk_mb,
+  gpu_count: v.gpu_count,
+  gpu_types: v.gpu_types.slice(),
+});
 
 /** v1 truncates floats; anything that is not a non-negative finite number counts as 0. */
 export function wholeUnits(x: unknown): number {
@@ -38,26 +44,55 @@ export function normalise(spec?: ResourceSpec | null): Vector {
   return out;
 }
 
+// The arithmetic below names the four counts (RESOURCE_FIELDS) one by one: it runs for every
+// lease in every admission decision, and field by field it allocates only the result.
+
 /** Sum of counts; gpu_types is the union, so a sum of reservations shows every type in use. */
 export function add(a: Vector, b: Vector): Vector {
-  const out = zero();
-  for (const f of RESOURCE_FIELDS) out[f] = a[f] + b[f];
-  // Both sides are sorted and de-duplicated already: with one side empty the other is the union.
-  if (b.gpu_types.length === 0) out.gpu_types = [...a.gpu_types];
-  else if (a.gpu_types.length === 0) out.gpu_types = [...b.gpu_types];
-  else out.gpu_types = normaliseTypes([...a.gpu_types, ...b.gpu_types]);
-  return out;
+  return {
+    cpu_millis: a.cpu_millis + b.cpu_millis,
+    memory_mb: a.memory_mb + b.memory_mb,
+    disk_mb: a.disk_mb + b.disk_mb,
+    gpu_count: a.gpu_count + b.gpu_count,
+    gpu_types: unionTypes(a.gpu_types, b.gpu_types),
+  };
 }
 
-export const sum = (vs: Iterable<Vector>): Vector => [...vs].reduce(add, zero());
+// Both sides are sorted and de-duplicated already: with one side empty the other is the union.
+const unionTypes = (a: string[], b: string[]): string[] =>
+  b.length === 0 ? a.slice() : a.length === 0 ? b.slice() : normaliseTypes([...a, ...b]);
+
+/** The sum of any number of vectors (add() over them, from zero), allocating only the result. */
+export const sum = (vs: Iterable<Vector>): Vector => sumOf(Array.isArray(vs) ? vs : [...vs], (v) => v);
+
+/** The sum of the vector `of` each item holds (a reservation of each lease), without a list of them. */
+export function sumOf<T>(items: readonly T[], of: (item: T) => Vector): Vector {
+  let cpu_millis = 0;
+  let memory_mb = 0;
+  let disk_mb = 0;
+  let gpu_count = 0;
+  let types: string[] | undefined;
+  for (let i = 0; i < items.length; i++) {
+    const v = of(items[i]);
+    cpu_millis += v.cpu_millis;
+    memory_mb += v.memory_mb;
+    disk_mb += v.disk_mb;
+    gpu_count += v.gpu_count;
+    if (v.gpu_types.length) types = types ? unionTypes(types, v.gpu_types) : v.gpu_types;
+  }
+  return { cpu_millis, memory_mb, disk_mb, gpu_count, gpu_types: types ? types.slice() : [] };
+}
 
 /**
  * a - b floored at 0 in every dimension (headroom is never negative). gpu_types stays a's:
  * the types a worker has do not change with what is reserved on it.
  */
 export function sub(a: Vector, b: Vector): Vector {
-  const out = zero();
-  for (const f of RESOURCE_FIELDS) out[f] = Math.max(0, a[f] - b[f]);
-  out.gpu_types = [...a.gpu_types];
-  return out;
+  return {
+    cpu_millis: Math.max(0, a.cpu_millis - b.cpu_millis),
+    memory_mb: Math.max(0, a.memory_mb - b.memory_mb),
+    disk_mb: Math.max(0, a.disk_mb - b.disk_mb),
+    gpu_count: Math.max(0, a.gpu_count - b.gpu_count),
+    gpu_types: a.gpu_types.slice(),
+  };
 }

@@ -5,7 +5,7 @@ import { isActive, type ResourceField, type Task, type Worker } from "../resourc
 import { getCondition } from "../resources/meta.ts";
 import { effectiveCapacity } from "./capacity.ts";
 import type { QueueBook } from "./queues.ts";
-import { normalise, sum, type Vector } from "./vector.ts";
+import { normalise, sumOf, type Vector } from "./vector.ts";
 
 export type Placement = "shared" | "exclusive";
 
@@ -173,7 +173,7 @@ export function workerView(worker: Worker, leases: readonly LeaseView[], opts: W
 }
 
 /** The sum of the active leases' reservations: the only definition of "reserved". */
-export const reservedOf = (w: WorkerView): Vector => sum(w.leases.map((l) => l.reservation));
+export const reservedOf = (w: WorkerView): Vector => sumOf(w.leases, (l) => l.reservation);
 
 export const exclusiveActive = (w: WorkerView): boolean => w.leases.some((l) => l.placement === "exclusive");
 

@@ -2,8 +2,10 @@
 import { describe, expect, it } from "vitest";
 import type { Task, Worker } from "../../src/resources/types.ts";
 import {
+  add,
   admit,
   CHECKS,
+  clone,
   defaultCapacityFromHost,
   effectiveCapacity,
   leasesOn,
@@ -11,6 +13,8 @@ import {
   overlayCapacity,
   Reason,
   reservedOf,
+  sub,
+  sum,
   summarize,
   taskView,
   workerView,
@@ -366,6 +370,36 @@ describe("reservations are derived from the active leases", () => {
   it("takes the placement from the lease, else from the profile", () => {
     const ex = leased("t-ex", "w1", "running", {}, { execution_profile: { placement: "exclusive" } });
     expect(leasesOn("w1", [ex])[0].placement).toBe("exclusive");
+  });
+});
+
+describe("resource vectors: sums, differences and copies", () => {
+  const a = vec({ cpu_millis: 1000, memory_mb: 512, gpu_count: 1, gpu_types: ["a100"] });
+  const b = vec({ cpu_millis: 250, disk_mb: 10, gpu_count: 2, gpu_types: ["h100", "a100"] });
+
+  it("adds every count and unions the GPU types, sorted and de-duplicated", () => {
+    expect(add(a, b)).toEqual({
+      cpu_millis: 1250,
+      memory_mb: 512,
+      disk_mb: 10,
+      gpu_count: 3,
+      gpu_types: ["a100", "h100"],
+    });
+    expect(sum([a, b, vec({ memory_mb: 8 })])).toEqual({ ...add(a, b), memory_mb: 520 });
+    expect(sum([])).toEqual(vec());
+  });
+
+  it("floors a difference at zero and keeps the first side's GPU types", () => {
+    expect(sub(b, a)).toEqual({ cpu_millis: 0, memory_mb: 0, disk_mb: 10, gpu_count: 1, gpu_types: ["a100", "h100"] });
+  });
+
+  it("never returns an array it was given", () => {
+    const one = sum([b]);
+    expect(one.gpu_types).toEqual(b.gpu_types);
+    expect(one.gpu_types).not.toBe(b.gpu_types);
+    expect(clone(b).gpu_types).not.toBe(b.gpu_types);
+    expect(add(vec(), b).gpu_types).not.toBe(b.gpu_types);
+    expect(sub(b, a).gpu_types).not.toBe(b.gpu_types);
   });
 });
 
