@@ -164,6 +164,8 @@ type Watcher = {
   stopped: boolean;
 };
 
+const LIST_SQL = "SELECT json FROM objects WHERE kind = ? ORDER BY name";
+
 /** How long a list decodes rows before it yields to I/O. */
 const LIST_SLICE_MS = 8;
 
@@ -180,6 +182,7 @@ export class SqliteStore extends TxnWrites implements Store {
   readonly path: string;
   private readonly db: Database.Database;
   private readonly eventLogLimit: number;
+  private readonly busyTimeoutMs: number;
   private readonly watchers = new Set<Watcher>();
   private readonly recent = new Map<string, { revision: number; object: StoredObject }>();
   private closed = false;
@@ -224,6 +227,7 @@ export class SqliteStore extends TxnWrites implements Store {
     if (!Number.isInteger(limit) || limit < 0)
       throw new Error(`eventLogLimit must be a non-negative integer, got ${limit}`);
     this.eventLogLimit = limit;
+    this.busyTimeoutMs = opts.busyTimeoutMs ?? 5000;
     this.path = path;
     this.db = new Database(path);
     try {
@@ -232,7 +236,7 @@ export class SqliteStore extends TxnWrites implements Store {
       this.db.pragma("synchronous = NORMAL");
       // Checkpoints run in a worker thread (checkpointer.ts), not inside this thread's commits.
       this.db.pragma("wal_autocheckpoint = 0");
-      this.db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
+      this.db.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
       this.db.exec(SCHEMA);
     } catch (e) {
       this.db.close();
@@ -248,7 +252,7 @@ export class SqliteStore extends TxnWrites implements Store {
         .pluck(),
       begin: db.prepare("BEGIN IMMEDIATE"),
       commit: db.prepare("COMMIT"),
-      list: db.prepare<[string], string>("SELECT json FROM objects WHERE kind = ? ORDER BY name").pluck(),
+      list: db.prepare<[string], string>(LIST_SQL).pluck(),
       insert: db.prepare("INSERT INTO objects (kind, name, json, revision) VALUES (?, ?, ?, ?)"),
       replace: db.prepare("UPDATE objects SET json = ?, revision = ? WHERE kind = ? AND name = ?"),
       del: db.prepare("DELETE FROM objects WHERE kind = ? AND name = ?"),
@@ -308,26 +312,44 @@ export class SqliteStore extends TxnWrites implements Store {
     return json === undefined ? undefined : (JSON.parse(json) as T);
   }
 
+  /**
+   * One snapshot of a kind, read on a connection of its own so that it can yield to I/O
+   * between rows while this connection goes on writing (WAL lets a reader keep its snapshot
+   * beside a writer). Rows are decoded as they are read: a list of 200,000 Tasks never holds
+   * every row's text at once beside the decoded objects, which at a Hub's start was the
+   * largest part of its memory.
+   */
   async list<T extends StoredObject = StoredObject>(kind: string, opts: ListOptions = {}): Promise<ListResult<T>> {
     this.open();
     const match = labelSelectorMatcher(opts.labelSelector);
-    const [rows, revision] = this.readTxn(() => [this.st.list.all(kind), this.meta().revision] as const);
-    const items: T[] = [];
-    // The rows are one snapshot; decoding them (15,000 Events for the Event GC, 200,000 Tasks
-    // for a relist) yields to I/O every few milliseconds instead of holding the loop throughout.
-    let sliceStart = performance.now();
-    for (let i = 0; i < rows.length; i++) {
-      const obj = JSON.parse(rows[i]) as T;
-      // Each row's text is garbage once decoded: 200,000 of them need not outlive the loop.
-      (rows as (string | undefined)[])[i] = undefined;
-      if (match(obj.metadata?.labels)) items.push(obj);
-      if ((i & 255) === 255 && performance.now() - sliceStart >= LIST_SLICE_MS) {
-        await new Promise((resolve) => setImmediate(resolve));
-        this.open();
-        sliceStart = performance.now();
+    // The reader sees committed rows only: what this connection applied is committed first
+    // (its flush still makes it durable), so a list shows every write applied before it.
+    if (this.db.inTransaction) this.commitGroup();
+    const reader = new Database(this.path, { readonly: true, fileMustExist: true });
+    try {
+      reader.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
+      // Deferred: the first read takes the snapshot, and the meta row is read in it.
+      reader.exec("BEGIN");
+      const revision = reader.prepare<[], number>("SELECT revision FROM meta WHERE id = 1").pluck().get()!;
+      const rows = reader.prepare<[string], string>(LIST_SQL).pluck().iterate(kind);
+      const items: T[] = [];
+      let sliceStart = performance.now();
+      let i = 0;
+      for (const json of rows) {
+        const obj = JSON.parse(json) as T;
+        if (match(obj.metadata?.labels)) items.push(obj);
+        // 15,000 Events for the Event GC, 200,000 Tasks for a relist: the loop yields every few milliseconds.
+        if ((++i & 255) === 0 && performance.now() - sliceStart >= LIST_SLICE_MS) {
+          await new Promise((resolve) => setImmediate(resolve));
+          this.open();
+          sliceStart = performance.now();
+        }
       }
+      reader.exec("COMMIT");
+      return { items, revision };
+    } finally {
+      reader.close();
     }
-    return { items, revision };
   }
 
   async revision(): Promise<number> {

@@ -200,6 +200,44 @@ describe("sqlite store specifics", () => {
     await store.close(); // idempotent
   });
 
+  it("a list is one snapshot while writes land during it, and shows every write applied before it", async () => {
+    const { store } = await fresh();
+    const N = 20_000;
+    const ops: TxnOp[] = [];
+    for (let j = 0; j < N; j++) ops.push({ op: "create", object: worker(`w${String(j).padStart(6, "0")}`) });
+    await store.txn(ops);
+    const at = await store.revision();
+    // Writes start while the list is decoding (it yields to I/O every few milliseconds).
+    const listing = store.list("Worker");
+    let writes = 0;
+    const writing = (async () => {
+      for (let k = 0; k < 20; k++) {
+        await new Promise((r) => setImmediate(r));
+        await store.create(worker(`x${k}`));
+        await store.delete("Worker", `w${String(k).padStart(6, "0")}`);
+        writes += 2;
+      }
+    })();
+    const [all] = await Promise.all([listing, writing]);
+    expect(writes).toBe(40);
+    expect(all.revision).toBe(at);
+    expect(all.items).toHaveLength(N);
+    expect(all.items.some((w) => w.metadata.name.startsWith("x"))).toBe(false);
+    expect(all.items[0].metadata.name).toBe("w000000");
+    // A write applied while a WAL flush is in flight sits in a group not committed yet: a
+    // list of this process shows it, as it shows everything this process applied.
+    const first = store.create(task("a"));
+    const applied = await store.apply([{ op: "create", object: task("b") }]);
+    const tasks = await store.list("Task");
+    expect(tasks.items.map((t) => t.metadata.name)).toEqual(["a", "b"]);
+    expect(tasks.revision).toBe(applied.revision);
+    await applied.durable;
+    await first;
+    const later = await store.list("Worker");
+    expect(later.items).toHaveLength(N);
+    expect(later.items.filter((w) => w.metadata.name.startsWith("x"))).toHaveLength(20);
+  }, 120_000);
+
   it("lists and selects among 20k objects in name order", async () => {
     const { store } = await fresh();
     const N = 20_000;

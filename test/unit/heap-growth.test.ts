@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { growthPercent, HEAP_HEADROOM_MIB } from "../../src/observability/heap-growth.ts";
+import { getHeapStatistics } from "node:v8";
+import { fullGc, growthPercent, HEAP_HEADROOM_MIB } from "../../src/observability/heap-growth.ts";
 
 describe("heap growth between full GCs", () => {
   it("keeps the percentage on a large heap", () => {
@@ -21,5 +22,15 @@ describe("heap growth between full GCs", () => {
     expect(growthPercent(40, 500)).toBe(300);
     expect(growthPercent(400, 80)).toBe(80);
     expect(growthPercent(100, 30, 0)).toBe(30);
+  });
+
+  it("runs a full GC on demand, without leaving a global gc behind", () => {
+    // Garbage that survived to the old generation: only a full GC takes it back.
+    const hold = { garbage: Array.from({ length: 300_000 }, (_, i) => ({ i, s: `x${i}` })) as unknown[] | undefined };
+    const held = getHeapStatistics().used_heap_size;
+    hold.garbage = undefined;
+    fullGc();
+    expect(getHeapStatistics().used_heap_size).toBeLessThan(held - 10 * 2 ** 20);
+    expect((globalThis as { gc?: unknown }).gc).toBeUndefined();
   });
 });
