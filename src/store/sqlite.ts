@@ -45,7 +45,7 @@ import type {
   WatchHandle,
   WatchOptions,
 } from "./store.ts";
-import { Checkpointer, type CheckpointStats } from "./checkpointer.ts";
+import { Checkpointer, type CheckpointRound, type CheckpointStats } from "./checkpointer.ts";
 import { WalSync } from "./wal-sync.ts";
 import { iso } from "../resources/time.ts";
 
@@ -54,7 +54,16 @@ export type SqliteStoreOptions = {
   eventLogLimit?: number;
   /** How long a write waits for another process's lock, in ms. Default 5000. */
   busyTimeoutMs?: number;
+  /** The longest a written page waits in the WAL for a background checkpoint, in ms. Default 1000. */
+  checkpointEveryMs?: number;
+  /**
+   * Past this size the WAL is started over under load: the store copies what the background
+   * checkpoint left between two groups (checkpointer.ts). Default 64 MiB.
+   */
+  walRestartBytes?: number;
 };
+
+const WAL_RESTART_BYTES = 64 * 1024 * 1024;
 
 /** The queue an allocations row counts against, as SQL; the same expression as its index, so queries use it. */
 const QUEUE_OF_LEASE = `COALESCE(json_extract(lease, '$.queue'), '${DEFAULT_QUEUE}')`;
@@ -214,6 +223,10 @@ export class SqliteStore extends TxnWrites implements Store {
   private readonly checkpointer: Checkpointer;
   /** Applied batches of events that pending=false watchers have not been given yet. */
   private undurable: PendingEvent[][] = [];
+  private readonly walRestartBytes: number;
+  private readonly pageSize: number;
+  /** A background round left the WAL past walRestartBytes: the next commitGroup finishes the checkpoint. */
+  private finishDue = false;
   /** The open group's meta row (openGroup), and whether a write of the group changed it. */
   private group: { meta: Meta; dirty: boolean } | undefined;
   private readonly writeTxn: Database.Transaction<
@@ -228,6 +241,7 @@ export class SqliteStore extends TxnWrites implements Store {
       throw new Error(`eventLogLimit must be a non-negative integer, got ${limit}`);
     this.eventLogLimit = limit;
     this.busyTimeoutMs = opts.busyTimeoutMs ?? 5000;
+    this.walRestartBytes = opts.walRestartBytes ?? WAL_RESTART_BYTES;
     this.path = path;
     this.db = new Database(path);
     try {
@@ -238,6 +252,7 @@ export class SqliteStore extends TxnWrites implements Store {
       this.db.pragma("wal_autocheckpoint = 0");
       this.db.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
       this.db.exec(SCHEMA);
+      this.pageSize = Number(this.db.pragma("page_size", { simple: true }));
     } catch (e) {
       this.db.close();
       throw e;
@@ -286,12 +301,17 @@ export class SqliteStore extends TxnWrites implements Store {
         .raw(),
     };
     if (Number(db.pragma("user_version", { simple: true })) < SCHEMA_VERSION) this.backfillAllocations();
-    this.checkpointer = new Checkpointer(path, (why) => {
-      console.error(
-        `sqlite store ${path}: background checkpoints stopped (${why}); SQLite checkpoints inside commits again`,
-      );
-      if (!this.closed) this.db.pragma("wal_autocheckpoint = 1000");
-    });
+    this.checkpointer = new Checkpointer(
+      path,
+      (why) => {
+        console.error(
+          `sqlite store ${path}: background checkpoints stopped (${why}); SQLite checkpoints inside commits again`,
+        );
+        if (!this.closed) this.db.pragma("wal_autocheckpoint = 1000");
+      },
+      opts.checkpointEveryMs ?? 1000,
+      (round) => this.afterCheckpoint(round),
+    );
     this.sync = new WalSync(
       `${path}-wal`,
       this.st.meta.get()!.revision,
@@ -639,6 +659,37 @@ export class SqliteStore extends TxnWrites implements Store {
     if (!this.db.inTransaction) return;
     if (g?.dirty) this.st.setMeta.run(g.meta.revision, g.meta.compacted, g.meta.event_count);
     this.st.commit.run();
+    if (this.finishDue) this.finishCheckpoint();
+  }
+
+  /** A background round is done: past walRestartBytes, the WAL is to start over. */
+  private afterCheckpoint(round: CheckpointRound): void {
+    // A round copies all it saw, but the frames committed since then keep the WAL from starting over.
+    if (round.log * this.pageSize < this.walRestartBytes) return;
+    this.finishDue = true;
+    // Between groups already: copy now, and the next write starts the WAL over.
+    if (!this.db.inTransaction) this.finishCheckpoint();
+  }
+
+  /**
+   * Copy into the database file what the background round left in the WAL, on this connection
+   * and between two groups: no frame can arrive meanwhile, so every frame is copied and the
+   * next group's transaction starts the WAL over. It costs one pause of the event loop (the
+   * frames written during one round, and two syncs), once per walRestartBytes of WAL.
+   */
+  private finishCheckpoint(): void {
+    this.finishDue = false;
+    const t0 = performance.now();
+    try {
+      this.db.pragma("wal_checkpoint(PASSIVE)");
+    } catch (e) {
+      // The WAL keeps its frames and the next round tries again; no write is affected.
+      console.error(`sqlite store ${this.path}: checkpoint between groups failed:`, e);
+      return;
+    }
+    const stats = this.checkpointer.stats;
+    stats.finished++;
+    stats.longestFinishMs = Math.max(stats.longestFinishMs, performance.now() - t0);
   }
 
   /** The meta row as this connection sees it: an open group's lives in memory until its commit. */
