@@ -76,14 +76,20 @@ CREATE TABLE IF NOT EXISTS meta (
   event_count INTEGER NOT NULL
 );
 INSERT OR IGNORE INTO meta (id, revision, compacted, event_count) VALUES (1, 0, 0, 0);
+-- The current objects: each row points at the event that wrote it (events.seq), so an
+-- object's JSON is stored once per revision, in the log. A row stays small, and one page
+-- holds many, so a group of writes dirties few pages of this table.
 CREATE TABLE IF NOT EXISTS objects (
   kind TEXT NOT NULL,
   name TEXT NOT NULL,
-  json TEXT NOT NULL,
+  seq INTEGER NOT NULL,
   revision INTEGER NOT NULL,
   PRIMARY KEY (kind, name)
 );
--- seq orders the several events of one transaction (they share a revision).
+-- The event log, and the JSON of every current object. seq orders the several events of one
+-- transaction (they share a revision). Compaction drops the events at or below
+-- meta.compacted except those current objects point at: they stay, out of the log (no
+-- watch replays them), until their object is written again or deleted.
 CREATE TABLE IF NOT EXISTS events (
   seq INTEGER PRIMARY KEY,
   revision INTEGER NOT NULL,
@@ -111,8 +117,11 @@ CREATE INDEX IF NOT EXISTS allocations_by_queue ON allocations (${QUEUE_OF_LEASE
 /** Events the log drops at a time once past its limit: about a millisecond of deleting rows. */
 const COMPACT_STEP = 500;
 
-/** PRAGMA user_version: 1 = the allocations index exists and is complete. */
-const SCHEMA_VERSION = 1;
+/**
+ * PRAGMA user_version: 1 = the allocations index exists and is complete; 2 = objects rows
+ * point into the event log instead of holding their own JSON (upgrade()).
+ */
+const SCHEMA_VERSION = 2;
 
 type Meta = { revision: number; compacted: number; event_count: number };
 type PendingEvent = {
@@ -173,7 +182,7 @@ type Watcher = {
   stopped: boolean;
 };
 
-const LIST_SQL = "SELECT json FROM objects WHERE kind = ? ORDER BY name";
+const LIST_SQL = "SELECT e.json FROM objects o JOIN events e ON e.seq = o.seq WHERE o.kind = ? ORDER BY o.name";
 
 /** How long a list decodes rows before it yields to I/O. */
 const LIST_SLICE_MS = 8;
@@ -205,14 +214,16 @@ export class SqliteStore extends TxnWrites implements Store {
     begin: Database.Statement<[]>;
     commit: Database.Statement<[]>;
     list: Database.Statement<[string], string>;
-    insert: Database.Statement<[string, string, string, number]>;
-    replace: Database.Statement<[string, number, string, string]>;
+    insert: Database.Statement<[string, string, number | bigint, number]>;
+    replace: Database.Statement<[number | bigint, number, string, string]>;
     del: Database.Statement<[string, string]>;
+    dropStale: Database.Statement<[string, string, number]>;
     addEvent: Database.Statement<[number, string, string, string, string]>;
     eventsAll: Database.Statement<[number], [number, string, string, string, string]>;
     eventsKind: Database.Statement<[string, number], [number, string, string, string, string]>;
-    nthEventRevision: Database.Statement<[number], number>;
-    dropEvents: Database.Statement<[number]>;
+    nthEventRevision: Database.Statement<[number, number], number>;
+    countEvents: Database.Statement<[number, number], number>;
+    dropEvents: Database.Statement<[number, number]>;
     allocsOn: Database.Statement<[string], [string, string]>;
     queueUse: Database.Statement<[string, string], [number, number, number, number]>;
     queueGpuTypes: Database.Statement<[string, string], [string, number]>;
@@ -245,6 +256,12 @@ export class SqliteStore extends TxnWrites implements Store {
     this.path = path;
     this.db = new Database(path);
     try {
+      // A store written by a later Loom is refused before anything in it changes.
+      const version = Number(this.db.pragma("user_version", { simple: true }));
+      if (version > SCHEMA_VERSION)
+        throw new Error(
+          `sqlite store ${path} has schema version ${version}, written by a later Loom; this one reads versions up to ${SCHEMA_VERSION}`,
+        );
       this.db.pragma("journal_mode = WAL");
       // NORMAL: commits do not wait for the disk; WalSync makes them durable in groups.
       this.db.pragma("synchronous = NORMAL");
@@ -252,6 +269,7 @@ export class SqliteStore extends TxnWrites implements Store {
       this.db.pragma("wal_autocheckpoint = 0");
       this.db.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
       this.db.exec(SCHEMA);
+      this.upgradeLayout();
       this.pageSize = Number(this.db.pragma("page_size", { simple: true }));
     } catch (e) {
       this.db.close();
@@ -261,16 +279,24 @@ export class SqliteStore extends TxnWrites implements Store {
     this.st = {
       meta: db.prepare<[], Meta>("SELECT revision, compacted, event_count FROM meta WHERE id = 1"),
       setMeta: db.prepare("UPDATE meta SET revision = ?, compacted = ?, event_count = ? WHERE id = 1"),
-      get: db.prepare<[string, string], string>("SELECT json FROM objects WHERE kind = ? AND name = ?").pluck(),
+      get: db
+        .prepare<[string, string], string>(
+          "SELECT e.json FROM objects o JOIN events e ON e.seq = o.seq WHERE o.kind = ? AND o.name = ?",
+        )
+        .pluck(),
       getRevision: db
         .prepare<[string, string], number>("SELECT revision FROM objects WHERE kind = ? AND name = ?")
         .pluck(),
       begin: db.prepare("BEGIN IMMEDIATE"),
       commit: db.prepare("COMMIT"),
       list: db.prepare<[string], string>(LIST_SQL).pluck(),
-      insert: db.prepare("INSERT INTO objects (kind, name, json, revision) VALUES (?, ?, ?, ?)"),
-      replace: db.prepare("UPDATE objects SET json = ?, revision = ? WHERE kind = ? AND name = ?"),
+      insert: db.prepare("INSERT INTO objects (kind, name, seq, revision) VALUES (?, ?, ?, ?)"),
+      replace: db.prepare("UPDATE objects SET seq = ?, revision = ? WHERE kind = ? AND name = ?"),
       del: db.prepare("DELETE FROM objects WHERE kind = ? AND name = ?"),
+      // The event an object is about to stop pointing at, when compaction kept it only for the object.
+      dropStale: db.prepare(
+        "DELETE FROM events WHERE seq = (SELECT seq FROM objects WHERE kind = ? AND name = ?) AND revision <= ?",
+      ),
       addEvent: db.prepare("INSERT INTO events (revision, kind, name, type, json) VALUES (?, ?, ?, ?, ?)"),
       eventsAll: db
         .prepare<[number], [number, string, string, string, string]>(
@@ -283,9 +309,17 @@ export class SqliteStore extends TxnWrites implements Store {
         )
         .raw(),
       nthEventRevision: db
-        .prepare<[number], number>("SELECT revision FROM events ORDER BY revision, seq LIMIT 1 OFFSET ?")
+        .prepare<[number, number], number>(
+          "SELECT revision FROM events WHERE revision > ? ORDER BY revision, seq LIMIT 1 OFFSET ?",
+        )
         .pluck(),
-      dropEvents: db.prepare("DELETE FROM events WHERE revision <= ?"),
+      countEvents: db
+        .prepare<[number, number], number>("SELECT count(*) FROM events WHERE revision > ? AND revision <= ?")
+        .pluck(),
+      // The log's events in (from, to], except those a current object points at.
+      dropEvents: db.prepare(
+        "DELETE FROM events WHERE revision > ? AND revision <= ? AND NOT EXISTS (SELECT 1 FROM objects o WHERE o.kind = events.kind AND o.name = events.name AND o.seq = events.seq)",
+      ),
       allocsOn: db.prepare<[string], [string, string]>("SELECT task, lease FROM allocations WHERE worker = ?").raw(),
       putAlloc: db.prepare("INSERT OR REPLACE INTO allocations (task, worker, lease) VALUES (?, ?, ?)"),
       dropAlloc: db.prepare("DELETE FROM allocations WHERE task = ?"),
@@ -300,7 +334,9 @@ export class SqliteStore extends TxnWrites implements Store {
         )
         .raw(),
     };
-    if (Number(db.pragma("user_version", { simple: true })) < SCHEMA_VERSION) this.backfillAllocations();
+    const version = Number(db.pragma("user_version", { simple: true }));
+    if (version < 1) this.backfillAllocations();
+    else if (version < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
     this.checkpointer = new Checkpointer(
       path,
       (why) => {
@@ -439,8 +475,9 @@ export class SqliteStore extends TxnWrites implements Store {
         const m = this.meta();
         const upTo = Math.min(Math.floor(revision), m.revision);
         if (upTo <= m.compacted) return;
-        const dropped = this.st.dropEvents.run(upTo).changes;
-        this.setMeta({ revision: m.revision, compacted: upTo, event_count: m.event_count - dropped });
+        const left = this.st.countEvents.get(m.compacted, upTo)!;
+        this.st.dropEvents.run(m.compacted, upTo);
+        this.setMeta({ revision: m.revision, compacted: upTo, event_count: m.event_count - left });
       })
       .immediate();
   }
@@ -494,22 +531,27 @@ export class SqliteStore extends TxnWrites implements Store {
       // own copy, unless it said it only reads it.
       results.push(shared ? e.result : jsonClone(e.result));
       const { kind, name } = e;
+      // The event the object pointed at, if compaction kept it only for the object.
+      if (e.type !== "ADDED") this.st.dropStale.run(kind, name, meta.compacted);
       if (e.type === "DELETED") {
         this.st.del.run(kind, name);
         // The event carries the deletion's revision, so a client resuming from the last
         // object it saw does not receive the deletion twice (as Kubernetes does).
         const gone = { ...e.result, metadata: { ...e.result.metadata, resourceVersion: rv } };
-        events.push({ revision: rev, kind, name, type: "DELETED", json: JSON.stringify(gone) });
+        const json = JSON.stringify(gone);
+        this.st.addEvent.run(rev, kind, name, "DELETED", json);
+        events.push({ revision: rev, kind, name, type: "DELETED", json });
         continue;
       }
+      // The JSON goes into the log once; the objects row points at it.
       const json = JSON.stringify(e.stored);
-      if (e.type === "ADDED") this.st.insert.run(kind, name, json, rev);
-      else this.st.replace.run(json, rev, kind, name);
+      const seq = this.st.addEvent.run(rev, kind, name, e.type, json).lastInsertRowid;
+      if (e.type === "ADDED") this.st.insert.run(kind, name, seq, rev);
+      else this.st.replace.run(seq, rev, kind, name);
       events.push({ revision: rev, kind, name, type: e.type, json, written: e.stored ?? undefined });
     }
 
     if (events.length === 0) return { results, events, meta };
-    for (const e of events) this.st.addEvent.run(e.revision, e.kind, e.name, e.type, e.json);
     let count = meta.event_count + events.length;
     let compacted = meta.compacted;
     if (count > this.eventLogLimit) {
@@ -517,8 +559,10 @@ export class SqliteStore extends TxnWrites implements Store {
       // every commit; a small step keeps each delete short (it runs inside a write).
       const step = Math.max(1, Math.min(COMPACT_STEP, Math.floor(this.eventLogLimit / 10)));
       const target = Math.max(0, this.eventLogLimit - step);
-      const cutoff = this.st.nthEventRevision.get(count - target - 1)!;
-      count -= this.st.dropEvents.run(cutoff).changes;
+      const cutoff = this.st.nthEventRevision.get(compacted, count - target - 1)!;
+      // Every event up to the cutoff leaves the log; those of current objects stay in the table.
+      count -= this.st.countEvents.get(compacted, cutoff)!;
+      this.st.dropEvents.run(compacted, cutoff);
       compacted = Math.max(compacted, cutoff);
     }
     // The meta row itself is written once per group, at its commit (setMeta).
@@ -583,6 +627,39 @@ export class SqliteStore extends TxnWrites implements Store {
 
   private leasesOn(worker: string): LeaseView[] {
     return this.st.allocsOn.all(worker).map(([, lease]) => JSON.parse(lease) as LeaseView);
+  }
+
+  /**
+   * A store written by an earlier Loom keeps each object's JSON in its objects row: move it
+   * into the log, in one transaction. An object whose write is still in the log points at
+   * that event (the same JSON); one whose event was compacted gets an event at its own
+   * revision, at or below the compacted one, so no watch replays it.
+   */
+  private upgradeLayout(): void {
+    const columns = this.db.prepare<[], string>("SELECT name FROM pragma_table_info('objects')").pluck().all();
+    if (!columns.includes("json")) return;
+    const same =
+      "e.kind = o.kind AND e.name = o.name AND e.revision = o.revision AND e.type <> 'DELETED' AND e.json = o.json";
+    this.db
+      .transaction(() => {
+        this.db.exec(`
+          CREATE INDEX upgrade_events_by_object ON events (kind, name, revision);
+          INSERT INTO events (revision, kind, name, type, json)
+            SELECT o.revision, o.kind, o.name, 'MODIFIED', o.json FROM objects o
+            WHERE NOT EXISTS (SELECT 1 FROM events e WHERE ${same});
+          CREATE TABLE objects_by_seq (
+            kind TEXT NOT NULL, name TEXT NOT NULL, seq INTEGER NOT NULL, revision INTEGER NOT NULL,
+            PRIMARY KEY (kind, name)
+          );
+          INSERT INTO objects_by_seq (kind, name, seq, revision)
+            SELECT o.kind, o.name, (SELECT max(e.seq) FROM events e WHERE ${same}), o.revision FROM objects o;
+          DROP INDEX upgrade_events_by_object;
+          DROP TABLE objects;
+          ALTER TABLE objects_by_seq RENAME TO objects;
+          UPDATE meta SET event_count = (SELECT count(*) FROM events WHERE revision > meta.compacted);
+        `);
+      })
+      .immediate();
   }
 
   /** Build the allocations index from the Task rows (a store written before it existed). */

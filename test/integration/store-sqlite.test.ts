@@ -4,6 +4,7 @@ import { statSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite.ts";
 import type { StoredObject, TxnOp, WatchEvent } from "../../src/store/store.ts";
@@ -173,6 +174,126 @@ describe("sqlite store specifics", () => {
     expect(again.compactedRevision()).toBe(5);
     expect(await again.revision()).toBe(5);
     expect((await storeError(again.watch(undefined, 4, () => undefined))).code).toBe(410);
+  });
+
+  it("stores each object's JSON once, in the log, and keeps a compacted object's event only while it is current", async () => {
+    const { store, file } = await fresh({ eventLogLimit: 20 });
+    for (let i = 0; i < 30; i++) await store.create(worker(`w${i}`));
+    // w0..w9 were written before the cutoff: their events left the log but stay for the rows.
+    expect(store.compactedRevision()).toBeGreaterThanOrEqual(10);
+    let w0 = (await store.get("Worker", "w0"))!;
+    for (let i = 0; i < 40; i++) w0 = await store.update({ ...w0, spec: { ...w0.spec, max_concurrency: 3 + i } });
+    await store.delete("Worker", "w1");
+    const db = new Database(file, { readonly: true });
+    try {
+      const columns = db.prepare("SELECT name FROM pragma_table_info('objects')").pluck().all();
+      expect(columns).toEqual(["kind", "name", "seq", "revision"]);
+      // Every row holds the log's events plus one event per current object below the cutoff, nothing more.
+      const compacted = store.compactedRevision();
+      const rows = db.prepare("SELECT count(*) FROM events").pluck().get() as number;
+      const kept = db.prepare("SELECT count(*) FROM objects WHERE revision <= ?").pluck().get(compacted) as number;
+      expect(kept).toBeGreaterThan(0);
+      expect(rows).toBe(store.eventLogSize() + kept);
+      expect(db.prepare("SELECT count(*) FROM events WHERE name = 'w1' AND revision <= ?").pluck().get(compacted)).toBe(
+        0,
+      );
+      // Every current object points at an event holding its own revision.
+      const pointed = db
+        .prepare(
+          "SELECT o.name, json_extract(e.json, '$.metadata.resourceVersion') AS rv, o.revision FROM objects o JOIN events e ON e.seq = o.seq",
+        )
+        .all() as { name: string; rv: string; revision: number }[];
+      expect(pointed).toHaveLength(29);
+      for (const p of pointed) expect(Number(p.rv), p.name).toBe(p.revision);
+    } finally {
+      db.close();
+    }
+    await store.close();
+    const again = openSqliteStore(file);
+    open.push(again);
+    expect((await again.get("Worker", "w0"))!.spec).toMatchObject({ max_concurrency: 42 });
+    expect(await again.get("Worker", "w1")).toBeUndefined();
+    expect((await again.get("Worker", "w2"))!.metadata.resourceVersion).toBe("3");
+    expect((await again.list("Worker")).items.map((w) => w.metadata.name)).toHaveLength(29);
+  });
+
+  it("upgrades a store whose objects rows hold their own JSON, keeping every object, the log and the leases", async () => {
+    const { dir, file } = await tempDb();
+    dirs.push(dir);
+    // The earlier layout, as a Loom before schema version 2 wrote it: the JSON in the row and in the log.
+    const db = new Database(file);
+    db.pragma("journal_mode = WAL");
+    db.exec(`
+      CREATE TABLE meta (id INTEGER PRIMARY KEY CHECK (id = 1), revision INTEGER NOT NULL, compacted INTEGER NOT NULL, event_count INTEGER NOT NULL);
+      CREATE TABLE objects (kind TEXT NOT NULL, name TEXT NOT NULL, json TEXT NOT NULL, revision INTEGER NOT NULL, PRIMARY KEY (kind, name));
+      CREATE TABLE events (seq INTEGER PRIMARY KEY, revision INTEGER NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL, json TEXT NOT NULL);
+      CREATE INDEX events_by_revision ON events (revision);
+      CREATE TABLE allocations (task TEXT PRIMARY KEY, worker TEXT NOT NULL, lease TEXT NOT NULL);
+      CREATE INDEX allocations_by_worker ON allocations (worker);
+    `);
+    const obj = (name: string, rev: number, max: number) =>
+      JSON.stringify({
+        ...worker(name, undefined, { max_concurrency: max }),
+        metadata: { name, resourceVersion: String(rev), uid: `u-${name}` },
+      });
+    const put = db.prepare("INSERT OR REPLACE INTO objects (kind, name, json, revision) VALUES ('Worker', ?, ?, ?)");
+    const log = db.prepare("INSERT INTO events (revision, kind, name, type, json) VALUES (?, 'Worker', ?, ?, ?)");
+    // Revisions 1-3 create a, b, c; 4 updates a; 5 deletes c. The log was compacted at 2.
+    put.run("a", obj("a", 4, 5), 4);
+    put.run("b", obj("b", 2, 2), 2);
+    log.run(3, "c", "ADDED", obj("c", 3, 2));
+    log.run(4, "a", "MODIFIED", obj("a", 4, 5));
+    log.run(5, "c", "DELETED", obj("c", 5, 2));
+    db.exec("INSERT INTO meta VALUES (1, 5, 2, 3)");
+    db.pragma("user_version = 1");
+    db.close();
+
+    const store = openSqliteStore(file);
+    open.push(store);
+    expect(store.pragmaValue("user_version")).toBe(2);
+    expect(await store.revision()).toBe(5);
+    expect(store.compactedRevision()).toBe(2);
+    expect(store.eventLogSize()).toBe(3);
+    expect((await store.get("Worker", "a"))!.spec).toMatchObject({ max_concurrency: 5 });
+    expect((await store.get("Worker", "b"))!.metadata.resourceVersion).toBe("2");
+    expect((await store.list("Worker")).items.map((w) => w.metadata.name)).toEqual(["a", "b"]);
+    // The log replays as before: b's kept event sits at its own revision, below the cutoff.
+    const seen: string[] = [];
+    await store.watch(undefined, 2, (e) => seen.push(`${e.type} ${e.name} ${e.revision}`));
+    await eventually(() => seen.length === 3, "the log after the upgrade");
+    expect(seen).toEqual(["ADDED c 3", "MODIFIED a 4", "DELETED c 5"]);
+    // Writes go on at the next revision, and b's kept event goes once b is written again.
+    const b = (await store.get("Worker", "b"))!;
+    expect((await store.update({ ...b, spec: { ...b.spec, max_concurrency: 7 } })).metadata.resourceVersion).toBe("6");
+    await store.close();
+    const raw = new Database(file, { readonly: true });
+    try {
+      expect(raw.prepare("SELECT count(*) FROM events WHERE revision <= 2").pluck().get()).toBe(0);
+      expect(raw.prepare("SELECT name FROM pragma_table_info('objects')").pluck().all()).not.toContain("json");
+    } finally {
+      raw.close();
+    }
+    const again = openSqliteStore(file);
+    open.push(again);
+    expect((await again.get("Worker", "b"))!.spec).toMatchObject({ max_concurrency: 7 });
+  });
+
+  it("refuses a store written by a later schema version, and leaves it as it was", async () => {
+    const { dir, file } = await tempDb();
+    dirs.push(dir);
+    const db = new Database(file);
+    db.pragma("user_version = 9");
+    db.close();
+    expect(() => openSqliteStore(file)).toThrow(
+      /schema version 9, written by a later Loom; this one reads versions up to 2/,
+    );
+    const raw = new Database(file, { readonly: true });
+    try {
+      expect(raw.pragma("user_version", { simple: true })).toBe(9);
+      expect(raw.prepare("SELECT count(*) FROM sqlite_master").pluck().get()).toBe(0);
+    } finally {
+      raw.close();
+    }
   });
 
   it("writes of one group see each other's revisions and log size, and a failed one moves neither", async () => {
