@@ -202,7 +202,11 @@ export class SqliteStore extends TxnWrites implements Store {
   private readonly eventLogLimit: number;
   private readonly busyTimeoutMs: number;
   private readonly watchers = new Set<Watcher>();
-  private readonly recent = new Map<string, { revision: number; object: StoredObject }>();
+  private readonly recent = new Map<string, StoredObject>();
+  /** PRAGMA data_version when the last group opened: it moves when another connection commits. */
+  private dataVersion = -1;
+  /** What the running write transaction has written so far, by key (null: deleted); see current(). */
+  private txnWritten: Map<string, StoredObject | null> | undefined;
   private closed = false;
   private readonly validate = objectValidator();
 
@@ -210,7 +214,7 @@ export class SqliteStore extends TxnWrites implements Store {
     meta: Database.Statement<[], Meta>;
     setMeta: Database.Statement<[number, number, number]>;
     get: Database.Statement<[string, string], string>;
-    getRevision: Database.Statement<[string, string], number>;
+    dataVersion: Database.Statement<[], number>;
     begin: Database.Statement<[]>;
     commit: Database.Statement<[]>;
     list: Database.Statement<[string], string>;
@@ -284,9 +288,7 @@ export class SqliteStore extends TxnWrites implements Store {
           "SELECT e.json FROM objects o JOIN events e ON e.seq = o.seq WHERE o.kind = ? AND o.name = ?",
         )
         .pluck(),
-      getRevision: db
-        .prepare<[string, string], number>("SELECT revision FROM objects WHERE kind = ? AND name = ?")
-        .pluck(),
+      dataVersion: db.prepare<[], number>("PRAGMA data_version").pluck(),
       begin: db.prepare("BEGIN IMMEDIATE"),
       commit: db.prepare("COMMIT"),
       list: db.prepare<[string], string>(LIST_SQL).pluck(),
@@ -524,31 +526,40 @@ export class SqliteStore extends TxnWrites implements Store {
       current: (kind, name) => this.current(kind, name),
       allocate: (kind, before, after) => this.allocate(kind, before, after),
     };
-    for (const op of ops) {
-      const e = decideOp(op, view, now, rv, this.validate, owned);
-      if (!e) continue;
-      // The stored object stays this process's (current(), the informer); the caller gets its
-      // own copy, unless it said it only reads it.
-      results.push(shared ? e.result : jsonClone(e.result));
-      const { kind, name } = e;
-      // The event the object pointed at, if compaction kept it only for the object.
-      if (e.type !== "ADDED") this.st.dropStale.run(kind, name, meta.compacted);
-      if (e.type === "DELETED") {
-        this.st.del.run(kind, name);
-        // The event carries the deletion's revision, so a client resuming from the last
-        // object it saw does not receive the deletion twice (as Kubernetes does).
-        const gone = { ...e.result, metadata: { ...e.result.metadata, resourceVersion: rv } };
-        const json = JSON.stringify(gone);
-        this.st.addEvent.run(rev, kind, name, "DELETED", json);
-        events.push({ revision: rev, kind, name, type: "DELETED", json });
-        continue;
+    // current() reads this transaction's own writes from here (a txn may write an object twice).
+    const written = new Map<string, StoredObject | null>();
+    this.txnWritten = written;
+    try {
+      for (const op of ops) {
+        const e = decideOp(op, view, now, rv, this.validate, owned);
+        if (!e) continue;
+        // The stored object stays this process's (current(), the informer); the caller gets its
+        // own copy, unless it said it only reads it.
+        results.push(shared ? e.result : jsonClone(e.result));
+        const { kind, name } = e;
+        // The event the object pointed at, if compaction kept it only for the object.
+        if (e.type !== "ADDED") this.st.dropStale.run(kind, name, meta.compacted);
+        if (e.type === "DELETED") {
+          this.st.del.run(kind, name);
+          // The event carries the deletion's revision, so a client resuming from the last
+          // object it saw does not receive the deletion twice (as Kubernetes does).
+          const gone = { ...e.result, metadata: { ...e.result.metadata, resourceVersion: rv } };
+          const json = JSON.stringify(gone);
+          this.st.addEvent.run(rev, kind, name, "DELETED", json);
+          events.push({ revision: rev, kind, name, type: "DELETED", json });
+          written.set(`${kind}/${name}`, null);
+          continue;
+        }
+        // The JSON goes into the log once; the objects row points at it.
+        const json = JSON.stringify(e.stored);
+        const seq = this.st.addEvent.run(rev, kind, name, e.type, json).lastInsertRowid;
+        if (e.type === "ADDED") this.st.insert.run(kind, name, seq, rev);
+        else this.st.replace.run(seq, rev, kind, name);
+        events.push({ revision: rev, kind, name, type: e.type, json, written: e.stored ?? undefined });
+        written.set(`${kind}/${name}`, e.stored);
       }
-      // The JSON goes into the log once; the objects row points at it.
-      const json = JSON.stringify(e.stored);
-      const seq = this.st.addEvent.run(rev, kind, name, e.type, json).lastInsertRowid;
-      if (e.type === "ADDED") this.st.insert.run(kind, name, seq, rev);
-      else this.st.replace.run(seq, rev, kind, name);
-      events.push({ revision: rev, kind, name, type: e.type, json, written: e.stored ?? undefined });
+    } finally {
+      this.txnWritten = undefined;
     }
 
     if (events.length === 0) return { results, events, meta };
@@ -570,15 +581,19 @@ export class SqliteStore extends TxnWrites implements Store {
   }
 
   /**
-   * The stored object, as a transaction reads it. The last objects this process wrote are
-   * kept decoded (a lease's claim, start and complete write one Task three times), and used
-   * only while their row still holds the revision they were written at: a write by another
-   * process, or a rolled-back savepoint, leaves the row at another revision and the row wins.
+   * The stored object, as a transaction reads it: what this transaction wrote, else the
+   * object as this process last committed it, else the row. The last objects committed are
+   * kept decoded (a lease's claim, start and complete write one Task three times); they are
+   * dropped whenever another connection has committed (openGroup: the group's BEGIN IMMEDIATE
+   * holds every other writer off until its COMMIT) or a commit fails, and a rolled-back
+   * transaction never reaches them.
    */
   private current(kind: string, name: string): StoredObject | undefined {
     const key = `${kind}/${name}`;
+    const mine = this.txnWritten?.get(key);
+    if (mine !== undefined) return mine ?? undefined;
     const hit = this.recent.get(key);
-    if (hit !== undefined && this.st.getRevision.get(kind, name) === hit.revision) return hit.object;
+    if (hit !== undefined) return hit;
     const json = this.st.get.get(kind, name);
     return json === undefined ? undefined : (JSON.parse(json) as StoredObject);
   }
@@ -588,7 +603,7 @@ export class SqliteStore extends TxnWrites implements Store {
     for (const e of events) {
       const key = `${e.kind}/${e.name}`;
       this.recent.delete(key);
-      if (e.type !== "DELETED" && e.written) this.recent.set(key, { revision: e.revision, object: e.written });
+      if (e.type !== "DELETED" && e.written) this.recent.set(key, e.written);
     }
     for (const key of this.recent.keys()) {
       if (this.recent.size <= RECENT_OBJECTS) break;
@@ -727,6 +742,9 @@ export class SqliteStore extends TxnWrites implements Store {
   private openGroup(): void {
     this.st.begin.run();
     this.group = { meta: this.st.meta.get()!, dirty: false };
+    const version = this.st.dataVersion.get()!;
+    if (version !== this.dataVersion) this.recent.clear();
+    this.dataVersion = version;
   }
 
   /** Commit the open group (its writes reach the WAL file; the flush that follows makes them durable). */
@@ -734,8 +752,14 @@ export class SqliteStore extends TxnWrites implements Store {
     const g = this.group;
     this.group = undefined;
     if (!this.db.inTransaction) return;
-    if (g?.dirty) this.st.setMeta.run(g.meta.revision, g.meta.compacted, g.meta.event_count);
-    this.st.commit.run();
+    try {
+      if (g?.dirty) this.st.setMeta.run(g.meta.revision, g.meta.compacted, g.meta.event_count);
+      this.st.commit.run();
+    } catch (e) {
+      // What the group wrote may not be in the file: nothing remembered from it is used again.
+      this.recent.clear();
+      throw e;
+    }
     if (this.finishDue) this.finishCheckpoint();
   }
 

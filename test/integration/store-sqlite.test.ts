@@ -182,7 +182,8 @@ describe("sqlite store specifics", () => {
     // w0..w9 were written before the cutoff: their events left the log but stay for the rows.
     expect(store.compactedRevision()).toBeGreaterThanOrEqual(10);
     let w0 = (await store.get("Worker", "w0"))!;
-    for (let i = 0; i < 40; i++) w0 = await store.update({ ...w0, spec: { ...w0.spec, max_concurrency: 3 + i } });
+    for (let i = 0; i < 40; i++)
+      w0 = await store.update({ ...w0, spec: { ...(w0.spec as object), max_concurrency: 3 + i } });
     await store.delete("Worker", "w1");
     const db = new Database(file, { readonly: true });
     try {
@@ -264,7 +265,9 @@ describe("sqlite store specifics", () => {
     expect(seen).toEqual(["ADDED c 3", "MODIFIED a 4", "DELETED c 5"]);
     // Writes go on at the next revision, and b's kept event goes once b is written again.
     const b = (await store.get("Worker", "b"))!;
-    expect((await store.update({ ...b, spec: { ...b.spec, max_concurrency: 7 } })).metadata.resourceVersion).toBe("6");
+    expect(
+      (await store.update({ ...b, spec: { ...(b.spec as object), max_concurrency: 7 } })).metadata.resourceVersion,
+    ).toBe("6");
     await store.close();
     const raw = new Database(file, { readonly: true });
     try {
@@ -344,6 +347,26 @@ describe("sqlite store specifics", () => {
     const w2 = await store.create(worker("w2"));
     expect(t.metadata.resourceVersion).toBe("2");
     expect(w2.metadata.resourceVersion).toBe("3");
+  });
+
+  it("a write decides against another connection's commit, never against what this one wrote before it", async () => {
+    const { store, file } = await fresh();
+    const other = openSqliteStore(file);
+    open.push(other);
+    const mine = await store.create(worker("w1"));
+    const theirs = await other.update({ ...mine, spec: { ...(mine.spec as object), max_concurrency: 9 } });
+    // A stale resourceVersion is refused, and a write without one keeps the other connection's spec change.
+    expect((await storeError(store.update({ ...mine, metadata: { ...mine.metadata } }))).reason).toBe("Conflict");
+    const status: StoredObject = await store.updateStatus({
+      ...theirs,
+      metadata: { name: "w1" },
+      status: { reported_active: 1 },
+    });
+    expect(status.spec).toMatchObject({ max_concurrency: 9 });
+    expect(status.metadata.resourceVersion).toBe("3");
+    // Deleted over there: this connection no longer finds it.
+    await other.delete("Worker", "w1");
+    expect((await storeError(store.updateStatus({ ...status, metadata: { name: "w1" } }))).reason).toBe("NotFound");
   });
 
   it("rejects writes and reads after close", async () => {
