@@ -4,15 +4,17 @@
 // with one exception: while leases come and go, a queued task's answer swings between
 // "a worker has room now" and "waiting for a lease to end" many times a second, and
 // rewriting every queued task on each swing would cost far more than the leases. Such a
-// swing is written once the new answer has held for `settleMs`. A message that only moved
-// its numbers is refreshed at most every `refreshMs`.
+// swing is written once the new answer has held for `settleMs`; a lease granted to a task of
+// the shape shows it was admissible then, so "waiting" has held only since the shape's last
+// grant (passes sample the answer, and a room taken within milliseconds is never seen by
+// one). A message that only moved its numbers is refreshed at most every `refreshMs`.
 import { admit, explainTask, summarize, taskView, type Decision } from "../admission/index.ts";
 import { getCondition, isQueued, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { LoomEvent } from "../resources/meta.ts";
 import type { ControllerServices } from "../scheduler/controller-services.ts";
 import { admissionUnsettled, settleAdmission, writeAdmission, type AdmissionAnswer } from "../scheduler/lifecycle.ts";
 import { nominationChanged, setNomination, type Nomination } from "../scheduler/nomination.ts";
-import type { Shape } from "../scheduler/queue.ts";
+import { shapeKey, type Shape } from "../scheduler/queue.ts";
 import { without } from "../scheduler/why.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { StoredObject, TxnOp } from "../store/store.ts";
@@ -140,6 +142,8 @@ export class AdmissionConditions implements Reconciler {
   private readonly lastWrite = new Map<string, { at: number; standing: Standing }>();
   /** Each shape's answer (standing, reason, message skeleton) and since when it has held. */
   private readonly answers = new Map<string, { answer: string; since: number }>();
+  /** When a task of each shape was last granted a lease (ms): the shape was admissible then. */
+  private readonly lastGrant = new Map<string, number>();
   /** The earliest time a deferred message refresh falls due. */
   private nextDue = Infinity;
   /** performance.now() before which no pass starts: the last pass's busy time, PASS_SPACING times over. */
@@ -165,6 +169,11 @@ export class AdmissionConditions implements Reconciler {
 
   keys(): string[] {
     return [ALL];
+  }
+
+  /** A queued task was granted a lease (the informer saw it leave the queue with one). */
+  granted(task: Task): void {
+    this.lastGrant.set(shapeKey(task), this.deps.now());
   }
 
   /** The pass; it asks to run again when writes were left for later or a deferred write falls due. */
@@ -259,6 +268,7 @@ export class AdmissionConditions implements Reconciler {
     const answer = `${standing} ${reason} ${standing === "admissible" ? "" : skeleton(message)}`;
     const held = this.answers.get(shape.key);
     if (held?.answer !== answer) this.answers.set(shape.key, { answer, since: now });
+    const since = held?.answer === answer ? held.since : now;
     return {
       admitted: s.admittable.length
         ? { status: "True", reason: "WorkerAvailable", message }
@@ -267,7 +277,8 @@ export class AdmissionConditions implements Reconciler {
         ? { unsatisfiable: { reason, message: "no worker could ever admit this task, even empty" } }
         : {}),
       standing,
-      since: held?.answer === answer ? held.since : now,
+      // Waiting on leases is interrupted by every grant to the shape, seen by a pass or not.
+      since: standing === "waiting" ? Math.max(since, this.lastGrant.get(shape.key) ?? 0) : since,
     };
   }
 
@@ -368,6 +379,7 @@ export class AdmissionConditions implements Reconciler {
     if (this.answers.size > 2 * this.queue.shapeCount + 1000) {
       const live = new Set([...this.queue.allShapes()].map((sh) => sh.key));
       for (const k of this.answers.keys()) if (!live.has(k)) this.answers.delete(k);
+      for (const k of this.lastGrant.keys()) if (!live.has(k)) this.lastGrant.delete(k);
     }
   }
 

@@ -1,7 +1,7 @@
 // The Hub's controllers, all of one shape (controller.ts), and which change wakes which key.
 // Every controller is level-triggered, so a missed or duplicated wake-up costs a pass, never
 // a wrong result; each has a periodic resync that backs up the watch.
-import { isKind, type Task } from "../resources/types.ts";
+import { isKind, isQueued, type Task } from "../resources/types.ts";
 import type { ControllerServices } from "../scheduler/controller-services.ts";
 import type { PushOptions } from "../scheduler/direct-endpoint.ts";
 import type { InformerEvent } from "../store/cache.ts";
@@ -60,6 +60,7 @@ export class ControllerManager {
   /** What the manager itself reads: informer events, liveness changes, whether queues are in use. */
   private readonly sources: Pick<ControllerServices, "cache" | "liveness" | "queues">;
   private readonly leaseExpiry: LeaseExpiry;
+  private readonly conditions: AdmissionConditions;
 
   constructor(deps: ManagerDeps, opts: ManagerOptions) {
     const { scheduler: s, log, observe } = deps;
@@ -68,6 +69,7 @@ export class ControllerManager {
     this.campaigns = new Controller(new CampaignReconciler(s.store, s.cache, s.recordEvent), every(opts.resyncMs));
     this.workers = new Controller(new WorkerReconciler(s), every(opts.resyncMs));
     const conditions = new AdmissionConditions(s, opts.conditions);
+    this.conditions = conditions;
     this.minIntervalMs = conditions.opts.minIntervalMs;
     this.admission = new Controller(conditions, every(opts.resyncMs));
     this.pushDispatcher = new PushDispatcher(s, opts.push, log);
@@ -127,6 +129,9 @@ export class ControllerManager {
           ...(ev.old && isKind(ev.old, "Task") ? [queueName(ev.old.spec)] : []),
         ]))
           this.queues.enqueue(q, 500);
+      // A queued task that left the queue with a lease: its shape was admissible just now.
+      if (o.status?.lease && ev.old && isKind(ev.old, "Task") && isQueued(ev.old.status?.state ?? "queued"))
+        this.conditions.granted(ev.old);
       for (const t of [o, ev.old] as (Task | undefined)[]) {
         const w = t?.status?.lease?.worker;
         if (w) this.workers.enqueue(w, WORKER_STATUS_COALESCE_MS);
