@@ -56,3 +56,28 @@ export async function waitQuiet(
   }
   return { waitedMs: Date.now() - t0, settled: false };
 }
+
+type TaskConditions = { items: { status?: { conditions?: { type: string; reason?: string }[] } }[] };
+
+/**
+ * Wait until every Task carries an Admitted condition whose reason `settled` accepts: the
+ * conditions pass owes the queue nothing more. A pass writes at most a bounded number of
+ * tasks and spaces itself by its own length, so a Hub can fall quiet for a second between
+ * two passes of one backlog; this waits for the backlog itself.
+ */
+export async function waitConditions(
+  c: JsonClient,
+  settled: (reason: string | undefined) => boolean,
+  timeoutMs: number,
+): Promise<{ waitedMs: number; owed: number }> {
+  const t0 = Date.now();
+  for (;;) {
+    const { items } = await c.get<TaskConditions>("/apis/loom.dev/v1alpha1/tasks");
+    const owed = items.filter((t) => {
+      const a = t.status?.conditions?.find((x) => x.type === "Admitted");
+      return !a || !settled(a.reason);
+    }).length;
+    if (owed === 0 || Date.now() - t0 >= timeoutMs) return { waitedMs: Date.now() - t0, owed };
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}

@@ -4,7 +4,7 @@
 // in their own processes; their CPU time comes from /proc, so "leases per CPU-second" is
 // the server's cost alone, not the load generator's.
 import { JsonClient } from "../lib/http.ts";
-import { startHub, stopHub, tempDir, waitQuiet } from "../lib/hub.ts";
+import { startHub, stopHub, tempDir, waitConditions, waitQuiet } from "../lib/hub.ts";
 import { cpuSeconds, resultOf, spawnScript, stop, waitForLine, writeBytes, type Child } from "../lib/proc.ts";
 import { cell, ratio, type Table } from "../lib/report.ts";
 import type { RunOptions, Scenario } from "../lib/scenario.ts";
@@ -130,6 +130,12 @@ async function counters(urls: string[]): Promise<Counters> {
   return n;
 }
 
+/** Until the Hub's reaction is over: every queued task's condition written, then no write for a while. */
+async function settle(c: JsonClient, o: RunOptions, settled: (reason: string | undefined) => boolean): Promise<void> {
+  await waitConditions(c, settled, 120_000);
+  await waitQuiet(c, o.quick ? 300 : 1000, 120_000);
+}
+
 /**
  * One measured run against one server. `during` starts before the load and is stopped
  * after it (the watch-lag scenario attaches its watchers there).
@@ -167,7 +173,7 @@ export async function leaseRun(
       : await dispatchRange(c, "lease", 0, sizes.tasks);
     if (created !== sizes.tasks) throw new Error(`${kind}: dispatched ${created} of ${sizes.tasks} tasks`);
     // Let the Hub finish reacting to the dispatch, so the run measures leasing alone.
-    if (kind !== "floor") await waitQuiet(c, o.quick ? 300 : 1000, 120_000);
+    if (kind !== "floor") await settle(c, o, () => true);
     c.close();
     const cfg: LoadConfig = {
       url,
@@ -185,7 +191,7 @@ export async function leaseRun(
       // condition once workers can take them, a one-off reaction that is not leasing.
       if (kind !== "floor") {
         const rc = new JsonClient(url);
-        await waitQuiet(rc, o.quick ? 300 : 1000, 120_000);
+        await settle(rc, o, (reason) => reason !== "NoWorkers");
         rc.close();
       }
       const stopDuring = extra.during ? await extra.during(url) : undefined;
@@ -305,7 +311,7 @@ export const lease: Scenario = {
         "targets: SQLite leases/s ≥ 0.80 of the floor, leases per CPU-second ≥ 0.30 of the floor, claim p99 ≤ 1.5× the floor's (with or without the queues); etcd ≥ 0.35× SQLite's leases/s, claim p99 ≤ 3× the floor's; three replicas ≥ 0.9× one",
         `the queues row: task i asks for 250 + i % ${work.shapes} millicores and is in queue i % ${work.queues}; each Queue has an equal share of the fleet as quota and as much again to borrow, weights 1-3, so claims order by fair share and every lease is checked against its queue's quota, and re-checked by the store`,
         "server CPU is utime+stime of the server processes from /proc over the load (three replicas: all three); wall is first claim to last complete",
-        "the load starts once the Hub has fallen quiet after the dispatch and again after the Runners registered (its conditions pass rewrites every queued task then)",
+        "the load starts once the Hub has fallen quiet after the dispatch and again after the Runners registered (its conditions pass rewrites every queued task then): every task's Admitted condition written, then no write for a second",
         "written per lease: write_bytes from /proc/PID/io over the load, of the Hub (SQLite: its WAL and checkpoints) or of the Hubs and etcd (what etcd made durable)",
         `claim commits that lost a race and decided again, per 1,000 claims: SQLite ${((loom.racesLost * 1000) / loom.claims).toFixed(1)}${onEtcd && onThree ? `, one etcd replica ${((onEtcd.racesLost * 1000) / onEtcd.claims).toFixed(1)}, three replicas ${((onThree.racesLost * 1000) / onThree.claims).toFixed(1)}` : ""}`,
         `store writes whose commit failed its compares and were decided again, per 1,000 leases: SQLite ${((loom.failedCommits * 1000) / loom.leases).toFixed(1)}${onEtcd && onThree ? `, one etcd replica ${((onEtcd.failedCommits * 1000) / onEtcd.leases).toFixed(1)}, three replicas ${((onThree.failedCommits * 1000) / onThree.leases).toFixed(1)}` : ""}`,
