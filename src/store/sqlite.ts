@@ -119,7 +119,7 @@ const COMPACT_STEP = 500;
 
 /**
  * PRAGMA user_version: 1 = the allocations index exists and is complete; 2 = objects rows
- * point into the event log instead of holding their own JSON (upgrade()).
+ * point into the event log instead of holding their own JSON (upgradeLayout()).
  */
 const SCHEMA_VERSION = 2;
 
