@@ -1,19 +1,22 @@
 // Microbenchmarks of the pieces under every request: one admission decision, and one
-// durable store create and one read.
+// durable store create and one read; and the SQLite store under writes that never pause,
+// where the WAL is started over between two groups (the event loop's longest stall).
 import { rmSync } from "node:fs";
 import { join } from "node:path";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { admit, taskView, workerView } from "../../src/admission/index.ts";
 import type { Task, Worker } from "../../src/resources/types.ts";
 import { openSqliteStore } from "../../src/store/sqlite.ts";
 import { tempDir } from "../lib/hub.ts";
 import { cell } from "../lib/report.ts";
 import type { Scenario } from "../lib/scenario.ts";
+import type { Table } from "../lib/report.ts";
 import { seedTask, seedWorker, timeReps } from "../lib/seed.ts";
 import { median, percentile } from "../lib/stats.ts";
 
 export const microScenario: Scenario = {
   name: "micro",
-  summary: "one admission decision; one durable store create and one read",
+  summary: "one admission decision; one durable store create and one read; the store under writes that never pause",
   async run(o) {
     const reps = o.quick ? 5 : 31;
     const lease = { cpu_millis: 500, memory_mb: 1024, disk_mb: 0, gpu_count: 0, gpu_types: [] };
@@ -50,6 +53,7 @@ export const microScenario: Scenario = {
             ["store: get one Task", cell(getUs, "µs"), ""],
           ],
         },
+        await steadyWrites(o.quick ? 1 : 10),
       ];
     } finally {
       await store.close();
@@ -57,3 +61,62 @@ export const microScenario: Scenario = {
     }
   },
 };
+
+/**
+ * 16 writers rewrite 4,000 objects of about 2 KB, each its next write as soon as the last is
+ * answered, for `seconds`: a group is open nearly all the time, so the WAL starts over only
+ * through the store's finish between two groups (sqlite.ts). Reports the writes, the
+ * finishes, the longest of them and the event loop's longest stall.
+ */
+async function steadyWrites(seconds: number): Promise<Table> {
+  const dir = tempDir("micro-steady");
+  const store = openSqliteStore(join(dir, "loom.db"));
+  try {
+    const pad = "x".repeat(1800);
+    const objects = 4000;
+    const event = (i: number, n: number) => ({
+      apiVersion: "loom.dev/v1alpha1",
+      kind: "Event",
+      metadata: { name: `e${i}`, annotations: { pad, n: String(n) } },
+    });
+    for (let i = 0; i < objects; i += 500)
+      await store.txn(Array.from({ length: 500 }, (_, k) => ({ op: "create" as const, object: event(i + k, 0) })));
+    const loop = monitorEventLoopDelay({ resolution: 5 });
+    loop.enable();
+    const t0 = performance.now();
+    let writes = 0;
+    const writer = async (w: number) => {
+      for (let k = 0; performance.now() - t0 < seconds * 1000; k++) {
+        await store.update(event(w + 16 * (k % (objects / 16)), k));
+        writes++;
+      }
+    };
+    await Promise.all(Array.from({ length: 16 }, (_, w) => writer(w)));
+    loop.disable();
+    const elapsed = (performance.now() - t0) / 1000;
+    const c = store.checkpointStats();
+    return {
+      scenario: "micro",
+      title: `the SQLite store under writes that never pause, 16 writers, 4,000 objects of 2 KB, ${seconds} s`,
+      columns: [
+        "writes/s",
+        "background rounds",
+        "WAL started over",
+        "longest start-over pause",
+        "longest event-loop stall",
+      ],
+      rows: [
+        [
+          cell(writes / elapsed),
+          String(c.rounds),
+          String(c.finished),
+          cell(c.longestFinishMs, "ms"),
+          cell(loop.max / 1e6, "ms"),
+        ],
+      ],
+    };
+  } finally {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
