@@ -132,7 +132,9 @@ async function counters(urls: string[]): Promise<Counters> {
 
 /** Until the Hub's reaction is over: every queued task's condition written, then no write for a while. */
 async function settle(c: JsonClient, o: RunOptions, settled: (reason: string | undefined) => boolean): Promise<void> {
-  await waitConditions(c, settled, 120_000);
+  const { owed, waitedMs } = await waitConditions(c, settled, 120_000);
+  // Measuring with the backlog still owed would count the conditions pass as leasing.
+  if (owed > 0) throw new Error(`${owed} tasks still had no settled Admitted condition after ${waitedMs} ms`);
   await waitQuiet(c, o.quick ? 300 : 1000, 120_000);
 }
 

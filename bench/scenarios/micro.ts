@@ -8,9 +8,8 @@ import { admit, taskView, workerView } from "../../src/admission/index.ts";
 import type { Task, Worker } from "../../src/resources/types.ts";
 import { openSqliteStore } from "../../src/store/sqlite.ts";
 import { tempDir } from "../lib/hub.ts";
-import { cell } from "../lib/report.ts";
+import { cell, type Table } from "../lib/report.ts";
 import type { Scenario } from "../lib/scenario.ts";
-import type { Table } from "../lib/report.ts";
 import { seedTask, seedWorker, timeReps } from "../lib/seed.ts";
 import { median, percentile } from "../lib/stats.ts";
 
