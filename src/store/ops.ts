@@ -235,9 +235,20 @@ export interface OpView {
   allocate(kind: string, before: StoredObject | undefined, after: StoredObject | undefined): void;
 }
 
-/** One op's effect: the object to store (null: delete it), and the entry it adds to the results. */
+/**
+ * One op's effect: the object to store (null: delete it), the entry it adds to the results,
+ * and the resourceVersion of the object it replaces or deletes (none for a create).
+ */
 export type OpEffect =
-  { kind: string; name: string; type: WatchEventType; stored: StoredObject | null; result: StoredObject } | undefined;
+  | {
+      kind: string;
+      name: string;
+      type: WatchEventType;
+      stored: StoredObject | null;
+      result: StoredObject;
+      replaced?: string;
+    }
+  | undefined;
 
 /**
  * Decide one op of a transaction against `view`, exactly the same on every backend: throws a
@@ -274,7 +285,7 @@ export function decideOp(
       const obj = changedObject(op.op, input, cur, rv);
       validate(obj, statusOnly, statusOnly ? cur.status : undefined);
       view.allocate(kind, cur, obj);
-      return { kind, name, type: "MODIFIED", stored: obj, result: obj };
+      return { kind, name, type: "MODIFIED", stored: obj, result: obj, replaced: cur.metadata.resourceVersion };
     }
     case "delete": {
       opIdentity(op);
@@ -282,7 +293,14 @@ export function decideOp(
       if (!cur) throw notFound(op.kind, op.name);
       precondition(op.kind, op.name, op.resourceVersion, cur);
       view.allocate(op.kind, cur, undefined);
-      return { kind: op.kind, name: op.name, type: "DELETED", stored: null, result: cur };
+      return {
+        kind: op.kind,
+        name: op.name,
+        type: "DELETED",
+        stored: null,
+        result: cur,
+        replaced: cur.metadata.resourceVersion,
+      };
     }
     case "check":
       opIdentity(op);

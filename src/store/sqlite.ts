@@ -34,6 +34,7 @@ import { labelSelectorMatcher } from "./labels.ts";
 import type {
   Applied,
   ApplyOptions,
+  Known,
   CommitStats,
   ListOptions,
   ListResult,
@@ -207,12 +208,16 @@ export class SqliteStore extends TxnWrites implements Store {
   private dataVersion = -1;
   /** What the running write transaction has written so far, by key (null: deleted); see current(). */
   private txnWritten: Map<string, StoredObject | null> | undefined;
+  /** The running write transaction's ApplyOptions.known; see current(). */
+  private txnKnown: Known | undefined;
   private closed = false;
   private readonly validate = objectValidator();
 
   private readonly st: {
     meta: Database.Statement<[], Meta>;
     setMeta: Database.Statement<[number, number, number]>;
+    head: Database.Statement<[string, string], [number, number]>;
+    eventJson: Database.Statement<[number], string>;
     get: Database.Statement<[string, string], string>;
     dataVersion: Database.Statement<[], number>;
     begin: Database.Statement<[]>;
@@ -283,6 +288,10 @@ export class SqliteStore extends TxnWrites implements Store {
     this.st = {
       meta: db.prepare<[], Meta>("SELECT revision, compacted, event_count FROM meta WHERE id = 1"),
       setMeta: db.prepare("UPDATE meta SET revision = ?, compacted = ?, event_count = ? WHERE id = 1"),
+      head: db
+        .prepare<[string, string], [number, number]>("SELECT seq, revision FROM objects WHERE kind = ? AND name = ?")
+        .raw(),
+      eventJson: db.prepare<[number], string>("SELECT json FROM events WHERE seq = ?").pluck(),
       get: db
         .prepare<[string, string], string>(
           "SELECT e.json FROM objects o JOIN events e ON e.seq = o.seq WHERE o.kind = ? AND o.name = ?",
@@ -529,6 +538,7 @@ export class SqliteStore extends TxnWrites implements Store {
     // current() reads this transaction's own writes from here (a txn may write an object twice).
     const written = new Map<string, StoredObject | null>();
     this.txnWritten = written;
+    this.txnKnown = opts.known;
     try {
       for (const op of ops) {
         const e = decideOp(op, view, now, rv, this.validate, owned);
@@ -537,8 +547,10 @@ export class SqliteStore extends TxnWrites implements Store {
         // own copy, unless it said it only reads it.
         results.push(shared ? e.result : jsonClone(e.result));
         const { kind, name } = e;
-        // The event the object pointed at, if compaction kept it only for the object.
-        if (e.type !== "ADDED") this.st.dropStale.run(kind, name, meta.compacted);
+        // The event the object pointed at, if compaction kept it only for the object (the row's
+        // revision is the replaced object's: at or below the compacted one, the log dropped it).
+        if (e.replaced !== undefined && Number(e.replaced) <= meta.compacted)
+          this.st.dropStale.run(kind, name, meta.compacted);
         if (e.type === "DELETED") {
           this.st.del.run(kind, name);
           // The event carries the deletion's revision, so a client resuming from the last
@@ -560,6 +572,7 @@ export class SqliteStore extends TxnWrites implements Store {
       }
     } finally {
       this.txnWritten = undefined;
+      this.txnKnown = undefined;
     }
 
     if (events.length === 0) return { results, events, meta };
@@ -586,7 +599,8 @@ export class SqliteStore extends TxnWrites implements Store {
    * kept decoded (a lease's claim, start and complete write one Task three times); they are
    * dropped whenever another connection has committed (openGroup: the group's BEGIN IMMEDIATE
    * holds every other writer off until its COMMIT) or a commit fails, and a rolled-back
-   * transaction never reaches them.
+   * transaction never reaches them. For the row, the caller's copy (ApplyOptions.known: the
+   * informer's) stands in for decoding the JSON when it is at the row's revision.
    */
   private current(kind: string, name: string): StoredObject | undefined {
     const key = `${kind}/${name}`;
@@ -594,8 +608,12 @@ export class SqliteStore extends TxnWrites implements Store {
     if (mine !== undefined) return mine ?? undefined;
     const hit = this.recent.get(key);
     if (hit !== undefined) return hit;
-    const json = this.st.get.get(kind, name);
-    return json === undefined ? undefined : (JSON.parse(json) as StoredObject);
+    const row = this.st.head.get(kind, name);
+    if (row === undefined) return undefined;
+    const [seq, revision] = row;
+    const known = this.txnKnown?.(kind, name);
+    if (known && known.metadata.resourceVersion === String(revision)) return known;
+    return JSON.parse(this.st.eventJson.get(seq)!) as StoredObject;
   }
 
   /** Remember what a committed write stored (see current()); a bounded map in last-written order. */

@@ -372,6 +372,35 @@ describe("sqlite store specifics", () => {
     expect((await storeError(store.updateStatus({ ...status, metadata: { name: "w1" } }))).reason).toBe("NotFound");
   });
 
+  it("decides on the caller's copy of an object only when it is at the row's revision", async () => {
+    const { store, file } = await fresh();
+    const first = await store.create(worker("w1"));
+    const second = await store.update({ ...first, spec: { ...(first.spec as object), max_concurrency: 7 } });
+    await store.close();
+    // A new connection: nothing decoded yet, so every read below goes to the row.
+    const again = openSqliteStore(file);
+    open.push(again);
+    const status = (o: StoredObject, n: number): TxnOp => ({
+      op: "updateStatus",
+      object: { ...o, metadata: { name: o.metadata.name }, status: { reported_active: n } },
+    });
+    // A copy behind the row is not decided on: the write keeps the stored spec.
+    const stale = await again.apply([status(first, 1)], { known: () => first, readOnlyResults: true });
+    expect(stale.results[0].spec).toMatchObject({ max_concurrency: 7 });
+    // A caller that believes there is none still finds the stored object.
+    const third = (await again.apply([status(second, 2)], { known: () => null })).results[0];
+    expect(third.metadata.resourceVersion).toBe("4");
+    await again.close();
+    const last = openSqliteStore(file);
+    open.push(last);
+    // A copy at the row's revision stands in for decoding it: the write shares its parts.
+    const copy = structuredClone(third);
+    const shared = await last.apply([status(copy, 3)], { known: () => copy, readOnlyResults: true });
+    expect(shared.results[0].spec).toBe(copy.spec);
+    expect(shared.results[0].status).toEqual({ reported_active: 3 });
+    expect((await last.get("Worker", "w1"))!.spec).toEqual(second.spec);
+  });
+
   it("rejects writes and reads after close", async () => {
     const { store } = await fresh();
     await store.close();
