@@ -19,7 +19,7 @@ import { without } from "../scheduler/why.ts";
 import { isStoreError } from "../store/errors.ts";
 import type { StoredObject, TxnOp } from "../store/store.ts";
 import { ALL, type Reconciler, type Result } from "./controller.ts";
-import { TimeSlice } from "./slice.ts";
+import { ChunkSize, TimeSlice } from "./slice.ts";
 import { jsonClone } from "../resources/json.ts";
 
 export type AdmissionConditionsOptions = {
@@ -46,11 +46,11 @@ const UNSETTLED_INDEX = "admission-unsettled";
 const PASS_SPACING = 3;
 
 /**
- * Writes per transaction. A transaction runs as one synchronous step (decide, validate,
- * encode, index, notify the informer), about a quarter of a millisecond per task, so a
- * chunk this size holds a request back by some 15 ms at most.
+ * The pass's slices of work between two yields to I/O, in ms. A claim that arrives during a
+ * pass waits behind one slice for its turn, and again for the answer once its write is on
+ * disk, so a slice stays well under what a claim may take.
  */
-const COMMIT_CHUNK = 50;
+const SLICE_MS = 4;
 
 export const DEFAULT_CONDITIONS: AdmissionConditionsOptions = {
   minIntervalMs: 500,
@@ -75,7 +75,7 @@ type Wanted = AdmissionAnswer & {
 /** What the conditions controller uses: the queue's shapes, the workers' views, nominations, and the store it writes in batches. */
 export type ConditionsControllerDeps = Pick<
   ControllerServices,
-  "store" | "cache" | "now" | "recordEvent" | "task" | "workerView" | "nominate"
+  "store" | "cache" | "known" | "now" | "recordEvent" | "task" | "workerView" | "nominate"
 > & {
   readonly queue: Pick<ControllerServices["queue"], "allShapes" | "namesOf" | "has" | "size" | "shapeCount">;
 };
@@ -149,6 +149,8 @@ export class AdmissionConditions implements Reconciler {
   /** performance.now() before which no pass starts: the last pass's busy time, PASS_SPACING times over. */
   private nextPassAt = 0;
   writes = 0;
+  /** Writes per transaction: each about one slice long. */
+  private readonly chunks = new ChunkSize(SLICE_MS, 8, 50);
   /** Passes run (a reconcile deferred by PASS_SPACING runs none). */
   passesRun = 0;
 
@@ -204,7 +206,7 @@ export class AdmissionConditions implements Reconciler {
    */
   async pass(): Promise<boolean> {
     const now = this.deps.now();
-    const slice = new TimeSlice();
+    const slice = new TimeSlice(SLICE_MS);
     const { views, nominees } = await this.viewsWithNominations(slice, now);
     /** Each worker as it would be with its leases ended, built on first use. */
     const emptied: (View | undefined)[] = [];
@@ -339,22 +341,23 @@ export class AdmissionConditions implements Reconciler {
   /** Write the ops in chunks of one transaction each; returns the indexes of those that landed. */
   private async commit(ops: readonly TxnOp[]): Promise<number[]> {
     const written: number[] = [];
-    const size = Math.min(COMMIT_CHUNK, this.deps.store.maxWritesPerTxn);
-    for (let i = 0; i < ops.length; i += size) {
+    for (let i = 0; i < ops.length;) {
+      const end = Math.min(i + this.chunks.next(this.deps.store.maxWritesPerTxn), ops.length);
       // The pass yielded since it read these tasks: a task claimed, cancelled or rewritten
       // meanwhile is left to the next pass, which sees it as it is now. Checked against the
       // informer right before the commit (nothing in between yields), so this process's own
       // writes never make the chunk conflict.
-      const chunk = range(i, Math.min(i + size, ops.length)).filter((j) => this.unchanged(ops[j]));
+      const chunk = range(i, end).filter((j) => this.unchanged(ops[j]));
+      i = end;
       if (chunk.length === 0) continue;
       try {
-        await this.deps.store.txn(chunk.map((j) => ops[j]));
+        await this.write(chunk.map((j) => ops[j]));
         written.push(...chunk);
       } catch (e) {
         // Another replica changed a task under us: write the rest one by one; the next pass redoes the loser.
         if (!isStoreError(e, "Conflict")) throw e;
         for (const j of chunk)
-          await this.deps.store.txn([ops[j]]).then(
+          await this.write([ops[j]]).then(
             () => written.push(j),
             (err) => {
               if (!isStoreError(err, "Conflict")) throw err;
@@ -363,6 +366,19 @@ export class AdmissionConditions implements Reconciler {
       }
     }
     return written;
+  }
+
+  /**
+   * One transaction, resolved once durable. The store decides on the informer's copy of each
+   * task (the one the op was built from, checked just before) instead of reading and decoding
+   * it again; the ops were built for this write alone and nothing reads the results, so
+   * neither is copied.
+   */
+  private async write(ops: TxnOp[]): Promise<void> {
+    const applied = await this.chunks.timed(ops.length, () =>
+      this.deps.store.apply(ops, { known: this.deps.known, ownedInput: true, readOnlyResults: true }),
+    );
+    await applied.durable;
   }
 
   /** After the writes: their Events (only for a write that landed, so a lost write never repeats one), when each was written, and memory kept bounded. */

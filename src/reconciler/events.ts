@@ -8,6 +8,7 @@ import { randomUUID } from "node:crypto";
 import type { Store, StoredObject, TxnOp } from "../store/store.ts";
 import type { LoomEvent } from "../resources/meta.ts";
 import { isStoreError } from "../store/errors.ts";
+import { ChunkSize } from "./slice.ts";
 
 export type EventObject = StoredObject & {
   involvedObject: { apiVersion: string; kind: string; name: string; uid?: string };
@@ -69,15 +70,14 @@ export function eventNameBase(name: string): string {
   return safe.replace(/^[^A-Za-z0-9]+/, "") || "object";
 }
 
-/** Events per store transaction. */
-const WRITE_CHUNK = 250;
-
 export class EventRecorder {
   private pending: LoomEvent[] = [];
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
   private closed = false;
   private readonly budget: ReasonBudget;
+  /** Events per store transaction: a few milliseconds of work each (slice.ts). */
+  private readonly chunks = new ChunkSize(4, 8, 250);
 
   constructor(
     private readonly store: Store,
@@ -151,8 +151,11 @@ export class EventRecorder {
     const entries = [...touched];
     // A burst (a conditions pass announcing thousands of tasks) is written in chunks, so no
     // single commit holds the event loop for long; each chunk waits for the one before.
-    const size = Math.min(WRITE_CHUNK, this.store.maxWritesPerTxn);
-    for (let i = 0; i < entries.length; i += size) await this.writeChunk(entries.slice(i, i + size), now);
+    for (let i = 0; i < entries.length;) {
+      const end = i + this.chunks.next(this.store.maxWritesPerTxn);
+      await this.writeChunk(entries.slice(i, end), now);
+      i = end;
+    }
     for (const [key, { ev }] of entries) {
       this.recent.delete(key); // re-insert: the map stays in last-used order
       this.recent.set(key, ev);
@@ -171,7 +174,7 @@ export class EventRecorder {
           : { op: "create", object: ev },
       );
     try {
-      await this.store.txn(ops(false));
+      await this.commit(ops(false));
     } catch (err) {
       // An aggregated Event was pruned meanwhile: start those again as new Events.
       if (!isStoreError(err, "NotFound")) throw err;
@@ -185,8 +188,14 @@ export class EventRecorder {
               name: `${eventNameBase(t.ev.involvedObject.name)}.${randomUUID().slice(0, 8)}`,
             },
           });
-      await this.store.txn(ops(true));
+      await this.commit(ops(true));
     }
+  }
+
+  /** One transaction, resolved once durable; its time sizes the next (ChunkSize). */
+  private async commit(ops: TxnOp[]): Promise<void> {
+    const applied = await this.chunks.timed(ops.length, () => this.store.apply(ops));
+    await applied.durable;
   }
 
   /** Events deleted by the Event GC: a repeat of one starts a new Event rather than updating a gone one. */

@@ -49,8 +49,7 @@ export class SchedulerContext {
   /** Where this replica's place among the live replicas comes from. */
   private readonly stripeOf: () => { index: number; count: number };
   /** The informer's copy of an object: what the store may decide on instead of reading it. */
-  private readonly known: Known = (kind, name) =>
-    this.cache.caches(kind) ? (this.cache.get(kind, name) ?? null) : undefined;
+  readonly known: Known = (kind, name) => (this.cache.caches(kind) ? (this.cache.get(kind, name) ?? null) : undefined);
   /** Queues' limits, usage and shares, from the informer. */
   readonly queues: QueueLedger;
 

@@ -6,7 +6,7 @@ import type { WorkerView } from "../admission/index.ts";
 import type { LoomEvent } from "../resources/meta.ts";
 import type { Task, Worker } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
-import type { Store } from "../store/store.ts";
+import type { Known, Store } from "../store/store.ts";
 import { pickForWorker, type Pick } from "./claim.ts";
 import type { SchedulerContext } from "./context.ts";
 import type { PushOptions } from "./direct-endpoint.ts";
@@ -28,6 +28,8 @@ import type { PushOrder } from "../protocol/parse.ts";
 export interface ControllerServices {
   readonly store: Store;
   readonly cache: Informer;
+  /** The informer's copy of an object (ApplyOptions.known): what a write may decide on instead of reading it. */
+  readonly known: Known;
   /** The claim queue: its shapes, in claim order. */
   readonly queue: ClaimQueue;
   /** Queues' limits, usage and shares. */
@@ -73,6 +75,7 @@ export function controllerServices(ctx: SchedulerContext, queue: ClaimQueue): Co
   return {
     store: ctx.store,
     cache: ctx.cache,
+    known: ctx.known,
     queue,
     queues: ctx.queues,
     liveness: ctx.liveness,

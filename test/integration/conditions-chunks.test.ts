@@ -9,7 +9,7 @@ import { AdmissionConditions } from "../../src/reconciler/admission-conditions.t
 import { Scheduler } from "../../src/scheduler/scheduler.ts";
 import { Informer } from "../../src/store/cache.ts";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite.ts";
-import type { Store, TxnOp } from "../../src/store/store.ts";
+import type { ApplyOptions, Store, TxnOp } from "../../src/store/store.ts";
 
 const A = "loom.dev/v1alpha1";
 const cleanup: (() => Promise<void> | void)[] = [];
@@ -56,10 +56,10 @@ it("writes every owed task in one pass when the store takes three writes per tra
   // The store as the pass sees it: at most three writes per transaction, each counted.
   const few = Object.assign(Object.create(store) as Store, {
     maxWritesPerTxn: 3,
-    txn: (ops: TxnOp[]) => {
+    apply: (ops: TxnOp[], opts?: ApplyOptions) => {
       expect(ops.length).toBeLessThanOrEqual(3);
       sizes.push(ops.length);
-      return store.txn(ops);
+      return store.apply(ops, opts);
     },
   });
   const ac = new AdmissionConditions(
