@@ -92,10 +92,10 @@ const FIELD_ORDER: readonly string[] = [...RESOURCE_FIELDS, "gpu_types"];
  */
 export const NAMED_PER_GROUP = 5;
 
-function capped(parts: string[]): string {
-  return parts.length <= NAMED_PER_GROUP
-    ? parts.join(", ")
-    : `${parts.slice(0, NAMED_PER_GROUP).join(", ")}, +${parts.length - NAMED_PER_GROUP} more`;
+/** The first NAMED_PER_GROUP items as text, and how many more there are; only those named are spelled out. */
+function capped<T>(items: readonly T[], text: (item: T, i: number) => string = String): string {
+  const named = items.slice(0, NAMED_PER_GROUP).map(text).join(", ");
+  return items.length <= NAMED_PER_GROUP ? named : `${named}, +${items.length - NAMED_PER_GROUP} more`;
 }
 
 /** "memory_mb short 1024 on a, short 512 on b, gpu_types [a100] on c": grouped by field, the name said once. */
@@ -105,16 +105,13 @@ function resourceDetail(code: ReasonCode, decisions: readonly Decision[]): strin
       d.failures.filter((f) => f.code === code && f.field && FIELD_ORDER.includes(f.field)).map((f) => ({ d, f })),
     )
     .sort((a, b) => FIELD_ORDER.indexOf(a.f.field!) - FIELD_ORDER.indexOf(b.f.field!));
-  let prev: string | undefined;
-  const parts = items.map(({ d, f }) => {
+  return capped(items, ({ d, f }, i) => {
     const what = isSetShortfall(f.shortfall)
       ? `[${f.shortfall.requested.join(", ")}]`
       : `short ${f.shortfall?.short ?? 0}`;
-    const text = `${f.field === prev ? "" : `${f.field} `}${what} on ${d.worker}`;
-    prev = f.field;
-    return text;
+    // The field is named where its run starts.
+    return `${i > 0 && items[i - 1].f.field === f.field ? "" : `${f.field} `}${what} on ${d.worker}`;
   });
-  return capped(parts);
 }
 
 function capabilityDetail(decisions: readonly Decision[]): string {
@@ -123,7 +120,9 @@ function capabilityDetail(decisions: readonly Decision[]): string {
     for (const f of d.failures)
       if (f.code === "capability_missing" && isSetShortfall(f.shortfall)) {
         const cap = f.shortfall.requested.join(", ");
-        byCap.set(cap, [...(byCap.get(cap) ?? []), d.worker]);
+        const workers = byCap.get(cap);
+        if (workers) workers.push(d.worker);
+        else byCap.set(cap, [d.worker]);
       }
   return [...byCap].map(([cap, ws]) => `${cap} on ${capped(ws)}`).join("; ");
 }

@@ -4,6 +4,7 @@
 // leader runs it, so replicas never race to delete the same Events.
 import type { Store } from "../store/store.ts";
 import { ALL, type Reconciler, type Result } from "./controller.ts";
+import { ChunkSize } from "./slice.ts";
 import type { EventObject } from "./events.ts";
 
 export type EventGcOptions = {
@@ -16,10 +17,10 @@ export type EventGcOptions = {
   now?: () => number;
 };
 
-const BATCH = 500;
-
 export class EventGc implements Reconciler {
   readonly name = "event-gc";
+  /** Deletes per transaction: a few milliseconds of work each (slice.ts). */
+  private readonly chunks = new ChunkSize(4, 8, 500);
   constructor(
     private readonly store: Store,
     private readonly opts: EventGcOptions,
@@ -37,11 +38,13 @@ export class EventGc implements Reconciler {
     const excess = Math.max(0, items.length - this.opts.maxEvents);
     const drop = items.filter((e, i) => i < excess || e.lastTimestamp < cutoff);
     if (drop.length) this.opts.dropped?.(new Set(drop.map((e) => e.metadata.name)));
-    const size = Math.min(BATCH, this.store.maxWritesPerTxn);
-    for (let i = 0; i < drop.length; i += size)
-      await this.store.txn(
-        drop.slice(i, i + size).map((e) => ({ op: "delete" as const, kind: "Event", name: e.metadata.name })),
-      );
+    for (let i = 0; i < drop.length;) {
+      const end = i + this.chunks.next(this.store.maxWritesPerTxn);
+      const ops = drop.slice(i, end).map((e) => ({ op: "delete" as const, kind: "Event", name: e.metadata.name }));
+      i = end;
+      const applied = await this.chunks.timed(ops.length, () => this.store.apply(ops));
+      await applied.durable;
+    }
     return { writes: drop.length, requeueAfterMs: this.opts.everyMs };
   }
 }

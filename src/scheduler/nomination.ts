@@ -80,7 +80,9 @@ export async function nominate(
   };
   const heads: { entry: QueueEntry; task: Task; waited: boolean }[] = [];
   let nextDue = Infinity;
-  for (const s of queue.allShapes()) {
+  // A snapshot of the shapes: the queue may change while this yields.
+  for (const s of [...queue.allShapes()]) {
+    if (slice?.due()) await slice.pause();
     const head = s.entries.peek();
     const task = head && ctx.task(head.name);
     if (!head || !task) continue;

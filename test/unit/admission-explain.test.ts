@@ -182,4 +182,20 @@ describe("the task-wide line stays small with many workers", () => {
       "0/12 workers admit: 12 resource_reservation_unavailable (memory_mb short 1024 on w00, short 1024 on w01, short 1024 on w02, short 1024 on w03, short 1024 on w04, +7 more)",
     );
   });
+
+  it("groups thousands of workers that lack a capability, and by field those short of several resources", () => {
+    const ws = Array.from({ length: 2000 }, (_, i) => worker(`w${String(i).padStart(4, "0")}`));
+    const gpu = ws.map((w) => admit(task({ required_capability: "gpu" }), w));
+    expect(explainTask(gpu)).toBe(
+      "0/2000 workers admit: 2000 capability_missing (gpu on w0000, w0001, w0002, w0003, w0004, +1995 more); " +
+        "unsatisfiable: no worker fits it even when empty",
+    );
+    // Two fields short on each of three workers: sorted by field, each field named once.
+    const big = ws.slice(0, 3).map((w) => admit(task({ requests: vec({ cpu_millis: 99_000, memory_mb: 99_000 }) }), w));
+    expect(explainTask(big)).toBe(
+      "0/3 workers admit: 3 exceeds_worker_capacity (cpu_millis short 95000 on w0000, short 95000 on w0001, " +
+        "short 95000 on w0002, memory_mb short 92856 on w0000, short 92856 on w0001, +1 more); " +
+        "unsatisfiable: no worker fits it even when empty",
+    );
+  });
 });
