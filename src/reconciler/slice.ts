@@ -27,8 +27,8 @@ export class TimeSlice {
  * How many writes background work (a conditions pass, a burst of Events) puts in one
  * transaction. A transaction runs as one synchronous step, deciding, validating and encoding
  * each write (with SQLite, also writing its rows), so a request that arrives meanwhile waits
- * for all of it. Each size comes from the last transaction's time per write, to take about
- * `budgetMs`, between `min` and `max`.
+ * for all of it. The first is `min` writes; each next size comes from the last
+ * transaction's time per write, to take about `budgetMs`, between `min` and `max`.
  */
 export class ChunkSize {
   private size: number;
@@ -38,7 +38,7 @@ export class ChunkSize {
     private readonly min: number,
     private readonly max: number,
   ) {
-    this.size = max;
+    this.size = min;
   }
 
   /** The next transaction's size, at most `limit` (the store's maxWritesPerTxn). */

@@ -10,10 +10,13 @@ const busy = (ms: number) => () => {
 };
 
 describe("ChunkSize", () => {
-  it("starts at its largest size and never passes the store's limit", () => {
+  it("starts small, grows once writes prove fast, and never passes the store's limit", () => {
     const c = new ChunkSize(4, 8, 50);
-    expect(c.next(128)).toBe(50);
+    expect(c.next(128)).toBe(8);
     expect(c.next(3)).toBe(3);
+    c.timed(8, () => undefined);
+    expect(c.next(128)).toBe(50);
+    expect(c.next(20)).toBe(20);
   });
 
   it("sizes the next transaction to the budget from the last one's time per write", () => {
@@ -34,6 +37,7 @@ describe("ChunkSize", () => {
 
   it("learns nothing from a transaction of one write, nor loses its size when the step throws", () => {
     const c = new ChunkSize(4, 8, 50);
+    c.timed(8, () => undefined);
     c.timed(1, busy(20));
     expect(c.next(128)).toBe(50);
     expect(() =>
