@@ -41,12 +41,19 @@ export type Child = {
 const KEEP = 1 << 20;
 
 /**
+ * Node's own flags for every process the benchmark starts, from LOOM_BENCH_NODE_ARGS
+ * (space-separated): how a run is profiled, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof",
+ * which Node 20 refuses in NODE_OPTIONS.
+ */
+const NODE_ARGS = (process.env.LOOM_BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean);
+
+/**
  * Spawn `node [args]` from the project root. Both streams are always read, so a child that
  * writes a lot (a Hub's log) never blocks on a full pipe; the tail of each is kept for
  * waitForLine and for error messages.
  */
 export function spawnNode(args: string[], env: NodeJS.ProcessEnv = {}): Child {
-  const proc = spawn(process.execPath, args, {
+  const proc = spawn(process.execPath, [...NODE_ARGS, ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ["pipe", "pipe", "pipe"],

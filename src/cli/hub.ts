@@ -3,6 +3,7 @@ import { existsSync, statSync } from "node:fs";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { holdHeapGrowth, HEAP_HEADROOM_MIB } from "../observability/heap-growth.ts";
 import { LOG_FORMATS } from "../observability/logging.ts";
+import { stopPretenuring } from "../observability/pretenuring.ts";
 import { DEFAULT_HUB_OPTIONS, Hub } from "../hub.ts";
 import { migrateStore } from "../store/migrate.ts";
 import { hubBackend, storeOption, storeUrl, withEtcdFlags, type EtcdFlags } from "./store-flags.ts";
@@ -149,6 +150,8 @@ export function hubCommand(): Command {
       // fills, the heap only grows, and a full GC at every 30% of growth would slow the
       // start by about a tenth.
       const releaseHeap = o.heapGrowthPercent > 0 ? holdHeapGrowth(o.heapGrowthPercent) : () => {};
+      // Likewise once loaded: short-lived objects stay in the young generation (pretenuring.ts).
+      stopPretenuring();
       // SIGHUP re-reads every watched file, e.g. after a path that did not exist appears.
       const hup = () =>
         void hub.gitops?.syncNow().catch((e) => process.stderr.write(`gitops sync failed: ${(e as Error).message}\n`));
