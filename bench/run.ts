@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { writeBenchMd } from "./lib/benchmd.ts";
 import { ROOT } from "./lib/proc.ts";
 import type { RunMeta } from "./lib/benchmd.ts";
+import { combineRuns } from "./lib/combine.ts";
 import { printTable, type Table } from "./lib/report.ts";
 import type { RunOptions, Scenario } from "./lib/scenario.ts";
 import { SCENARIO_NAMES } from "./lib/names.ts";
@@ -47,17 +48,27 @@ function usage(): string {
     ...SCENARIOS.map((s) => `  ${s.name.padEnd(12)} ${s.summary}`),
     "",
     "  --quick      every scenario at tiny sizes (checks the suite works; figures mean nothing)",
+    "  --runs N     run each scenario N times in a row; each figure is the median of the N runs",
     "  --no-write   print only; leave BENCH.md alone",
   ].join("\n");
 }
 
-function parseArgs(argv: string[]): { names: string[]; quick: boolean; write: boolean } {
+function parseArgs(argv: string[]): { names: string[]; quick: boolean; write: boolean; runs: number } {
   const names: string[] = [];
   let quick = false;
   let write = true;
-  for (const a of argv) {
+  let runs = 1;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
     if (a === "--quick") quick = true;
-    else if (a === "--no-write") write = false;
+    else if (a === "--runs" || a.startsWith("--runs=")) {
+      const v = a === "--runs" ? argv[++i] : a.slice("--runs=".length);
+      runs = Number(v);
+      if (!Number.isSafeInteger(runs) || runs < 1 || runs > 20) {
+        console.error(`--runs: must be a whole number from 1 to 20, got ${JSON.stringify(v ?? "")}\n\n${usage()}`);
+        process.exit(2);
+      }
+    } else if (a === "--no-write") write = false;
     else if (a === "--help" || a === "-h") {
       console.log(usage());
       process.exit(0);
@@ -69,7 +80,7 @@ function parseArgs(argv: string[]): { names: string[]; quick: boolean; write: bo
       process.exit(2);
     } else names.push(a);
   }
-  return { names, quick, write };
+  return { names, quick, write, runs };
 }
 
 const gitCommit = () => {
@@ -105,8 +116,15 @@ async function main() {
   try {
     for (const s of chosen) {
       const t0 = Date.now();
-      const tables = await s.run(opts);
-      for (const t of tables) printTable(t);
+      const runs: Table[][] = [];
+      for (let k = 1; k <= args.runs; k++) {
+        if (args.runs > 1) console.log(`\n-- ${s.name}: run ${k} of ${args.runs}`);
+        const tables = await s.run(opts);
+        for (const t of tables) printTable(t);
+        runs.push(tables);
+      }
+      const tables = combineRuns(runs);
+      if (args.runs > 1) for (const t of tables) printTable(t);
       const load = loadavg()[0];
       console.log(`   (${s.name} took ${((Date.now() - t0) / 1000).toFixed(1)} s; load average ${load.toFixed(1)})`);
       fresh.set(s.name, { tables, meta: { ...meta, load } });

@@ -13,7 +13,8 @@ const PREAMBLE = `# Loom benchmarks
 
 The figures behind issue 9's targets. \`npm run bench\` runs every scenario (about 15 minutes
 on 2 cores), \`npm run bench -- lease claim\` runs some, \`npm run bench -- --quick\` runs all at
-tiny sizes to check the suite works (those figures say nothing about speed), and
+tiny sizes to check the suite works (those figures say nothing about speed), \`--runs 3\`
+runs each scenario three times and gives each figure's median beside every run's own, and
 \`--no-write\` leaves this file alone.
 
 `;

@@ -43,4 +43,24 @@ describe("npm run bench -- --quick", () => {
     }
     expect(r.stdout).not.toMatch(/wrote .*BENCH\.md/);
   }, 480_000);
+
+  it("--runs 2 runs a scenario twice and prints each figure's median beside both runs' figures", () => {
+    const run = (...args: string[]) =>
+      spawnSync(process.execPath, ["--import", "tsx", join(ROOT, "bench", "run.ts"), ...args], {
+        cwd: ROOT,
+        encoding: "utf8",
+        timeout: 120_000,
+      });
+    const r = run("micro", "--quick", "--runs", "2", "--no-write");
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout.match(/^-- micro: run \d of 2$/gm)).toEqual(["-- micro: run 1 of 2", "-- micro: run 2 of 2"]);
+    const combined = [...tablesOf(r.stdout).get("micro")!].slice(-2);
+    const admit = combined[0].find((row) => row[0].startsWith("admit()"));
+    expect(admit?.[1]).toMatch(/^[\d.,]+ µs \([\d.,]+ µs, [\d.,]+ µs\)$/);
+    expect(r.stdout).toMatch(/in-process, median of 2 runs/);
+
+    const bad = run("micro", "--runs", "0", "--no-write");
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/--runs: must be a whole number from 1 to 20, got "0"/);
+  }, 150_000);
 });
