@@ -54,9 +54,12 @@ describe("npm run bench -- --quick", () => {
     const r = run("micro", "--quick", "--runs", "2", "--no-write");
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout.match(/^-- micro: run \d of 2$/gm)).toEqual(["-- micro: run 1 of 2", "-- micro: run 2 of 2"]);
-    const combined = [...tablesOf(r.stdout).get("micro")!].slice(-2);
+    const combined = [...tablesOf(r.stdout).get("micro")!].slice(-3);
     const admit = combined[0].find((row) => row[0].startsWith("admit()"));
     expect(admit?.[1]).toMatch(/^[\d.,]+ µs \([\d.,]+ µs, [\d.,]+ µs\)$/);
+    // The Hub's work per lease without HTTP: its one quick run's row, combined the same way.
+    const hubWork = combined[2].find((row) => row[0] === "run 1");
+    expect(hubWork?.[2]).toMatch(/^[\d.,]+ µs \([\d.,]+ µs, [\d.,]+ µs\)$/);
     expect(r.stdout).toMatch(/in-process, median of 2 runs/);
 
     const bad = run("micro", "--runs", "0", "--no-write");

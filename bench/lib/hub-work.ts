@@ -1,0 +1,95 @@
+// A lease's work inside the Hub, without HTTP: a whole Hub (SQLite store, informer,
+// scheduler, controllers) runs in this process, and W simulated Runners call its scheduler
+// directly: claim(limit), then start and complete each task, as the lease scenario's Runners
+// do over HTTP. No client, socket or JSON reply shares the CPU, so the figure moves by a few
+// percent between runs where the lease scenario's moves by 10-20%: changes to the store, the
+// scheduler or the controllers can be told apart here.
+import { rmSync } from "node:fs";
+import { performance } from "node:perf_hooks";
+import { Hub } from "../../src/hub.ts";
+import { parseClaim, parseComplete, parseDispatch, parseRegister, parseStart } from "../../src/protocol/parse.ts";
+import { tempDir } from "./hub.ts";
+import { noopTask, registerBody } from "./workload.ts";
+
+export type HubWork = {
+  leases: number;
+  wallMs: number;
+  /** Process CPU (every thread: the event loop, SQLite's checkpointer, libuv's fsyncs, V8's GC helpers). */
+  userUs: number;
+  systemUs: number;
+  /** Time the event loop ran something (its utilization), the part of the CPU on the main thread. */
+  loopBusyUs: number;
+  /** Store revisions (writes committed together count once) and WAL flushes over the load. */
+  revisions: number;
+  flushes: number;
+};
+
+/** Until the store has had no new revision for `quietMs` (the conditions pass is done), at most `timeoutMs`. */
+async function quiet(hub: Hub, quietMs: number, timeoutMs: number): Promise<void> {
+  const t0 = Date.now();
+  let rev = await hub.store.revision();
+  let since = Date.now();
+  while (Date.now() - t0 < timeoutMs) {
+    await new Promise((r) => setTimeout(r, 100));
+    const now = await hub.store.revision();
+    if (now !== rev) [rev, since] = [now, Date.now()];
+    else if (Date.now() - since >= quietMs) return;
+  }
+  throw new Error(`the Hub did not fall quiet within ${timeoutMs} ms`);
+}
+
+export async function measureHubWork(o: { tasks: number; runners: number; claimLimit: number }): Promise<HubWork> {
+  const dir = tempDir("hub-work");
+  const hub = await Hub.start({ dataDir: dir, port: 0, logLevel: "silent" });
+  try {
+    const s = hub.scheduler;
+    for (let i = 0; i < o.tasks; i += 1000) {
+      const n = Math.min(1000, o.tasks - i);
+      const tasks = Array.from({ length: n }, (_, j) => noopTask("hw", i + j));
+      await s.dispatch(parseDispatch({ schema_version: 1, operator: "bench", tasks }));
+    }
+    const ids = Array.from({ length: o.runners }, (_, i) => `hw-runner-${String(i).padStart(3, "0")}`);
+    for (const id of ids) await s.register(parseRegister(registerBody(id, o.claimLimit)));
+    await quiet(hub, 1000, 120_000);
+
+    const rev0 = await hub.store.revision();
+    const flushes0 = hub.store.commitStats().commits;
+    const elu0 = performance.eventLoopUtilization();
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    let completed = 0;
+    let leases = 0;
+    const runner = async (worker_id: string) => {
+      while (completed < o.tasks) {
+        const r = await s.claim(parseClaim({ worker_id, limit: o.claimLimit, lease_seconds: 600 }));
+        if (!r.tasks.length) {
+          await new Promise((res) => setTimeout(res, 5));
+          continue;
+        }
+        leases += r.tasks.length;
+        for (const t of r.tasks) {
+          await s.start(parseStart({ worker_id, task_id: t.task_id }));
+          await s.complete(parseComplete({ worker_id, task_id: t.task_id, result: {}, upload: {} }));
+          completed++;
+        }
+      }
+    };
+    await Promise.all(ids.map(runner));
+    const wallMs = performance.now() - t0;
+    const cpu = process.cpuUsage(cpu0);
+    const elu = performance.eventLoopUtilization(elu0);
+    if (leases !== o.tasks) throw new Error(`leased ${leases} of ${o.tasks} tasks`);
+    return {
+      leases,
+      wallMs,
+      userUs: cpu.user,
+      systemUs: cpu.system,
+      loopBusyUs: elu.active * 1000,
+      revisions: (await hub.store.revision()) - rev0,
+      flushes: hub.store.commitStats().commits - flushes0,
+    };
+  } finally {
+    await hub.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
