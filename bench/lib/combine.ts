@@ -84,7 +84,15 @@ export function combineRuns(runs: Table[][]): Table[] {
   });
 }
 
-/** Notes every run wrote alike are kept once; a note whose figures differ is given once per run. */
+/** A number in a note's text: "79.2", "1,450", "0.21". */
+const NUMBER = /-?\d[\d,]*(?:\.\d+)?/g;
+
+/**
+ * Notes every run wrote alike are kept once. A note whose runs differ only in their numbers
+ * is kept once too, each number that differs given as its median (with an even count, the
+ * lower middle one: a number some run printed) followed by every run's, in run order. Any
+ * other difference gives the note once per run.
+ */
 function combineNotes(notes: string[][]): string[] {
   const longest = Math.max(...notes.map((n) => n.length));
   const out: string[] = [];
@@ -92,7 +100,28 @@ function combineNotes(notes: string[][]): string[] {
     const each = notes.map((n) => n[i]);
     if (each.every((n) => n === each[0])) {
       if (each[0] !== undefined) out.push(each[0]);
-    } else each.forEach((n, r) => n !== undefined && out.push(`run ${r + 1}: ${n}`));
+      continue;
+    }
+    const merged = each.every((n) => n !== undefined) ? mergeNumbers(each) : undefined;
+    if (merged !== undefined) out.push(merged);
+    else each.forEach((n, r) => n !== undefined && out.push(`run ${r + 1}: ${n}`));
   }
   return out;
+}
+
+/** The notes as one, when they are the same text around their numbers; undefined otherwise. */
+function mergeNumbers(notes: string[]): string | undefined {
+  const text = notes.map((n) => n.split(NUMBER));
+  if (text.some((t) => t.join("\u0000") !== text[0].join("\u0000"))) return undefined;
+  const numbers = notes.map((n) => n.match(NUMBER) ?? []);
+  return text[0]
+    .map((between, k) => {
+      if (k >= numbers[0].length) return between;
+      const each = numbers.map((ns) => ns[k]);
+      if (each.every((x) => x === each[0])) return between + each[0];
+      const m = median(each.map((x) => Number(x.replaceAll(",", ""))));
+      const mid = each.find((x) => Number(x.replaceAll(",", "")) === m)!;
+      return `${between}${mid} (${each.join(", ")})`;
+    })
+    .join("");
 }

@@ -53,12 +53,8 @@ describe("bench --runs", () => {
       ["ratio Loom/floor", "0.33× (0.35×, 0.30×, 0.33×)", ""],
     ]);
     expect(t.notes?.[0]).toMatch(/median of 3 runs/);
-    expect(t.notes?.slice(1)).toEqual([
-      "targets: the same in every run",
-      "run 1: races: 1.0",
-      "run 2: races: 2.0",
-      "run 3: races: 1.0",
-    ]);
+    // A note that differs only in its numbers is kept once, each differing number as a median and every run's.
+    expect(t.notes?.slice(1)).toEqual(["targets: the same in every run", "races: 1.0 (1.0, 2.0, 1.0)"]);
     expect(combineRuns([runs[0]])).toBe(runs[0]);
 
     const missingRow = { ...runs[1][0], rows: runs[1][0].rows.slice(0, 2) };
@@ -66,6 +62,28 @@ describe("bench --runs", () => {
     const relabelled = { ...runs[1][0], rows: [["etcd", "1", "1.00 ms"], ...runs[1][0].rows.slice(1)] };
     expect(() => combineRuns([runs[0], [relabelled]])).toThrow(/differs in shape/);
     expect(() => combineRuns([runs[0], []])).toThrow(/printed 0 tables/);
+  });
+
+  it("merges notes that differ only in their numbers, and lists the others run by run", () => {
+    const note = (races: string, commits: string, extra = ""): Table => ({
+      ...lease("1", "1.00×", "1.00 ms", ""),
+      notes: [
+        `lost races per 1,000 claims: SQLite 0.0, three replicas ${races}`,
+        `commits per lease: SQLite ${commits} (11.7 writes each)${extra}`,
+      ],
+    });
+    const [t] = combineRuns([[note("77.6", "0.20")], [note("84.1", "0.21")], [note("89.8", "0.20")]]);
+    expect(t.notes?.slice(1)).toEqual([
+      "lost races per 1,000 claims: SQLite 0.0, three replicas 84.1 (77.6, 84.1, 89.8)",
+      "commits per lease: SQLite 0.20 (0.20, 0.21, 0.20) (11.7 writes each)",
+    ]);
+    // Thousands separators are read as one number; other text that differs keeps every run's note.
+    const [u] = combineRuns([[note("1,200", "1")], [note("900", "1", "; slow")]]);
+    expect(u.notes?.slice(1)).toEqual([
+      "lost races per 1,000 claims: SQLite 0.0, three replicas 900 (1,200, 900)",
+      "run 1: commits per lease: SQLite 1 (11.7 writes each)",
+      "run 2: commits per lease: SQLite 1 (11.7 writes each); slow",
+    ]);
   });
 
   it("combines a row whose first cell is a figure rather than a label", () => {
