@@ -1,9 +1,8 @@
 // A lease's work inside the Hub, without HTTP: a whole Hub (SQLite store, informer,
 // scheduler, controllers) runs in this process, and W simulated Runners call its scheduler
 // directly: claim(limit), then start and complete each task, as the lease scenario's Runners
-// do over HTTP. No client, socket or JSON reply shares the CPU, so the figure moves by a few
-// percent between runs where the lease scenario's moves by 10-20%: changes to the store, the
-// scheduler or the controllers can be told apart here.
+// do over HTTP. No client, socket or JSON reply shares the CPU: what is measured is the store,
+// the scheduler, the informer and the controllers, which is where a change to them shows.
 import { rmSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { Hub } from "../../src/hub.ts";

@@ -125,11 +125,7 @@ async function steadyWrites(seconds: number): Promise<Table> {
   }
 }
 
-/**
- * A lease's work inside the Hub, without HTTP (hub-work.ts), three times in a fresh
- * process each (once in quick mode): the median row is what to compare between two
- * commits.
- */
+/** A lease's work inside the Hub, without HTTP (hub-work.ts), three times in a fresh process each (once in quick mode). */
 async function hubWork(quick: boolean): Promise<Table> {
   const cfg = quick ? { tasks: 400, runners: 8, claimLimit: 4 } : { tasks: 4000, runners: 32, claimLimit: 4 };
   const runs: HubWork[] = [];
@@ -189,9 +185,9 @@ async function hubWork(quick: boolean): Promise<Table> {
     rows: [...figures.map((f, i) => row(`run ${i + 1}`, f)), ...(figures.length > 1 ? [row("median", medians)] : [])],
     notes: [
       "a whole Hub (SQLite store, informer, scheduler, controllers, V8's default flags) in a process of its own for each run; the Runners run in it too and call its scheduler directly, so no socket, request parsing or reply encoding is counted",
-      "CPU is the process's over the load, every thread: the event loop, SQLite's background checkpoints, libuv's fsyncs and V8's GC helpers; system is mostly the WAL's writes and fsyncs",
+      "CPU is the process's over the load, every thread: the event loop, SQLite's background checkpoints, libuv's fsyncs and V8's GC helpers; system is the kernel's time for it, the WAL's writes and fsyncs among it",
       "event loop busy is its utilization over the load: the part of the CPU on the main thread",
-      "compare commits by the median row: it moves by a few percent between runs, where the lease scenario's CPU per lease moves by 10-20%",
+      "no client shares the CPU: on a quiet spell of this machine six runs spread over 569-614 µs a lease, but a busy spell spreads them as far as the lease scenario's (608-958 µs in one run of this table); compare two commits by runs that alternate between them",
     ],
   };
 }
