@@ -7,7 +7,7 @@ import { rmSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { Hub } from "../../src/hub.ts";
 import { parseClaim, parseComplete, parseDispatch, parseRegister, parseStart } from "../../src/protocol/parse.ts";
-import { tempDir } from "./hub.ts";
+import { tempDir, waitQuiet } from "./hub.ts";
 import { noopTask, registerBody } from "./workload.ts";
 
 export type HubWork = {
@@ -23,20 +23,6 @@ export type HubWork = {
   flushes: number;
 };
 
-/** Until the store has had no new revision for `quietMs` (the conditions pass is done), at most `timeoutMs`. */
-async function quiet(hub: Hub, quietMs: number, timeoutMs: number): Promise<void> {
-  const t0 = Date.now();
-  let rev = await hub.store.revision();
-  let since = Date.now();
-  while (Date.now() - t0 < timeoutMs) {
-    await new Promise((r) => setTimeout(r, 100));
-    const now = await hub.store.revision();
-    if (now !== rev) [rev, since] = [now, Date.now()];
-    else if (Date.now() - since >= quietMs) return;
-  }
-  throw new Error(`the Hub did not fall quiet within ${timeoutMs} ms`);
-}
-
 export async function measureHubWork(o: { tasks: number; runners: number; claimLimit: number }): Promise<HubWork> {
   const dir = tempDir("hub-work");
   const hub = await Hub.start({ dataDir: dir, port: 0, logLevel: "silent" });
@@ -49,7 +35,9 @@ export async function measureHubWork(o: { tasks: number; runners: number; claimL
     }
     const ids = Array.from({ length: o.runners }, (_, i) => `hw-runner-${String(i).padStart(3, "0")}`);
     for (const id of ids) await s.register(parseRegister(registerBody(id, o.claimLimit)));
-    await quiet(hub, 1000, 120_000);
+    // The conditions pass over the new tasks and workers is done: the load alone is measured.
+    const quiet = await waitQuiet(() => hub.store.revision(), 1000, 120_000);
+    if (!quiet.settled) throw new Error("the Hub did not fall quiet within 120 s");
 
     const rev0 = await hub.store.revision();
     const flushes0 = hub.store.commitStats().commits;

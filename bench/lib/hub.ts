@@ -37,18 +37,20 @@ export async function revisionOf(c: JsonClient): Promise<number> {
 /**
  * Wait until the Hub stops writing (its revision holds still for `quietMs`): the reactions
  * to a bulk dispatch (conditions, events) are over, so what follows measures only itself.
+ * `from`: a Hub's API, or a function that reads the revision (a Hub in this process).
  */
 export async function waitQuiet(
-  c: JsonClient,
+  from: JsonClient | (() => Promise<number>),
   quietMs: number,
   timeoutMs: number,
 ): Promise<{ waitedMs: number; settled: boolean }> {
+  const revision = typeof from === "function" ? from : () => revisionOf(from);
   const t0 = Date.now();
-  let rev = await revisionOf(c);
+  let rev = await revision();
   let since = Date.now();
   while (Date.now() - t0 < timeoutMs) {
     await new Promise((r) => setTimeout(r, Math.min(200, quietMs / 2)));
-    const now = await revisionOf(c);
+    const now = await revision();
     if (now !== rev) {
       rev = now;
       since = Date.now();
