@@ -98,8 +98,8 @@ const gitCommit = () => {
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   const chosen = args.names.length ? SCENARIOS.filter((s) => args.names.includes(s.name)) : SCENARIOS;
-  // hubArgs reach every `loom hub` the suite starts. The etcd variant goes here once the
-  // etcd backend lands: ["--store", "etcd", "--etcd-endpoints", endpoints] (not yet a Hub flag).
+  // hubArgs reach every `loom hub` the suite starts; the lease scenario adds the etcd
+  // flags (--store etcd, --etcd-endpoints) for its rows on etcd.
   const opts: RunOptions = { quick: args.quick, hubArgs: [] };
   const meta: RunMeta = {
     commit: gitCommit(),

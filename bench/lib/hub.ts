@@ -11,8 +11,8 @@ export const tempDir = (prefix: string) => mkdtempSync(join(tmpdir(), `loom-benc
 
 /**
  * Start `loom hub` on `dataDir` at an ephemeral loopback port, quiet (no request logs).
- * `extraArgs` is where a store backend is chosen: once the etcd backend lands, the etcd
- * variant of every Hub scenario passes ["--store", "etcd", "--etcd-endpoints", url] here.
+ * `extraArgs` is where a store backend is chosen: the lease scenario's etcd rows pass
+ * ["--store", "etcd", "--etcd-endpoints", url, ...] here.
  */
 export async function startHub(dataDir: string, extraArgs: string[] = [], timeoutMs = 120_000): Promise<HubProc> {
   const child = spawnNode(
