@@ -15,7 +15,11 @@ const growth = (...flag: string[]) =>
 
 describe("stopPretenuring", () => {
   it("sets a flag that keeps short-lived objects out of the old generation, at run time", () => {
-    const pretenured = growth();
+    // V8 decides to pretenure from what its scavenges see; on a loaded machine the control
+    // run now and then shows no pretenuring (7.6 MB once in a full suite), which tests
+    // nothing either way. Such a control is run again, at most three times in all.
+    let pretenured = growth();
+    for (let tries = 1; tries < 3 && pretenured <= 100; tries++) pretenured = growth();
     const young = growth(NO_PRETENURING);
     expect(pretenured).toBeGreaterThan(100);
     expect(young).toBeLessThan(Math.min(50, pretenured / 5));
