@@ -62,6 +62,7 @@ export const CAPABILITIES = [...V1_CAPABILITIES, ...LOOM_CAPABILITIES];
 export async function dataRoutes(f: FastifyInstance): Promise<void> {
   const hub = f.hub;
   const scheduler = hub.scheduler;
+  // task-admission and worker-capacity grow with the fleet: large replies go out as bytes.
   f.addHook("onSend", largeReplyAsBytes);
 
   f.get("/api/healthz", async () => {
