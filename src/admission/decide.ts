@@ -1,38 +1,13 @@
 // The one admission decision: pull claims, push, task conditions, the task-admission API
 // and the CLI all call admit(), so they cannot disagree about why a task does not fit.
 import { RESOURCE_FIELDS, type ResourceField } from "../resources/types.ts";
-import { CHECKS, isSetShortfall, type Check, type Failure, type SetShortfall, type Shortfall } from "./checks.ts";
+import { CHECKS, isSetShortfall, type Check, type Failure } from "./checks.ts";
 import { firstV1Reason, orderReasons, type ReasonCode, type V1Reason } from "./reasons.ts";
-import { add, clone, sub, zero, type Vector } from "./vector.ts";
-import {
-  concurrencyOf,
-  exclusiveActive,
-  reservedOf,
-  type Concurrency,
-  type Placement,
-  type TaskView,
-  type WorkerView,
-} from "./view.ts";
+import { clone, zero } from "./vector.ts";
+import { admissionObject, type AdmissionObject, type Shortfalls } from "./snapshot.ts";
+import { concurrencyOf, exclusiveActive, reservedOf, type TaskView, type WorkerView } from "./view.ts";
 
-export type Shortfalls = Partial<Record<ResourceField, Shortfall>> & { gpu_types?: SetShortfall };
-
-/** RUNNER_PROTOCOL section 4's admission object, plus Loom's `reasons`. */
-export type AdmissionObject = {
-  ok: boolean;
-  /** The v1 code (first failing in v1 order); null when ok, as v1 writes it. */
-  reason: V1Reason | null;
-  reasons: ReasonCode[];
-  placement: Placement;
-  requested: Vector;
-  capacity: Vector;
-  reserved_before: Vector;
-  available_before: Vector;
-  available_after: Vector;
-  shortfalls: Shortfalls;
-  active_task_ids: string[];
-  exclusive_active: boolean;
-  concurrency: Concurrency;
-};
+export type { AdmissionObject, Shortfalls } from "./snapshot.ts";
 
 export type Decision = {
   task: string;
@@ -74,22 +49,18 @@ export function admit(task: TaskView, worker: WorkerView, checks: readonly Check
   const ok = failures.length === 0;
   const reasons = ok ? [] : orderReasons(failures.map((f) => f.code));
   const reason = ok ? undefined : firstV1Reason(reasons);
-  const reserved = reservedOf(worker);
-  const admission: AdmissionObject = {
-    ok,
-    reason: reason ?? null,
-    reasons,
-    placement: task.placement,
-    requested: clone(task.requests),
-    capacity: clone(worker.capacity),
-    reserved_before: reserved,
-    available_before: sub(worker.capacity, reserved),
-    available_after: sub(worker.capacity, add(reserved, task.requests)),
-    shortfalls: shortfallsOf(failures),
-    active_task_ids: worker.leases.map((l) => l.task),
-    exclusive_active: exclusiveActive(worker),
-    concurrency: concurrencyOf(worker),
-  };
+  const admission = admissionObject(
+    { ok, reason: reason ?? null, reasons, shortfalls: shortfallsOf(failures) },
+    task.placement,
+    clone(task.requests),
+    {
+      capacity: clone(worker.capacity),
+      reserved_before: reservedOf(worker),
+      active_task_ids: worker.leases.map((l) => l.task),
+      exclusive_active: exclusiveActive(worker),
+      concurrency: concurrencyOf(worker),
+    },
+  );
   return {
     task: task.name,
     worker: worker.name,

@@ -4,6 +4,7 @@
 import { Command } from "commander";
 import type { Condition } from "../resources/meta.ts";
 import type { Campaign, Queue, Task, Worker } from "../resources/types.ts";
+import { grantedAdmission, type AdmissionObject } from "../admission/snapshot.ts";
 import { ApiError, type Client, RESOURCE_PREFIX } from "./client.ts";
 import { clientOf, out, withController } from "./common.ts";
 import { type KindInfo, resolveKind } from "./kinds.ts";
@@ -11,7 +12,6 @@ import type {
   CapacityEntry,
   NominationsReply,
   QueuesReport,
-  ResourceVector as Vec,
   TaskAdmission,
   WorkerCapacityReply,
 } from "../protocol/types.gen.ts";
@@ -202,7 +202,7 @@ async function taskLease(w: PrefixWriter, t: Task, admission: PendingAdmission, 
     w.kv(1, "Until", when(("a" in adm && adm.a.lease_until) || l.lease_until, now));
     w.kv(1, "Placement", l.placement);
     w.kv(1, "Reservation", formatVector(l.reservation));
-    const a = l.admission as { reserved_before?: Vec; available_before?: Vec } | undefined;
+    const a = grantedAdmission(l);
     if (a) {
       w.kv(1, "Reserved Before", formatVector(a.reserved_before));
       w.kv(1, "Available Before", formatVector(a.available_before));
@@ -217,7 +217,7 @@ function taskAttempts(w: PrefixWriter, t: Task, now: Date): void {
     "Attempts",
     ["ATTEMPT", "WORKER", "OUTCOME", "REASON", "ENDED", "REQUESTED", "RESERVED BEFORE", "AVAILABLE BEFORE"],
     (st.attempts ?? []).map((x) => {
-      const a = (x.admission ?? {}) as { requested?: Vec; reserved_before?: Vec; available_before?: Vec };
+      const a: Partial<AdmissionObject> = grantedAdmission(x) ?? {};
       return [
         String(x.attempt ?? NONE),
         x.worker ?? NONE,

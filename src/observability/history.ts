@@ -85,6 +85,7 @@ export function leaseBars(t: Task): (LeaseBar & { worker: string })[] {
   const placement = t.spec.execution_profile?.placement ?? "shared";
   for (const a of st.attempts ?? []) {
     if (!a.worker || !a.leased_at) continue;
+    // An attempt ended by an earlier Loom has its placement and reservation only in its admission object.
     const adm = (a.admission ?? {}) as { requested?: Vec; placement?: string };
     out.push({
       worker: a.worker,
@@ -94,8 +95,8 @@ export function leaseBars(t: Task): (LeaseBar & { worker: string })[] {
       ...(a.started_at ? { started_at: a.started_at } : {}),
       ...(a.ended_at ? { ended_at: a.ended_at } : {}),
       state: a.outcome ?? "ended",
-      placement: adm.placement ?? placement,
-      reservation: stripTypes(adm.requested),
+      placement: a.placement ?? adm.placement ?? placement,
+      reservation: stripTypes(a.reservation ?? adm.requested),
     });
   }
   const l = st.lease;

@@ -37,7 +37,7 @@ export const HAS_CONTROL = /[\u0000-\u001F\u007F]/;
  * a byte below 0x80 inside a multi-byte character), run before JSON.parse so that nothing
  * downstream ever meets a deep value.
  */
-export function jsonTooDeep(buf: Buffer, max: number = LIMITS.depth): boolean {
+export function jsonTooDeep(buf: Uint8Array, max: number = LIMITS.depth): boolean {
   let depth = 0;
   let inString = false;
   for (let i = 0; i < buf.length; i++) {

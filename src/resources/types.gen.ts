@@ -222,6 +222,51 @@ export interface TaskSpec {
   expected?: Record<string, unknown>;
 }
 
+/** The worker's effective capacity; reserved_before: what its other leases held. */
+export interface TaskStatusLeaseAdmissionCapacity {
+  /** CPU, in millicores. */
+  cpu_millis?: number;
+  /** Memory, in MiB. */
+  memory_mb?: number;
+  /** Disk, in MiB. */
+  disk_mb?: number;
+  /** GPUs, whole devices. */
+  gpu_count?: number;
+  /** GPU models. */
+  gpu_types?: string[];
+}
+
+/** The worker's concurrency as admission counted it. */
+export interface TaskStatusLeaseAdmissionConcurrency {
+  /** Runs the worker's last heartbeat reported. */
+  reported_active?: number;
+  /** Active leases the Hub counted on the worker. */
+  leased_active?: number;
+  /** The larger of the two. */
+  active_count?: number;
+  /** The worker's desired concurrency. */
+  desired_concurrency?: number;
+  /** The worker's maximum concurrency. */
+  max_concurrency?: number;
+  /** min(desired_concurrency, max_concurrency). */
+  effective_limit?: number;
+}
+
+/** What admission saw on the worker when the lease was granted. The rest of the admission object a claim answers with follows from it and the lease: ok, with no reason and no shortfalls; requested is the reservation; available_before is capacity minus reserved_before, and available_after is that minus requested. `loom describe task` shows them. A lease granted by an earlier Loom keeps the whole object here. */
+export interface TaskStatusLeaseAdmission {
+  /** The worker's effective capacity; reserved_before: what its other leases held. */
+  capacity?: TaskStatusLeaseAdmissionCapacity;
+  /** The worker's effective capacity; reserved_before: what its other leases held. */
+  reserved_before?: TaskStatusLeaseAdmissionCapacity;
+  /** The worker's other active leases, by task. */
+  active_task_ids?: string[];
+  /** Whether one of them held the worker exclusively. */
+  exclusive_active?: boolean;
+  /** The worker's concurrency as admission counted it. */
+  concurrency?: TaskStatusLeaseAdmissionConcurrency;
+  [key: string]: unknown;
+}
+
 /** The active lease. Its reservation is the only record of the resources it holds. */
 export interface TaskStatusLease {
   /** Worker holding the lease. */
@@ -240,10 +285,10 @@ export interface TaskStatusLease {
   started_at?: string;
   /** shared or exclusive, as admitted. */
   placement?: "shared" | "exclusive";
-  /** Resources this lease holds on its worker. */
+  /** Resources reserved on the worker by the lease. */
   reservation?: TaskSpecExecutionProfileResources;
-  /** The admission snapshot taken when the lease was granted. */
-  admission?: Record<string, unknown>;
+  /** What admission saw on the worker when the lease was granted. The rest of the admission object a claim answers with follows from it and the lease: ok, with no reason and no shortfalls; requested is the reservation; available_before is capacity minus reserved_before, and available_after is that minus requested. `loom describe task` shows them. A lease granted by an earlier Loom keeps the whole object here. */
+  admission?: TaskStatusLeaseAdmission;
 }
 
 export interface TaskStatusAttemptsItem {
@@ -265,8 +310,12 @@ export interface TaskStatusAttemptsItem {
   reason?: string;
   /** Result ZIP uploaded by the attempt, if any. */
   result_id?: string;
-  /** The admission snapshot taken when the attempt's lease was granted. */
-  admission?: Record<string, unknown>;
+  /** shared or exclusive, as admitted. */
+  placement?: "shared" | "exclusive";
+  /** Resources reserved on the worker by the lease. */
+  reservation?: TaskSpecExecutionProfileResources;
+  /** What admission saw on the worker when the lease was granted. The rest of the admission object a claim answers with follows from it and the lease: ok, with no reason and no shortfalls; requested is the reservation; available_before is capacity minus reserved_before, and available_after is that minus requested. `loom describe task` shows them. A lease granted by an earlier Loom keeps the whole object here. */
+  admission?: TaskStatusLeaseAdmission;
 }
 
 /** The result of the last attempt that uploaded one. */

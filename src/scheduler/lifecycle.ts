@@ -2,6 +2,7 @@
 // decides when to apply them and writes the result. The lease is the reservation: granting
 // one writes both, and every way out of the active states removes both together.
 import type { AdmissionObject } from "../admission/index.ts";
+import { seenBy } from "../admission/snapshot.ts";
 import {
   getCondition,
   initialStatus,
@@ -30,7 +31,7 @@ export type LeaseGrant = {
  * A status to build the next one in: a new object sharing what it keeps with `status`
  * (which is the informer's, and never changed). Transitions replace fields and arrays, and
  * change only conditions in place (setCondition), so only those are copied; that spares a
- * deep copy of the lease, its admission snapshot and the attempt history on every write.
+ * deep copy of the lease, what admission saw and the attempt history on every write.
  */
 function editableStatus(status: TaskStatus): TaskStatus {
   const st: TaskStatus = { ...status };
@@ -38,7 +39,7 @@ function editableStatus(status: TaskStatus): TaskStatus {
   return st;
 }
 
-/** queued -> leased, recording the lease with its reservation and the admission snapshot. */
+/** queued -> leased, recording the lease with its reservation and what admission saw. */
 export function grantLease(task: Task, g: LeaseGrant, now: number): TaskStatus {
   const st = editableStatus(task.status ?? initialStatus());
   const attempt = st.attempt ?? 1;
@@ -59,7 +60,8 @@ export function grantLease(task: Task, g: LeaseGrant, now: number): TaskStatus {
       gpu_count: g.reservation.gpu_count,
       ...(g.reservation.gpu_types.length ? { gpu_types: g.reservation.gpu_types } : {}),
     },
-    admission: g.admission,
+    // What admission saw, not the whole object: the rest follows from it (admission/snapshot.ts).
+    admission: seenBy(g.admission),
   };
   st.conditions ??= [];
   setCondition(
@@ -78,9 +80,9 @@ export function grantLease(task: Task, g: LeaseGrant, now: number): TaskStatus {
 }
 
 /**
- * End the current lease (if any): it moves into the attempt history with its admission
- * snapshot, and the task's state becomes `next`. Leaving the active states is what
- * releases the reservation; there is nothing else to free.
+ * End the current lease (if any): it moves into the attempt history with its reservation
+ * and what admission saw, and the task's state becomes `next`. Leaving the active states
+ * is what releases the reservation; there is nothing else to free.
  */
 export function endLease(
   status: TaskStatus,
@@ -104,7 +106,9 @@ export function endLease(
       outcome,
       reason,
       ...(extra.resultId ? { result_id: extra.resultId } : {}),
-      admission: lease.admission,
+      ...(lease.placement ? { placement: lease.placement } : {}),
+      ...(lease.reservation ? { reservation: lease.reservation } : {}),
+      ...(lease.admission ? { admission: lease.admission } : {}),
     });
     // Keep the history bounded: a task retried for ever must not grow without limit.
     if (st.attempts.length > 50) st.attempts.splice(0, st.attempts.length - 50);

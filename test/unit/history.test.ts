@@ -23,7 +23,8 @@ const notAdmitted = (name: string, min: number, reason: string): NotAdmittedEven
   firstTimestamp: at(min),
 });
 
-// a: queued 0-10 on memory, 10-20 on concurrency, leased 20, started 21, clean at 30.
+// a: queued 0-10 on memory, 10-20 on concurrency, leased 20, started 21, clean at 30. Its
+// attempt is as an earlier Loom recorded it, with the whole admission object.
 const a = task("a", 0, {
   state: "clean",
   finished_at: at(30),
@@ -49,7 +50,10 @@ const b = task("b", 0, {
       leased_at: at(5),
       ended_at: at(15),
       outcome: "lease_expired",
-      admission: { requested: { cpu_millis: 100 } },
+      // As Loom records an attempt now: its placement and reservation, and what admission saw.
+      placement: "exclusive",
+      reservation: { cpu_millis: 100 },
+      admission: { capacity: { cpu_millis: 4000 }, reserved_before: {}, active_task_ids: [] },
     },
   ],
   lease: {
@@ -134,6 +138,9 @@ describe("fleet history", () => {
       ["a", "clean", at(20), at(30)],
     ]);
     expect(w1.leases[1].reservation).toEqual({ cpu_millis: 500, memory_mb: 256, disk_mb: 0, gpu_count: 0 });
+    expect(w1.leases[1].placement).toBe("shared");
+    expect(w1.leases[0].reservation).toEqual({ cpu_millis: 100, memory_mb: 0, disk_mb: 0, gpu_count: 0 });
+    expect(w1.leases[0].placement).toBe("exclusive");
     const w2 = h.workers.find((w) => w.worker === "w2")!;
     expect(w2.leases).toMatchObject([{ task: "b", state: "running", started_at: at(40.5) }]);
     expect(w2.leases[0].ended_at).toBeUndefined();

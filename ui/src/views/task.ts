@@ -13,6 +13,7 @@ import { ago, badge, STATE_CLASS, table } from "../widgets.ts";
 import { span } from "../charts.ts";
 import { humanDuration } from "../../../src/resources/jsonpath.ts";
 import { isFinal } from "../../../src/resources/types.ts";
+import { grantedAdmission, type AdmissionObject } from "../../../src/admission/snapshot.ts";
 import { taskSegments, type NotAdmittedEvent, type Segment } from "../../../src/observability/history.ts";
 
 type EventObj = {
@@ -206,11 +207,7 @@ export class TaskView {
         "Attempts with the admission snapshot taken at each lease",
         ["Attempt", "Worker", "Outcome", "Reason", "Ended", "Requested", "Reserved before", "Available before"],
         (st.attempts ?? []).map((a) => {
-          const adm = (a.admission ?? {}) as {
-            requested?: unknown;
-            reserved_before?: unknown;
-            available_before?: unknown;
-          };
+          const adm: Partial<AdmissionObject> = grantedAdmission(a) ?? {};
           return [
             String(a.attempt ?? "—"),
             a.worker ?? "—",
