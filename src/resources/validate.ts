@@ -105,77 +105,108 @@ function validatorFor(kind: string): ValidateFunction | undefined {
 }
 
 /**
- * A kind's status schema in parts: `shell` holds the rules of the status object itself
- * (its type, known fields, required fields, CEL rules) with every field's own schema left
- * open, and `field(k)` the schema of field k alone. The shell and every field passing is
- * exactly the whole schema passing: a field's schema looks at nothing outside the field.
+ * One node of a kind's status schema, compiled two ways: whole, and as a shell that keeps the
+ * rules of the value itself (its type, known fields, required fields, item count, CEL rules)
+ * with each field's or item's own schema left open. The shell and every part passing is
+ * exactly the whole passing: a part's schema looks at nothing outside the part. So a write
+ * that changes one field deep inside is checked by the shells on the way down and by that
+ * field's schema, not by the schema of everything around it.
  */
-type StatusParts = { shell: ValidateFunction; field(k: string): ValidateFunction | undefined };
-const statusParts = new Map<string, StatusParts | null>();
+class SchemaNode {
+  private whole: ValidateFunction | undefined;
+  private shell: ValidateFunction | undefined;
+  private readonly parts = new Map<string, SchemaNode>();
+  private item: SchemaNode | undefined;
+  private readonly byField: boolean;
+  private readonly byItem: boolean;
 
-function statusPartsFor(kind: string): StatusParts | null {
-  let parts = statusParts.get(kind);
-  if (parts !== undefined) return parts;
-  const status = loadCrds().get(kind)?.schema.properties?.status;
-  if (!status) {
-    statusParts.set(kind, null);
-    return null;
+  constructor(private readonly schema: JSONSchema) {
+    this.byField = schema.properties !== undefined && Object.keys(schema.properties).length > 0;
+    this.byItem = !this.byField && schema.items !== undefined;
   }
-  // A status without named fields has no parts: its shell is the whole schema.
-  const props: Record<string, JSONSchema> = status.properties ?? {};
-  const open = Object.fromEntries(Object.keys(props).map((k) => [k, {}]));
-  const shell = ajv.compile(
-    closeObjects(
-      withDefaultLimits({
-        type: "object",
-        properties: { status: status.properties ? { ...status, properties: open } : status },
-      }),
-    ),
-  );
-  const fields = new Map<string, ValidateFunction>();
-  parts = {
-    shell,
-    field(k) {
-      if (!Object.hasOwn(props, k)) return undefined; // the shell refuses an unknown field
-      let v = fields.get(k);
-      if (!v) {
-        // Compiled under status.k, so errors name the field as the whole schema would.
-        const only = closeObjects(withDefaultLimits(props[k]));
-        v = ajv.compile({ type: "object", properties: { status: { type: "object", properties: { [k]: only } } } });
-        fields.set(k, v);
+
+  /**
+   * Push onto `errs` what is wrong with `value`, found at JSON pointer `at`. `prev` is the
+   * value it replaces, which passed: a part that is the very same value there is not checked
+   * again (stored objects are never changed in place).
+   */
+  check(value: unknown, prev: unknown, at: string, errs: FieldError[]): void {
+    if (value === prev) return;
+    if (this.byField && isRecord(value) && isRecord(prev)) {
+      this.run(this.shellOf(), value, at, errs);
+      const props = this.schema.properties!;
+      for (const k of Object.keys(value)) {
+        const v = value[k];
+        // An unknown field is the shell's to refuse.
+        if (v === prev[k] || !Object.hasOwn(props, k)) continue;
+        this.partOf(k).check(v, prev[k], `${at}/${escapePointer(k)}`, errs);
       }
-      return v;
-    },
-  };
-  statusParts.set(kind, parts);
-  return parts;
+      return;
+    }
+    if (this.byItem && Array.isArray(value) && Array.isArray(prev)) {
+      this.run(this.shellOf(), value, at, errs);
+      const item = (this.item ??= new SchemaNode(this.schema.items!));
+      for (let i = 0; i < value.length; i++)
+        if (value[i] !== prev[i]) item.check(value[i], prev[i], `${at}/${i}`, errs);
+      return;
+    }
+    this.run((this.whole ??= ajv.compile(this.schema)), value, at, errs);
+  }
+
+  private shellOf(): ValidateFunction {
+    if (!this.shell) {
+      const open = this.byField
+        ? { ...this.schema, properties: Object.fromEntries(Object.keys(this.schema.properties!).map((k) => [k, {}])) }
+        : { ...this.schema, items: {} };
+      this.shell = ajv.compile(open);
+    }
+    return this.shell;
+  }
+
+  private partOf(k: string): SchemaNode {
+    let n = this.parts.get(k);
+    if (!n) this.parts.set(k, (n = new SchemaNode(this.schema.properties![k])));
+    return n;
+  }
+
+  private run(v: ValidateFunction, value: unknown, at: string, errs: FieldError[]): void {
+    if (v(value)) return;
+    for (const e of v.errors ?? []) {
+      const f = toFieldError({ ...e, instancePath: at + e.instancePath });
+      if (f) errs.push(f);
+    }
+  }
 }
 
-const fieldErrors = (v: ValidateFunction) =>
-  (v.errors ?? []).map(toFieldError).filter((e): e is FieldError => e !== undefined);
+const escapePointer = (k: string) => k.replace(/~/g, "~0").replace(/\//g, "~1");
+
+/** Each kind's status schema, with the limits and closed objects of validateObject's; null: the kind has no status schema. */
+const statusSchemas = new Map<string, SchemaNode | null>();
+
+function statusSchemaOf(kind: string): SchemaNode | null {
+  let node = statusSchemas.get(kind);
+  if (node !== undefined) return node;
+  const status = loadCrds().get(kind)?.schema.properties?.status;
+  node = status ? new SchemaNode(closeObjects(withDefaultLimits(status))) : null;
+  statusSchemas.set(kind, node);
+  return node;
+}
 
 /**
  * Validate only the status of an object whose metadata and spec are already stored: what a
  * status write changes. Same rules, limits and messages as validateObject, on less input.
- * `prev` is the stored status the write replaces: a field that is the very same value as
- * there was validated when it was stored (stored objects are never changed in place), so
- * only the fields the write changed are checked, with the status object's own rules.
+ * `prev` is the stored status the write replaces: a part that is the very same value as
+ * there was validated when it was stored, so only the parts the write changed are checked,
+ * with the rules of every object and list that holds them (SchemaNode).
  */
 export function validateStatus(obj: { kind: string; status?: unknown }, prev?: unknown): FieldError[] {
-  const part = { status: obj.status };
   const was = isRecord(prev) ? prev : undefined;
-  const bounds = boundErrors(part, "", {}, was && { status: was });
+  const bounds = boundErrors({ status: obj.status }, "", {}, was && { status: was });
   if (bounds.length) return bounds;
-  const parts = statusPartsFor(obj.kind);
-  if (!parts) return [];
+  const node = statusSchemaOf(obj.kind);
+  if (!node || obj.status === undefined) return [];
   const errs: FieldError[] = [];
-  if (!parts.shell(part)) errs.push(...fieldErrors(parts.shell));
-  if (isRecord(obj.status))
-    for (const [k, val] of Object.entries(obj.status)) {
-      if (was && val === was[k]) continue;
-      const v = parts.field(k);
-      if (v && !v(part)) errs.push(...fieldErrors(v));
-    }
+  node.check(obj.status, was, "/status", errs);
   return dedupe(errs);
 }
 

@@ -1,5 +1,6 @@
-// A status write is validated on what it changes: the fields that are not the very value the
-// stored status holds, and the status object's own rules. Same answers as validating it whole.
+// A status write is validated on what it changes: the parts, at any depth, that are not the
+// very value the stored status holds, and the rules of every object and list that holds
+// them. Same answers as validating it whole.
 import { describe, expect, it } from "vitest";
 import { boundErrors } from "../../src/resources/limits.ts";
 import { validateStatus } from "../../src/resources/validate.ts";
@@ -54,6 +55,65 @@ describe("validateStatus with the stored status it replaces", () => {
     // An equal copy is not the stored value: it is checked.
     expect(validateStatus(task({ ...next, finished_at: String(old.finished_at) }), old)).toEqual([]);
     expect(validateStatus(task({ ...next, lease: { ...lease, epoch: -1 } }), old)).not.toEqual([]);
+  });
+});
+
+describe("validateStatus inside a changed field", () => {
+  const attempt = (n: number) => ({
+    attempt: n,
+    worker: "w1",
+    leased_at: "2026-01-01T00:00:00.000Z",
+    ended_at: "2026-01-01T00:01:00.000Z",
+    outcome: "clean",
+  });
+  const ended = { state: "clean", attempt: 1, attempts: [attempt(1)], conditions: [] };
+
+  it("names a bad value deep inside a changed field as the whole schema does", () => {
+    const next = { ...leased, lease: { ...lease, reservation: { ...lease.reservation, cpu_millis: -1 } } };
+    const whole = validateStatus(task(next));
+    expect(whole.map((e) => e.field)).toEqual(["status.lease.reservation.cpu_millis"]);
+    expect(validateStatus(task(next), leased)).toEqual(whole);
+  });
+
+  it("keeps the rules of every object on the way down", () => {
+    // Only started_at is new, yet the lease must still name its worker and hold no unknown field.
+    const { worker: _w, ...noWorker } = lease;
+    const next = { ...leased, lease: { ...noWorker, started_at: "2026-01-01T00:00:01.000Z", extra: 1 } };
+    expect(validateStatus(task(next), leased)).toEqual(validateStatus(task(next)));
+    expect(validateStatus(task(next), leased).map((e) => e.field)).toEqual([
+      "status.lease.worker",
+      "status.lease.extra",
+    ]);
+    // The reservation's own rule (gpu_types needs a positive gpu_count) holds when only gpu_types changed.
+    const gpus = { ...leased, lease: { ...lease, reservation: { ...lease.reservation, gpu_types: ["a100"] } } };
+    expect(validateStatus(task(gpus), leased).map((e) => e.field)).toEqual(["status.lease.reservation.gpu_types"]);
+  });
+
+  it("checks the items a list gained or replaced, and the list's own rules", () => {
+    const next = { ...ended, attempts: [...ended.attempts, { ...attempt(2), attempt: "two" }] };
+    expect(validateStatus(task(next), ended)).toEqual(validateStatus(task(next)));
+    expect(validateStatus(task(next), ended).map((e) => e.field)).toEqual(["status.attempts[1].attempt"]);
+    const tooMany = {
+      ...ended,
+      attempts: [...ended.attempts, ...Array.from({ length: 1000 }, (_, i) => attempt(i + 2))],
+    };
+    expect(validateStatus(task(tooMany), ended).map((e) => e.message)).toEqual(
+      validateStatus(task(tooMany)).map((e) => e.message),
+    );
+    expect(validateStatus(task(tooMany), ended)).not.toEqual([]);
+  });
+
+  it("does not look again at a part deep inside that is the stored value itself", () => {
+    // An attempt and an admission record stored under older, looser rules.
+    const oldAttempt = { ...attempt(1), ended_at: "yesterday" };
+    const old = { ...ended, attempts: [oldAttempt] };
+    const next = { ...old, attempts: [oldAttempt, attempt(2)] };
+    expect(validateStatus(task(next))).not.toEqual([]);
+    expect(validateStatus(task(next), old)).toEqual([]);
+    const odd = { ...leased, lease: { ...lease, admission: { capacity: { cpu_millis: "lots" } } } };
+    const started = { ...odd, lease: { ...odd.lease, started_at: "2026-01-01T00:00:01.000Z" } };
+    expect(validateStatus(task(started))).not.toEqual([]);
+    expect(validateStatus(task(started), odd)).toEqual([]);
   });
 });
 
