@@ -67,6 +67,9 @@ export type WorkerView = {
   queues?: QueuesView;
 };
 
+const placementOf = (profile: Task["spec"]["execution_profile"]): Placement =>
+  profile?.placement === "exclusive" ? "exclusive" : "shared";
+
 /** An omitted profile is shared with zero requests, as in v1. */
 export function taskView(task: Task): TaskView {
   const profile = task.spec.execution_profile;
@@ -74,7 +77,7 @@ export function taskView(task: Task): TaskView {
   return {
     name: task.metadata.name,
     required_capability: (task.spec.required_capability ?? "").trim(),
-    placement: profile?.placement === "exclusive" ? "exclusive" : "shared",
+    placement: placementOf(profile),
     requests: normalise(profile?.resources),
     excluded_workers: [...(task.status?.excluded_workers ?? [])],
     ...(declared !== undefined ? { declared_seconds: declared } : {}),
@@ -100,12 +103,14 @@ export function declaredSeconds(task: Task | undefined): number | undefined {
 export function leaseView(task: Task): LeaseView | undefined {
   const lease = task.status?.lease;
   if (!lease || !isActive(task.status?.state)) return undefined;
-  const t = taskView(task);
+  // The fields taskView() would give, read directly: this runs on every Task event.
+  const profile = task.spec.execution_profile;
+  const queue = task.spec.queue;
   return {
-    task: t.name,
-    placement: lease.placement ?? t.placement,
-    reservation: lease.reservation ? normalise(lease.reservation) : t.requests,
-    ...(t.queue ? { queue: t.queue } : {}),
+    task: task.metadata.name,
+    placement: lease.placement ?? placementOf(profile),
+    reservation: normalise(lease.reservation ?? profile?.resources),
+    ...(queue ? { queue } : {}),
   };
 }
 

@@ -126,31 +126,37 @@ class SchemaNode {
   }
 
   /**
-   * Push onto `errs` what is wrong with `value`, found at JSON pointer `at`. `prev` is the
-   * value it replaces, which passed: a part that is the very same value there is not checked
-   * again (stored objects are never changed in place).
+   * Push onto `errs` what is wrong with `value`, found at `path` (keys from the status down;
+   * spelt out only for an error). `prev` is the value it replaces, which passed: a part that
+   * is the very same value there is not checked again (stored objects are never changed in place).
    */
-  check(value: unknown, prev: unknown, at: string, errs: FieldError[]): void {
+  check(value: unknown, prev: unknown, path: (string | number)[], errs: FieldError[]): void {
     if (value === prev) return;
     if (this.byField && isRecord(value) && isRecord(prev)) {
-      this.run(this.shellOf(), value, at, errs);
+      this.run(this.shellOf(), value, path, errs);
       const props = this.schema.properties!;
-      for (const k of Object.keys(value)) {
+      for (const k in value) {
         const v = value[k];
         // An unknown field is the shell's to refuse.
-        if (v === prev[k] || !Object.hasOwn(props, k)) continue;
-        this.partOf(k).check(v, prev[k], `${at}/${escapePointer(k)}`, errs);
+        if (v === prev[k] || !Object.hasOwn(value, k) || !Object.hasOwn(props, k)) continue;
+        path.push(k);
+        this.partOf(k).check(v, prev[k], path, errs);
+        path.pop();
       }
       return;
     }
     if (this.byItem && Array.isArray(value) && Array.isArray(prev)) {
-      this.run(this.shellOf(), value, at, errs);
+      this.run(this.shellOf(), value, path, errs);
       const item = (this.item ??= new SchemaNode(this.schema.items!));
-      for (let i = 0; i < value.length; i++)
-        if (value[i] !== prev[i]) item.check(value[i], prev[i], `${at}/${i}`, errs);
+      for (let i = 0; i < value.length; i++) {
+        if (value[i] === prev[i]) continue;
+        path.push(i);
+        item.check(value[i], prev[i], path, errs);
+        path.pop();
+      }
       return;
     }
-    this.run((this.whole ??= ajv.compile(this.schema)), value, at, errs);
+    this.run((this.whole ??= ajv.compile(this.schema)), value, path, errs);
   }
 
   private shellOf(): ValidateFunction {
@@ -169,16 +175,15 @@ class SchemaNode {
     return n;
   }
 
-  private run(v: ValidateFunction, value: unknown, at: string, errs: FieldError[]): void {
+  private run(v: ValidateFunction, value: unknown, path: (string | number)[], errs: FieldError[]): void {
     if (v(value)) return;
+    const at = path.map((k) => `/${String(k).replace(/~/g, "~0").replace(/\//g, "~1")}`).join("");
     for (const e of v.errors ?? []) {
       const f = toFieldError({ ...e, instancePath: at + e.instancePath });
       if (f) errs.push(f);
     }
   }
 }
-
-const escapePointer = (k: string) => k.replace(/~/g, "~0").replace(/\//g, "~1");
 
 /** Each kind's status schema, with the limits and closed objects of validateObject's; null: the kind has no status schema. */
 const statusSchemas = new Map<string, SchemaNode | null>();
@@ -206,7 +211,7 @@ export function validateStatus(obj: { kind: string; status?: unknown }, prev?: u
   const node = statusSchemaOf(obj.kind);
   if (!node || obj.status === undefined) return [];
   const errs: FieldError[] = [];
-  node.check(obj.status, was, "/status", errs);
+  node.check(obj.status, was, ["status"], errs);
   return dedupe(errs);
 }
 

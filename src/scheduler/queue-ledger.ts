@@ -12,8 +12,8 @@ import {
   type Amounts,
   type QueueLimits,
 } from "../admission/queues.ts";
-import { leaseView, taskView, type QueuesView } from "../admission/view.ts";
-import { add, zero, type Vector } from "../admission/vector.ts";
+import { leaseView, type QueuesView } from "../admission/view.ts";
+import { add, normalise, zero, type Vector } from "../admission/vector.ts";
 import { isKind, isQueued, type Task } from "../resources/types.ts";
 import type { Informer, InformerEvent } from "../store/cache.ts";
 import { decayTowards, dominantShare } from "./fair-share.ts";
@@ -34,7 +34,7 @@ function contributionOf(t: Task | undefined): Contribution | undefined {
   const l = leaseView(t);
   if (l) return { queue, demand: demandOf(l.reservation), admitted: 1, pending: 0 };
   if (isQueued(t.status?.state ?? "queued"))
-    return { queue, demand: demandOf(taskView(t).requests), admitted: 0, pending: 1 };
+    return { queue, demand: demandOf(normalise(t.spec.execution_profile?.resources)), admitted: 0, pending: 1 };
   return undefined;
 }
 
