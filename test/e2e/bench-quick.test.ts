@@ -66,4 +66,26 @@ describe("npm run bench -- --quick", () => {
     expect(bad.status).toBe(2);
     expect(bad.stderr).toMatch(/--runs: must be a whole number from 1 to 20, got "0"/);
   }, 150_000);
+
+  it("bench:compare --quick runs a commit and the working tree side by side, prints their ratios and removes its worktree", () => {
+    const compare = (...args: string[]) =>
+      spawnSync(process.execPath, ["--import", "tsx", join(ROOT, "bench", "compare.ts"), ...args], {
+        cwd: ROOT,
+        encoding: "utf8",
+        timeout: 180_000,
+      });
+    const r = compare("HEAD", "--quick");
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^A: [0-9a-f]{7} \S/m);
+    expect(r.stdout).toMatch(/^B: working tree$/m);
+    expect(r.stdout).toMatch(/^1 {2}A {2}\d+ µs {2}\d+ µs {2}\d\.\d{3} {2}\d+ µs {2}\d+ µs {2}\d\.\d{3}$/m);
+    expect(r.stdout).toMatch(/^median B\/A: CPU per lease \d\.\d{3} \(/m);
+    const worktrees = spawnSync("git", ["-C", ROOT, "worktree", "list"], { encoding: "utf8" }).stdout;
+    expect(worktrees).not.toMatch(/loom-compare-/);
+
+    const bad = compare("HEAD", "--pairs", "0");
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toMatch(/--pairs must be a positive whole number, got 0/);
+    expect(compare().stderr).toMatch(/give one or two versions to compare/);
+  }, 200_000);
 });
