@@ -84,8 +84,8 @@ function runOnce(tree: Tree, tasks: number): Promise<HubWork> {
   });
   let out = "";
   let err = "";
-  child.stdout.on("data", (d: Buffer) => (out += d));
-  child.stderr.on("data", (d: Buffer) => (err += d));
+  child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
+  child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
   return new Promise((resolve, reject) => {
     child.on("error", reject);
     child.on("close", (code) => {

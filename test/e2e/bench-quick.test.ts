@@ -9,6 +9,14 @@ import { SCENARIO_NAMES } from "../../bench/lib/names.ts";
 
 const ROOT = join(import.meta.dirname, "..", "..");
 
+/** One of bench/'s scripts, run to the end with `args`. */
+const benchScript = (script: string, args: string[], timeout: number) =>
+  spawnSync(process.execPath, ["--import", "tsx", join(ROOT, "bench", script), ...args], {
+    cwd: ROOT,
+    encoding: "utf8",
+    timeout,
+  });
+
 /** Tables printed under "== name: title", as lists of rows (cells split on 2+ spaces). */
 function tablesOf(out: string): Map<string, string[][][]> {
   const tables = new Map<string, string[][][]>();
@@ -45,12 +53,7 @@ describe("npm run bench -- --quick", () => {
   }, 480_000);
 
   it("--runs 2 runs a scenario twice and prints each figure's median beside both runs' figures", () => {
-    const run = (...args: string[]) =>
-      spawnSync(process.execPath, ["--import", "tsx", join(ROOT, "bench", "run.ts"), ...args], {
-        cwd: ROOT,
-        encoding: "utf8",
-        timeout: 120_000,
-      });
+    const run = (...args: string[]) => benchScript("run.ts", args, 120_000);
     const r = run("micro", "--quick", "--runs", "2", "--no-write");
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout.match(/^-- micro: run \d of 2$/gm)).toEqual(["-- micro: run 1 of 2", "-- micro: run 2 of 2"]);
@@ -68,12 +71,7 @@ describe("npm run bench -- --quick", () => {
   }, 150_000);
 
   it("bench:compare --quick runs a commit and the working tree side by side, prints their ratios and removes its worktree", () => {
-    const compare = (...args: string[]) =>
-      spawnSync(process.execPath, ["--import", "tsx", join(ROOT, "bench", "compare.ts"), ...args], {
-        cwd: ROOT,
-        encoding: "utf8",
-        timeout: 180_000,
-      });
+    const compare = (...args: string[]) => benchScript("compare.ts", args, 180_000);
     const r = compare("HEAD", "--quick");
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^A: [0-9a-f]{7} \S/m);
