@@ -187,7 +187,7 @@ async function hubWork(quick: boolean): Promise<Table> {
       "a whole Hub (SQLite store, informer, scheduler, controllers, V8's default flags) in a process of its own for each run; the Runners run in it too and call its scheduler directly, so no socket, request parsing or reply encoding is counted",
       "CPU is the process's over the load, every thread: the event loop, SQLite's background checkpoints, libuv's fsyncs and V8's GC helpers; system is the kernel's time for it, the WAL's writes and fsyncs among it",
       "event loop busy is its utilization over the load: the part of the CPU on the main thread",
-      "no client shares the CPU: on a quiet spell of this machine six runs spread over 569-614 µs a lease, but a busy spell spreads them as far as the lease scenario's (608-958 µs in one run of this table); compare two commits by runs that alternate between them",
+      "no client shares the CPU: on a quiet spell of this machine six runs spread over 569-614 µs a lease, but a busy spell spreads them as far as the lease scenario's (608-958 µs in one run of this table); compare two commits with npm run bench:compare, which runs both side by side",
     ],
   };
 }
