@@ -61,8 +61,9 @@ const join = (at: string, key: string | number) =>
  * counts. Stops after a few errors (one bad field is enough to refuse).
  *
  * `prev` is a value already within these bounds that `value` replaces (a stored status): a
- * part of `value` that is the very same object at the same place in `prev` is not walked
- * again. Stored objects are never changed in place, so that part is what was checked.
+ * part of `value` that is the very same object, or the same string or number, at the same
+ * place in `prev` is not walked again. Stored objects are never changed in place, so that
+ * part is what was checked.
  */
 export function boundErrors(
   value: unknown,
@@ -98,7 +99,8 @@ class BoundWalk {
 
   /** `was`: what stood at this place in `prev`. */
   visit(v: unknown, was: unknown, depth: number): void {
-    if (this.errs.length >= 5) return;
+    // The same value at the same place was within bounds: a string is not scanned again either.
+    if (this.errs.length >= 5 || v === was) return;
     if (typeof v === "string") {
       if (v.length > this.maxString) this.error(`must be at most ${this.maxString} characters`);
       else if (v.includes("\0")) this.error("must not contain NUL characters");
@@ -108,7 +110,7 @@ class BoundWalk {
       if (!Number.isFinite(v)) this.error("must be a finite number");
       return;
     }
-    if (v === null || typeof v !== "object" || v === was) return;
+    if (v === null || typeof v !== "object") return;
     if (depth >= this.maxDepth) return this.error(`nests deeper than ${this.maxDepth} levels`);
     const w = was !== null && typeof was === "object" ? (was as Record<string | number, unknown>) : undefined;
     if (Array.isArray(v)) {

@@ -118,7 +118,7 @@ describe("validateStatus inside a changed field", () => {
 });
 
 describe("boundErrors with the value it replaces", () => {
-  it("skips only what is the same object at the same place", () => {
+  it("skips only what is the same value at the same place", () => {
     const shared = { log: "a\0b" };
     expect(boundErrors({ status: { error: shared } }, "")).toHaveLength(1);
     expect(boundErrors({ status: { error: shared, n: 1 } }, "", {}, { status: { error: shared } })).toEqual([]);
@@ -126,7 +126,16 @@ describe("boundErrors with the value it replaces", () => {
     expect(boundErrors({ status: { other: shared } }, "", {}, { status: { error: shared } })).toEqual([
       { field: "status.other.log", message: "must not contain NUL characters", reason: "FieldValueInvalid" },
     ]);
-    expect(boundErrors({ status: { error: { ...shared } } }, "", {}, { status: { error: shared } })).toHaveLength(1);
+    // A copy is walked: what changed in it is checked, and a string the same as there is not.
+    const copy = { ...shared, extra: "c\0d" };
+    expect(boundErrors({ status: { error: copy } }, "", {}, { status: { error: shared } })).toEqual([
+      { field: "status.error.extra", message: "must not contain NUL characters", reason: "FieldValueInvalid" },
+    ]);
+    expect(boundErrors({ status: { error: { ...shared } } }, "", {}, { status: { error: shared } })).toEqual([]);
+    // The same string somewhere else is scanned.
+    expect(
+      boundErrors({ status: { error: { note: shared.log } } }, "", {}, { status: { error: shared } }),
+    ).toHaveLength(1);
   });
 
   it("stops at the depth limit however deep the value goes, naming where", () => {
