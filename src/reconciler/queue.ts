@@ -7,7 +7,16 @@ export class WorkQueue {
   private readonly ready: Key[] = [];
   private readonly dirty = new Set<Key>();
   private readonly processing = new Set<Key>();
-  private readonly delayed = new Map<Key, { timer: NodeJS.Timeout; due: number }>();
+  /**
+   * Delayed keys: each key's due time, and a min-heap of (due, key) under one timer for the
+   * soonest. A key given a sooner due keeps its older heap entry, which is skipped when it
+   * comes up (its due no longer matches). One timer however many keys wait: the lease-expiry
+   * controller has one waiting for every active lease.
+   */
+  private readonly delayed = new Map<Key, number>();
+  private readonly heap: { due: number; key: Key }[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private timerDue = Number.POSITIVE_INFINITY;
   private readonly failures = new Map<Key, number>();
   private waiters: ((k: Key | undefined) => void)[] = [];
   private shut = false;
@@ -39,14 +48,34 @@ export class WorkQueue {
     if (ms <= 0) return this.add(k);
     const due = Date.now() + ms;
     const cur = this.delayed.get(k);
-    if (cur && cur.due <= due) return;
-    if (cur) clearTimeout(cur.timer);
-    const timer = setTimeout(() => {
-      this.delayed.delete(k);
-      this.add(k);
-    }, ms);
-    timer.unref();
-    this.delayed.set(k, { timer, due });
+    if (cur !== undefined && cur <= due) return;
+    this.delayed.set(k, due);
+    heapPush(this.heap, { due, key: k });
+    this.arm();
+  }
+
+  /** The timer, set for the soonest due key. */
+  private arm(): void {
+    const next = this.heap[0]?.due;
+    if (next === undefined || next >= this.timerDue) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timerDue = next;
+    // setTimeout takes at most 2^31 - 1 ms; a later due is reached by arming again.
+    this.timer = setTimeout(() => this.fire(), Math.min(MAX_TIMER_MS, Math.max(0, next - Date.now())));
+    this.timer.unref();
+  }
+
+  private fire(): void {
+    this.timer = undefined;
+    this.timerDue = Number.POSITIVE_INFINITY;
+    const now = Date.now();
+    while (this.heap.length > 0 && this.heap[0].due <= now) {
+      const { due, key } = heapPop(this.heap);
+      if (this.delayed.get(key) !== due) continue; // superseded by a sooner due, which came first
+      this.delayed.delete(key);
+      this.add(key);
+    }
+    this.arm();
   }
 
   /** Retry with per-key exponential backoff. */
@@ -83,9 +112,43 @@ export class WorkQueue {
 
   shutDown(): void {
     this.shut = true;
-    for (const d of this.delayed.values()) clearTimeout(d.timer);
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
     this.delayed.clear();
+    this.heap.length = 0;
     for (const w of this.waiters) w(undefined);
     this.waiters = [];
   }
+}
+
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+type Entry = { due: number; key: Key };
+
+function heapPush(h: Entry[], e: Entry): void {
+  let i = h.push(e) - 1;
+  while (i > 0) {
+    const up = (i - 1) >> 1;
+    if (h[up].due <= e.due) break;
+    h[i] = h[up];
+    i = up;
+  }
+  h[i] = e;
+}
+
+function heapPop(h: Entry[]): Entry {
+  const top = h[0];
+  const last = h.pop()!;
+  if (h.length === 0) return top;
+  let i = 0;
+  for (;;) {
+    const l = 2 * i + 1;
+    if (l >= h.length) break;
+    const c = l + 1 < h.length && h[l + 1].due < h[l].due ? l + 1 : l;
+    if (h[c].due >= last.due) break;
+    h[i] = h[c];
+    i = c;
+  }
+  h[i] = last;
+  return top;
 }

@@ -39,6 +39,56 @@ describe("work queue", () => {
   });
 });
 
+describe("work queue delays", () => {
+  const take = async (q: WorkQueue, n: number): Promise<string[]> => {
+    const got: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const k = await Promise.race([q.get(), new Promise<string>((r) => setTimeout(() => r("timeout"), 5_000))]);
+      got.push(k!);
+      if (k !== "timeout") q.done(k!);
+    }
+    return got;
+  };
+
+  it("releases many delayed keys in the order they fall due, each once", async () => {
+    const q = new WorkQueue();
+    const keys = Array.from({ length: 2_000 }, (_, i) => `k${i}`);
+    // Delays spread over 60 ms, given out of order; every tenth key is then given a second,
+    // shorter one. A key's due is when it was added plus its delay (between the clock read
+    // before the call and the one after), the sooner of the two for a key given two.
+    const due = new Map<string, { lo: number; hi: number }>();
+    const delay = (k: string, ms: number) => {
+      const lo = Date.now() + ms;
+      q.addAfter(k, ms);
+      const hi = Date.now() + ms;
+      const was = due.get(k);
+      due.set(k, was && was.lo <= lo ? was : { lo, hi });
+    };
+    keys.forEach((k, i) => delay(k, 5 + ((i * 7919) % 2_000) * 0.03));
+    keys.forEach((k, i) => i % 10 === 0 && delay(k, 2 + ((i * 7919) % 2_000) * 0.015));
+    const got = await take(q, keys.length);
+    expect(new Set(got).size).toBe(keys.length);
+    expect(got).not.toContain("timeout");
+    // Keys come in the order they fall due: none comes after a key that surely fell due later.
+    const outOfOrder = got.filter((k, i) => i > 0 && due.get(k)!.hi < due.get(got[i - 1])!.lo);
+    expect(outOfOrder).toEqual([]);
+    // Nothing more: a key moved sooner does not come again at its first due.
+    expect(await Promise.race([q.get(), new Promise((r) => setTimeout(() => r("nothing"), 150))])).toBe("nothing");
+    q.shutDown();
+  });
+
+  it("takes a key again after it fired, and drops every delayed key on shut-down", async () => {
+    const q = new WorkQueue();
+    q.addAfter("a", 10);
+    expect(await take(q, 1)).toEqual(["a"]);
+    q.addAfter("a", 10);
+    expect(await take(q, 1)).toEqual(["a"]);
+    q.addAfter("b", 20);
+    q.shutDown();
+    expect(await q.get()).toBeUndefined();
+  });
+});
+
 describe("controller loop", () => {
   it("yields to I/O between slices of keys whose reconcile does no I/O", async () => {
     const keys = Array.from({ length: 20_000 }, (_, i) => `k${i}`);
