@@ -59,19 +59,27 @@ type Tree = { label: string; dir: string; remove: () => void };
 function treeOf(rev: string): Tree {
   if (rev === ".") return { label: "working tree", dir: ROOT, remove: () => {} };
   const git = (...args: string[]) => execFileSync("git", ["-C", ROOT, ...args], { encoding: "utf8" }).trim();
-  const sha = git("rev-parse", "--verify", `${rev}^{commit}`);
+  let sha: string;
+  try {
+    sha = git("rev-parse", "--verify", "--quiet", `${rev}^{commit}`);
+  } catch {
+    throw new Error(`${rev} names no commit of this repository`);
+  }
   const dir = mkdtempSync(join(tmpdir(), `loom-compare-${sha.slice(0, 7)}-`));
   git("worktree", "add", "--detach", dir, sha);
   const remove = () => {
     git("worktree", "remove", "--force", dir);
     rmSync(dir, { recursive: true, force: true });
   };
-  if (!existsSync(join(dir, SCRIPT))) {
+  try {
+    if (!existsSync(join(dir, SCRIPT)))
+      throw new Error(`${rev} (${sha.slice(0, 7)}) has no ${SCRIPT}: it predates the Hub-work measurement`);
+    symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"), "dir");
+    return { label: `${sha.slice(0, 7)} ${git("log", "-1", "--format=%s", sha).slice(0, 60)}`, dir, remove };
+  } catch (e) {
     remove();
-    throw new Error(`${rev} (${sha.slice(0, 7)}) has no ${SCRIPT}: it predates the Hub-work measurement`);
+    throw e;
   }
-  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"), "dir");
-  return { label: `${sha.slice(0, 7)} ${git("log", "-1", "--format=%s", sha).slice(0, 60)}`, dir, remove };
 }
 
 /** One run of the Hub-work measurement from `tree`, in a process of its own. */

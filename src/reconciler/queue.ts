@@ -14,7 +14,7 @@ export class WorkQueue {
    * controller has one waiting for every active lease.
    */
   private readonly delayed = new Map<Key, number>();
-  private readonly heap: { due: number; key: Key }[] = [];
+  private readonly heap: Entry[] = [];
   private timer: NodeJS.Timeout | undefined;
   private timerDue = Number.POSITIVE_INFINITY;
   private readonly failures = new Map<Key, number>();

@@ -85,5 +85,6 @@ describe("npm run bench -- --quick", () => {
     expect(bad.status).toBe(1);
     expect(bad.stderr).toMatch(/--pairs must be a positive whole number, got 0/);
     expect(compare().stderr).toMatch(/give one or two versions to compare/);
+    expect(compare("no-such-commit").stderr).toMatch(/no-such-commit names no commit of this repository/);
   }, 200_000);
 });
