@@ -3,7 +3,7 @@
 // holds compiled JavaScript (dist/), the CRDs and the examples; no TypeScript sources and no
 // tsx. Slow (npm builds better-sqlite3 for the install), so it runs once, with everything in it.
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, readdirSync, statSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -13,6 +13,12 @@ import { afterAll, describe, expect, it } from "vitest";
 import { eventually } from "../support/hub.ts";
 
 const ROOT = join(import.meta.dirname, "..", "..");
+const mtime = (f: string) => (existsSync(f) ? statSync(f).mtimeMs : 0);
+/** The newest modification time of a file under `dir`, in ms. */
+const newest = (dir: string) =>
+  readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .reduce((t, e) => Math.max(t, statSync(join(e.parentPath, e.name)).mtimeMs), 0);
 const run = promisify(execFile);
 const freePort = () =>
   new Promise<number>((res) => {
@@ -32,7 +38,15 @@ afterAll(async () => {
 describe("npm pack, then npm install -g of the tarball", () => {
   it("gives a loom that runs compiled JavaScript outside the checkout", async () => {
     tmp = await mkdtemp(join(tmpdir(), "loom-pack-"));
-    const packed = await run("npm", ["pack", "--silent", "--pack-destination", tmp], {
+    // `npm pack` would run `prepare` (the build), rewriting dist/ under the other tests that
+    // run `loom` from it at the same time. The build is `npm ci`'s; it is redone here only
+    // when a source is newer than it.
+    if (
+      newest(join(ROOT, "src")) > mtime(join(ROOT, "dist", "cli", "main.js")) ||
+      newest(join(ROOT, "ui", "src")) > mtime(join(ROOT, "dist", "ui", "index.html"))
+    )
+      await run("npm", ["run", "build"], { cwd: ROOT, maxBuffer: 16 << 20 });
+    const packed = await run("npm", ["pack", "--silent", "--ignore-scripts", "--pack-destination", tmp], {
       cwd: ROOT,
       maxBuffer: 16 << 20,
     });
