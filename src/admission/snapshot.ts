@@ -92,7 +92,8 @@ export type Granted = {
 export function grantedAdmission(g: Granted): AdmissionObject | undefined {
   const a = g.admission;
   if (!a) return undefined;
-  if ("available_before" in a) return a as unknown as AdmissionObject;
+  // The whole object carries what the record leaves out; `requested` is in every one of them.
+  if ("requested" in a) return a as unknown as AdmissionObject;
   const c = a.concurrency ?? {};
   const count = (n: unknown) => (typeof n === "number" && Number.isFinite(n) ? n : 0);
   const concurrency: Concurrency = {

@@ -8,6 +8,7 @@
 // counts under the task's current reason when it is the stretch still going on, and as
 // WorkerAvailable when it ended in a lease (nothing refused it; it waited for a claim).
 import { isActive, isQueued, type Task } from "../resources/types.ts";
+import { grantedAdmission } from "../admission/snapshot.ts";
 import type { TaskSpecExecutionProfileResources as Vec } from "../resources/types.gen.ts";
 
 /** One lease on a worker's timeline: open-ended (`ended_at` absent) while it is active. */
@@ -85,8 +86,8 @@ export function leaseBars(t: Task): (LeaseBar & { worker: string })[] {
   const placement = t.spec.execution_profile?.placement ?? "shared";
   for (const a of st.attempts ?? []) {
     if (!a.worker || !a.leased_at) continue;
-    // An attempt ended by an earlier Loom has its placement and reservation only in its admission object.
-    const adm = (a.admission ?? {}) as { requested?: Vec; placement?: string };
+    // The one reading of an attempt's admission: an earlier Loom kept placement and requests only there.
+    const adm = grantedAdmission(a);
     out.push({
       worker: a.worker,
       task: t.metadata.name,
@@ -95,8 +96,8 @@ export function leaseBars(t: Task): (LeaseBar & { worker: string })[] {
       ...(a.started_at ? { started_at: a.started_at } : {}),
       ...(a.ended_at ? { ended_at: a.ended_at } : {}),
       state: a.outcome ?? "ended",
-      placement: a.placement ?? adm.placement ?? placement,
-      reservation: stripTypes(a.reservation ?? adm.requested),
+      placement: adm?.placement ?? placement,
+      reservation: stripTypes(adm?.requested ?? a.reservation),
     });
   }
   const l = st.lease;
