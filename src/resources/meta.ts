@@ -55,19 +55,23 @@ export type Condition = {
 };
 
 /**
- * Set a condition in place. lastTransitionTime moves only when status flips; the
- * return value says whether anything changed, so callers write status only then.
+ * Set a condition in `list`. lastTransitionTime moves only when status flips; the return
+ * value says whether anything changed, so callers write status only then. A changed
+ * condition is replaced by a new object, never edited: a list copied with its array alone
+ * (`[...conditions]`) still shares every condition that stays as it was with the stored
+ * status, and validation skips what it shares.
  */
 export function setCondition(list: Condition[], next: Omit<Condition, "lastTransitionTime">, now: string): boolean {
-  const cur = list.find((c) => c.type === next.type);
-  if (!cur) {
+  const i = list.findIndex((c) => c.type === next.type);
+  if (i < 0) {
     list.push({ ...next, lastTransitionTime: now });
     return true;
   }
+  const cur = list[i];
   const changed = (["status", "reason", "message", "observedGeneration"] as const).some((f) => cur[f] !== next[f]);
-  if (cur.status !== next.status) cur.lastTransitionTime = now;
-  Object.assign(cur, next);
-  return changed;
+  if (!changed) return false;
+  list[i] = { ...cur, ...next, lastTransitionTime: cur.status !== next.status ? now : cur.lastTransitionTime };
+  return true;
 }
 
 export function getCondition(list: Condition[] | undefined, type: string): Condition | undefined {

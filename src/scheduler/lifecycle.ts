@@ -30,12 +30,13 @@ export type LeaseGrant = {
 /**
  * A status to build the next one in: a new object sharing what it keeps with `status`
  * (which is the informer's, and never changed). Transitions replace fields and arrays, and
- * change only conditions in place (setCondition), so only those are copied; that spares a
- * deep copy of the lease, what admission saw and the attempt history on every write.
+ * setCondition replaces a condition it changes, so the conditions array alone is copied:
+ * the lease, what admission saw, the attempt history and every unchanged condition stay
+ * shared, and validation does not look at them again.
  */
 function editableStatus(status: TaskStatus): TaskStatus {
   const st: TaskStatus = { ...status };
-  if (status.conditions) st.conditions = status.conditions.map((c) => ({ ...c }));
+  if (status.conditions) st.conditions = [...status.conditions];
   return st;
 }
 

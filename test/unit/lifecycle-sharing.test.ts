@@ -71,4 +71,17 @@ describe("transitions share the status they start from and never change it", () 
     // The kept history is shared, not copied: the earlier attempt is the same object.
     expect(ended.attempts?.[0]).toBe(leased.attempts?.[0]);
   });
+
+  it("a transition shares every condition it leaves as it was, and replaces the one it changes", () => {
+    const leased = deepFreeze(leasedStatus());
+    const ended = endLease(leased, "returned", NOW, "returned", "CompletedWithoutResult");
+    const by = (st: TaskStatus, type: string) => st.conditions?.find((c) => c.type === type);
+    // Admitted is unchanged by the end of a lease: the same object, so validation skips it.
+    expect(by(ended, "Admitted")).toBe(by(leased, "Admitted"));
+    // Leased flips to False: a new object, and the frozen one still reads True.
+    expect(by(ended, "Leased")).not.toBe(by(leased, "Leased"));
+    expect(by(leased, "Leased")?.status).toBe("True");
+    expect(by(ended, "Leased")).toMatchObject({ status: "False", reason: "CompletedWithoutResult" });
+    expect(by(ended, "Leased")?.lastTransitionTime).toBe(new Date(NOW).toISOString());
+  });
 });
