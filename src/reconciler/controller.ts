@@ -73,6 +73,16 @@ export class Controller {
     this.queue.addAfter(key, Math.min(delayMs, MAX_TIMER_MS));
   }
 
+  /** Drop a key's pending delayed wake-up (WorkQueue.cancel). */
+  cancel(key: Key): void {
+    this.queue.cancel(key);
+  }
+
+  /** Keys waiting on a delay. */
+  get waiting(): number {
+    return this.queue.waiting;
+  }
+
   /** Queue every key again: the backstop for anything an event did not say. */
   resync(): void {
     for (const k of this.reconciler.keys()) this.queue.add(k);

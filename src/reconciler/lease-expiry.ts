@@ -34,10 +34,16 @@ export class LeaseExpiry implements Reconciler {
     return due === undefined ? undefined : Math.max(0, due - this.deps.now() + SLACK_MS);
   }
 
-  /** A renewal left from a lease that has ended is deleted (as it was read: a new renewal stays). */
-  private async dropRenewal(t: Task): Promise<Result> {
-    const r = this.deps.renewal(t.metadata.name);
-    if (!r || currentRenewal(t, r)) return;
+  /** Whether a renewal is left from a lease that has ended, or from a task that is gone (reconcile deletes it). */
+  leftBehind(name: string, t: Task | undefined): boolean {
+    const r = this.deps.renewal(name);
+    return r !== undefined && (t === undefined || !currentRenewal(t, r));
+  }
+
+  /** A renewal left behind is deleted (as it was read: a new renewal stays). */
+  private async dropRenewal(name: string, t: Task | undefined): Promise<Result> {
+    if (!this.leftBehind(name, t)) return;
+    const r = this.deps.renewal(name)!;
     try {
       await this.deps.store.delete(RENEWAL_KIND, r.metadata.name, { resourceVersion: r.metadata.resourceVersion });
     } catch (e) {
@@ -48,9 +54,9 @@ export class LeaseExpiry implements Reconciler {
 
   async reconcile(name: string): Promise<Result> {
     const t = this.deps.task(name);
-    if (!t) return;
+    if (!t) return this.dropRenewal(name, undefined);
     const wait = this.delayOf(t);
-    if (wait === undefined) return this.dropRenewal(t); // no active lease: nothing to expire
+    if (wait === undefined) return this.dropRenewal(name, t); // no active lease: nothing to expire
     if (wait > SLACK_MS) return { requeueAfterMs: wait };
     const expired = await this.deps.expireLease(name);
     if (expired) return { writes: 1 };

@@ -136,9 +136,14 @@ export class ControllerManager {
         const w = t?.status?.lease?.worker;
         if (w) this.workers.enqueue(w, WORKER_STATUS_COALESCE_MS);
       }
-      if (ev.type !== "DELETED") {
-        const due = this.leaseExpiry.delayOf(o);
-        if (due !== undefined) this.leases.enqueue(o.metadata.name, due);
+      const due = ev.type === "DELETED" ? undefined : this.leaseExpiry.delayOf(o);
+      if (due !== undefined) this.leases.enqueue(o.metadata.name, due);
+      else if (ev.type === "DELETED" || (ev.old && isKind(ev.old, "Task") && ev.old.status?.lease)) {
+        // The lease ended, or its task went: the wake-up at lease_until is owed nothing. A
+        // renewal left behind is dropped now rather than at that time.
+        const gone = ev.type === "DELETED" ? undefined : o;
+        this.leases.cancel(o.metadata.name);
+        if (this.leaseExpiry.leftBehind(o.metadata.name, gone)) this.leases.enqueue(o.metadata.name);
       }
       this.wakeQueuePasses();
     }

@@ -10,8 +10,9 @@ export class WorkQueue {
   /**
    * Delayed keys: each key's due time, and a min-heap of (due, key) under one timer for the
    * soonest. A key given a sooner due keeps its older heap entry, which is skipped when it
-   * comes up (its due no longer matches). One timer however many keys wait: the lease-expiry
-   * controller has one waiting for every active lease.
+   * comes up (its due no longer matches), as is the entry of a cancelled key; once those
+   * outnumber the live ones the heap is rebuilt. One timer however many keys wait: the
+   * lease-expiry controller has one waiting for every active lease.
    */
   private readonly delayed = new Map<Key, number>();
   private readonly heap: Entry[] = [];
@@ -51,7 +52,36 @@ export class WorkQueue {
     if (cur !== undefined && cur <= due) return;
     this.delayed.set(k, due);
     heapPush(this.heap, { due, key: k });
+    this.compact();
     this.arm();
+  }
+
+  /**
+   * Drop a delayed key: it does not come (a key already ready or in flight is not affected).
+   * The lease-expiry controller's wake-up for a lease that has ended is owed nothing, and
+   * would otherwise wait, holding memory, until the lease's old lease_until.
+   */
+  cancel(k: Key): void {
+    if (!this.delayed.delete(k)) return;
+    this.compact();
+    if (this.delayed.size === 0 && this.timer) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      this.timerDue = Number.POSITIVE_INFINITY;
+      this.heap.length = 0;
+    }
+  }
+
+  /** Delayed keys waiting (for metrics and tests). */
+  get waiting(): number {
+    return this.delayed.size;
+  }
+
+  /** Rebuild the heap from the live keys once stale entries are more than half of it. */
+  private compact(): void {
+    if (this.heap.length < 64 || this.heap.length <= 2 * this.delayed.size) return;
+    this.heap.length = 0;
+    for (const [key, due] of this.delayed) heapPush(this.heap, { due, key });
   }
 
   /** The timer, set for the soonest due key. */

@@ -9,6 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Hub } from "../../src/hub.ts";
 import { readZip, writeZip } from "../../src/results/zip.ts";
 import { HubClient } from "../../src/runner/client.ts";
+import { RENEWAL_KIND } from "../../src/scheduler/renewal.ts";
 import { resolveConfig } from "../../src/runner/command.ts";
 import { registrationBody } from "../../src/runner/pull.ts";
 import { eventually, get, post, registerBody, startHub, type TestHub } from "../support/hub.ts";
@@ -762,6 +763,27 @@ describe("lease expiry releases the reservation", () => {
     passLeases(h.hub);
     await eventually(async () => (await row("once")).state === "lease_expired", "lease_expired");
     expect((await row("once")).attempt_no).toBe(1);
+  });
+
+  it("a lease that ends leaves no wake-up waiting for its lease_until, and its renewal goes with it", async () => {
+    await useHub();
+    await register("w");
+    await dispatch([task("quick"), task("renewed")]);
+    expect(claimedIds(await claim("w", { limit: 2, lease_seconds: 600 })).sort()).toEqual(["quick", "renewed"]);
+    const leases = h.hub.controllers!.leases;
+    await eventually(() => leases.waiting === 2, "a wake-up for each lease");
+    const renewal = () => h.hub.store.get(RENEWAL_KIND, "renewed");
+    expect((await post(u, "/api/tasks/renew", { worker_id: "w", task_id: "renewed", lease_seconds: 900 })).status).toBe(
+      200,
+    );
+    expect(await renewal()).toBeDefined();
+    for (const id of ["quick", "renewed"])
+      expect(
+        (await post(u, "/api/tasks/complete", { worker_id: "w", task_id: id, result: {}, upload: {} })).status,
+      ).toBe(200);
+    // Otherwise each wake-up would wait until its lease's old lease_until, ten minutes on.
+    await eventually(() => leases.waiting === 0, "no wake-up left");
+    await eventually(async () => (await renewal()) === undefined, "the ended lease's renewal deleted");
   });
 
   it("POST /api/admin/expire-leases does the same thing now, and leaves live leases alone", async () => {

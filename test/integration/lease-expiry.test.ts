@@ -239,4 +239,20 @@ describe("a renew moves a small TaskLease record, never the Task", () => {
     await ctx.caughtUp();
     expect(cache.get(RENEWAL_KIND, "r")).toBeUndefined();
   });
+
+  it("a renewal whose task is gone is deleted; with no renewal a missing task is left alone", async () => {
+    cache = new Informer(store, ["Worker", "Task", RENEWAL_KIND]);
+    const ctx = context(() => clock);
+    const r = expiry(ctx);
+    await leased("doomed", clock + 10_000);
+    await cache.start();
+    await renew(ctx, { worker_id: "w", task_id: "doomed", lease_seconds: 60 });
+    await store.delete("Task", "doomed");
+    await ctx.caughtUp();
+    expect(cache.get(RENEWAL_KIND, "doomed")).toBeDefined();
+    expect(await r.reconcile("doomed")).toEqual({ writes: 1 });
+    await ctx.caughtUp();
+    expect(cache.get(RENEWAL_KIND, "doomed")).toBeUndefined();
+    expect(await r.reconcile("doomed")).toBeUndefined();
+  });
 });

@@ -77,6 +77,33 @@ describe("work queue delays", () => {
     q.shutDown();
   });
 
+  it("drops a cancelled delayed key, and still gives out the rest in due order", async () => {
+    const q = new WorkQueue();
+    // 300 keys over 40 ms; two in three are cancelled, so the heap is rebuilt from the rest.
+    const keys = Array.from({ length: 300 }, (_, i) => `c${i}`);
+    keys.forEach((k, i) => q.addAfter(k, 5 + ((i * 37) % 300) * 0.13));
+    const kept = keys.filter((_, i) => i % 3 === 0);
+    keys.forEach((k, i) => i % 3 !== 0 && q.cancel(k));
+    expect(q.waiting).toBe(kept.length);
+    q.cancel("never-added"); // nothing to drop
+    q.add("ready");
+    q.cancel("ready"); // a ready key is not a delayed one: it stays
+    expect(await q.get()).toBe("ready");
+    q.done("ready");
+    const got = await take(q, kept.length);
+    expect([...got].sort()).toEqual([...kept].sort());
+    const dueOf = (k: string) => ((Number(k.slice(1)) * 37) % 300) * 0.13;
+    // Added within a millisecond or so of each other: a key that falls due 2 ms later never comes first.
+    expect(got.filter((k, i) => i > 0 && dueOf(k) + 2 < dueOf(got[i - 1]))).toEqual([]);
+    expect(await Promise.race([q.get(), new Promise((r) => setTimeout(() => r("nothing"), 100))])).toBe("nothing");
+    // Cancelling the last waiting key stops the timer: nothing is left to come.
+    q.addAfter("last", 30);
+    q.cancel("last");
+    expect(q.waiting).toBe(0);
+    expect(await Promise.race([q.get(), new Promise((r) => setTimeout(() => r("nothing"), 80))])).toBe("nothing");
+    q.shutDown();
+  });
+
   it("takes a key again after it fired; a key still delayed at shut-down never comes", async () => {
     const q = new WorkQueue();
     q.addAfter("a", 10);
