@@ -799,6 +799,25 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
         expect((await store.get<StoredObject>("Task", "t1"))!.status).toBeUndefined();
       });
 
+      it("a transaction refused after granting a lease leaves nothing of it for the next guard", async () => {
+        await seed();
+        const t2 = await withStatus("t2", { state: "queued" });
+        // The lease on t1 is decided, then the stale write on t2 refuses the whole transaction.
+        const e = await storeError(
+          store.txn([
+            { op: "updateStatus", object: await withStatus("t1", lease("w1", "shared", { memory_mb: 600 })) },
+            { op: "updateStatus", object: { ...t2, metadata: { ...t2.metadata, resourceVersion: "1" } } },
+          ]),
+        );
+        expect(e.reason).toBe("Conflict");
+        // Were t1's 600 MB still counted, 1,000 more would not fit in 1,024.
+        await store.updateStatus(await withStatus("t3", lease("w1", "shared", { memory_mb: 1000 })));
+        expect(
+          (await storeError(store.updateStatus(await withStatus("t1", lease("w1", "shared", { memory_mb: 100 })))))
+            .reason,
+        ).toBe("Conflict");
+      });
+
       it("keeps an exclusive lease alone, in both orders", async () => {
         await seed();
         await store.updateStatus(await withStatus("t1", lease("w1", "exclusive", {})));

@@ -15,9 +15,9 @@
 // this process are streamed live to its watchers.
 import Database from "better-sqlite3";
 import { allocationOf, allocationQueue, type Allocation } from "../admission/guard.ts";
-import { addAmounts, DEFAULT_QUEUE, TYPED_GPU, type Amounts } from "../admission/queues.ts";
+import { addAmounts, demandOf } from "../admission/queues.ts";
 import type { LeaseView } from "../admission/view.ts";
-import { RESOURCE_FIELDS, type Task } from "../resources/types.ts";
+import type { Task } from "../resources/types.ts";
 import { jsonClone } from "../resources/json.ts";
 import { gone } from "./errors.ts";
 import {
@@ -48,6 +48,7 @@ import type {
 } from "./store.ts";
 import { Checkpointer, type CheckpointRound, type CheckpointStats } from "./checkpointer.ts";
 import { WalSync } from "./wal-sync.ts";
+import { AllocationIndex } from "./allocation-index.ts";
 import { iso } from "../resources/time.ts";
 
 export type SqliteStoreOptions = {
@@ -65,9 +66,6 @@ export type SqliteStoreOptions = {
 };
 
 const WAL_RESTART_BYTES = 64 * 1024 * 1024;
-
-/** The queue an allocations row counts against, as SQL; the same expression as its index, so queries use it. */
-const QUEUE_OF_LEASE = `COALESCE(json_extract(lease, '$.queue'), '${DEFAULT_QUEUE}')`;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS meta (
@@ -102,17 +100,16 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_by_revision ON events (revision);
 -- Replays of one kind scan by revision: a second index would cost every write a b-tree insert.
 DROP INDEX IF EXISTS events_by_kind;
--- The active leases, by worker: an index derived from the Task rows in the same
--- transaction, so the lease guard reads one worker's leases without a scan.
+-- The active leases: an index derived from the Task rows in the same transaction. The store
+-- loads it into memory (allocation-index.ts), where the guards read it by worker and by
+-- queue; the file keeps it for the next start, and needs no index on it but the task's.
 CREATE TABLE IF NOT EXISTS allocations (
   task TEXT PRIMARY KEY,
   worker TEXT NOT NULL,
   lease TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS allocations_by_worker ON allocations (worker);
--- By queue (the lease's queue, default when its task names none): the quota guard sums one
--- queue's leases without a scan. An expression index needs no new column and no backfill.
-CREATE INDEX IF NOT EXISTS allocations_by_queue ON allocations (${QUEUE_OF_LEASE});
+DROP INDEX IF EXISTS allocations_by_worker;
+DROP INDEX IF EXISTS allocations_by_queue;
 `;
 
 /** Events the log drops at a time once past its limit: about a millisecond of deleting rows. */
@@ -211,6 +208,11 @@ export class SqliteStore extends TxnWrites implements Store {
   /** The running write transaction's ApplyOptions.known; see current(). */
   private txnKnown: Known | undefined;
   private closed = false;
+  /** The allocations table in memory (allocation-index.ts); loaded on first use and again after another connection's commit. */
+  private readonly allocs = new AllocationIndex();
+  private allocsLoaded = false;
+  /** The running write transaction's allocation changes, to undo if it rolls back. */
+  private allocUndo: [string, Allocation | undefined][] | undefined;
   private readonly validate = objectValidator();
 
   private readonly st: {
@@ -233,9 +235,7 @@ export class SqliteStore extends TxnWrites implements Store {
     nthEventRevision: Database.Statement<[number, number], number>;
     countEvents: Database.Statement<[number, number], number>;
     dropEvents: Database.Statement<[number, number]>;
-    allocsOn: Database.Statement<[string], [string, string]>;
-    queueUse: Database.Statement<[string, string], [number, number, number, number]>;
-    queueGpuTypes: Database.Statement<[string, string], [string, number]>;
+    allocsAll: Database.Statement<[], [string, string, string]>;
     putAlloc: Database.Statement<[string, string, string]>;
     dropAlloc: Database.Statement<[string]>;
   };
@@ -331,19 +331,9 @@ export class SqliteStore extends TxnWrites implements Store {
       dropEvents: db.prepare(
         "DELETE FROM events WHERE revision > ? AND revision <= ? AND NOT EXISTS (SELECT 1 FROM objects o WHERE o.kind = events.kind AND o.name = events.name AND o.seq = events.seq)",
       ),
-      allocsOn: db.prepare<[string], [string, string]>("SELECT task, lease FROM allocations WHERE worker = ?").raw(),
+      allocsAll: db.prepare<[], [string, string, string]>("SELECT task, worker, lease FROM allocations").raw(),
       putAlloc: db.prepare("INSERT OR REPLACE INTO allocations (task, worker, lease) VALUES (?, ?, ?)"),
       dropAlloc: db.prepare("DELETE FROM allocations WHERE task = ?"),
-      queueUse: db
-        .prepare<[string, string], [number, number, number, number]>(
-          `SELECT ${RESOURCE_FIELDS.map((f) => `COALESCE(SUM(json_extract(lease, '$.reservation.${f}')), 0)`).join(", ")} FROM allocations WHERE ${QUEUE_OF_LEASE} = ? AND task <> ?`,
-        )
-        .raw(),
-      queueGpuTypes: db
-        .prepare<[string, string], [string, number]>(
-          `SELECT t.value, SUM(json_extract(a.lease, '$.reservation.gpu_count')) FROM allocations a, json_each(a.lease, '$.reservation.gpu_types') t WHERE ${QUEUE_OF_LEASE.replaceAll("lease", "a.lease")} = ? AND a.task <> ? AND json_extract(a.lease, '$.reservation.gpu_count') > 0 GROUP BY t.value`,
-        )
-        .raw(),
     };
     const version = Number(db.pragma("user_version", { simple: true }));
     if (version < 1) this.backfillAllocations();
@@ -500,12 +490,18 @@ export class SqliteStore extends TxnWrites implements Store {
     const opened = !this.db.inTransaction;
     if (opened) this.openGroup();
     let out: { results: StoredObject[]; events: PendingEvent[]; meta: Meta };
+    const undo: [string, Allocation | undefined][] = [];
+    this.allocUndo = undo;
     try {
       // Inside the group's transaction better-sqlite3 runs this as a SAVEPOINT.
       out = this.writeTxn(ops, opts);
     } catch (e) {
+      // The SAVEPOINT rolled back: so do the allocations it changed, last first.
+      for (let i = undo.length - 1; i >= 0; i--) this.allocs.set(undo[i][0], undo[i][1]);
       if (opened) this.commitGroup(); // nothing of this group was written
       throw e;
+    } finally {
+      this.allocUndo = undefined;
     }
     const { results, events } = out;
     if (events.length === 0) {
@@ -631,35 +627,50 @@ export class SqliteStore extends TxnWrites implements Store {
 
   /**
    * Keep the allocations index in step with a Task write, and refuse a write that adds a
-   * lease its worker cannot hold (admission/guard.ts). Runs inside the write transaction,
-   * after the earlier ops of the same transaction, so a batch is checked lease by lease.
+   * lease its worker or its queue cannot hold (admission/guard.ts). Runs inside the write
+   * transaction, after the earlier ops of the same transaction, so a batch is checked lease
+   * by lease.
    */
   private allocate(kind: string, before: StoredObject | undefined, after: StoredObject | undefined): void {
     const change = allocationChange(kind, before, after);
     if (!change) return;
     const { was, now } = change;
+    const index = this.allocations();
     if (now) {
       // current(): the worker as this transaction sees it, decoded once per revision written.
-      guardLease(this.current("Worker", now.worker), now, this.leasesOn(now.worker));
-      this.guardQueueOf(now);
+      guardLease(this.current("Worker", now.worker), now, index.on(now.worker));
+      this.guardQueueOf(now, index);
       this.st.putAlloc.run(now.task, now.worker, JSON.stringify(now.lease));
     } else this.st.dropAlloc.run(was!.task);
+    const task = (now ?? was)!.task;
+    this.allocUndo?.push([task, index.set(task, now)]);
   }
 
-  /** The quota guard: one point read for the Queue; only a queue that has one sums its leases. */
-  private guardQueueOf(now: Allocation): void {
+  /** The quota guard: only a queue with a Queue object has one; its usage without this task's own lease. */
+  private guardQueueOf(now: Allocation, index: AllocationIndex): void {
     const q = allocationQueue(now);
-    const json = this.st.get.get("Queue", q);
-    if (json === undefined) return;
-    const sums = this.st.queueUse.get(q, now.task)!;
-    let used: Amounts = {};
-    RESOURCE_FIELDS.forEach((f, i) => (used = addAmounts(used, { [f]: sums[i] })));
-    for (const [t, n] of this.st.queueGpuTypes.all(q, now.task)) used = addAmounts(used, { [TYPED_GPU + t]: n });
-    guardQueue(JSON.parse(json), now, used);
+    const queue = this.current("Queue", q);
+    if (!queue) return;
+    let used = index.queueUsage(q);
+    const mine = index.get(now.task);
+    if (mine && allocationQueue(mine) === q) used = addAmounts(used, demandOf(mine.lease.reservation), -1);
+    guardQueue(queue, now, used);
   }
 
-  private leasesOn(worker: string): LeaseView[] {
-    return this.st.allocsOn.all(worker).map(([, lease]) => JSON.parse(lease) as LeaseView);
+  /** The allocations index, loaded from its table when it is not known to match it. */
+  private allocations(): AllocationIndex {
+    if (this.allocsLoaded) return this.allocs;
+    this.allocs.clear();
+    for (const [task, worker, lease] of this.st.allocsAll.iterate())
+      this.allocs.set(task, { task, worker, lease: JSON.parse(lease) as LeaseView });
+    this.allocsLoaded = true;
+    return this.allocs;
+  }
+
+  /** Another connection committed, or a commit failed: the table is read again on next use. */
+  private forgetAllocations(): void {
+    this.allocsLoaded = false;
+    this.allocs.clear();
   }
 
   /**
@@ -761,7 +772,10 @@ export class SqliteStore extends TxnWrites implements Store {
     this.st.begin.run();
     this.group = { meta: this.st.meta.get()!, dirty: false };
     const version = this.st.dataVersion.get()!;
-    if (version !== this.dataVersion) this.recent.clear();
+    if (version !== this.dataVersion) {
+      this.recent.clear();
+      this.forgetAllocations();
+    }
     this.dataVersion = version;
   }
 
@@ -776,6 +790,7 @@ export class SqliteStore extends TxnWrites implements Store {
     } catch (e) {
       // What the group wrote may not be in the file: nothing remembered from it is used again.
       this.recent.clear();
+      this.forgetAllocations();
       throw e;
     }
     if (this.finishDue) this.finishCheckpoint();

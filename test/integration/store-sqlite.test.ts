@@ -372,6 +372,39 @@ describe("sqlite store specifics", () => {
     expect((await storeError(store.updateStatus({ ...status, metadata: { name: "w1" } }))).reason).toBe("NotFound");
   });
 
+  it("the lease guard counts the leases another connection granted and released", async () => {
+    const { store, file } = await fresh();
+    const other = openSqliteStore(file);
+    open.push(other);
+    const cap = { cpu_millis: 1000, memory_mb: 1024, disk_mb: 0, gpu_count: 0 };
+    await store.create(worker("w1", undefined, { max_concurrency: 4, initial_concurrency: 1, resource_capacity: cap }));
+    for (const n of ["t1", "t2", "t3"]) await store.create(task(n));
+    const leased = async (s: SqliteStore, name: string, cpu: number) =>
+      s.updateStatus({
+        ...(await s.get<StoredObject>("Task", name))!,
+        status: {
+          state: "leased",
+          attempt: 1,
+          lease: {
+            worker: "w1",
+            epoch: 1,
+            mode: "pull",
+            leased_at: "2026-01-01T00:00:00.000Z",
+            lease_until: "2026-01-01T01:00:00.000Z",
+            placement: "shared",
+            reservation: { cpu_millis: cpu, memory_mb: 0, disk_mb: 0, gpu_count: 0 },
+          },
+        },
+      });
+    // This connection has read its leases (none) before the other grants one.
+    await leased(store, "t1", 300);
+    await leased(other, "t2", 600);
+    expect((await storeError(leased(store, "t3", 200))).message).toContain("cpu_millis");
+    // The other connection releases t2: this one sees the room.
+    await other.delete("Task", "t2");
+    await leased(store, "t3", 700);
+  });
+
   it("decides on the caller's copy of an object only when it is at the row's revision", async () => {
     const { store, file } = await fresh();
     const first = await store.create(worker("w1"));

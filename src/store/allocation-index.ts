@@ -1,0 +1,69 @@
+// The SQLite store's active leases in memory: by task, by worker (the lease guard reads one
+// worker's), and each queue's usage summed (the quota guard reads one queue's). The
+// allocations table is what a store opens with; this index is what a write transaction reads,
+// so a lease costs the guards no query, no JSON decode and no secondary index in the file.
+//
+// Every change goes through set(), which hands back what it replaced: a transaction records
+// that to undo its changes if it rolls back (SqliteStore.apply), and a store that finds
+// another connection's commit, or a failed COMMIT, loads the index again from the table.
+import { allocationQueue, type Allocation } from "../admission/guard.ts";
+import { addAmounts, demandOf, type Amounts } from "../admission/queues.ts";
+import type { LeaseView } from "../admission/view.ts";
+
+export class AllocationIndex {
+  private readonly byTask = new Map<string, Allocation>();
+  private readonly byWorker = new Map<string, Map<string, LeaseView>>();
+  private readonly usage = new Map<string, Amounts>();
+
+  /** The allocation a task holds, if any. */
+  get(task: string): Allocation | undefined {
+    return this.byTask.get(task);
+  }
+
+  /** The leases held on a worker. */
+  on(worker: string): LeaseView[] {
+    const m = this.byWorker.get(worker);
+    return m ? [...m.values()] : [];
+  }
+
+  /** What a queue's leases reserve, summed (the same sums as the etcd store's usage records: demandOf). */
+  queueUsage(queue: string): Amounts {
+    return this.usage.get(queue) ?? {};
+  }
+
+  /** The task's allocation becomes `next` (undefined: none). Returns the one it replaced. */
+  set(task: string, next: Allocation | undefined): Allocation | undefined {
+    const prev = this.byTask.get(task);
+    if (prev) {
+      this.byTask.delete(task);
+      const m = this.byWorker.get(prev.worker)!;
+      m.delete(task);
+      if (m.size === 0) this.byWorker.delete(prev.worker);
+      this.move(allocationQueue(prev), prev, -1);
+    }
+    if (next) {
+      this.byTask.set(task, next);
+      let m = this.byWorker.get(next.worker);
+      if (!m) this.byWorker.set(next.worker, (m = new Map()));
+      m.set(task, next.lease);
+      this.move(allocationQueue(next), next, 1);
+    }
+    return prev;
+  }
+
+  clear(): void {
+    this.byTask.clear();
+    this.byWorker.clear();
+    this.usage.clear();
+  }
+
+  get size(): number {
+    return this.byTask.size;
+  }
+
+  private move(queue: string, a: Allocation, sign: 1 | -1): void {
+    const after = addAmounts(this.usage.get(queue) ?? {}, demandOf(a.lease.reservation), sign);
+    if (Object.keys(after).length === 0) this.usage.delete(queue);
+    else this.usage.set(queue, after);
+  }
+}
