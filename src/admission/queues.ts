@@ -32,10 +32,20 @@ export function amountsOf(q: QueueSpecQuota | undefined): Amounts {
  * against both: a typed quota is never exceeded, at worst under-used).
  */
 export function demandOf(v: Vector): Amounts {
-  const out: Amounts = {};
-  for (const f of RESOURCE_FIELDS) if (v[f] > 0) out[f] = v[f];
-  if (v.gpu_count > 0) for (const t of v.gpu_types) out[TYPED_GPU + t] = v.gpu_count;
-  return out;
+  return addDemand({}, v);
+}
+
+/** Add (sign 1) or take away (-1) what `v` counts against a queue (demandOf) to `into`, in place; an amount that reaches 0 is dropped. */
+export function addDemand(into: Amounts, v: Vector, sign: 1 | -1 = 1): Amounts {
+  for (const f of RESOURCE_FIELDS) if (v[f] > 0) bump(into, f, sign * v[f]);
+  if (v.gpu_count > 0) for (const t of v.gpu_types) bump(into, TYPED_GPU + t, sign * v.gpu_count);
+  return into;
+}
+
+function bump(a: Amounts, k: string, by: number): void {
+  const n = (a[k] ?? 0) + by;
+  if (n === 0) delete a[k];
+  else a[k] = n;
 }
 
 export function addAmounts(a: Amounts, b: Amounts, sign = 1): Amounts {

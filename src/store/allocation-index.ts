@@ -7,7 +7,7 @@
 // that to undo its changes if it rolls back (SqliteStore.apply), and a store that finds
 // another connection's commit, or a failed COMMIT, loads the index again from the table.
 import { allocationQueue, type Allocation } from "../admission/guard.ts";
-import { addAmounts, demandOf, type Amounts } from "../admission/queues.ts";
+import { addDemand, type Amounts } from "../admission/queues.ts";
 import type { LeaseView } from "../admission/view.ts";
 
 export class AllocationIndex {
@@ -26,8 +26,8 @@ export class AllocationIndex {
     return m ? [...m.values()] : [];
   }
 
-  /** What a queue's leases reserve, summed (the same sums as the etcd store's usage records: demandOf). */
-  queueUsage(queue: string): Amounts {
+  /** What a queue's leases reserve, summed (the same sums as the etcd store's usage records: demandOf). Read it, never change it. */
+  queueUsage(queue: string): Readonly<Amounts> {
     return this.usage.get(queue) ?? {};
   }
 
@@ -57,13 +57,9 @@ export class AllocationIndex {
     this.usage.clear();
   }
 
-  get size(): number {
-    return this.byTask.size;
-  }
-
   private move(queue: string, a: Allocation, sign: 1 | -1): void {
-    const after = addAmounts(this.usage.get(queue) ?? {}, demandOf(a.lease.reservation), sign);
-    if (Object.keys(after).length === 0) this.usage.delete(queue);
-    else this.usage.set(queue, after);
+    let u = this.usage.get(queue);
+    if (!u) this.usage.set(queue, (u = {}));
+    addDemand(u, a.lease.reservation, sign);
   }
 }
