@@ -72,7 +72,7 @@ export class WorkQueue {
     }
   }
 
-  /** Delayed keys waiting (for metrics and tests). */
+  /** Delayed keys waiting. */
   get waiting(): number {
     return this.delayed.size;
   }
