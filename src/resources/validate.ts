@@ -107,6 +107,14 @@ function validatorFor(kind: string): ValidateFunction | undefined {
   return v;
 }
 
+/** Status validators compiled so far (SchemaNode): what a test reads to see that a write compiled nothing. */
+let statusCompiles = 0;
+export const statusValidatorsCompiled = () => statusCompiles;
+function compileStatusPart(schema: JSONSchema): ValidateFunction {
+  statusCompiles++;
+  return ajv.compile(schema);
+}
+
 /**
  * One node of a kind's status schema, compiled two ways: whole, and as a shell that keeps the
  * rules of the value itself (its type, known fields, required fields, item count, CEL rules)
@@ -159,7 +167,24 @@ class SchemaNode {
       }
       return;
     }
-    this.run((this.whole ??= ajv.compile(this.schema)), value, path, errs);
+    this.run((this.whole ??= compileStatusPart(this.schema)), value, path, errs);
+  }
+
+  /**
+   * Compile this node's validators and every part's, one per step: what check() would
+   * otherwise compile on the first write that reaches each of them.
+   */
+  *compileEach(root = false): Generator<void> {
+    // A status as a whole is checked only when the object had none: rare, and the largest compile.
+    if (!root || (!this.byField && !this.byItem)) {
+      this.whole ??= compileStatusPart(this.schema);
+      yield;
+    }
+    if (!this.byField && !this.byItem) return;
+    this.shellOf();
+    yield;
+    if (this.byField) for (const k of Object.keys(this.schema.properties!)) yield* this.partOf(k).compileEach();
+    else yield* (this.item ??= new SchemaNode(this.schema.items!)).compileEach();
   }
 
   private shellOf(): ValidateFunction {
@@ -167,7 +192,7 @@ class SchemaNode {
       const open = this.byField
         ? { ...this.schema, properties: Object.fromEntries(Object.keys(this.schema.properties!).map((k) => [k, {}])) }
         : { ...this.schema, items: {} };
-      this.shell = ajv.compile(open);
+      this.shell = compileStatusPart(open);
     }
     return this.shell;
   }
@@ -216,6 +241,18 @@ export function validateStatus(obj: { kind: string; status?: unknown }, prev?: u
   const errs: FieldError[] = [];
   node.check(obj.status, was, ["status"], errs);
   return dedupe(errs);
+}
+
+/**
+ * Every status validator of every kind compiled, one schema per step. validateStatus compiles
+ * what a write reaches on first use, which costs a few milliseconds each: a Hub runs this in
+ * the background once it serves, so its first claims and completions do not pay for it.
+ */
+export function* compileStatusValidators(): Generator<void> {
+  for (const kind of loadCrds().keys()) {
+    const node = statusSchemaOf(kind);
+    if (node) yield* node.compileEach(true);
+  }
 }
 
 const isRecord = (x: unknown): x is Record<string, unknown> => x !== null && typeof x === "object" && !Array.isArray(x);

@@ -4,7 +4,8 @@
 // and the input must read the same afterwards.
 import { describe, expect, it } from "vitest";
 import { endLease, grantLease, markFinal, requeue } from "../../src/scheduler/lifecycle.ts";
-import type { Task, TaskStatus } from "../../src/resources/types.ts";
+import type { TaskStatus } from "../../src/resources/types.ts";
+import { taskWith } from "../support/task.ts";
 import { zero } from "../../src/admission/index.ts";
 
 const NOW = Date.parse("2030-01-01T00:00:00Z");
@@ -17,13 +18,7 @@ function deepFreeze<T>(v: T): T {
   return v;
 }
 
-const task = (status: TaskStatus): Task => ({
-  apiVersion: "loom.dev/v1alpha1",
-  kind: "Task",
-  metadata: { name: "t", generation: 1 },
-  spec: { required_capability: "", payload: {} },
-  status,
-});
+const task = taskWith;
 
 const grant = {
   worker: "w",
