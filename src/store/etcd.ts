@@ -13,9 +13,10 @@
 //
 // A write is optimistic: read every key it depends on, decide exactly as SQLite does
 // (ops.ts), then commit one Txn that compares the mod_revision of each key read and writes
-// the results. That includes, for a write that changes a task's lease, the Worker and the
-// worker's allocation key, which the Txn rewrites: two replicas leasing onto one worker at
-// once cannot both commit, and the loser decides again on fresh data. Only a stale
+// the results. That includes the allocation key of every worker whose leases a write
+// changes, which the Txn rewrites, and the Worker of one it adds a lease to (a release needs
+// no capacity): two replicas leasing onto one worker at once cannot both commit, and the
+// loser decides again on fresh data. Only a stale
 // resourceVersion named by the caller is a Conflict; a lost race is retried here.
 //
 // Group commit: etcd's raft loop already appends concurrent proposals in one batch with one
@@ -436,21 +437,28 @@ export class EtcdStore extends TxnWrites implements Store {
         return s;
       },
     });
-    /** A worker's lease set as this transaction sees it; its keys must have been read. */
-    const leasesOf = (worker: string): Map<string, LeaseView> => {
-      let m = allocations.get(worker);
-      if (m) return m;
+    /**
+     * A worker's lease set as this transaction sees it; its keys must have been read.
+     * `guarded`: a lease is added there, so the guard reads the Worker too. Removing a lease
+     * cannot break the invariant, so a release reads (and compares) only the allocation key,
+     * and a Worker write meanwhile (its status, say) does not fail it.
+     */
+    const leasesOf = (worker: string, guarded: boolean): Map<string, LeaseView> => {
       const key = this.allocationKey(worker);
       const workerKey = this.objectKey("Worker", worker);
       if (optimistic && !reads.has(key) && this.allocations.has(key))
         reads.set(key, { ...this.allocations.get(key)!, assumed: true });
-      if (optimistic && known && !reads.has(workerKey)) {
+      if (guarded && optimistic && known && !reads.has(workerKey)) {
         const w = known("Worker", worker);
         if (w) reads.set(workerKey, { ...this.freshest(workerKey, w), assumed: true });
       }
-      const e = reads.get(key);
-      if (!e || !reads.has(workerKey)) throw new NeedKeys([key, workerKey]);
-      allocations.set(worker, (m = new Map<string, LeaseView>(e.value ? Object.entries(JSON.parse(e.value)) : [])));
+      const missing = [key, ...(guarded ? [workerKey] : [])].filter((k) => !reads.has(k));
+      if (missing.length > 0) throw new NeedKeys(missing);
+      let m = allocations.get(worker);
+      if (!m) {
+        const e = reads.get(key)!;
+        allocations.set(worker, (m = new Map<string, LeaseView>(e.value ? Object.entries(JSON.parse(e.value)) : [])));
+      }
       return m;
     };
     const view: OpView = {
@@ -476,13 +484,12 @@ export class EtcdStore extends TxnWrites implements Store {
         if (missing.length)
           throw new NeedKeys([
             ...missing,
-            ...[was, next]
-              .filter((a) => a !== undefined)
-              .flatMap((a) => [this.allocationKey(a.worker), this.objectKey("Worker", a.worker)]),
+            ...(was ? [this.allocationKey(was.worker)] : []),
+            ...(next ? [this.allocationKey(next.worker), this.objectKey("Worker", next.worker)] : []),
           ]);
         // Every key is in hand before anything changes, so a NeedKeys retry starts clean.
-        const from = was && leasesOf(was.worker);
-        const to = next && leasesOf(next.worker);
+        const to = next && leasesOf(next.worker, true);
+        const from = was && leasesOf(was.worker, false);
         if (next) guardLease(current(this.objectKey("Worker", next.worker)), next, [...to!.values()]);
         queues.lease(was, next);
         if (was) from!.delete(was.task);

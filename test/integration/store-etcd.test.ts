@@ -166,6 +166,39 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       expect(a.commitStats().failed - failed).toBe(1);
     });
 
+    it("a release reads no Worker: another replica's write of the worker does not fail it, and the next lease still compares the worker", async () => {
+      const [a, b] = await replicas(2);
+      const w = await a.create(
+        worker("w1", undefined, { max_concurrency: 4, initial_concurrency: 4, resource_capacity: cap }),
+      );
+      const t1 = await a.apply([{ op: "updateStatus", object: leased(await a.create(task("t1")), "w1", 300) }]);
+      const held = t1.results[0];
+      // The worker's status moves (a controller on another replica); this store's copy of it is older.
+      const current = (await b.get<StoredObject>("Worker", "w1"))!;
+      await b.updateStatus({ ...current, status: { ...(current.status as object), desired_concurrency: 2 } });
+      const known = (kind: string, name: string) =>
+        kind === "Worker" ? w : kind === "Task" && name === "t1" ? held : null;
+      const before = a.commitStats();
+      const ended = await a.apply(
+        [{ op: "updateStatus", object: { ...held, status: { state: "returned", attempt: 1 } } }],
+        {
+          known,
+        },
+      );
+      const after = a.commitStats();
+      expect(after.failed - before.failed).toBe(0);
+      expect(after.commits - before.commits).toBe(1);
+      expect((ended.results[0].status as { state: string }).state).toBe("returned");
+      // Adding a lease on that same stale copy of the worker is still compared, and decided again.
+      const t2 = await a.create(task("t2"));
+      const known2 = (kind: string, name: string) =>
+        kind === "Worker" ? w : kind === "Task" && name === "t2" ? t2 : null;
+      const failed = a.commitStats().failed;
+      const r = await a.apply([{ op: "updateStatus", object: leased(t2, "w1", 300) }], { known: known2 });
+      expect(a.commitStats().failed - failed).toBe(1);
+      expect((r.results[0].status as { lease: { worker: string } }).lease.worker).toBe("w1");
+    });
+
     it("a commit whose compares fail is counted, and decided again on what etcd holds", async () => {
       const [a, b] = await replicas(2);
       const w = await a.create(
