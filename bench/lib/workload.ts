@@ -63,5 +63,5 @@ export const registerBody = (workerId: string, maxConcurrency: number) => ({
   },
 });
 
-/** The load generator leaves claims sent in the load's first this many ms out of its claimP99Warm (the Hub's lease path still cold). */
-export const WARM_MS = 2000;
+/** The load generator leaves each Runner's first this many claims out of its claimP99Warm (the server's code still cold). */
+export const WARM_CLAIMS = 4;

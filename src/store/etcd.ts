@@ -87,6 +87,13 @@ class Stale extends Error {
   }
 }
 
+/** Thrown by a decision about to assume a copy of a key this store is writing: wait for that write, then decide again. */
+class Pending extends Error {
+  constructor(readonly write: Promise<void>) {
+    super("a write of this key is in flight");
+  }
+}
+
 /** Thrown by a decision that needs a queue's usage summed from every allocation key (a new Queue, or a missing record). */
 class NeedSeed extends Error {
   constructor(readonly queue: string) {
@@ -160,6 +167,13 @@ export class EtcdStore extends TxnWrites implements Store {
    * so nothing here is changed after the commit. A bounded map in last-written order.
    */
   private readonly written = new Map<string, { revision: number; object: StoredObject }>();
+  /**
+   * The Workers this store is writing, by key, each with the end of the apply() that writes
+   * it. A lease decided on a copy of its Worker older than such a write could only fail its
+   * compare (the worker controller rewrites a Worker's status while claims are decided), so
+   * the decision waits for the write and takes the object as written instead (`written`).
+   */
+  private readonly inFlight = new Map<string, Promise<void>>();
   private readonly watchers = new Set<Watcher>();
   /** Writes decided while a Txn is in flight go out together in the next (etcd-batch.ts). */
   private readonly batcher: TxnBatcher;
@@ -320,11 +334,28 @@ export class EtcdStore extends TxnWrites implements Store {
   async apply(ops: TxnOp[], opts: ApplyOptions = {}): Promise<Applied> {
     this.open();
     if (!Array.isArray(ops)) throw badRequest("txn: ops must be an array");
+    // A write of Workers is in flight until it is answered (inFlight). Only a write of none
+    // waits for one, so no two writes ever wait for each other.
+    const workers = ops.flatMap((op) => {
+      const [kind, name] = op && typeof op === "object" ? opKindName(op) : ["", ""];
+      return kind === "Worker" ? [this.objectKey(kind, name)] : [];
+    });
+    if (workers.length === 0) return this.attempts(ops, opts, true);
+    const ended = this.markInFlight(workers);
+    try {
+      return await this.attempts(ops, opts, false);
+    } finally {
+      ended();
+    }
+  }
+
+  /** apply()'s attempts: decide, commit, and decide again while a compare fails; `mayWait`: see plan(). */
+  private async attempts(ops: TxnOp[], opts: ApplyOptions, mayWait: boolean): Promise<Applied> {
     for (let attempt = 1; ; attempt++) {
       const optimistic = attempt === 1;
       let plan: Plan;
       try {
-        plan = await this.plan(ops, optimistic ? opts.known : undefined, optimistic, opts.ownedInput === true);
+        plan = await this.plan(ops, optimistic ? opts.known : undefined, optimistic, opts.ownedInput === true, mayWait);
       } catch (e) {
         if (e instanceof Stale) continue;
         throw e;
@@ -371,6 +402,18 @@ export class EtcdStore extends TxnWrites implements Store {
     }
   }
 
+  /** Mark `keys` as being written (inFlight) until the returned function is called. */
+  private markInFlight(keys: Iterable<string>): () => void {
+    let resolve!: () => void;
+    const end = new Promise<void>((r) => (resolve = r));
+    const mine = [...keys];
+    for (const key of mine) this.inFlight.set(key, end);
+    return () => {
+      for (const key of mine) if (this.inFlight.get(key) === end) this.inFlight.delete(key);
+      resolve();
+    };
+  }
+
   private rememberWritten(objects: Map<string, StoredObject | null>, revision: number): void {
     for (const [key, object] of objects) {
       this.written.delete(key);
@@ -402,8 +445,15 @@ export class EtcdStore extends TxnWrites implements Store {
    * at commit) plus what earlier ops of this transaction wrote. Throws for a real failure.
    * `known` (the caller's copies) and the remembered allocation keys stand in for reads when
    * `optimistic`; an op whose outcome rests on them fails only after a real read agrees.
+   * `mayWait`: a lease on a Worker this store is writing waits for that write (inFlight).
    */
-  private async plan(ops: TxnOp[], known: Known | undefined, optimistic: boolean, owned: boolean): Promise<Plan> {
+  private async plan(
+    ops: TxnOp[],
+    known: Known | undefined,
+    optimistic: boolean,
+    owned: boolean,
+    mayWait: boolean,
+  ): Promise<Plan> {
     const reads = new Map<string, Entry>();
     const objects = new Map<string, StoredObject | null>();
     const allocations = new Map<string, Map<string, LeaseView>>();
@@ -449,6 +499,8 @@ export class EtcdStore extends TxnWrites implements Store {
       if (optimistic && !reads.has(key) && this.allocations.has(key))
         reads.set(key, { ...this.allocations.get(key)!, assumed: true });
       if (guarded && optimistic && known && !reads.has(workerKey)) {
+        const writing = mayWait ? this.inFlight.get(workerKey) : undefined;
+        if (writing) throw new Pending(writing);
         const w = known("Worker", worker);
         if (w) reads.set(workerKey, { ...this.freshest(workerKey, w), assumed: true });
       }
@@ -549,6 +601,10 @@ export class EtcdStore extends TxnWrites implements Store {
           }
           if (err instanceof NeedKeys) {
             await this.read(reads, err.keys);
+            continue;
+          }
+          if (err instanceof Pending) {
+            await err.write;
             continue;
           }
           // A refusal decided on copies may be a stale copy's: only etcd's own answer counts.

@@ -199,6 +199,27 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       expect((r.results[0].status as { lease: { worker: string } }).lease.worker).toBe("w1");
     });
 
+    it("a lease decided while this store's own write of its worker is in flight waits for that write, and commits in one Txn", async () => {
+      const [a] = await replicas(1);
+      const w = await a.create(
+        worker("w1", undefined, { max_concurrency: 4, initial_concurrency: 4, resource_capacity: cap }),
+      );
+      const t1 = await a.create(task("t1"));
+      // The worker controller's status write, not awaited: its Txn is in flight when the lease is decided.
+      const rewrite = a.apply(
+        [{ op: "updateStatus", object: { ...w, status: { ...(w.status as object), desired_concurrency: 3 } } }],
+        { readOnlyResults: true },
+      );
+      const known = (kind: string, name: string) =>
+        kind === "Worker" ? w : kind === "Task" && name === "t1" ? t1 : null;
+      const before = a.commitStats();
+      const r = await a.apply([{ op: "updateStatus", object: leased(t1, "w1", 300) }], { known });
+      const after = a.commitStats();
+      expect(after.failed - before.failed).toBe(0);
+      expect(Number(r.revision)).toBeGreaterThan((await rewrite).revision);
+      expect((r.results[0].status as { lease: { worker: string } }).lease.worker).toBe("w1");
+    });
+
     it("a commit whose compares fail is counted, and decided again on what etcd holds", async () => {
       const [a, b] = await replicas(2);
       const w = await a.create(
