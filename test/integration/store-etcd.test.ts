@@ -220,6 +220,32 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       expect((r.results[0].status as { lease: { worker: string } }).lease.worker).toBe("w1");
     });
 
+    it("writes that each write one worker and lease onto the other's never wait for each other", async () => {
+      const [a] = await replicas(1);
+      const spec = { max_concurrency: 4, initial_concurrency: 4, resource_capacity: cap };
+      const w1 = await a.create(worker("w1", undefined, spec));
+      const w2 = await a.create(worker("w2", undefined, spec));
+      const [t1, t2, t3] = [await a.create(task("t1")), await a.create(task("t2")), await a.create(task("t3"))];
+      const copies = new Map<string, StoredObject>(
+        [w1, w2, t1, t2, t3].map((o) => [`${o.kind}/${o.metadata.name}`, o]),
+      );
+      const known = (kind: string, name: string) => copies.get(`${kind}/${name}`) ?? null;
+      const rewrite = (w: StoredObject, n: number) => ({
+        op: "updateStatus" as const,
+        object: { ...w, status: { ...(w.status as object), desired_concurrency: n } },
+      });
+      const all = Promise.all([
+        a.apply([rewrite(w1, 3), { op: "updateStatus", object: leased(t1, "w2", 100) }], { known }),
+        a.apply([rewrite(w2, 3), { op: "updateStatus", object: leased(t2, "w1", 100) }], { known }),
+        // A lease alone on w1 while both are in flight: it waits for the write of w1, then commits.
+        a.apply([{ op: "updateStatus", object: leased(t3, "w1", 100) }], { known }),
+      ]);
+      const done = await Promise.race([all, new Promise<"stuck">((r) => setTimeout(() => r("stuck"), 10_000))]);
+      expect(done).not.toBe("stuck");
+      const tasks = (await a.list<StoredObject>("Task")).items;
+      expect(tasks.map((t) => (t.status as { lease?: { worker: string } }).lease?.worker)).toEqual(["w2", "w1", "w1"]);
+    });
+
     it("a commit whose compares fail is counted, and decided again on what etcd holds", async () => {
       const [a, b] = await replicas(2);
       const w = await a.create(
