@@ -16,8 +16,8 @@
 // the results. That includes the allocation key of every worker whose leases a write
 // changes, which the Txn rewrites, and the Worker of one it adds a lease to (a release needs
 // no capacity): two replicas leasing onto one worker at once cannot both commit, and the
-// loser decides again on fresh data. Only a stale
-// resourceVersion named by the caller is a Conflict; a lost race is retried here.
+// loser decides again on fresh data. Only a stale resourceVersion named by the caller is a
+// Conflict; a lost race is retried here.
 //
 // Group commit: etcd's raft loop already appends concurrent proposals in one batch with one
 // fsync, so concurrent apply() calls are sent as concurrent Txns over one HTTP/2 channel.
