@@ -179,12 +179,8 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       const known = (kind: string, name: string) =>
         kind === "Worker" ? w : kind === "Task" && name === "t1" ? held : null;
       const before = a.commitStats();
-      const ended = await a.apply(
-        [{ op: "updateStatus", object: { ...held, status: { state: "returned", attempt: 1 } } }],
-        {
-          known,
-        },
-      );
+      const returned = { ...held, status: { state: "returned", attempt: 1 } };
+      const ended = await a.apply([{ op: "updateStatus", object: returned }], { known });
       const after = a.commitStats();
       expect(after.failed - before.failed).toBe(0);
       expect(after.commits - before.commits).toBe(1);
