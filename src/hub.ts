@@ -7,7 +7,7 @@ import Fastify, { type FastifyInstance } from "fastify";
 import { app } from "./api/app.ts";
 import type { WatchStream } from "./api/watch.ts";
 import { isLoopback } from "./security/tokens.ts";
-import { EventRecorder } from "./reconciler/events.ts";
+import { EVENT_TTL_SECONDS, EventRecorder } from "./reconciler/events.ts";
 import { ControllerManager } from "./reconciler/manager.ts";
 import type { AdmissionConditionsOptions } from "./reconciler/admission-conditions.ts";
 import { GitopsSync } from "./gitops/index.ts";
@@ -113,7 +113,7 @@ function readWorkerTokens(path: string): Record<string, string> {
 const REPLICA_LOOK_MS = 2000;
 
 /** Events kept: at most this many, for at most this long; the GC looks every `everyMs`. */
-const EVENTS = { maxEvents: 5000, ttlMs: 3_600_000, everyMs: 10_000 };
+const EVENTS = { maxEvents: 5000, ttlMs: EVENT_TTL_SECONDS * 1000, everyMs: 10_000 };
 
 export class Hub {
   readonly store: Store;

@@ -30,6 +30,23 @@ export function task(name: string, spec: Record<string, unknown> = {}): StoredOb
   };
 }
 
+/** An Event about Task t (the store does not validate Events), first and last seen `at`. */
+export function event(name: string, at = new Date().toISOString()): StoredObject {
+  return {
+    apiVersion: "v1",
+    kind: "Event",
+    metadata: { name },
+    involvedObject: { apiVersion: API, kind: "Task", name: "t" },
+    type: "Normal",
+    reason: "LeaseGranted",
+    message: name,
+    count: 1,
+    firstTimestamp: at,
+    lastTimestamp: at,
+    source: { component: "loom-hub" },
+  };
+}
+
 const names = (items: StoredObject[]) => items.map((o) => o.metadata.name);
 const rvOf = (o: StoredObject) => Number(o.metadata.resourceVersion);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -156,6 +173,24 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
         expect(names((await store.list("Task")).items)).toEqual(["t1"]);
         expect((await store.list("Campaign")).items).toEqual([]);
         expect(workers.items[2]).toEqual(await store.get("Worker", "w2"));
+      });
+
+      it("count is the number of objects of a kind, written or deleted, applied or durable", async () => {
+        expect(await store.count("Worker")).toBe(0);
+        await store.create(worker("w1"));
+        await store.create(worker("w2"));
+        await store.create(task("t1"));
+        expect([await store.count("Worker"), await store.count("Task"), await store.count("Campaign")]).toEqual([
+          2, 1, 0,
+        ]);
+        const applied = await store.apply([{ op: "create", object: worker("w3") }]);
+        expect(await store.count("Worker")).toBe(3);
+        await applied.durable;
+        await store.delete("Worker", "w1");
+        expect(await store.count("Worker")).toBe(2);
+        // Unless a backend is told to (etcd's ttlSeconds), nothing expires on its own.
+        expect(store.expires("Worker")).toBe(false);
+        expect(store.expires("Event")).toBe(false);
       });
 
       it("get of a missing object is undefined", async () => {

@@ -2,6 +2,10 @@
 // the rule is about the whole set (the oldest beyond maxEvents go); its reconcile drops
 // what is past the TTL or over the count and asks to run again after `everyMs`. Only the
 // leader runs it, so replicas never race to delete the same Events.
+//
+// A store that expires Events by itself (etcd: each Event's key carries a lease) keeps the
+// time rule, so a pass there only counts them, and lists them only when there are too many,
+// or once every BACKSTOP_PASSES passes for Events stored without a lease (by an older Hub).
 import type { Store } from "../store/store.ts";
 import { ALL, type Reconciler, type Result } from "./controller.ts";
 import { ChunkSize } from "./slice.ts";
@@ -17,8 +21,12 @@ export type EventGcOptions = {
   now?: () => number;
 };
 
+/** On a store that expires Events itself, every this many passes list them all anyway. */
+export const BACKSTOP_PASSES = 30;
+
 export class EventGc implements Reconciler {
   readonly name = "event-gc";
+  private passes = 0;
   /** Deletes per transaction: a few milliseconds of work each (slice.ts). */
   private readonly chunks = new ChunkSize(4, 8, 500);
   constructor(
@@ -32,6 +40,9 @@ export class EventGc implements Reconciler {
 
   async reconcile(): Promise<Result> {
     const now = (this.opts.now ?? Date.now)();
+    const countOnly = this.store.expires("Event") && ++this.passes % BACKSTOP_PASSES !== 0;
+    if (countOnly && (await this.store.count("Event")) <= this.opts.maxEvents)
+      return { writes: 0, requeueAfterMs: this.opts.everyMs };
     const { items } = await this.store.list<EventObject>("Event");
     const cutoff = new Date(now - this.opts.ttlMs).toISOString();
     items.sort((a, b) => (a.lastTimestamp < b.lastTimestamp ? -1 : a.lastTimestamp > b.lastTimestamp ? 1 : 0));

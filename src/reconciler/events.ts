@@ -24,6 +24,9 @@ export type EventObject = StoredObject & {
 /** Events of one reason recorded at most: `burst` at once, refilled at `perSecond`. */
 export type EventBudget = { perSecond: number; burst: number };
 
+/** How long an Event is kept after it was last written: the Event GC's time rule, and on etcd each Event key's lease. */
+export const EVENT_TTL_SECONDS = 3600;
+
 /** 50 a second of each reason, after a burst of 500: a 500-task dispatch is told in full. */
 export const DEFAULT_EVENT_BUDGET: EventBudget = { perSecond: 50, burst: 500 };
 

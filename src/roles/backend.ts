@@ -5,6 +5,7 @@
 import { hostname } from "node:os";
 import { join } from "node:path";
 import type { EtcdStore, EtcdStoreOptions } from "../store/etcd.ts";
+import { EVENT_TTL_SECONDS } from "../reconciler/events.ts";
 import { lockDataDir } from "../store/dir-lock.ts";
 import { openSqliteStore, type SqliteStoreOptions } from "../store/sqlite.ts";
 import type { Store } from "../store/store.ts";
@@ -25,9 +26,15 @@ export type Backend = { store: Store; leadership: Leadership; release(): void };
 /** This process's default name among the replicas. */
 export const defaultReplicaId = (): string => `${hostname()}-${process.pid}`;
 
-/** The etcd client and everything under it (gRPC, protobuf) load only when a Hub uses etcd. */
+/**
+ * The etcd client and everything under it (gRPC, protobuf) load only when a Hub uses etcd.
+ * etcd deletes Events itself once their time to live has passed (a lease on each key).
+ */
 async function openEtcd(o: EtcdStoreOptions): Promise<EtcdStore> {
-  return (await import("../store/etcd.ts")).openEtcdStore(o);
+  return (await import("../store/etcd.ts")).openEtcdStore({
+    ...o,
+    ttlSeconds: { Event: EVENT_TTL_SECONDS, ...o.ttlSeconds },
+  });
 }
 
 export async function openStore(spec: StoreSpec): Promise<Store> {

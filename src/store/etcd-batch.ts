@@ -43,8 +43,13 @@ type Pending = {
   reject: (e: unknown) => void;
 };
 
-/** etcd's answers to a Txn past --max-txn-ops or --max-request-bytes (nothing of it applied), and gRPC's for a message past its limit. */
-const REFUSED_FOR_SIZE = /too many operations in txn request|request is too large|larger than max/;
+/**
+ * etcd's answers to a Txn it refused with nothing of it applied, which one of its writes
+ * may have caused alone: past --max-txn-ops or --max-request-bytes (gRPC's own for a message
+ * past its limit), or a put carrying a lease etcd no longer knows (etcd-expiry.ts).
+ */
+const REFUSED_UNAPPLIED =
+  /too many operations in txn request|request is too large|larger than max|requested lease not found/;
 
 const keyOf = (b: Buffer | string | undefined) => (b === undefined ? "" : b.toString());
 
@@ -169,10 +174,11 @@ export class TxnBatcher {
         compared.map((k) => ({ request_range: { key: Buffer.from(k), keys_only: true } })),
       );
     } catch (e) {
-      // etcd refused the merged Txn unapplied for its size: each write goes alone. Any
-      // other failure (a broken connection) leaves the outcome unknown, as it would for a
-      // single Txn, so every write of the batch is told so rather than sent again.
-      if (!REFUSED_FOR_SIZE.test(String((e as Error)?.message ?? e))) {
+      // etcd refused the merged Txn unapplied (its size, or one write's lease): each write
+      // goes alone, so only the one at fault fails. Any other failure (a broken connection)
+      // leaves the outcome unknown, as it would for a single Txn, so every write of the batch
+      // is told so rather than sent again.
+      if (!REFUSED_UNAPPLIED.test(String((e as Error)?.message ?? e))) {
         for (const p of batch) p.reject(e);
         return;
       }

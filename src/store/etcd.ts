@@ -7,6 +7,8 @@
 //                                    only for queues that have a Queue object)
 //   <prefix>/revision                rewritten by every commit: its mod_revision is the
 //                                    revision of this store's last commit
+// The objects of a kind given a time to live (the Hub gives Events one) carry an etcd lease,
+// and etcd deletes them once it runs out (etcd-expiry.ts).
 //
 // resourceVersion is the key's mod_revision, a store revision is etcd's revision, a watch
 // from a revision is an etcd watch from the next one, and compaction is etcd's (Gone, 410).
@@ -29,6 +31,7 @@ import { jsonClone } from "../resources/json.ts";
 import { conflict, gone, StoreError, tooLarge } from "./errors.ts";
 import { labelSelectorMatcher } from "./labels.ts";
 import { TxnBatcher } from "./etcd-batch.ts";
+import { ExpiryLeases } from "./etcd-expiry.ts";
 import {
   allocationChange,
   badRequest,
@@ -71,6 +74,11 @@ export type EtcdStoreOptions = {
   maxTxnOps?: number;
   /** The etcd server's --max-request-bytes (default 1.5 MiB, etcd's own default). */
   maxRequestBytes?: number;
+  /**
+   * Kinds whose objects etcd deletes once they have not been written for this many seconds
+   * (each put carries an etcd lease: etcd-expiry.ts). Loom's Hub gives Events their TTL here.
+   */
+  ttlSeconds?: Record<string, number>;
 };
 
 /** Thrown by a decision that needs keys not read yet: read them and decide that op again. */
@@ -86,6 +94,16 @@ class Stale extends Error {
     super("decided on stale copies");
   }
 }
+
+/** A put carried a lease etcd no longer knows (revoked): nothing was applied; ask for a new lease and write again. */
+class LeaseGone extends Error {
+  constructor(cause: unknown) {
+    super("etcd no longer knows the lease a put carried", { cause });
+  }
+}
+
+/** etcd's answer to a put with a lease it does not know (etcd3 names it EtcdLeaseInvalidError). */
+const leaseUnknown = (e: unknown) => /requested lease not found/.test(String((e as Error)?.message ?? e));
 
 /** Thrown by a decision about to assume a copy of a key this store is writing: wait for that write, then decide again. */
 class Pending extends Error {
@@ -177,6 +195,8 @@ export class EtcdStore extends TxnWrites implements Store {
   private readonly watchers = new Set<Watcher>();
   /** Writes decided while a Txn is in flight go out together in the next (etcd-batch.ts). */
   private readonly batcher: TxnBatcher;
+  /** The leases that puts of expiring kinds carry (etcd-expiry.ts). */
+  private readonly expiry: ExpiryLeases;
   private closed = false;
   /** The revision this store's first key was written at; nothing of it is older. */
   private base = 0;
@@ -207,6 +227,10 @@ export class EtcdStore extends TxnWrites implements Store {
       },
       this.revisionPut,
       { maxOps: this.maxTxnOps, maxBytes: this.maxRequestBytes - REQUEST_OVERHEAD },
+    );
+    this.expiry = new ExpiryLeases(
+      new Map(Object.entries(opts.ttlSeconds ?? {})),
+      async (ttl) => (await this.client.leaseClient.leaseGrant({ TTL: ttl })).ID,
     );
   }
 
@@ -317,6 +341,17 @@ export class EtcdStore extends TxnWrites implements Store {
     return { items, revision: rev.kvs[0] ? Number(rev.kvs[0].mod_revision) : 0 };
   }
 
+  async count(kind: string): Promise<number> {
+    this.open();
+    const from = this.kindPrefix(kind);
+    const res = await this.client.kv.range({ key: Buffer.from(from), range_end: prefixEnd(from), count_only: true });
+    return Number(res.count);
+  }
+
+  expires(kind: string): boolean {
+    return this.expiry.expires(kind);
+  }
+
   async revision(): Promise<number> {
     this.open();
     const res = await this.client.kv.range({ key: Buffer.from(this.revisionKey) });
@@ -340,22 +375,47 @@ export class EtcdStore extends TxnWrites implements Store {
       const [kind, name] = op && typeof op === "object" ? opKindName(op) : ["", ""];
       return kind === "Worker" ? [this.objectKey(kind, name)] : [];
     });
-    if (workers.length === 0) return this.attempts(ops, opts, true);
+    if (workers.length === 0) return this.leased(ops, opts, true);
     const ended = this.markInFlight(workers);
     try {
-      return await this.attempts(ops, opts, false);
+      return await this.leased(ops, opts, false);
     } finally {
       ended();
     }
   }
 
+  /** attempts() with the leases its puts of expiring kinds carry; a lease etcd no longer knows is replaced once. */
+  private async leased(ops: TxnOp[], opts: ApplyOptions, mayWait: boolean): Promise<Applied> {
+    for (let replaced = false; ; replaced = true) {
+      const leases = await this.expiry.forOps(ops);
+      try {
+        return await this.attempts(ops, opts, mayWait, leases);
+      } catch (e) {
+        if (!(e instanceof LeaseGone) || replaced) throw e;
+        this.expiry.forget();
+      }
+    }
+  }
+
   /** apply()'s attempts: decide, commit, and decide again while a compare fails; `mayWait`: see plan(). */
-  private async attempts(ops: TxnOp[], opts: ApplyOptions, mayWait: boolean): Promise<Applied> {
+  private async attempts(
+    ops: TxnOp[],
+    opts: ApplyOptions,
+    mayWait: boolean,
+    leases: Map<string, string> | undefined,
+  ): Promise<Applied> {
     for (let attempt = 1; ; attempt++) {
       const optimistic = attempt === 1;
       let plan: Plan;
       try {
-        plan = await this.plan(ops, optimistic ? opts.known : undefined, optimistic, opts.ownedInput === true, mayWait);
+        plan = await this.plan(
+          ops,
+          optimistic ? opts.known : undefined,
+          optimistic,
+          opts.ownedInput === true,
+          mayWait,
+          leases,
+        );
       } catch (e) {
         if (e instanceof Stale) continue;
         throw e;
@@ -375,6 +435,7 @@ export class EtcdStore extends TxnWrites implements Store {
         // Alone or in one Txn with other writes decided meanwhile (etcd-batch.ts).
         res = await this.batcher.commit(compare, plan.writes);
       } catch (e) {
+        if (leases && leaseUnknown(e)) throw new LeaseGone(e);
         throw new Error(
           `etcd refused a transaction of ${ops.length} ops (${compare.length} compares, ${plan.writes.length + 1} writes): ${(e as Error).message}`,
           { cause: e },
@@ -453,6 +514,7 @@ export class EtcdStore extends TxnWrites implements Store {
     optimistic: boolean,
     owned: boolean,
     mayWait: boolean,
+    leases: Map<string, string> | undefined,
   ): Promise<Plan> {
     const reads = new Map<string, Entry>();
     const objects = new Map<string, StoredObject | null>();
@@ -549,7 +611,7 @@ export class EtcdStore extends TxnWrites implements Store {
       },
     };
     const seededAt = await this.decideEach(ops, view, { now, objects, results, reads, seeds, optimistic, owned });
-    const { writes, allocationsWritten } = this.writesOf(objects, reads, allocations, queues.touched);
+    const { writes, allocationsWritten } = this.writesOf(objects, reads, allocations, queues.touched, leases);
     // A check-only transaction decided on copies proves nothing: read for real.
     if (writes.length === 0 && optimistic && [...reads.values()].some((r) => r.assumed)) throw new Stale();
     return {
@@ -647,11 +709,16 @@ export class EtcdStore extends TxnWrites implements Store {
     reads: Map<string, Entry>,
     allocations: Map<string, Map<string, LeaseView>>,
     touched: Map<string, Amounts | null>,
+    leases: Map<string, string> | undefined,
   ): { writes: IRequestOp[]; allocationsWritten: [string, string | undefined][] } {
     const writes: IRequestOp[] = [];
     for (const [key, obj] of objects) {
       const was = reads.get(key);
-      if (obj) writes.push({ request_put: { key: Buffer.from(key), value: Buffer.from(toStored(obj)) } });
+      const lease = obj && leases?.get(obj.kind);
+      if (obj)
+        writes.push({
+          request_put: { key: Buffer.from(key), value: Buffer.from(toStored(obj)), ...(lease ? { lease } : {}) },
+        });
       else if (was && (was.obj !== undefined || was.value !== undefined))
         writes.push({ request_delete_range: { key: Buffer.from(key) } });
     }

@@ -220,6 +220,7 @@ export class SqliteStore extends TxnWrites implements Store {
     setMeta: Database.Statement<[number, number, number]>;
     head: Database.Statement<[string, string], [number, number]>;
     eventJson: Database.Statement<[number], string>;
+    count: Database.Statement<[string], number>;
     get: Database.Statement<[string, string], string>;
     dataVersion: Database.Statement<[], number>;
     begin: Database.Statement<[]>;
@@ -292,6 +293,7 @@ export class SqliteStore extends TxnWrites implements Store {
         .prepare<[string, string], [number, number]>("SELECT seq, revision FROM objects WHERE kind = ? AND name = ?")
         .raw(),
       eventJson: db.prepare<[number], string>("SELECT json FROM events WHERE seq = ?").pluck(),
+      count: db.prepare<[string], number>("SELECT COUNT(*) FROM objects WHERE kind = ?").pluck(),
       get: db
         .prepare<[string, string], string>(
           "SELECT e.json FROM objects o JOIN events e ON e.seq = o.seq WHERE o.kind = ? AND o.name = ?",
@@ -407,6 +409,16 @@ export class SqliteStore extends TxnWrites implements Store {
     } finally {
       reader.close();
     }
+  }
+
+  async count(kind: string): Promise<number> {
+    this.open();
+    return this.st.count.get(kind)!;
+  }
+
+  /** Nothing expires on its own here: the Event GC drops old Events. */
+  expires(): boolean {
+    return false;
   }
 
   async revision(): Promise<number> {

@@ -115,6 +115,14 @@ export interface Store {
   get<T extends StoredObject = StoredObject>(kind: string, name: string): Promise<T | undefined>;
   list<K extends Kind>(kind: K, opts?: ListOptions): Promise<ListResult<ObjectOf<K>>>;
   list<T extends StoredObject = StoredObject>(kind: string, opts?: ListOptions): Promise<ListResult<T>>;
+  /** How many objects of `kind` are stored: a count, nothing read or decoded. */
+  count(kind: string): Promise<number>;
+  /**
+   * Whether this backend deletes objects of `kind` by itself once they have gone unwritten
+   * for their time to live (etcd: a lease on each key). Nothing else then needs to look for
+   * old ones.
+   */
+  expires(kind: string): boolean;
   /** Sets uid, creationTimestamp, generation 1 and resourceVersion. AlreadyExists if the name is taken. */
   create<T extends StoredObject>(obj: T): Promise<T>;
   /** Replaces metadata (labels, annotations, ownerReferences) and spec; status is kept as stored. generation +1 when spec changes. */

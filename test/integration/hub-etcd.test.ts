@@ -5,6 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Hub } from "../../src/hub.ts";
+import { EVENT_TTL_SECONDS } from "../../src/reconciler/events.ts";
+import type { EtcdStore } from "../../src/store/etcd.ts";
 import { writeZip } from "../../src/results/zip.ts";
 import { etcdMissing, startEtcd, type EtcdCluster } from "../support/etcd.ts";
 import { eventually, get, post, registerBody } from "../support/hub.ts";
@@ -119,6 +121,25 @@ describe.skipIf(etcdMissing)("Hub replicas on etcd", () => {
       );
     });
   }
+
+  it("the replicas' Events carry an etcd lease of the Event TTL: etcd drops them, no GC pass lists them", async () => {
+    const store = hubs[0].store as EtcdStore;
+    expect(store.expires("Event")).toBe(true);
+    const from = `${prefix}/objects/Event/`;
+    const keys = await eventually(async () => {
+      const r = await store.etcd.kv.range({
+        key: Buffer.from(from),
+        range_end: Buffer.from(`${prefix}/objects/Event0`),
+      });
+      return r.kvs.length > 0 && r.kvs;
+    }, "the smoke tests' Events");
+    const leases = new Set(keys.map((kv) => kv.lease));
+    expect(leases.has("0")).toBe(false);
+    for (const id of leases) {
+      const ttl = await store.etcd.leaseClient.leaseTimeToLive({ ID: id });
+      expect(Number(ttl.grantedTTL)).toBe(EVENT_TTL_SECONDS + 60);
+    }
+  });
 
   it("claims for one tight worker sent through all replicas at once never over-reserve it", async () => {
     const rec = new InvariantRecorder();

@@ -11,7 +11,7 @@ import { migrateStore } from "../../src/store/migrate.ts";
 import { openSqliteStore } from "../../src/store/sqlite.ts";
 import { isStoreError } from "../../src/store/errors.ts";
 import type { StoredObject, TxnOp, WatchEvent } from "../../src/store/store.ts";
-import { eventually, storeContract, storeError, task, worker } from "../store-contract.ts";
+import { event, eventually, storeContract, storeError, task, worker } from "../store-contract.ts";
 import { etcdMissing, startEtcd, type EtcdCluster } from "../support/etcd.ts";
 
 let etcd: EtcdCluster;
@@ -488,6 +488,84 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       await other.close();
       await store.close();
     }
+  });
+
+  describe("kinds that expire (ttlSeconds): each put carries a lease", () => {
+    const open = (ttlSeconds: Record<string, number>) =>
+      openEtcdStore({ endpoints: etcd.endpoints, prefix: `/loom-test-${process.pid}-${++n}`, ttlSeconds });
+    const leaseOf = async (s: EtcdStore, kind: string, name: string) =>
+      (await s.etcd.kv.range({ key: Buffer.from(`${s.prefix}/objects/${kind}/${name}`) })).kvs[0]?.lease;
+
+    it("puts of an expiring kind share one lease of the TTL plus its window; other kinds carry none", async () => {
+      const store = await open({ Event: 600 });
+      try {
+        expect([store.expires("Event"), store.expires("Task")]).toEqual([true, false]);
+        await store.create(event("e1"));
+        await store.txn([
+          { op: "create", object: event("e2") },
+          { op: "create", object: task("t1") },
+        ]);
+        const e1 = await store.get("Event", "e1");
+        await store.update({ ...e1!, message: "again" });
+        const [l1, l2, lt] = [
+          await leaseOf(store, "Event", "e1"),
+          await leaseOf(store, "Event", "e2"),
+          await leaseOf(store, "Task", "t1"),
+        ];
+        expect(l1).not.toBe("0");
+        // Written within one window (a tenth of the TTL, at most a minute): the same lease, kept by an update.
+        expect(l2).toBe(l1);
+        expect(lt).toBe("0");
+        const ttl = await store.etcd.leaseClient.leaseTimeToLive({ ID: l1 });
+        expect(Number(ttl.grantedTTL)).toBe(660);
+        expect(await store.count("Event")).toBe(2);
+      } finally {
+        await store.close();
+      }
+    });
+
+    it("etcd deletes an Event once its lease runs out, and a watch sees it go", async () => {
+      const store = await open({ Event: 1 });
+      try {
+        const seen: WatchEvent[] = [];
+        const handle = await store.watch("Event", await store.revision(), (e) => seen.push(e));
+        await store.create(event("short"));
+        await store.create(task("stays"));
+        // The lease's TTL is 1 s plus the window, rounded up to whole seconds: 2 s.
+        await eventually(
+          () => seen.some((e) => e.type === "DELETED" && e.name === "short"),
+          "the Event's expiry",
+          10_000,
+        );
+        handle.stop();
+        expect(await store.get("Event", "short")).toBeUndefined();
+        expect(await store.get("Task", "stays")).toBeDefined();
+        expect(await store.count("Event")).toBe(0);
+      } finally {
+        await store.close();
+      }
+    }, 20_000);
+
+    it("a lease revoked meanwhile fails no write: the Event gets a new one, a write beside it commits", async () => {
+      const store = await open({ Event: 600 });
+      try {
+        await store.create(event("first"));
+        const old = await leaseOf(store, "Event", "first");
+        await store.etcd.leaseClient.leaseRevoke({ ID: old });
+        expect(await store.get("Event", "first")).toBeUndefined(); // revoking a lease deletes its keys
+        // A write in flight, so the two below are decided meanwhile and share one Txn, which etcd refuses for the lease.
+        const plug = store.create(task("plug"));
+        const [e, t] = await Promise.all([store.create(event("second")), store.create(task("beside"))]);
+        await plug;
+        expect([e.metadata.name, t.metadata.name]).toEqual(["second", "beside"]);
+        const fresh = await leaseOf(store, "Event", "second");
+        expect(fresh).not.toBe("0");
+        expect(fresh).not.toBe(old);
+        expect(await store.get("Task", "beside")).toBeDefined();
+      } finally {
+        await store.close();
+      }
+    });
   });
 
   describe("group commit", () => {
