@@ -524,6 +524,23 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       }
     });
 
+    it("Events written at once share one grant; a write after the window gets a new lease", async () => {
+      // TTL 5 s: the window is half a second, the lease granted for 6 s.
+      const store = await open({ Event: 5 });
+      try {
+        await Promise.all(["a", "b", "c", "d"].map((x) => store.create(event(x))));
+        const first = new Set(await Promise.all(["a", "b", "c", "d"].map((x) => leaseOf(store, "Event", x))));
+        expect(first.size).toBe(1);
+        await new Promise((r) => setTimeout(r, 700));
+        await store.create(event("later"));
+        const later = await leaseOf(store, "Event", "later");
+        expect(first.has(later)).toBe(false);
+        expect(Number((await store.etcd.leaseClient.leaseTimeToLive({ ID: later! })).grantedTTL)).toBe(6);
+      } finally {
+        await store.close();
+      }
+    });
+
     it("etcd deletes an Event once its lease runs out, and a watch sees it go", async () => {
       const store = await open({ Event: 1 });
       try {
