@@ -138,14 +138,23 @@ const replyTooLarge = (e: unknown) => /RESOURCE_EXHAUSTED|larger than max/.test(
  * One key a transaction depends on: its value (raw, or already decoded) at mod_revision
  * `mod` (0: absent). `assumed`: taken from the caller's copy or this store's memory, not
  * read from etcd in this attempt, so the compare at commit is what vouches for it.
+ * `leases`: an allocation key's value as this store wrote it, decoded (never changed).
  */
-type Entry = { value?: string; obj?: StoredObject; mod: number; assumed?: boolean };
+type Entry = {
+  value?: string;
+  obj?: StoredObject;
+  mod: number;
+  assumed?: boolean;
+  leases?: ReadonlyMap<string, LeaseView>;
+};
+/** An allocation or queue usage key a write sets (value undefined: deletes), with an allocation key's leases. */
+type KeyWritten = [key: string, value: string | undefined, leases?: ReadonlyMap<string, LeaseView>];
 /** `seededAt`: the revision queue usage was summed from the allocation keys at; none of them may change before the commit. */
 type Plan = {
   results: StoredObject[];
   reads: Map<string, Entry>;
   writes: IRequestOp[];
-  allocationsWritten: [string, string | undefined][];
+  allocationsWritten: KeyWritten[];
   /** The objects it stores, by key (null: deleted). */
   objects: Map<string, StoredObject | null>;
   seededAt?: number;
@@ -445,8 +454,12 @@ export class EtcdStore extends TxnWrites implements Store {
         const rv = res.revision;
         for (const o of plan.results) if (o.metadata.resourceVersion === PENDING_RV) o.metadata.resourceVersion = rv;
         // A deleted key compares as mod_revision 0, as a read of it finds (read()).
-        for (const [key, value] of plan.allocationsWritten)
-          this.allocations.set(key, { value, mod: value === undefined ? 0 : Number(rv) });
+        for (const [key, value, leases] of plan.allocationsWritten)
+          this.allocations.set(key, {
+            value,
+            mod: value === undefined ? 0 : Number(rv),
+            ...(leases ? { leases } : {}),
+          });
         if (opts.readOnlyResults === true) this.rememberWritten(plan.objects, Number(rv));
         return { results: plan.results, revision: Number(rv), durable: Promise.resolve() };
       }
@@ -571,7 +584,9 @@ export class EtcdStore extends TxnWrites implements Store {
       let m = allocations.get(worker);
       if (!m) {
         const e = reads.get(key)!;
-        allocations.set(worker, (m = new Map<string, LeaseView>(e.value ? Object.entries(JSON.parse(e.value)) : [])));
+        // The set this store last wrote is kept decoded; one read from etcd is decoded here.
+        const was = e.leases ?? (e.value ? Object.entries(JSON.parse(e.value) as Record<string, LeaseView>) : []);
+        allocations.set(worker, (m = new Map<string, LeaseView>(was)));
       }
       return m;
     };
@@ -710,7 +725,7 @@ export class EtcdStore extends TxnWrites implements Store {
     allocations: Map<string, Map<string, LeaseView>>,
     touched: Map<string, Amounts | null>,
     leases: Map<string, string> | undefined,
-  ): { writes: IRequestOp[]; allocationsWritten: [string, string | undefined][] } {
+  ): { writes: IRequestOp[]; allocationsWritten: KeyWritten[] } {
     const writes: IRequestOp[] = [];
     for (const [key, obj] of objects) {
       const was = reads.get(key);
@@ -722,14 +737,14 @@ export class EtcdStore extends TxnWrites implements Store {
       else if (was && (was.obj !== undefined || was.value !== undefined))
         writes.push({ request_delete_range: { key: Buffer.from(key) } });
     }
-    const allocationsWritten: [string, string | undefined][] = [];
+    const allocationsWritten: KeyWritten[] = [];
     for (const [worker, held] of allocations) {
       const name = this.allocationKey(worker);
       const key = Buffer.from(name);
       if (held.size > 0) {
         const value = JSON.stringify(Object.fromEntries(held));
         writes.push({ request_put: { key, value: Buffer.from(value) } });
-        allocationsWritten.push([name, value]);
+        allocationsWritten.push([name, value, held]);
       } else if (reads.get(name)?.value !== undefined) {
         writes.push({ request_delete_range: { key } });
         allocationsWritten.push([name, undefined]);
