@@ -535,7 +535,7 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
         await store.create(event("later"));
         const later = await leaseOf(store, "Event", "later");
         expect(first.has(later)).toBe(false);
-        expect(Number((await store.etcd.leaseClient.leaseTimeToLive({ ID: later! })).grantedTTL)).toBe(6);
+        expect(Number((await store.etcd.leaseClient.leaseTimeToLive({ ID: later })).grantedTTL)).toBe(6);
       } finally {
         await store.close();
       }
