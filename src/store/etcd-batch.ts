@@ -13,6 +13,7 @@
 // compares did not hold are told so at once, and the rest go again together: each write
 // learns its own outcome exactly as if it had never been merged.
 import type { ICompare, IRequestOp, IResponseOp } from "etcd3";
+import { leaseUnknown } from "./etcd-expiry.ts";
 
 /** What etcd answered to one Txn: whether every compare held, and the revision it committed at. */
 export type TxnOutcome = { succeeded: boolean; revision: string };
@@ -43,13 +44,11 @@ type Pending = {
   reject: (e: unknown) => void;
 };
 
-/**
- * etcd's answers to a Txn it refused with nothing of it applied, which one of its writes
- * may have caused alone: past --max-txn-ops or --max-request-bytes (gRPC's own for a message
- * past its limit), or a put carrying a lease etcd no longer knows (etcd-expiry.ts).
- */
-const REFUSED_UNAPPLIED =
-  /too many operations in txn request|request is too large|larger than max|requested lease not found/;
+/** etcd's answers to a Txn past --max-txn-ops or --max-request-bytes (nothing of it applied), and gRPC's for a message past its limit. */
+const REFUSED_FOR_SIZE = /too many operations in txn request|request is too large|larger than max/;
+
+/** etcd refused a Txn with nothing of it applied, for a reason one of its writes may have caused alone: its size, or a lease. */
+const refusedUnapplied = (e: unknown) => REFUSED_FOR_SIZE.test(String((e as Error)?.message ?? e)) || leaseUnknown(e);
 
 const keyOf = (b: Buffer | string | undefined) => (b === undefined ? "" : b.toString());
 
@@ -178,7 +177,7 @@ export class TxnBatcher {
       // goes alone, so only the one at fault fails. Any other failure (a broken connection)
       // leaves the outcome unknown, as it would for a single Txn, so every write of the batch
       // is told so rather than sent again.
-      if (!REFUSED_UNAPPLIED.test(String((e as Error)?.message ?? e))) {
+      if (!refusedUnapplied(e)) {
         for (const p of batch) p.reject(e);
         return;
       }

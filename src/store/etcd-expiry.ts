@@ -3,13 +3,17 @@
 // expires etcd deletes its keys, which every watch sees as DELETED. Nothing has to list the
 // objects to find the old ones, and they go even while no Hub runs.
 //
-// One lease per kind is granted per window and shared by every put in that window, so a
-// busy Hub asks for a lease once a window, not once a write. Its TTL is the kind's time to
-// live plus the window: an object lives at least its TTL after its last write, and at most
-// one window longer. A lease is handed out only within its window, far from its end, so a
-// put never carries one that has already expired; if etcd no longer knows it anyway (it was
-// revoked), forget() makes the next put ask for a new one.
+// One lease per kind is granted per window (a tenth of the TTL, at most a minute) and shared
+// by every put in that window, so a busy Hub asks for a lease once a window, not once a
+// write. Its TTL is the kind's time to live plus the window: an object lives at least its TTL
+// after its last write, and at most one window longer. A lease is handed out only within its
+// window, far from its end, so a put never carries one that has already expired; if etcd no
+// longer knows it anyway (it was revoked), forget() makes the next put ask for a new one.
 import type { TxnOp } from "./store.ts";
+
+/** etcd's answer to a put carrying a lease it does not know (etcd3 names it EtcdLeaseInvalidError); nothing was applied. */
+export const leaseUnknown = (e: unknown): boolean =>
+  /requested lease not found/.test(String((e as Error)?.message ?? e));
 
 /** The longest a lease is handed out for, after it was granted. */
 const MAX_WINDOW_MS = 60_000;
@@ -27,7 +31,6 @@ export class ExpiryLeases {
   constructor(
     private readonly ttlSeconds: ReadonlyMap<string, number>,
     private readonly grant: (ttlSeconds: number) => Promise<string>,
-    private readonly now: () => number = Date.now,
   ) {
     for (const [kind, ttl] of ttlSeconds)
       if (!Number.isInteger(ttl) || ttl < 1)
@@ -63,11 +66,11 @@ export class ExpiryLeases {
 
   private async leaseFor(kind: string): Promise<string> {
     const cur = this.current.get(kind);
-    if (cur && this.now() - cur.at < this.window(kind)) return cur.id;
+    if (cur && Date.now() - cur.at < this.window(kind)) return cur.id;
     let pending = this.granting.get(kind);
     if (!pending) {
       // Timed from before the grant: the lease's TTL runs from when etcd granted it.
-      const at = this.now();
+      const at = Date.now();
       const ttl = this.ttlSeconds.get(kind)! + Math.ceil(this.window(kind) / 1000);
       pending = this.grant(ttl).then(
         (id) => {

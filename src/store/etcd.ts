@@ -31,7 +31,7 @@ import { jsonClone } from "../resources/json.ts";
 import { conflict, gone, StoreError, tooLarge } from "./errors.ts";
 import { labelSelectorMatcher } from "./labels.ts";
 import { TxnBatcher } from "./etcd-batch.ts";
-import { ExpiryLeases } from "./etcd-expiry.ts";
+import { ExpiryLeases, leaseUnknown } from "./etcd-expiry.ts";
 import {
   allocationChange,
   badRequest,
@@ -101,9 +101,6 @@ class LeaseGone extends Error {
     super("etcd no longer knows the lease a put carried", { cause });
   }
 }
-
-/** etcd's answer to a put with a lease it does not know (etcd3 names it EtcdLeaseInvalidError). */
-const leaseUnknown = (e: unknown) => /requested lease not found/.test(String((e as Error)?.message ?? e));
 
 /** Thrown by a decision about to assume a copy of a key this store is writing: wait for that write, then decide again. */
 class Pending extends Error {

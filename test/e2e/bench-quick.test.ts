@@ -78,8 +78,9 @@ describe("npm run bench -- --quick", () => {
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^A: [0-9a-f]{7} \S/m);
     expect(r.stdout).toMatch(/^B: working tree$/m);
-    expect(r.stdout).toMatch(/^1 {2}A {2}\d+ µs {2}\d+ µs {2}\d\.\d{3} {2}\d+ µs {2}\d+ µs {2}\d\.\d{3}$/m);
-    expect(r.stdout).toMatch(/^median B\/A: CPU per lease \d\.\d{3} \(/m);
+    // The format, not the figures: a quick pair on a busy machine can differ tenfold.
+    expect(r.stdout).toMatch(/^1 {2}A {2}\d+ µs {2}\d+ µs {2}\d+\.\d{3} {2}\d+ µs {2}\d+ µs {2}\d+\.\d{3}$/m);
+    expect(r.stdout).toMatch(/^median B\/A: CPU per lease \d+\.\d{3} \(/m);
     const worktrees = spawnSync("git", ["-C", ROOT, "worktree", "list"], { encoding: "utf8" }).stdout;
     expect(worktrees).not.toMatch(/loom-compare-/);
 
