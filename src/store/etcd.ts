@@ -201,7 +201,7 @@ export class EtcdStore extends TxnWrites implements Store {
   private readonly watchers = new Set<Watcher>();
   /** Writes decided while a Txn is in flight go out together in the next (etcd-batch.ts). */
   private readonly batcher: TxnBatcher;
-  /** The leases that puts of expiring kinds carry (etcd-expiry.ts). */
+  /** The etcd leases that puts of expiring kinds carry (etcd-expiry.ts). */
   private readonly expiry: ExpiryLeases;
   private closed = false;
   /** The revision this store's first key was written at; nothing of it is older. */
@@ -390,12 +390,12 @@ export class EtcdStore extends TxnWrites implements Store {
     }
   }
 
-  /** attempts() with the leases its puts of expiring kinds carry; a lease etcd no longer knows is replaced once. */
+  /** attempts() with the etcd leases its puts of expiring kinds carry (by kind); one etcd no longer knows is replaced once. */
   private async leased(ops: TxnOp[], opts: ApplyOptions, mayWait: boolean): Promise<Applied> {
     for (let replaced = false; ; replaced = true) {
-      const leases = await this.expiry.forOps(ops);
+      const etcdLeases = await this.expiry.forOps(ops);
       try {
-        return await this.attempts(ops, opts, mayWait, leases);
+        return await this.attempts(ops, opts, mayWait, etcdLeases);
       } catch (e) {
         if (!(e instanceof LeaseGone) || replaced) throw e;
         this.expiry.forget();
@@ -408,7 +408,7 @@ export class EtcdStore extends TxnWrites implements Store {
     ops: TxnOp[],
     opts: ApplyOptions,
     mayWait: boolean,
-    leases: Map<string, string> | undefined,
+    etcdLeases: Map<string, string> | undefined,
   ): Promise<Applied> {
     for (let attempt = 1; ; attempt++) {
       const optimistic = attempt === 1;
@@ -420,7 +420,7 @@ export class EtcdStore extends TxnWrites implements Store {
           optimistic,
           opts.ownedInput === true,
           mayWait,
-          leases,
+          etcdLeases,
         );
       } catch (e) {
         if (e instanceof Stale) continue;
@@ -441,7 +441,7 @@ export class EtcdStore extends TxnWrites implements Store {
         // Alone or in one Txn with other writes decided meanwhile (etcd-batch.ts).
         res = await this.batcher.commit(compare, plan.writes);
       } catch (e) {
-        if (leases && leaseUnknown(e)) throw new LeaseGone(e);
+        if (etcdLeases && leaseUnknown(e)) throw new LeaseGone(e);
         throw new Error(
           `etcd refused a transaction of ${ops.length} ops (${compare.length} compares, ${plan.writes.length + 1} writes): ${(e as Error).message}`,
           { cause: e },
@@ -451,11 +451,11 @@ export class EtcdStore extends TxnWrites implements Store {
         const rv = res.revision;
         for (const o of plan.results) if (o.metadata.resourceVersion === PENDING_RV) o.metadata.resourceVersion = rv;
         // A deleted key compares as mod_revision 0, as a read of it finds (read()).
-        for (const [key, value, leases] of plan.allocationsWritten)
+        for (const [key, value, held] of plan.allocationsWritten)
           this.allocations.set(key, {
             value,
             mod: value === undefined ? 0 : Number(rv),
-            ...(leases ? { leases } : {}),
+            ...(held ? { leases: held } : {}),
           });
         if (opts.readOnlyResults === true) this.rememberWritten(plan.objects, Number(rv));
         return { results: plan.results, revision: Number(rv), durable: Promise.resolve() };
@@ -524,7 +524,7 @@ export class EtcdStore extends TxnWrites implements Store {
     optimistic: boolean,
     owned: boolean,
     mayWait: boolean,
-    leases: Map<string, string> | undefined,
+    etcdLeases: Map<string, string> | undefined,
   ): Promise<Plan> {
     const reads = new Map<string, Entry>();
     const objects = new Map<string, StoredObject | null>();
@@ -623,7 +623,7 @@ export class EtcdStore extends TxnWrites implements Store {
       },
     };
     const seededAt = await this.decideEach(ops, view, { now, objects, results, reads, seeds, optimistic, owned });
-    const { writes, allocationsWritten } = this.writesOf(objects, reads, allocations, queues.touched, leases);
+    const { writes, allocationsWritten } = this.writesOf(objects, reads, allocations, queues.touched, etcdLeases);
     // A check-only transaction decided on copies proves nothing: read for real.
     if (writes.length === 0 && optimistic && [...reads.values()].some((r) => r.assumed)) throw new Stale();
     return {
@@ -721,12 +721,12 @@ export class EtcdStore extends TxnWrites implements Store {
     reads: Map<string, Entry>,
     allocations: Map<string, Map<string, LeaseView>>,
     touched: Map<string, Amounts | null>,
-    leases: Map<string, string> | undefined,
+    etcdLeases: Map<string, string> | undefined,
   ): { writes: IRequestOp[]; allocationsWritten: KeyWritten[] } {
     const writes: IRequestOp[] = [];
     for (const [key, obj] of objects) {
       const was = reads.get(key);
-      const lease = obj && leases?.get(obj.kind);
+      const lease = obj && etcdLeases?.get(obj.kind);
       if (obj)
         writes.push({
           request_put: { key: Buffer.from(key), value: Buffer.from(toStored(obj)), ...(lease ? { lease } : {}) },
