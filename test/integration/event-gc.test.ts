@@ -1,5 +1,6 @@
 // The Event GC controller: Events past the TTL, and the oldest beyond the count, are deleted;
-// a second pass deletes nothing more; the recorder is told which ones went.
+// a second pass deletes nothing more; the recorder is told which ones went. On etcd, where
+// Events expire by their leases, a pass counts them and lists them only when it must.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
