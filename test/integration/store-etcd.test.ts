@@ -79,6 +79,9 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
     });
 
     const cap = { cpu_millis: 1000, memory_mb: 4096, disk_mb: 0, gpu_count: 0 };
+    /** What the caller knows (its informer's copies): this copy of the worker and of one task, nothing else. */
+    const knowing = (w: StoredObject, t: StoredObject) => (kind: string, name: string) =>
+      kind === "Worker" ? w : kind === "Task" && name === t.metadata.name ? t : null;
     const leased = (t: StoredObject, w: string, cpu: number) => ({
       ...t,
       status: {
@@ -147,8 +150,7 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
         { readOnlyResults: true },
       );
       // The informer has not shown that write yet: the caller still knows the older copy.
-      const known = (kind: string, name: string) =>
-        kind === "Worker" ? old : kind === "Task" && name === "t1" ? t1 : null;
+      const known = knowing(old, t1);
       const before = a.commitStats();
       const r = await a.apply([{ op: "updateStatus", object: leased(t1, "w1", 300) }], { known });
       const after = a.commitStats();
@@ -159,8 +161,7 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       const current = (await b.get<StoredObject>("Worker", "w1"))!;
       await b.updateStatus({ ...current, status: { ...(current.status as object), desired_concurrency: 2 } });
       const t2 = await a.create(task("t2"));
-      const known2 = (kind: string, name: string) =>
-        kind === "Worker" ? old : kind === "Task" && name === "t2" ? t2 : null;
+      const known2 = knowing(old, t2);
       const failed = a.commitStats().failed;
       await a.apply([{ op: "updateStatus", object: leased(t2, "w1", 300) }], { known: known2 });
       expect(a.commitStats().failed - failed).toBe(1);
@@ -176,8 +177,7 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       // The worker's status moves (a controller on another replica); this store's copy of it is older.
       const current = (await b.get<StoredObject>("Worker", "w1"))!;
       await b.updateStatus({ ...current, status: { ...(current.status as object), desired_concurrency: 2 } });
-      const known = (kind: string, name: string) =>
-        kind === "Worker" ? w : kind === "Task" && name === "t1" ? held : null;
+      const known = knowing(w, held);
       const before = a.commitStats();
       const returned = { ...held, status: { state: "returned", attempt: 1 } };
       const ended = await a.apply([{ op: "updateStatus", object: returned }], { known });
@@ -187,8 +187,7 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       expect((ended.results[0].status as { state: string }).state).toBe("returned");
       // Adding a lease on that same stale copy of the worker is still compared, and decided again.
       const t2 = await a.create(task("t2"));
-      const known2 = (kind: string, name: string) =>
-        kind === "Worker" ? w : kind === "Task" && name === "t2" ? t2 : null;
+      const known2 = knowing(w, t2);
       const failed = a.commitStats().failed;
       const r = await a.apply([{ op: "updateStatus", object: leased(t2, "w1", 300) }], { known: known2 });
       expect(a.commitStats().failed - failed).toBe(1);
@@ -206,8 +205,7 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
         [{ op: "updateStatus", object: { ...w, status: { ...(w.status as object), desired_concurrency: 3 } } }],
         { readOnlyResults: true },
       );
-      const known = (kind: string, name: string) =>
-        kind === "Worker" ? w : kind === "Task" && name === "t1" ? t1 : null;
+      const known = knowing(w, t1);
       const before = a.commitStats();
       const r = await a.apply([{ op: "updateStatus", object: leased(t1, "w1", 300) }], { known });
       const after = a.commitStats();
@@ -254,8 +252,7 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
       await b.apply([{ op: "updateStatus", object: leased(t2, "w1", 300) }]);
       const before = a.commitStats().failed;
       const t3 = await a.create(task("t3"));
-      const known = (kind: string, name: string) =>
-        kind === "Worker" ? w : kind === "Task" && name === "t3" ? t3 : null;
+      const known = knowing(w, t3);
       const r = await a.apply([{ op: "updateStatus", object: leased(t3, "w1", 300) }], { known });
       expect(a.commitStats().failed - before).toBe(1);
       expect((r.results[0].status as { lease: { worker: string } }).lease.worker).toBe("w1");
