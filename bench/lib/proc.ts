@@ -8,13 +8,22 @@ import { fileURLToPath } from "node:url";
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const CLK_TCK = 100; // USER_HZ on Linux; /proc reports utime and stime in these ticks
 
-/** User + system CPU seconds the process has used so far. */
-export function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+/** User + system CPU seconds in a /proc stat file (a process's, or one thread's). */
+function statCpuSeconds(path: string): number {
+  const stat = readFileSync(path, "utf8");
   // Fields after the command name, which may itself contain spaces and parentheses.
   const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(f[11]) + Number(f[12])) / CLK_TCK;
 }
+
+/** User + system CPU seconds the process has used so far, on all its threads. */
+export const cpuSeconds = (pid: number): number => statCpuSeconds(`/proc/${pid}/stat`);
+
+/**
+ * The same for the process's main thread alone (its thread id is the process id): for a
+ * Node.js process, the event loop, apart from GC helpers, the compiler and the I/O pool.
+ */
+export const mainThreadCpuSeconds = (pid: number): number => statCpuSeconds(`/proc/${pid}/task/${pid}/stat`);
 
 /** Bytes a process has caused to be written to storage (write_bytes of /proc/PID/io): what it made durable. */
 export function writeBytes(pid: number): number {

@@ -33,6 +33,8 @@ export type LoadResult = {
   claimMax: number;
   /** The claims' p99 without each Runner's first WARM_CLAIMS (the server's code still cold). */
   claimP99Warm: number;
+  /** CPU seconds this load generator used over the load: it shares the machine's cores with the server. */
+  cpuS: number;
 };
 
 const cfg = JSON.parse(process.env.LOOM_BENCH_LOAD!) as LoadConfig;
@@ -87,8 +89,10 @@ async function runner(i: number): Promise<void> {
 }
 
 const start = performance.now();
+const cpu0 = process.cpuUsage();
 await Promise.all(clients.map((_, i) => runner(i)));
 const wallMs = performance.now() - start;
+const used = process.cpuUsage(cpu0);
 for (const c of clients) c.close();
 if (cfg.acksFile) writeFileSync(cfg.acksFile, JSON.stringify(acks));
 const out: LoadResult = {
@@ -100,5 +104,6 @@ const out: LoadResult = {
   claimP99: percentile(claimLat, 99),
   claimMax: percentile(claimLat, 100),
   claimP99Warm: percentile(warmLat, 99),
+  cpuS: (used.user + used.system) / 1e6,
 };
 process.stdout.write(`RESULT ${JSON.stringify(out)}\n`);

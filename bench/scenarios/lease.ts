@@ -5,7 +5,16 @@
 // the server's cost alone, not the load generator's.
 import { JsonClient } from "../lib/http.ts";
 import { startHub, stopHub, tempDir, waitConditions, waitQuiet } from "../lib/hub.ts";
-import { cpuSeconds, resultOf, spawnScript, stop, waitForLine, writeBytes, type Child } from "../lib/proc.ts";
+import {
+  cpuSeconds,
+  mainThreadCpuSeconds,
+  resultOf,
+  spawnScript,
+  stop,
+  waitForLine,
+  writeBytes,
+  type Child,
+} from "../lib/proc.ts";
 import { cell, ratio, type Table } from "../lib/report.ts";
 import type { RunOptions, Scenario } from "../lib/scenario.ts";
 import { dispatchRange, WARM_CLAIMS } from "../lib/workload.ts";
@@ -95,6 +104,8 @@ async function startServer(kind: ServerKind, o: RunOptions): Promise<Server> {
 export type LeaseRun = LoadResult & {
   kind: ServerKind;
   serverCpuS: number;
+  /** The server processes' main threads (event loops) alone, over the same load. */
+  mainCpuS: number;
   leasesPerS: number;
   leasesPerCpuS: number;
   bytesPerLease: number;
@@ -156,6 +167,7 @@ export async function leaseRun(
   const server = await startServer(kind, o);
   const url = server.urls[0];
   const cpu = () => server.children.reduce((sum, c) => sum + cpuSeconds(c.pid), 0);
+  const mainCpu = () => server.children.reduce((sum, c) => sum + mainThreadCpuSeconds(c.pid), 0);
   const written = () => server.disk.reduce((sum, pid) => sum + writeBytes(pid), 0);
   const etcdCpu = () => (server.etcd ?? []).reduce((sum, pid) => sum + cpuSeconds(pid), 0);
   try {
@@ -198,6 +210,7 @@ export async function leaseRun(
       }
       const stopDuring = extra.during ? await extra.during(url) : undefined;
       const cpu0 = cpu();
+      const main0 = mainCpu();
       const etcd0 = etcdCpu();
       const counted0 = await counters(server.urls);
       const bytes0 = written();
@@ -205,6 +218,7 @@ export async function leaseRun(
       // Generous: on a contended machine the current Hub can take many minutes for 8,000 leases.
       const r = await resultOf<LoadResult>(load, 1_800_000);
       const serverCpuS = cpu() - cpu0;
+      const mainCpuS = mainCpu() - main0;
       const bytesPerLease = (written() - bytes0) / r.leases;
       const etcdCpuS = server.etcd ? etcdCpu() - etcd0 : undefined;
       const counted = await counters(server.urls);
@@ -214,6 +228,7 @@ export async function leaseRun(
         ...r,
         kind,
         serverCpuS,
+        mainCpuS,
         bytesPerLease,
         etcdCpuS,
         racesLost: counted.racesLost - counted0.racesLost,
@@ -258,6 +273,15 @@ const commitsNote = (runs: readonly (readonly [string, LeaseRun])[]) =>
         `${label} ${(r.commits / r.leases).toFixed(2)} (${r.commits ? (r.committedWrites / r.commits).toFixed(1) : "0"} writes each)`,
     )
     .join(", ");
+
+const perLeaseMs = (s: number, r: LeaseRun) => ((s * 1000) / r.leases).toFixed(3);
+const threadsNote = (runs: readonly (readonly [string, LeaseRun])[]) =>
+  runs
+    .map(
+      ([label, r]) =>
+        `${label} ${perLeaseMs(r.mainCpuS, r)} + ${perLeaseMs(r.serverCpuS - r.mainCpuS, r)} ms, load ${perLeaseMs(r.cpuS, r)} ms`,
+    )
+    .join("; ");
 
 const ratioRow = (label: string, a: LeaseRun, b: LeaseRun) => [
   label,
@@ -314,6 +338,9 @@ export const lease: Scenario = {
         `the queues row: task i asks for 250 + i % ${work.shapes} millicores and is in queue i % ${work.queues}; each Queue has an equal share of the fleet as quota and as much again to borrow, weights 1-3, so claims order by fair share and every lease is checked against its queue's quota, and re-checked by the store`,
         `claim p99 without each Runner's first ${WARM_CLAIMS} claims (either server's first claims run its code cold, and are among its slowest): floor ${cell(floor.claimP99Warm, "ms")}, SQLite ${cell(loom.claimP99Warm, "ms")} (${ratio(loom.claimP99Warm, floor.claimP99Warm)} the floor's)${onEtcd ? `, one etcd replica ${cell(onEtcd.claimP99Warm, "ms")} (${ratio(onEtcd.claimP99Warm, floor.claimP99Warm)})` : ""}; the targets stay on the p99 of every claim`,
         "server CPU is utime+stime of the server processes from /proc over the load (three replicas: all three); wall is first claim to last complete",
+        `CPU per lease on the server's main thread (its event loop, which bounds leases/s) and on its other threads (GC, compiler, I/O pool), then the Runners' load generator on the same cores: ${threadsNote(
+          [["floor", floor], ["SQLite", loom], ...(onEtcd ? ([["one etcd replica", onEtcd]] as const) : [])],
+        )}`,
         "the load starts once the Hub has fallen quiet after the dispatch and again after the Runners registered (its conditions pass rewrites every queued task then): every task's Admitted condition written, then no write for a second",
         "written per lease: write_bytes from /proc/PID/io over the load, of the Hub (SQLite: its WAL and checkpoints) or of the Hubs and etcd (what etcd made durable)",
         `claim commits that lost a race and decided again, per 1,000 claims: SQLite ${((loom.racesLost * 1000) / loom.claims).toFixed(1)}${onEtcd && onThree ? `, one etcd replica ${((onEtcd.racesLost * 1000) / onEtcd.claims).toFixed(1)}, three replicas ${((onThree.racesLost * 1000) / onThree.claims).toFixed(1)}` : ""}`,
