@@ -4,7 +4,7 @@
 import { isKind, isQueued, type Task } from "../resources/types.ts";
 import type { ControllerServices } from "../scheduler/controller-services.ts";
 import type { PushOptions } from "../scheduler/direct-endpoint.ts";
-import type { InformerEvent } from "../store/cache.ts";
+import { specNews, type InformerEvent } from "../store/cache.ts";
 import { AdmissionConditions, type AdmissionConditionsOptions } from "./admission-conditions.ts";
 import { CampaignReconciler } from "./campaign.ts";
 import { ALL, Controller, type Logger, type ReconcileObserver } from "./controller.ts";
@@ -43,6 +43,9 @@ export type ManagerDeps = {
  * headroom from the leases themselves); worker-capacity and task-admission are live.
  */
 export const WORKER_STATUS_COALESCE_MS = 500;
+
+/** The same for a Queue's status (usage, counts, shares): a busy queue's is rewritten at most about twice a second. */
+export const QUEUE_STATUS_COALESCE_MS = 500;
 
 export class ControllerManager {
   readonly campaigns: Controller;
@@ -108,14 +111,19 @@ export class ControllerManager {
     const o = ev.object;
     if (o.kind === "Campaign") this.campaigns.enqueue(o.metadata.name);
     else if (o.kind === "Queue") {
-      this.queues.enqueue(o.metadata.name);
-      this.wakeQueuePasses(); // a new quota or weight can move any queued task's answer
+      // A new Queue or a new spec (quota, limits, weight) can move any queued task's answer.
+      // A status write (the queue controller's own) moves none, since admission reads the
+      // ledger and the spec, never the status: it wakes nothing else, and the controller
+      // looks again after the coalescing delay, as after task changes.
+      const news = specNews(ev);
+      this.queues.enqueue(o.metadata.name, news ? 0 : QUEUE_STATUS_COALESCE_MS);
+      if (news) this.wakeQueuePasses();
     } else if (o.kind === "Worker") {
       // A new worker or a new spec is looked at once. A status change (the worker controller's
       // own write, a Runner's registration) waits the coalescing delay as lease changes do:
       // otherwise each status write would start the next pass at once, and a busy worker's
       // status would be rewritten back to back.
-      const news = ev.type !== "MODIFIED" || ev.old?.metadata.generation !== o.metadata.generation;
+      const news = specNews(ev);
       this.workers.enqueue(o.metadata.name, news ? 0 : WORKER_STATUS_COALESCE_MS);
       this.wakeQueuePasses();
     } else if (isKind(o, "Task")) {
@@ -128,7 +136,7 @@ export class ControllerManager {
           queueName(o.spec),
           ...(ev.old && isKind(ev.old, "Task") ? [queueName(ev.old.spec)] : []),
         ]))
-          this.queues.enqueue(q, 500);
+          this.queues.enqueue(q, QUEUE_STATUS_COALESCE_MS);
       // A queued task that left the queue with a lease: its shape was admissible just now.
       if (o.status?.lease && ev.old && isKind(ev.old, "Task") && isQueued(ev.old.status?.state ?? "queued"))
         this.conditions.granted(ev.old);

@@ -20,6 +20,13 @@ export type InformerEvent<T extends StoredObject = StoredObject> = {
   synthetic?: boolean;
 };
 export type InformerHandler = (ev: InformerEvent) => void;
+
+/**
+ * Whether an event brings a new object, its deletion or a new spec (the generation moves
+ * only when the spec does), rather than a write of its status or metadata alone.
+ */
+export const specNews = (ev: InformerEvent): boolean =>
+  ev.type !== "MODIFIED" || ev.old?.metadata.generation !== ev.object.metadata.generation;
 export type IndexFn = (obj: StoredObject) => string[];
 
 type Index = { fn: IndexFn; byValue: Map<string, Set<string>>; byName: Map<string, string[]> };

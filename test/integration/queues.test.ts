@@ -204,4 +204,37 @@ describe("a queue's quota, through every door", () => {
       (h.hub.cache.get("Queue", "team-a") as { spec?: { quota?: { cpu_millis?: number } } }).spec?.quota?.cpu_millis,
     ).toBe(3000);
   });
+
+  it("a Queue's status written alone keeps the claims' book and wakes no queue pass; a new Queue does both", async () => {
+    const ledger = h.hub.scheduler.controllers.queues;
+    const reclaim = h.hub.controllers!.reclaim;
+    await eventually(() => reclaim.waiting === 0, "no reclaim pass waiting");
+    const book = ledger.book();
+    const passes = reclaim.passes;
+    // A status write, as the queue controller makes them (here with a wrong count).
+    const q = h.hub.cache.get("Queue", "team-b")!;
+    const written = await h.hub.store.updateStatus({ ...q, status: { ...q.status, pending: 7 } });
+    await eventually(
+      () => h.hub.cache.revision >= Number(written.metadata.resourceVersion),
+      "the status write in the informer",
+    );
+    // The informer's listeners ran with it: nothing was woken, nothing recomputed.
+    expect(reclaim.waiting).toBe(0);
+    expect(ledger.book()).toBe(book);
+    // The queue controller writes its own figures back after the coalescing delay.
+    await eventually(
+      () => (h.hub.cache.get("Queue", "team-b") as { status?: { pending?: number } }).status?.pending !== 7,
+      "team-b's status from the leases again",
+    );
+    expect(reclaim.passes).toBe(passes);
+    const created = await send("/queues", "POST", {
+      apiVersion: API,
+      kind: "Queue",
+      metadata: { name: "team-c" },
+      spec: { quota: { cpu_millis: 1000 } },
+    });
+    expect(created.status).toBe(201);
+    await eventually(() => reclaim.passes > passes, "a reclaim pass for the new Queue");
+    expect(ledger.book()).not.toBe(book);
+  });
 });
