@@ -4,7 +4,7 @@
 import { isKind, isQueued, type Task } from "../resources/types.ts";
 import type { ControllerServices } from "../scheduler/controller-services.ts";
 import type { PushOptions } from "../scheduler/direct-endpoint.ts";
-import { specNews, type InformerEvent } from "../store/cache.ts";
+import { isNews, type InformerEvent } from "../store/cache.ts";
 import { AdmissionConditions, type AdmissionConditionsOptions } from "./admission-conditions.ts";
 import { CampaignReconciler } from "./campaign.ts";
 import { ALL, Controller, type Logger, type ReconcileObserver } from "./controller.ts";
@@ -46,6 +46,9 @@ export const WORKER_STATUS_COALESCE_MS = 500;
 
 /** The same for a Queue's status (usage, counts, shares): a busy queue's is rewritten at most about twice a second. */
 export const QUEUE_STATUS_COALESCE_MS = 500;
+
+/** A Campaign's counts follow its tasks after this delay: one pass over its tasks for a burst of changes. */
+export const CAMPAIGN_COUNTS_COALESCE_MS = 300;
 
 export class ControllerManager {
   readonly campaigns: Controller;
@@ -109,13 +112,15 @@ export class ControllerManager {
 
   private onChange(ev: InformerEvent): void {
     const o = ev.object;
-    if (o.kind === "Campaign") this.campaigns.enqueue(o.metadata.name);
+    // A Campaign's status write (its controller's own counts) waits as task changes do:
+    // looked at again at once, each pass would see the counts moved and write again.
+    if (o.kind === "Campaign") this.campaigns.enqueue(o.metadata.name, isNews(ev) ? 0 : CAMPAIGN_COUNTS_COALESCE_MS);
     else if (o.kind === "Queue") {
       // A new Queue or a new spec (quota, limits, weight) can move any queued task's answer.
       // A status write (the queue controller's own) moves none, since admission reads the
       // ledger and the spec, never the status: it wakes nothing else, and the controller
       // looks again after the coalescing delay, as after task changes.
-      const news = specNews(ev);
+      const news = isNews(ev);
       this.queues.enqueue(o.metadata.name, news ? 0 : QUEUE_STATUS_COALESCE_MS);
       if (news) this.wakeQueuePasses();
     } else if (o.kind === "Worker") {
@@ -123,13 +128,13 @@ export class ControllerManager {
       // own write, a Runner's registration) waits the coalescing delay as lease changes do:
       // otherwise each status write would start the next pass at once, and a busy worker's
       // status would be rewritten back to back.
-      const news = specNews(ev);
+      const news = isNews(ev);
       this.workers.enqueue(o.metadata.name, news ? 0 : WORKER_STATUS_COALESCE_MS);
       this.wakeQueuePasses();
     } else if (isKind(o, "Task")) {
       const campaign = CampaignReconciler.keyOf(o) ?? (ev.old ? CampaignReconciler.keyOf(ev.old) : undefined);
       // Counting is coalesced: a burst of task changes becomes one campaign pass.
-      if (campaign) this.campaigns.enqueue(campaign, ev.type === "DELETED" ? 0 : 300);
+      if (campaign) this.campaigns.enqueue(campaign, ev.type === "DELETED" ? 0 : CAMPAIGN_COUNTS_COALESCE_MS);
       // A queue's figures are coalesced the same way, and only a Queue object has a status.
       if (this.sources.queues.active)
         for (const q of new Set([

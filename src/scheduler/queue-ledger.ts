@@ -15,7 +15,7 @@ import {
 import { leaseView, type QueuesView } from "../admission/view.ts";
 import { add, normalise, zero, type Vector } from "../admission/vector.ts";
 import { isKind, isQueued, type Task } from "../resources/types.ts";
-import { specNews, type Informer, type InformerEvent } from "../store/cache.ts";
+import { isNews, type Informer, type InformerEvent } from "../store/cache.ts";
 import { decayTowards, dominantShare } from "./fair-share.ts";
 
 type Contribution = { queue: string; demand: Amounts; admitted: number; pending: number };
@@ -122,7 +122,7 @@ export class QueueLedger {
       this.count(after, 1);
     } else if (kind === "Queue") {
       // Limits come from the spec: a status write (the queue controller's) keeps them, and the book.
-      if (!specNews(ev)) return;
+      if (!isNews(ev)) return;
       if (ev.type === "DELETED") this.limits.delete(ev.object.metadata.name);
       else if (isKind(ev.object, "Queue")) this.limits.set(ev.object.metadata.name, queueLimits(ev.object));
       this.bookCache = undefined;

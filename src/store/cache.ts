@@ -22,11 +22,14 @@ export type InformerEvent<T extends StoredObject = StoredObject> = {
 export type InformerHandler = (ev: InformerEvent) => void;
 
 /**
- * Whether an event brings a new object, its deletion or a new spec (the generation moves
- * only when the spec does), rather than a write of its status or metadata alone.
+ * Whether an event brings a new object, its deletion (done or requested) or a new spec (the
+ * generation moves only when the spec does), rather than a write of its status or of other
+ * metadata alone: what a controller looks at once, where its own status writes can wait.
  */
-export const specNews = (ev: InformerEvent): boolean =>
-  ev.type !== "MODIFIED" || ev.old?.metadata.generation !== ev.object.metadata.generation;
+export const isNews = (ev: InformerEvent): boolean =>
+  ev.type !== "MODIFIED" ||
+  ev.old?.metadata.generation !== ev.object.metadata.generation ||
+  ev.old?.metadata.deletionTimestamp !== ev.object.metadata.deletionTimestamp;
 export type IndexFn = (obj: StoredObject) => string[];
 
 type Index = { fn: IndexFn; byValue: Map<string, Set<string>>; byName: Map<string, string[]> };

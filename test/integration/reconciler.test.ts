@@ -66,6 +66,29 @@ async function quiet(h: TestHub): Promise<number> {
 }
 
 describe("campaign controller", () => {
+  it("looks at its own status write after the coalescing delay, not at once", async () => {
+    const dir = await seed([campaign([{ case_id: "a", run_id: "1" }])]);
+    const h = await start(dir, { resyncMs: 60_000 });
+    const c = await eventually(() => {
+      const c = h.hub.cache.get("Campaign", "demo");
+      return c?.status?.task_count === 1 && c;
+    }, "campaign counts");
+    const ctl = h.hub.controllers!.campaigns;
+    await eventually(() => ctl.waiting === 0, "no campaign pass waiting");
+    const passes = ctl.passes;
+    // A status write alone, as the controller makes them (here with a wrong count).
+    const written = await h.hub.store.updateStatus({ ...c, status: { ...c.status, task_count: 7 } });
+    await eventually(
+      () => h.hub.cache.revision >= Number(written.metadata.resourceVersion),
+      "the status write in the informer",
+    );
+    // Its listeners ran with it: the campaign's next pass waits, none started.
+    expect(ctl.waiting).toBe(1);
+    expect(ctl.passes).toBe(passes);
+    await eventually(() => h.hub.cache.get("Campaign", "demo")?.status?.task_count === 1, "the counts written back");
+    expect(ctl.passes).toBeGreaterThan(passes);
+  });
+
   it("creates the missing tasks of a campaign, once, and counts them", async () => {
     const dir = await seed([
       campaign([
