@@ -30,6 +30,7 @@ export const isNews = (ev: InformerEvent): boolean =>
   ev.type !== "MODIFIED" ||
   ev.old?.metadata.generation !== ev.object.metadata.generation ||
   ev.old?.metadata.deletionTimestamp !== ev.object.metadata.deletionTimestamp;
+
 export type IndexFn = (obj: StoredObject) => string[];
 
 type Index = { fn: IndexFn; byValue: Map<string, Set<string>>; byName: Map<string, string[]> };
