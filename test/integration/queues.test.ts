@@ -208,7 +208,10 @@ describe("a queue's quota, through every door", () => {
   it("a Queue's status written alone keeps the claims' book and wakes no queue pass; a new Queue does both", async () => {
     const ledger = h.hub.scheduler.controllers.queues;
     const reclaim = h.hub.controllers!.reclaim;
-    await eventually(() => reclaim.waiting === 0, "no reclaim pass waiting");
+    await eventually(
+      () => reclaim.waiting === 0 && reclaim.queue.length === 0 && reclaim.started === reclaim.passes,
+      "no reclaim pass waiting or running",
+    );
     const book = ledger.book();
     const passes = reclaim.passes;
     // A status write, as the queue controller makes them (here with a wrong count).
@@ -226,7 +229,7 @@ describe("a queue's quota, through every door", () => {
       () => (h.hub.cache.get("Queue", "team-b") as { status?: { pending?: number } }).status?.pending !== 7,
       "team-b's status from the leases again",
     );
-    expect(reclaim.passes).toBe(passes);
+    expect(reclaim.started).toBe(passes);
     const created = await send("/queues", "POST", {
       apiVersion: API,
       kind: "Queue",
