@@ -26,7 +26,17 @@ export type LeaseSizes = { runners: number; tasks: number; claimLimit: number };
 export const leaseSizes = (quick: boolean): LeaseSizes =>
   quick ? { runners: 4, tasks: 200, claimLimit: 4 } : { runners: 32, tasks: 8000, claimLimit: 4 };
 
-export type ServerKind = "floor" | "loom" | "loom-etcd" | "loom-etcd-3";
+/**
+ * `loom-etcd-follow`: two replicas with every Runner on the first, so the second only follows
+ * the watch: its CPU per lease is what following another replica's leases costs (docs/ha.md).
+ */
+export type ServerKind = "floor" | "loom" | "loom-etcd" | "loom-etcd-3" | "loom-etcd-follow";
+
+const REPLICAS: Partial<Record<ServerKind, string[]>> = {
+  "loom-etcd": ["a"],
+  "loom-etcd-3": ["a", "b", "c"],
+  "loom-etcd-follow": ["a", "b"],
+};
 
 /**
  * The work of the queues row: `shapes` requirement shapes (task i asks for 250 + i % shapes
@@ -53,14 +63,23 @@ async function createQueues(c: JsonClient, w: QueuedWork, runners: number): Prom
   }
 }
 /** `children`: every server process whose CPU counts (three replicas: all three); `disk`: the processes that make writes durable. */
-type Server = { children: Child[]; disk: number[]; urls: string[]; close: () => Promise<void>; etcd?: number[] };
+type Server = {
+  children: Child[];
+  disk: number[];
+  urls: string[];
+  /** The Hubs the Runners are spread over (all of them unless the run says otherwise). */
+  runnerUrls?: string[];
+  close: () => Promise<void>;
+  etcd?: number[];
+};
 
 async function startServer(kind: ServerKind, o: RunOptions): Promise<Server> {
   if (kind === "loom") {
     const h = await startHub(tempDir("lease"), o.hubArgs);
     return { children: [h], disk: [h.pid], urls: [h.url], close: () => stopHub(h) };
   }
-  if (kind === "loom-etcd" || kind === "loom-etcd-3") {
+  const replicas = REPLICAS[kind];
+  if (replicas) {
     // Hub replicas on a one-member etcd on loopback (Debian's etcd-server), on etcd's default limits.
     const etcd = await startEtcd(1);
     const hubs: Awaited<ReturnType<typeof startHub>>[] = [];
@@ -69,7 +88,7 @@ async function startServer(kind: ServerKind, o: RunOptions): Promise<Server> {
       await etcd.stop();
     };
     try {
-      for (const id of kind === "loom-etcd" ? ["a"] : ["a", "b", "c"])
+      for (const id of replicas)
         hubs.push(
           await startHub(tempDir(`lease-etcd-${id}`), [
             ...o.hubArgs,
@@ -88,6 +107,7 @@ async function startServer(kind: ServerKind, o: RunOptions): Promise<Server> {
         children: hubs,
         disk: [...hubs.map((h) => h.pid), ...etcdPids],
         urls: hubs.map((h) => h.url),
+        runnerUrls: kind === "loom-etcd-follow" ? [hubs[0].url] : hubs.map((h) => h.url),
         close,
         etcd: etcdPids,
       };
@@ -106,6 +126,8 @@ export type LeaseRun = LoadResult & {
   serverCpuS: number;
   /** The server processes' main threads (event loops) alone, over the same load. */
   mainCpuS: number;
+  /** Each server process's CPU and its main thread's, in `Server.children` order. */
+  perProcess: { cpuS: number; mainCpuS: number }[];
   leasesPerS: number;
   leasesPerCpuS: number;
   bytesPerLease: number;
@@ -191,7 +213,7 @@ export async function leaseRun(
     c.close();
     const cfg: LoadConfig = {
       url,
-      urls: server.urls,
+      urls: server.runnerUrls ?? server.urls,
       runners: sizes.runners,
       claimLimit: sizes.claimLimit,
       tasks: sizes.tasks,
@@ -210,6 +232,7 @@ export async function leaseRun(
       }
       const stopDuring = extra.during ? await extra.during(url) : undefined;
       const cpu0 = cpu();
+      const each0 = server.children.map((c) => ({ cpuS: cpuSeconds(c.pid), mainCpuS: mainThreadCpuSeconds(c.pid) }));
       const main0 = mainCpu();
       const etcd0 = etcdCpu();
       const counted0 = await counters(server.urls);
@@ -218,6 +241,10 @@ export async function leaseRun(
       // Generous: on a contended machine the current Hub can take many minutes for 8,000 leases.
       const r = await resultOf<LoadResult>(load, 1_800_000);
       const serverCpuS = cpu() - cpu0;
+      const perProcess = server.children.map((c, i) => ({
+        cpuS: cpuSeconds(c.pid) - each0[i].cpuS,
+        mainCpuS: mainThreadCpuSeconds(c.pid) - each0[i].mainCpuS,
+      }));
       const mainCpuS = mainCpu() - main0;
       const bytesPerLease = (written() - bytes0) / r.leases;
       const etcdCpuS = server.etcd ? etcdCpu() - etcd0 : undefined;
@@ -229,6 +256,7 @@ export async function leaseRun(
         kind,
         serverCpuS,
         mainCpuS,
+        perProcess,
         bytesPerLease,
         etcdCpuS,
         racesLost: counted.racesLost - counted0.racesLost,
@@ -309,6 +337,8 @@ export const lease: Scenario = {
     // replicas with the Runners spread evenly over them, each as a ratio.
     const onEtcd = etcdMissing ? undefined : await leaseRun("loom-etcd", sizes, o);
     const onThree = etcdMissing ? undefined : await leaseRun("loom-etcd-3", sizes, o);
+    // What following costs, alone: a second replica that serves no Runner (docs/ha.md's c_watch).
+    const follow = etcdMissing ? undefined : await leaseRun("loom-etcd-follow", sizes, o);
     const t: Table = {
       scenario: "lease",
       title: `lease throughput, W=${sizes.runners} Runners, ${sizes.tasks.toLocaleString("en")} noop tasks, claim limit ${sizes.claimLimit}`,
@@ -323,13 +353,15 @@ export const lease: Scenario = {
         ),
         ratioRow("ratio queues/none", queued, loom),
         ["claim p99 queues/floor", "", "", "", "", "", ratio(queued.claimP99, floor.claimP99), ""],
-        ...(onEtcd && onThree
+        ...(onEtcd && onThree && follow
           ? [
               leaseRow("Loom, one replica on etcd (default limits)", onEtcd),
               ratioRow("ratio etcd/SQLite", onEtcd, loom),
               ["claim p99 etcd/floor", "", "", "", "", "", ratio(onEtcd.claimP99, floor.claimP99), ""],
               leaseRow("Loom, three replicas on one etcd, Runners spread", onThree),
               ratioRow("ratio three replicas/one", onThree, onEtcd),
+              leaseRow("Loom, two replicas on one etcd, every Runner on the first", follow),
+              ratioRow("ratio two replicas, one serving/one", follow, onEtcd),
             ]
           : []),
       ],
@@ -356,9 +388,10 @@ export const lease: Scenario = {
               : []),
           ],
         )}`,
-        ...(onEtcd && onThree
+        ...(onEtcd && onThree && follow
           ? [
-              `etcd's own CPU per lease: ${((onEtcd.etcdCpuS! * 1000) / onEtcd.leases).toFixed(2)} ms with one replica, ${((onThree.etcdCpuS! * 1000) / onThree.leases).toFixed(2)} ms with three (docs/ha.md models throughput from these)`,
+              `etcd's own CPU per lease: ${perLeaseMs(onEtcd.etcdCpuS!, onEtcd)} ms with one replica, ${perLeaseMs(follow.etcdCpuS!, follow)} ms with two (one serving), ${perLeaseMs(onThree.etcdCpuS!, onThree)} ms with three (docs/ha.md models throughput from these)`,
+              `following alone (two replicas, every Runner on the first): CPU per lease of the serving replica ${perLeaseMs(follow.perProcess[0].cpuS, follow)} ms (main thread ${perLeaseMs(follow.perProcess[0].mainCpuS, follow)} ms), of the following one ${perLeaseMs(follow.perProcess[1].cpuS, follow)} ms (main thread ${perLeaseMs(follow.perProcess[1].mainCpuS, follow)} ms); with the Runners spread over three, each replica ${onThree.perProcess.map((p) => perLeaseMs(p.cpuS, onThree)).join(", ")} ms`,
             ]
           : []),
         etcdMissing
