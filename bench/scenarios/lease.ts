@@ -380,10 +380,11 @@ export const lease: Scenario = {
         `durable store commits per lease (etcd: Txns, one round trip each; SQLite: WAL flushes, one fsync each), and writes per commit: ${commitsNote(
           [
             ["SQLite", loom],
-            ...(onEtcd && onThree
+            ...(onEtcd && onThree && follow
               ? ([
                   ["one etcd replica", onEtcd],
                   ["three replicas", onThree],
+                  ["two replicas, one serving", follow],
                 ] as const)
               : []),
           ],
