@@ -324,9 +324,9 @@ describe("task controller", () => {
     await eventually(() => h.hub.cache.get("Worker", "w1")?.status?.conditions?.length, "worker status");
     const before = await quiet(h);
     const passes = h.hub.controllers!.admission.passes;
+    // Six more passes ran (eventually throws otherwise), and wrote nothing.
     await eventually(() => h.hub.controllers!.admission.passes >= passes + 6, "six more passes");
-    expect(h.hub.controllers!.admission.passes).toBeGreaterThan(passes); // the passes ran...
-    expect(await h.hub.store.revision()).toBe(before); // ...and wrote nothing
+    expect(await h.hub.store.revision()).toBe(before);
   });
 });
 
