@@ -2,7 +2,7 @@
 import type { FastifyInstance } from "fastify";
 import { HubError } from "../protocol/errors.ts";
 import { parseChanges } from "../protocol/parse.ts";
-import { largeReplyAsBytes } from "./large-reply.ts";
+import { largeRepliesAsBytes } from "./large-reply.ts";
 import { replySchema } from "./reply-schemas.ts";
 
 export const CORE_PREVIEW_VERSION = "0.4.0";
@@ -63,7 +63,7 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
   const hub = f.hub;
   const scheduler = hub.scheduler;
   // task-admission and worker-capacity grow with the fleet: large replies go out as bytes.
-  f.addHook("onSend", largeReplyAsBytes);
+  largeRepliesAsBytes(f);
 
   f.get("/api/healthz", async () => {
     // `synced` claims that the store reflects every declared file: not while one is rejected.
@@ -109,8 +109,9 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
     store: hub.store.backend,
   }));
 
-  // These two grow with the fleet (1.8 MB for 2,000 workers). JSON.stringify, fastify's
-  // default, writes them several times faster than a serializer generated from a schema.
+  // These two grow with the fleet (1.8 MB for 2,000 workers). JSON.stringify, one worker at
+  // a time (large-reply.ts), writes them several times faster than a serializer generated
+  // from a schema.
   f.get("/api/data/worker-capacity", async () => scheduler.workerCapacity());
 
   f.get("/api/data/task-admission", async (req) => {

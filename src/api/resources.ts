@@ -31,7 +31,7 @@ import {
   StatusError,
   type Target,
 } from "./status.ts";
-import { largeReplyAsBytes } from "./large-reply.ts";
+import { largeRepliesAsBytes } from "./large-reply.ts";
 import { DEFAULT_WATCH_CONFIG, WatchStream, type WatchConfig } from "./watch.ts";
 import { bookmarkTable, includeObjectParam, toTable, wantsTable, type IncludeObject } from "./table.ts";
 import { taskColumnsWithPosition, type Column } from "../resources/columns.ts";
@@ -568,7 +568,7 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
         ),
       );
       api.addHook("onSend", authRefusalAsStatus);
-      api.addHook("onSend", largeReplyAsBytes);
+      largeRepliesAsBytes(api);
       // A bad dryRun value is refused before any write is attempted.
       api.addHook("preHandler", async (req) => {
         if (req.method !== "GET") isDryRun(req);
@@ -627,7 +627,7 @@ export async function resourceRoutes(f: FastifyInstance, opts: ResourceRoutesOpt
     async (core) => {
       core.setErrorHandler(statusErrorHandler(targetOf));
       core.addHook("onSend", authRefusalAsStatus);
-      core.addHook("onSend", largeReplyAsBytes);
+      largeRepliesAsBytes(core);
       // Loom has no namespaces: a namespaced path (kubectl events asks for its context's
       // namespace, "default" unless told) serves the same cluster-wide Events.
       for (const prefix of ["", "/namespaces/:namespace"]) {
