@@ -8,6 +8,9 @@ export const LARGE_REPLY_CHARS = 64 * 1024;
 /** An array at least this long is written element by element (see `writeJson`). */
 export const ELEMENTWISE_ITEMS = 256;
 
+/** After this many elements of a long array, the writer makes room for the rest at once. */
+const SIZE_SAMPLE = 32;
+
 /** Buffers above this size are used once and left to the collector, not kept for the next reply. */
 const POOLED_MAX_BYTES = 16 << 20;
 /** How many idle buffers the pool keeps. */
@@ -92,6 +95,11 @@ export class ByteWriter {
     this.length += this.buf.write(s, this.length, "utf8");
   }
 
+  /** Room for `total` bytes in all, made now: one copy instead of a doubling per step. */
+  reserve(total: number): void {
+    if (this.buf.length < total) this.grow(total - this.length);
+  }
+
   private grow(more: number): void {
     const next = this.pool.take(Math.max(this.buf.length * 2, this.length + more));
     this.buf.copy(next, 0, 0, this.length);
@@ -123,10 +131,14 @@ export function writeJson(w: ByteWriter, value: unknown, depth: number): void {
   ) {
     if (Array.isArray(value)) {
       if (value.length >= ELEMENTWISE_ITEMS) {
+        const start = w.length;
         w.text("[");
         for (let i = 0; i < value.length; i++) {
           if (i) w.text(",");
           w.text(JSON.stringify(value[i]) ?? "null");
+          // The first elements foretell the whole array's size (a fifth more, for the spread):
+          // a 90 MB list then takes one buffer instead of a chain of doublings, each new.
+          if (i === SIZE_SAMPLE) w.reserve(start + Math.ceil(((w.length - start) / (i + 1)) * value.length * 1.2));
         }
         w.text("]");
         return;
