@@ -43,8 +43,12 @@ export function sourceCacheKey(payload: Record<string, unknown> | undefined): st
   return `git-sha256:${createHash("sha256").update(body).digest("hex")}`;
 }
 
-export function cacheAffinity(task: Task, _worker: string, live: LiveRecord | undefined): CacheAffinity {
-  const key = sourceCacheKey(task.spec.payload);
+export function cacheAffinity(task: Task, live: LiveRecord | undefined): CacheAffinity {
+  return affinityFor(sourceCacheKey(task.spec.payload), live);
+}
+
+/** The same, for a key already computed: task-admission asks it of every worker for one task. */
+export function affinityFor(key: string | null, live: LiveRecord | undefined): CacheAffinity {
   const enabled = live?.cacheEnabled ?? false;
   if (!key)
     return { cache_key: null, cache_hit: false, worker_cache_enabled: enabled, reason: "task_has_no_immutable_source" };

@@ -155,7 +155,7 @@ export async function commitLeases(
       reason: "LeaseGranted",
       message: `leased to ${worker.metadata.name} (${opts.mode}, epoch ${task.status?.attempt}); reserved ${fmtReservation(decision.admission.requested)}`,
     });
-    return { task, decision, affinity: cacheAffinity(task, worker.metadata.name, live) };
+    return { task, decision, affinity: cacheAffinity(task, live) };
   });
 }
 

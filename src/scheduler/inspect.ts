@@ -4,7 +4,7 @@
 import { explainTask, explainWorker, summarize, taskView } from "../admission/index.ts";
 import { HubError } from "../protocol/errors.ts";
 import type { NominationsReply, TaskAdmission, WorkerCapacityReply } from "../protocol/types.gen.ts";
-import { cacheAffinity } from "./affinity.ts";
+import { affinityFor, sourceCacheKey } from "./affinity.ts";
 import { decideAll } from "./claim.ts";
 import type { SchedulerContext } from "./context.ts";
 import { explainQueue } from "./queue-explain.ts";
@@ -33,6 +33,7 @@ export function taskAdmission(ctx: SchedulerContext, queue: ClaimQueue, taskId: 
     standing ? all.map(({ view, decision }) => [view.name, blockingLeases(ctx, tv, view, decision)] as const) : [],
   );
   const explained = explainQueue(ctx, queue, task, all, blocking);
+  const sourceKey = sourceCacheKey(task.spec.payload);
   return {
     task_id: taskId,
     state: task.status?.state ?? "queued",
@@ -56,7 +57,7 @@ export function taskAdmission(ctx: SchedulerContext, queue: ClaimQueue, taskId: 
       reason: decision.admission.reason,
       reasons: decision.reasons,
       explanation: explainWorker(decision),
-      cache_affinity: cacheAffinity(task, worker.metadata.name, ctx.liveness.get(worker.metadata.name)),
+      cache_affinity: affinityFor(sourceKey, ctx.liveness.get(worker.metadata.name)),
       ...blockingFields(blocking.get(worker.metadata.name)),
     })),
   };

@@ -612,6 +612,43 @@ describe("worker-capacity and task-admission replies", () => {
     ]);
   });
 
+  it("task-admission gives each worker's source-cache affinity for a task pinned to a commit", async () => {
+    const commit = "a".repeat(40);
+    const key = `git-sha256:${createHash("sha256")
+      .update(
+        JSON.stringify({ canonical_url: "https://git.example/lab/repo.git", commit, schema_version: 1, type: "git" }),
+      )
+      .digest("hex")}`;
+    for (const w of ["holds", "other", "off"]) await register(w);
+    const beat = (worker_id: string, source_cache: Json) =>
+      post(u, "/api/workers/heartbeat", { worker_id, current_runs: [], health: { source_cache } });
+    await beat("holds", { enabled: true, keys: [key] });
+    await beat("other", { enabled: true, keys: [] });
+    await beat("off", { enabled: false });
+    await dispatch([
+      task("pinned", undefined, {
+        payload: { runner: "noop", source: { url: "https://user:secret@git.example/lab/repo.git?x=1", commit } },
+      }),
+      task("moving", undefined, {
+        payload: { runner: "noop", source: { url: "https://git.example/lab/repo.git", ref: "main" } },
+      }),
+    ]);
+    const by = Object.fromEntries(
+      (await admission("pinned")).workers.map((w: Json) => [w.worker_id, w.cache_affinity]),
+    );
+    expect(by).toEqual({
+      holds: { cache_key: key, cache_hit: true, worker_cache_enabled: true, reason: "cache_hit" },
+      other: { cache_key: key, cache_hit: false, worker_cache_enabled: true, reason: "cache_miss" },
+      off: { cache_key: key, cache_hit: false, worker_cache_enabled: false, reason: "worker_cache_disabled" },
+    });
+    for (const w of (await admission("moving")).workers)
+      expect(w.cache_affinity).toMatchObject({
+        cache_key: null,
+        cache_hit: false,
+        reason: "task_has_no_immutable_source",
+      });
+  });
+
   it("task-admission gives the admission object per worker, every failing check in reasons, and per-dimension shortfalls", async () => {
     await register("small", {
       max_concurrency: 1,
