@@ -191,7 +191,8 @@ export const largeReplyHook =
 export const longArrayHook =
   (pool: ReplyBufferPool): preSerializationHookHandler =>
   (req, reply, payload, done) => {
-    if (!req.routeOptions.schema?.response && holdsLongArray(payload))
+    // routeOptions is built afresh on every read: asked only of the few replies that qualify.
+    if (holdsLongArray(payload) && !req.routeOptions.schema?.response)
       // fastify sends whatever its serializer returns; its type says string, bytes work as well.
       reply.serializer(((p: unknown) => pool.encodeJson(reply, p)) as unknown as (p: unknown) => string);
     done(null, payload);

@@ -1,12 +1,13 @@
 // Large replies are encoded into buffers reused from one reply to the next
 // (api/large-reply.ts). Over real HTTP on loopback: a buffer whose response is still being
 // written is never handed to another reply, it returns to the pool once its response
-// closes (finished or aborted), and every reply arrives byte for byte.
+// closes (finished or aborted), and every reply arrives byte for byte. A reply with a long
+// array is written element by element unless its route has a response schema.
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import Fastify, { type FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { largeReplyHook, ReplyBufferPool } from "../../src/api/large-reply.ts";
+import { largeReplyHook, longArrayHook, ReplyBufferPool } from "../../src/api/large-reply.ts";
 
 // Larger than loopback's socket buffers, so a paused reader leaves the Hub's writes pending.
 const BIG = 24 << 20;
@@ -110,6 +111,47 @@ describe("reply buffer pool", () => {
     const e = await fetch(`http://127.0.0.1:${port}/big/e`);
     expect(Buffer.from(await e.arrayBuffer()).toString("utf8")).toBe(body("e"));
   }, 60_000);
+
+  it("writes a long array without a response schema itself, and leaves a schema's serializer alone", async () => {
+    const own = new ReplyBufferPool();
+    const f = Fastify();
+    f.addHook("preSerialization", longArrayHook(own));
+    f.addHook("onSend", largeReplyHook(own));
+    // A route with a response schema keeps its own serializer, long arrays or not.
+    f.get(
+      "/schema",
+      {
+        schema: {
+          response: {
+            200: {
+              type: "object",
+              properties: {
+                items: { type: "array", items: { type: "object", properties: { a: { type: "integer" } } } },
+              },
+            },
+          },
+        },
+      },
+      async () => ({ items: Array.from({ length: 300 }, (_, a) => ({ a, hidden: "not in the schema" })) }),
+    );
+    f.get("/long", async () => ({ items: Array.from({ length: 300 }, (_, a) => ({ a, shown: "é" })) }));
+    await f.listen({ port: 0, host: "127.0.0.1" });
+    const at = `http://127.0.0.1:${(f.server.address() as AddressInfo).port}`;
+    try {
+      const long = await fetch(`${at}/long`);
+      expect(long.headers.get("content-type")).toBe("application/json; charset=utf-8");
+      const text = Buffer.from(await long.arrayBuffer()).toString("utf8");
+      expect(text).toBe(JSON.stringify({ items: Array.from({ length: 300 }, (_, a) => ({ a, shown: "é" })) }));
+      // Written into a buffer of the pool, which came back when the response closed.
+      await waitFor(() => own.idleCount === 1, "the long reply's buffer in the pool");
+      const schema = await (await fetch(`${at}/schema`)).json();
+      expect(schema.items).toHaveLength(300);
+      expect(schema.items[299]).toEqual({ a: 299 });
+      expect(own.idleCount).toBe(1);
+    } finally {
+      await f.close();
+    }
+  });
 
   it("keeps at most its idle limit, and never a buffer above its size limit", () => {
     const small = new ReplyBufferPool(1 << 20, 2);
