@@ -1,11 +1,14 @@
-// A Hub child on a scale data dir with its workers made live: the common start of the
-// admission, stall, cold-start and RSS scenarios.
+// A Hub child on a scale data dir with its workers made live and kept live: the start of the
+// admission scenario.
 import { startHub, stopHub, type HubProc } from "./hub.ts";
-import { heartbeatAll, scaleDataDir } from "./scale.ts";
+import { heartbeatAll, keepHeartbeating, scaleDataDir } from "./scale.ts";
 import type { RunOptions } from "./scenario.ts";
 
 export const scaleSizes = (quick: boolean) =>
   quick ? { tasks: 2_000, workers: 20 } : { tasks: 200_000, workers: 2_000 };
+
+/** How often every worker heartbeats again while a scale scenario runs (keepHeartbeating). */
+export const HEARTBEAT_EVERY_MS = 30_000;
 
 export async function liveScaleHub(
   o: RunOptions,
@@ -20,5 +23,12 @@ export async function liveScaleHub(
     await stopHub(hub, { keepData: true });
     throw e;
   }
-  return { hub, close: () => stopHub(hub, { keepData: true }) };
+  const beats = keepHeartbeating(hub.url, workers, HEARTBEAT_EVERY_MS);
+  return {
+    hub,
+    close: async () => {
+      await beats.stop();
+      await stopHub(hub, { keepData: true });
+    },
+  };
 }

@@ -61,5 +61,30 @@ export async function heartbeatAll(url: string, n: number, parallel = 16): Promi
   );
 }
 
+/**
+ * Heartbeat workers 0..n-1 again every `everyMs` until `stop`, as live Runners do on every
+ * loop: a fleet that heartbeated once falls out of the Hub's grace (120 s) and every queued
+ * task's conditions are rewritten. A round that fails (the Hub stopping under it) is ignored.
+ */
+export function keepHeartbeating(url: string, n: number, everyMs: number): { stop: () => Promise<void> } {
+  let stopped = false;
+  let round: Promise<void> = Promise.resolve();
+  let timer: NodeJS.Timeout | undefined;
+  const next = () => {
+    timer = setTimeout(() => {
+      round = heartbeatAll(url, n).catch(() => {});
+      void round.then(() => (stopped ? undefined : next()));
+    }, everyMs);
+  };
+  next();
+  return {
+    stop: async () => {
+      stopped = true;
+      clearTimeout(timer);
+      await round;
+    },
+  };
+}
+
 /** A loopback port nobody listens on right now (for a Hub whose address must be known before it starts). */
 export { freePort } from "../../test/support/etcd.ts";

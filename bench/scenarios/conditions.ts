@@ -3,17 +3,17 @@
 //     writes every task's conditions) and in steady state (it should write nothing), with
 //     the longest event-loop delay during each (perf_hooks.monitorEventLoopDelay): a pass
 //     that never yields shows up as one delay as long as itself.
-// (b) A Hub child on the scale data dir: its workers go live at once, and the conditions
-//     converge over every queued task. A probe process pings /api/healthz every 5 ms the
+// (b) A Hub child on the scale data dir: its workers go live at once (and heartbeat every
+//     30 s), and the conditions converge over every queued task. A probe process pings /api/healthz every 5 ms the
 //     whole time; the longest gap between two answers is the longest stall a client saw.
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { AdmissionConditions } from "../../src/reconciler/admission-conditions.ts";
 import { JsonClient } from "../lib/http.ts";
 import { startHub, stopHub, waitQuiet } from "../lib/hub.ts";
-import { scaleSizes } from "../lib/hubscale.ts";
+import { HEARTBEAT_EVERY_MS, scaleSizes } from "../lib/hubscale.ts";
 import { resultOf, rssMb, spawnScript, stop } from "../lib/proc.ts";
 import { cell } from "../lib/report.ts";
-import { heartbeatAll, scaleDataDir } from "../lib/scale.ts";
+import { heartbeatAll, keepHeartbeating, scaleDataDir } from "../lib/scale.ts";
 import type { Scenario } from "../lib/scenario.ts";
 import { seeded, workerName } from "../lib/seed.ts";
 import { median } from "../lib/stats.ts";
@@ -70,12 +70,16 @@ async function stalls(o: Parameters<Scenario["run"]>[0], tasks: number, workers:
     LOOM_BENCH_CLAIM_MS: "20",
     LOOM_BENCH_CLAIM_FOR_MS: String(claimForS(o.quick) * 1000),
   });
+  let beats: ReturnType<typeof keepHeartbeating> | undefined;
   try {
     const t0 = Date.now();
     await heartbeatAll(hub.url, workers);
+    beats = keepHeartbeating(hub.url, workers, HEARTBEAT_EVERY_MS);
     const c = new JsonClient(hub.url);
-    const quietMs = o.quick ? 500 : 3000;
-    const quiet = await waitQuiet(c, quietMs, o.quick ? 30_000 : 300_000);
+    // A pass writes a bounded batch, then rests three times as long as it worked (about 2 s
+    // here), so a shorter silence can fall between two batches of one backlog.
+    const quietMs = o.quick ? 500 : 10_000;
+    const quiet = await waitQuiet(c, quietMs, o.quick ? 30_000 : 600_000);
     c.close();
     const convergedS = (Date.now() - t0 - quietMs) / 1000;
     const rss = rssMb(hub.pid);
@@ -94,6 +98,7 @@ async function stalls(o: Parameters<Scenario["run"]>[0], tasks: number, workers:
     }>(probe, 30_000);
     return { ...r, quiet, convergedS, rss };
   } finally {
+    await beats?.stop();
     await stop(probe);
     await stopHub(hub, { keepData: true });
   }
