@@ -52,7 +52,7 @@ export class ReplyBufferPool {
     }
   }
 
-  /** Idle buffers held, for tests and metrics. */
+  /** Idle buffers held (the tests read it). */
   get idleCount(): number {
     return this.idle.length;
   }
@@ -80,7 +80,7 @@ export class ReplyBufferPool {
   }
 }
 
-/** Text appended as UTF-8 to a pooled buffer that grows by doubling. */
+/** Text appended as UTF-8 to a pooled buffer that grows by doubling, or at once to a size reserved. */
 export class ByteWriter {
   buf: Buffer;
   length = 0;
