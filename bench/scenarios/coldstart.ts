@@ -116,6 +116,7 @@ export const rssScenario: Scenario = {
         }
       }, 250);
       let quiet: Awaited<ReturnType<typeof waitQuiet>>;
+      const quietMs = o.quick ? 500 : 10_000;
       let beats: ReturnType<typeof keepHeartbeating> | undefined;
       try {
         await heartbeatAll(s.url, workers);
@@ -123,7 +124,7 @@ export const rssScenario: Scenario = {
         const c = new JsonClient(s.url);
         // As the conditions scenario waits: converging over 200,000 tasks takes minutes, and a
         // shorter silence can fall between two batches of the conditions pass.
-        quiet = await waitQuiet(c, o.quick ? 500 : 10_000, o.quick ? 30_000 : 600_000);
+        quiet = await waitQuiet(c, quietMs, o.quick ? 30_000 : 600_000);
         c.close();
       } finally {
         clearInterval(sampler);
@@ -146,7 +147,7 @@ export const rssScenario: Scenario = {
           ],
           notes: [
             "target: ≤ 500 MB at 200,000 tasks",
-            "VmRSS of the Hub's process, read every 250 ms; converged: 10 s without a write, the workers heartbeating every 30 s",
+            `VmRSS of the Hub's process, read every 250 ms; converged: ${quietMs / 1000} s without a write, the workers heartbeating every ${HEARTBEAT_EVERY_MS / 1000} s`,
           ],
         },
       ];
