@@ -112,7 +112,26 @@ const plain = (v: object) => {
   const proto = Object.getPrototypeOf(v);
   return proto === Object.prototype || proto === null;
 };
-const skipped = (v: unknown) => v === undefined || typeof v === "function" || typeof v === "symbol";
+const hasToJSON = (v: unknown): boolean =>
+  typeof v === "object" && v !== null && typeof (v as { toJSON?: unknown }).toJSON === "function";
+
+/**
+ * A member's JSON as JSON.stringify writes it inside its holder, or undefined when it is left
+ * out: a value with a toJSON method is handed its own key, and may give nothing.
+ */
+function member(key: string, v: unknown): string | undefined {
+  if (!hasToJSON(v)) return JSON.stringify(v);
+  const pair = JSON.stringify({ [key]: v });
+  return pair.length > 2 ? pair.slice(JSON.stringify(key).length + 2, -1) : undefined;
+}
+
+/** Whether writeJson takes `v` apart at `depth` rather than handing it to JSON.stringify whole. */
+const takenApart = (v: unknown, depth: number): v is object =>
+  depth < 2 &&
+  typeof v === "object" &&
+  v !== null &&
+  !hasToJSON(v) &&
+  (Array.isArray(v) ? v.length >= ELEMENTWISE_ITEMS : plain(v));
 
 /**
  * The bytes of `JSON.stringify(value)`, written piece by piece: a long array (at its top
@@ -123,41 +142,36 @@ const skipped = (v: unknown) => v === undefined || typeof v === "function" || ty
  * small and short-lived.
  */
 export function writeJson(w: ByteWriter, value: unknown, depth: number): void {
-  if (
-    depth < 2 &&
-    typeof value === "object" &&
-    value !== null &&
-    typeof (value as { toJSON?: unknown }).toJSON !== "function"
-  ) {
-    if (Array.isArray(value)) {
-      if (value.length >= ELEMENTWISE_ITEMS) {
-        const start = w.length;
-        w.text("[");
-        for (let i = 0; i < value.length; i++) {
-          if (i) w.text(",");
-          w.text(JSON.stringify(value[i]) ?? "null");
-          // The first elements foretell the whole array's size (a fifth more, for the spread):
-          // a 90 MB list then takes one buffer instead of a chain of doublings, each new.
-          if (i === SIZE_SAMPLE) w.reserve(start + Math.ceil(((w.length - start) / (i + 1)) * value.length * 1.2));
-        }
-        w.text("]");
-        return;
-      }
-    } else if (plain(value)) {
-      let first = true;
-      w.text("{");
-      for (const key of Object.keys(value)) {
-        const v = (value as Record<string, unknown>)[key];
-        if (skipped(v)) continue;
-        w.text(first ? `${JSON.stringify(key)}:` : `,${JSON.stringify(key)}:`);
-        first = false;
-        writeJson(w, v, depth + 1);
-      }
-      w.text("}");
-      return;
-    }
+  if (!takenApart(value, depth)) {
+    w.text(JSON.stringify(value) ?? "null");
+    return;
   }
-  w.text(JSON.stringify(value) ?? "null");
+  if (Array.isArray(value)) {
+    const start = w.length;
+    w.text("[");
+    for (let i = 0; i < value.length; i++) {
+      if (i) w.text(",");
+      w.text(member(String(i), value[i]) ?? "null");
+      // The first elements foretell the whole array's size (a fifth more, for the spread):
+      // a 90 MB list then takes one buffer instead of a chain of doublings, each new.
+      if (i === SIZE_SAMPLE) w.reserve(start + Math.ceil(((w.length - start) / (i + 1)) * value.length * 1.2));
+    }
+    w.text("]");
+    return;
+  }
+  let first = true;
+  w.text("{");
+  for (const key of Object.keys(value)) {
+    const v = (value as Record<string, unknown>)[key];
+    const apart = takenApart(v, depth + 1);
+    const json = apart ? undefined : member(key, v);
+    if (!apart && json === undefined) continue;
+    w.text(first ? `${JSON.stringify(key)}:` : `,${JSON.stringify(key)}:`);
+    first = false;
+    if (apart) writeJson(w, v, depth + 1);
+    else w.text(json!);
+  }
+  w.text("}");
 }
 
 /** Whether `value` holds an array long enough for `writeJson` to write it element by element. */

@@ -54,6 +54,18 @@ describe("writeJson", () => {
     );
   });
 
+  it("drops a key whose toJSON gives nothing, and hands toJSON its key, as JSON.stringify does", () => {
+    const seen: string[] = [];
+    const v = {
+      gone: { toJSON: () => undefined },
+      keyed: { toJSON: (k: string) => (seen.push(k), `for ${k}`) },
+      when: new Date("2026-01-02T03:04:05.000Z"),
+      items: Array.from({ length: ELEMENTWISE_ITEMS }, (_, i) => (i % 2 ? { toJSON: () => undefined } : i)),
+    };
+    expect(bytesOf(v).toString("utf8")).toBe(JSON.stringify(v));
+    expect(seen).toEqual(["keyed", "keyed"]);
+  });
+
   it("writes text outside ASCII, grows past its first buffer, and leaves short replies alone", () => {
     const items = Array.from({ length: 3000 }, (_, i) => ({ name: `w-${i}`, note: "résumé ✓ 検証 😀", n: i }));
     const v = { task_id: "t", workers: items, fn: () => 1 };
