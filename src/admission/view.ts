@@ -96,22 +96,33 @@ export function declaredSeconds(task: Task | undefined): number | undefined {
     : undefined;
 }
 
+/** Decided once per Task object, as effectiveCapacity() is per Worker: a write makes a new object. */
+const leaseViews = new WeakMap<Task, LeaseView>();
+
 /**
  * The lease a task holds, if it is active. The lease's own reservation is the record; a
- * lease written without one reserves what the task's profile asks for.
+ * lease written without one reserves what the task's profile asks for. The same (frozen)
+ * object for as long as the Task object is current, so a worker's view can be compared
+ * lease by lease with an earlier one (admission-entry.ts).
  */
 export function leaseView(task: Task): LeaseView | undefined {
   const lease = task.status?.lease;
   if (!lease || !isActive(task.status?.state)) return undefined;
+  let l = leaseViews.get(task);
+  if (l) return l;
   // The fields taskView() would give, read directly: this runs on every Task event.
   const profile = task.spec.execution_profile;
   const queue = task.spec.queue;
-  return {
+  const reservation = normalise(lease.reservation ?? profile?.resources);
+  Object.freeze(reservation.gpu_types);
+  l = Object.freeze({
     task: task.metadata.name,
     placement: lease.placement ?? placementOf(profile),
-    reservation: normalise(lease.reservation ?? profile?.resources),
+    reservation: Object.freeze(reservation),
     ...(queue ? { queue } : {}),
-  };
+  });
+  leaseViews.set(task, l);
+  return l;
 }
 
 /** The active leases on one worker, by task name. */

@@ -117,7 +117,7 @@ export async function dataRoutes(f: FastifyInstance): Promise<void> {
   f.get("/api/data/task-admission", async (req) => {
     const taskId = (req.query as Record<string, string | undefined>).task_id;
     if (!taskId) throw new HubError(400, "task_id_required");
-    return scheduler.taskAdmission(taskId);
+    return scheduler.taskAdmissionReply(taskId);
   });
 
   // Every queue's usage, quota, borrowing, counts and fair share: `loom get queues`, `describe queue`, the UI.

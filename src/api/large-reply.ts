@@ -1,6 +1,7 @@
 // Replies that grow with the fleet or the queue (task-admission and worker-capacity for
 // 2,000 workers are 1.8 MB; a list of 200,000 Tasks is about 90 MB) reach the socket as bytes.
 import type { FastifyInstance, FastifyReply, onSendHookHandler, preSerializationHookHandler } from "fastify";
+import { JsonText } from "../protocol/json-text.ts";
 
 /** A reply at least this long (in UTF-16 units) is encoded once, into a Buffer. */
 export const LARGE_REPLY_CHARS = 64 * 1024;
@@ -117,9 +118,11 @@ const hasToJSON = (v: unknown): boolean =>
 
 /**
  * A member's JSON as JSON.stringify writes it inside its holder, or undefined when it is left
- * out: a value with a toJSON method is handed its own key, and may give nothing.
+ * out: a value with a toJSON method is handed its own key, and may give nothing. A JsonText
+ * is already JSON: its text is copied as it is.
  */
 function member(key: string, v: unknown): string | undefined {
+  if (v instanceof JsonText) return v.json;
   if (!hasToJSON(v)) return JSON.stringify(v);
   const pair = JSON.stringify({ [key]: v });
   return pair.length > 2 ? pair.slice(JSON.stringify(key).length + 2, -1) : undefined;

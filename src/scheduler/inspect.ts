@@ -1,26 +1,29 @@
 // The contract's inspection replies, built from the scheduler's state: task-admission (why a
 // task waits, per worker), worker-capacity, the stored nominations and the queue positions.
 // Nothing here writes.
-import { explainTask, explainWorker, summarize, taskView } from "../admission/index.ts";
+import { explainTask, summarize, taskView } from "../admission/index.ts";
 import { HubError } from "../protocol/errors.ts";
+import type { JsonText } from "../protocol/json-text.ts";
 import type { NominationsReply, TaskAdmission, WorkerCapacityReply } from "../protocol/types.gen.ts";
+import { AdmissionEntries } from "./admission-entry.ts";
 import { affinityFor, sourceCacheKey } from "./affinity.ts";
 import { decideAll } from "./claim.ts";
 import type { SchedulerContext } from "./context.ts";
 import { explainQueue } from "./queue-explain.ts";
 import type { ClaimQueue } from "./queue.ts";
 import { effectiveLeaseUntil } from "./renewal.ts";
-import { type BlockingLeases, blockingLeases, queuePositions, queueStanding, suggestions } from "./why.ts";
+import { blockingLeases, queuePositions, queueStanding, suggestions } from "./why.ts";
 import { capacityEntry } from "./workers.ts";
 
-/** A worker blocked only by leases: which (smallest set found) and when the last should end. */
-function blockingFields(b: BlockingLeases | undefined) {
-  if (!b) return {};
-  return { blocking_leases: b.leases, ...(b.until ? { blocking_until: b.until } : {}) };
-}
+/**
+ * The task-admission answer with each worker's entry already encoded (admission-entry.ts):
+ * the HTTP reply writes the entries' text as it is, and JSON.stringify gives the same JSON
+ * as a TaskAdmission.
+ */
+export type TaskAdmissionReply = Omit<TaskAdmission, "workers"> & { workers: JsonText[] };
 
 /** GET /api/data/task-admission: every worker's decision for one task, and why it is pending. */
-export function taskAdmission(ctx: SchedulerContext, queue: ClaimQueue, taskId: string): TaskAdmission {
+export function taskAdmission(ctx: SchedulerContext, queue: ClaimQueue, taskId: string): TaskAdmissionReply {
   const task = ctx.task(taskId);
   if (!task) throw new HubError(404, "task_not_found", { task_id: taskId, detail: `no task named "${taskId}"` });
   const all = decideAll(ctx, task);
@@ -34,6 +37,7 @@ export function taskAdmission(ctx: SchedulerContext, queue: ClaimQueue, taskId: 
   );
   const explained = explainQueue(ctx, queue, task, all, blocking);
   const sourceKey = sourceCacheKey(task.spec.payload);
+  const entries = new AdmissionEntries();
   return {
     task_id: taskId,
     state: task.status?.state ?? "queued",
@@ -51,15 +55,15 @@ export function taskAdmission(ctx: SchedulerContext, queue: ClaimQueue, taskId: 
     suggestions: standing ? suggestions(ctx, task, all, blocking) : [],
     // Only once some Queue exists: without queues the reply is what it always was.
     ...(explained ? { queue: explained } : {}),
-    workers: all.map(({ worker, decision }) => ({
-      worker_id: worker.metadata.name,
-      ...decision.admission,
-      reason: decision.admission.reason,
-      reasons: decision.reasons,
-      explanation: explainWorker(decision),
-      cache_affinity: affinityFor(sourceKey, ctx.liveness.get(worker.metadata.name)),
-      ...blockingFields(blocking.get(worker.metadata.name)),
-    })),
+    workers: all.map(({ worker, view, decision }) =>
+      entries.entry(
+        worker,
+        view,
+        decision,
+        affinityFor(sourceKey, ctx.liveness.get(worker.metadata.name)),
+        blocking.get(worker.metadata.name),
+      ),
+    ),
   };
 }
 

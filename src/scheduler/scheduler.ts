@@ -19,7 +19,7 @@ import type {
   Renewal,
   StateOverride,
 } from "../protocol/parse.ts";
-import type { ClaimReply, DispatchRequest } from "../protocol/types.gen.ts";
+import type { ClaimReply, DispatchRequest, TaskAdmission } from "../protocol/types.gen.ts";
 import { ClaimQueue } from "./queue.ts";
 import { claimReply } from "./claim-params.ts";
 import { dispatch } from "./dispatch.ts";
@@ -231,8 +231,13 @@ export class Scheduler {
   workerCapacity() {
     return workerCapacity(this.ctx);
   }
-  taskAdmission(taskId: string) {
+  /** The task-admission answer as the HTTP reply writes it: each worker's entry already JSON. */
+  taskAdmissionReply(taskId: string) {
     return taskAdmission(this.ctx, this.queue, taskId);
+  }
+  /** The same answer as plain values, for readers in this process. */
+  taskAdmission(taskId: string): TaskAdmission {
+    return JSON.parse(JSON.stringify(this.taskAdmissionReply(taskId))) as TaskAdmission;
   }
   queuesReport() {
     return queuesReport(this.ctx);
@@ -298,7 +303,7 @@ export type SchedulerApi = Pick<
   | "liveness"
   | "capacity"
   | "workerCapacity"
-  | "taskAdmission"
+  | "taskAdmissionReply"
   | "queuesReport"
   | "simulate"
   | "nominations"
