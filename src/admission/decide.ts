@@ -3,7 +3,7 @@
 import { RESOURCE_FIELDS, type ResourceField } from "../resources/types.ts";
 import { CHECKS, isSetShortfall, type Check, type Failure } from "./checks.ts";
 import { firstV1Reason, orderReasons, type ReasonCode, type V1Reason } from "./reasons.ts";
-import { clone, zero } from "./vector.ts";
+import { snapshotOf, zero } from "./vector.ts";
 import { admissionObject, type AdmissionObject, type Shortfalls } from "./snapshot.ts";
 import { concurrencyOf, exclusiveActive, reservedOf, type TaskView, type WorkerView } from "./view.ts";
 
@@ -52,9 +52,9 @@ export function admit(task: TaskView, worker: WorkerView, checks: readonly Check
   const admission = admissionObject(
     { ok, reason: reason ?? null, reasons, shortfalls: shortfallsOf(failures) },
     task.placement,
-    clone(task.requests),
+    snapshotOf(task.requests),
     {
-      capacity: clone(worker.capacity),
+      capacity: snapshotOf(worker.capacity),
       reserved_before: reservedOf(worker),
       active_task_ids: worker.leases.map((l) => l.task),
       exclusive_active: exclusiveActive(worker),

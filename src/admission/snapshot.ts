@@ -9,7 +9,7 @@ import type { ResourceField, ResourceSpec } from "../resources/types.ts";
 import type { SetShortfall, Shortfall } from "./checks.ts";
 import type { ReasonCode, V1Reason } from "./reasons.ts";
 import type { Concurrency, Placement } from "./view.ts";
-import { add, normalise, sub, type Vector } from "./vector.ts";
+import { headroomAfter, normalise, sub, type Vector } from "./vector.ts";
 
 export type Shortfalls = Partial<Record<ResourceField, Shortfall>> & { gpu_types?: SetShortfall };
 
@@ -58,7 +58,7 @@ export function admissionObject(
     capacity: seen.capacity,
     reserved_before: seen.reserved_before,
     available_before: sub(seen.capacity, seen.reserved_before),
-    available_after: sub(seen.capacity, add(seen.reserved_before, requested)),
+    available_after: headroomAfter(seen.capacity, seen.reserved_before, requested),
     shortfalls: verdict.shortfalls,
     active_task_ids: seen.active_task_ids,
     exclusive_active: seen.exclusive_active,

@@ -22,6 +22,21 @@ export const clone = (v: Vector): Vector => ({
   gpu_types: v.gpu_types.slice(),
 });
 
+/** `v`, its gpu_types included, made unchangeable: such a vector is shared, never copied. */
+export function freeze(v: Vector): Vector {
+  Object.freeze(v.gpu_types);
+  return Object.freeze(v);
+}
+
+/**
+ * What a snapshot holds of `v`: `v` itself when frozen (a task's request, a worker's
+ * capacity: nothing can change it under the snapshot), else a copy. An admission decision
+ * takes both for every worker it looks at.
+ */
+export const snapshotOf = (v: Vector): Vector => (Object.isFrozen(v) && Object.isFrozen(v.gpu_types) ? v : clone(v));
+
+const typesOf = (v: Vector): string[] => (Object.isFrozen(v.gpu_types) ? v.gpu_types : v.gpu_types.slice());
+
 /** v1 truncates floats; anything that is not a non-negative finite number counts as 0. */
 export function wholeUnits(x: unknown): number {
   return typeof x === "number" && Number.isFinite(x) && x > 0 ? Math.floor(x) : 0;
@@ -93,6 +108,17 @@ export function sub(a: Vector, b: Vector): Vector {
     memory_mb: Math.max(0, a.memory_mb - b.memory_mb),
     disk_mb: Math.max(0, a.disk_mb - b.disk_mb),
     gpu_count: Math.max(0, a.gpu_count - b.gpu_count),
-    gpu_types: a.gpu_types.slice(),
+    gpu_types: typesOf(a),
+  };
+}
+
+/** sub(capacity, add(reserved, requested)) without the sum in between: the headroom a lease would leave. */
+export function headroomAfter(capacity: Vector, reserved: Vector, requested: Vector): Vector {
+  return {
+    cpu_millis: Math.max(0, capacity.cpu_millis - reserved.cpu_millis - requested.cpu_millis),
+    memory_mb: Math.max(0, capacity.memory_mb - reserved.memory_mb - requested.memory_mb),
+    disk_mb: Math.max(0, capacity.disk_mb - reserved.disk_mb - requested.disk_mb),
+    gpu_count: Math.max(0, capacity.gpu_count - reserved.gpu_count - requested.gpu_count),
+    gpu_types: typesOf(capacity),
   };
 }

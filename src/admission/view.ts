@@ -5,7 +5,7 @@ import { isActive, type ResourceField, type Task, type Worker } from "../resourc
 import { getCondition } from "../resources/meta.ts";
 import { effectiveCapacity } from "./capacity.ts";
 import type { QueueBook } from "./queues.ts";
-import { normalise, sumOf, type Vector } from "./vector.ts";
+import { freeze, normalise, sumOf, type Vector } from "./vector.ts";
 
 export type Placement = "shared" | "exclusive";
 
@@ -78,7 +78,7 @@ export function taskView(task: Task): TaskView {
     name: task.metadata.name,
     required_capability: (task.spec.required_capability ?? "").trim(),
     placement: placementOf(profile),
-    requests: normalise(profile?.resources),
+    requests: freeze(normalise(profile?.resources)),
     excluded_workers: [...(task.status?.excluded_workers ?? [])],
     ...(declared !== undefined ? { declared_seconds: declared } : {}),
     ...(task.spec.queue ? { queue: task.spec.queue } : {}),
@@ -113,12 +113,10 @@ export function leaseView(task: Task): LeaseView | undefined {
   // The fields taskView() would give, read directly: this runs on every Task event.
   const profile = task.spec.execution_profile;
   const queue = task.spec.queue;
-  const reservation = normalise(lease.reservation ?? profile?.resources);
-  Object.freeze(reservation.gpu_types);
   l = Object.freeze({
     task: task.metadata.name,
     placement: lease.placement ?? placementOf(profile),
-    reservation: Object.freeze(reservation),
+    reservation: freeze(normalise(lease.reservation ?? profile?.resources)),
     ...(queue ? { queue } : {}),
   });
   leaseViews.set(task, l);
