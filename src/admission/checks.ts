@@ -12,7 +12,15 @@ import {
   type Amounts,
   type QueueShortfall,
 } from "./queues.ts";
-import { asLease, concurrencyOf, exclusiveActive, reservedOf, type TaskView, type WorkerView } from "./view.ts";
+import {
+  activeCount,
+  asLease,
+  effectiveLimit,
+  exclusiveActive,
+  reservedOf,
+  type TaskView,
+  type WorkerView,
+} from "./view.ts";
 
 /** One resource dimension that does not fit: reserved + requested > capacity, by `short`. */
 export type Shortfall = { capacity: number; reserved: number; requested: number; short: number };
@@ -46,7 +54,13 @@ export type CheckName =
   | "queue_quota"
   | "nomination";
 
-export type Check = { name: CheckName; run(t: TaskView, w: WorkerView): Failure[] };
+export type Check = { name: CheckName; run(t: TaskView, w: WorkerView): readonly Failure[] };
+
+/**
+ * What a check returns when it passes: one shared, empty list. A decision runs every check
+ * on every worker it looks at (2,000 of them in one task-admission answer), and most pass.
+ */
+export const NONE: readonly Failure[] = Object.freeze([]);
 
 export const isSetShortfall = (s: Shortfall | SetShortfall | undefined): s is SetShortfall => !!s && "available" in s;
 
@@ -54,7 +68,7 @@ export const capability: Check = {
   name: "capability",
   run(t, w) {
     const need = t.required_capability;
-    if (!need || w.capabilities.includes(need) || w.capabilities.includes("*")) return [];
+    if (!need || w.capabilities.includes(need) || w.capabilities.includes("*")) return NONE;
     return [
       {
         code: Reason.capability_missing,
@@ -73,18 +87,18 @@ export const excludedWorker: Check = {
   run: (t, w) =>
     t.excluded_workers.includes(w.name)
       ? [{ code: Reason.worker_excluded, check: "excluded_worker", resolvable: false }]
-      : [],
+      : NONE,
 };
 
 /** Cordoned is an operator decision that can be undone, so it is resolvable. */
 export const cordoned: Check = {
   name: "cordoned",
-  run: (_t, w) => (w.cordoned ? [{ code: Reason.worker_cordoned, check: "cordoned", resolvable: true }] : []),
+  run: (_t, w) => (w.cordoned ? [{ code: Reason.worker_cordoned, check: "cordoned", resolvable: true }] : NONE),
 };
 
 export const ready: Check = {
   name: "ready",
-  run: (_t, w) => (w.ready ? [] : [{ code: Reason.worker_not_ready, check: "ready", resolvable: true }]),
+  run: (_t, w) => (w.ready ? NONE : [{ code: Reason.worker_not_ready, check: "ready", resolvable: true }]),
 };
 
 /**
@@ -95,8 +109,8 @@ export const gpuTypes: Check = {
   name: "gpu_types",
   run(t, w) {
     const wanted = t.requests.gpu_types;
-    if (t.requests.gpu_count <= 0 || wanted.length === 0) return [];
-    if (wanted.every((g) => w.capacity.gpu_types.includes(g))) return [];
+    if (t.requests.gpu_count <= 0 || wanted.length === 0) return NONE;
+    if (wanted.every((g) => w.capacity.gpu_types.includes(g))) return NONE;
     const known = !w.unknown.includes("gpu_count");
     return [
       {
@@ -114,27 +128,27 @@ export const gpuTypes: Check = {
 export const exclusiveHolder: Check = {
   name: "exclusive_holder",
   run: (_t, w) =>
-    exclusiveActive(w) ? [{ code: Reason.worker_has_exclusive_task, check: "exclusive_holder", resolvable: true }] : [],
+    exclusiveActive(w)
+      ? [{ code: Reason.worker_has_exclusive_task, check: "exclusive_holder", resolvable: true }]
+      : NONE,
 };
 
 /** An exclusive task needs an empty worker; a run the Runner reports counts as much as a lease. */
 export const exclusiveNeedsEmpty: Check = {
   name: "exclusive_needs_empty",
   run: (t, w) =>
-    t.placement === "exclusive" && concurrencyOf(w).active_count > 0
+    t.placement === "exclusive" && activeCount(w) > 0
       ? [{ code: Reason.exclusive_worker_busy, check: "exclusive_needs_empty", resolvable: true }]
-      : [],
+      : NONE,
 };
 
 /** active < min(clamp(desired, 1, max), max), with active = max(reported, leased). */
 export const concurrency: Check = {
   name: "concurrency",
-  run(_t, w) {
-    const c = concurrencyOf(w);
-    return c.active_count < c.effective_limit
-      ? []
-      : [{ code: Reason.worker_concurrency_reached, check: "concurrency", resolvable: true }];
-  },
+  run: (_t, w) =>
+    activeCount(w) < effectiveLimit(w)
+      ? NONE
+      : [{ code: Reason.worker_concurrency_reached, check: "concurrency", resolvable: true }],
 };
 
 /**
@@ -146,12 +160,12 @@ export const resourceFit: Check = {
   name: "resource_fit",
   run(t, w) {
     const reserved = reservedOf(w);
-    const out: Failure[] = [];
+    let out: Failure[] | undefined;
     for (const f of RESOURCE_FIELDS) {
       const [capacity, res, requested] = [w.capacity[f], reserved[f], t.requests[f]];
       if (res + requested <= capacity) continue;
       const never = requested > capacity && !w.unknown.includes(f);
-      out.push({
+      (out ??= []).push({
         code: never ? Reason.exceeds_worker_capacity : Reason.resource_reservation_unavailable,
         check: "resource_fit",
         field: f,
@@ -159,7 +173,7 @@ export const resourceFit: Check = {
         resolvable: !never,
       });
     }
-    return out;
+    return out ?? NONE;
   },
 };
 
@@ -182,9 +196,9 @@ function queueUsedOn(w: WorkerView, queue: string): Amounts {
 export const queueQuota: Check = {
   name: "queue_quota",
   run(t, w) {
-    if (!w.queues) return [];
+    if (!w.queues) return NONE;
     const queue = queueName(t);
-    if (!w.queues.book.limits.has(queue)) return [];
+    if (!w.queues.book.limits.has(queue)) return NONE;
     return quotaShortfalls(w.queues.book, queue, queueUsedOn(w, queue), demandOf(t.requests)).map((s) => {
       // A queue allowed to borrow that would go past what it may borrow; otherwise its quota is simply used up.
       const pastLimit = s.borrowing_limit > 0 && s.used + s.requested > s.nominal + s.borrowing_limit;
@@ -208,7 +222,7 @@ export const nomination: Check = {
   name: "nomination",
   run(t, w) {
     const n = w.nominee;
-    if (!n || n.task.name === t.name) return [];
+    if (!n || n.task.name === t.name) return NONE;
     const leases = w.leases.filter((l) => !n.blockers.includes(l.task));
     const after: WorkerView = {
       ...w,
@@ -216,11 +230,11 @@ export const nomination: Check = {
       reported_active: Math.max(0, w.reported_active - (w.leases.length - leases.length)),
       leases: [...leases, asLease(t)],
     };
-    if (fitChecks().every((c) => c.run(n.task, after).length === 0)) return [];
+    if (fitChecks().every((c) => c.run(n.task, after).length === 0)) return NONE;
     // An unknown start (a blocker declares no run time) admits nothing by time: a stream of
     // declared work would otherwise keep the nominee waiting for ever.
     if (t.declared_seconds !== undefined && n.starts_at < Infinity && n.now + t.declared_seconds * 1000 <= n.starts_at)
-      return [];
+      return NONE;
     return [
       {
         code: Reason.worker_nominated,

@@ -201,17 +201,28 @@ export type Concurrency = {
   effective_limit: number;
 };
 
+const maxOf = (w: WorkerView) => Math.max(1, Math.floor(w.max_concurrency));
+const desiredOf = (w: WorkerView, max: number) => Math.min(Math.max(Math.floor(w.desired_concurrency), 1), max);
+const reportedOf = (w: WorkerView) => Math.max(0, Math.floor(w.reported_active));
+
+/** max(reported, leased): what the concurrency checks count (concurrencyOf's active_count). */
+export const activeCount = (w: WorkerView): number => Math.max(reportedOf(w), w.leases.length);
+
+/** min(clamp(desired, 1, max), max): concurrencyOf's effective_limit. */
+export function effectiveLimit(w: WorkerView): number {
+  const max = maxOf(w);
+  return Math.min(desiredOf(w, max), max);
+}
+
 export function concurrencyOf(w: WorkerView): Concurrency {
-  const max = Math.max(1, Math.floor(w.max_concurrency));
-  const desired = Math.min(Math.max(Math.floor(w.desired_concurrency), 1), max);
-  const leased = w.leases.length;
-  const reported = Math.max(0, Math.floor(w.reported_active));
+  const max = maxOf(w);
+  const desired = desiredOf(w, max);
   return {
-    reported_active: reported,
-    leased_active: leased,
-    active_count: Math.max(reported, leased),
+    reported_active: reportedOf(w),
+    leased_active: w.leases.length,
+    active_count: activeCount(w),
     desired_concurrency: desired,
     max_concurrency: max,
-    effective_limit: Math.min(desired, max),
+    effective_limit: effectiveLimit(w),
   };
 }

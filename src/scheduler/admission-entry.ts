@@ -58,7 +58,7 @@ function workerPart(worker: Worker, view: WorkerView, d: Decision): WorkerPart {
 export class AdmissionEntries {
   /** placement and requested: the task's, the same in every entry. */
   private taskPart?: string;
-  private readonly affinities = new Map<string, string>();
+  private readonly affinities = new Map<CacheAffinity["reason"], string[]>();
 
   entry(worker: Worker, view: WorkerView, d: Decision, affinity: CacheAffinity, blocking?: BlockingLeases): JsonText {
     const a = d.admission;
@@ -91,11 +91,12 @@ export class AdmissionEntries {
     );
   }
 
-  // A task has one source key, so a worker's affinity is one of at most five objects.
+  // A task has one source key, so a worker's affinity follows from its reason (which says
+  // whether the cache hit) and whether the worker's cache is on: at most five objects.
   private affinity(c: CacheAffinity): string {
-    const key = `${c.reason}/${c.worker_cache_enabled}/${c.cache_hit}`;
-    let json = this.affinities.get(key);
-    if (json === undefined) this.affinities.set(key, (json = JSON.stringify(c)));
-    return json;
+    let byEnabled = this.affinities.get(c.reason);
+    if (!byEnabled) this.affinities.set(c.reason, (byEnabled = []));
+    const i = c.worker_cache_enabled ? 1 : 0;
+    return (byEnabled[i] ??= JSON.stringify(c));
   }
 }
