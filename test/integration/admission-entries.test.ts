@@ -2,10 +2,14 @@
 // part is kept from one answer to the next). Each entry must be, byte for byte, the JSON of
 // the entry built the plain way from admit(): after leases come and go, heartbeats change
 // what a Runner reports, and a worker's capacity changes, no answer may show a stale part.
+// An admitting entry is kept whole and given to the next answer for a task of the same
+// shape: "hold-twin" asks for what "hold" asks for, and is answered after it each time.
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { admit, explainWorker, taskView } from "../../src/admission/index.ts";
 import { ByteWriter, ReplyBufferPool, writeJson } from "../../src/api/large-reply.ts";
 import { affinityFor, sourceCacheKey } from "../../src/scheduler/affinity.ts";
+import { AdmittedEntries } from "../../src/scheduler/admission-entry.ts";
+import { JsonText } from "../../src/protocol/json-text.ts";
 import type { Scheduler } from "../../src/scheduler/scheduler.ts";
 import { blockingLeases } from "../../src/scheduler/why.ts";
 import { get, post, registerBody, startHub, type TestHub } from "../support/hub.ts";
@@ -90,6 +94,7 @@ describe("task-admission entries", () => {
       operator: "test",
       tasks: [
         task("hold", { cpu_millis: 500, memory_mb: 1000 }),
+        task("hold-twin", { cpu_millis: 500, memory_mb: 1000 }),
         task("exclusive", {}, { execution_profile: { placement: "exclusive", resources: { memory_mb: 4000 } } }),
         task("gpu-task", { gpu_count: 1, gpu_types: ["a100"] }),
         task("too-big", { cpu_millis: 64_000 }),
@@ -102,7 +107,7 @@ describe("task-admission entries", () => {
         ),
       ],
     });
-    const ids = ["hold", "exclusive", "gpu-task", "too-big", "pinned"];
+    const ids = ["hold", "hold-twin", "exclusive", "gpu-task", "too-big", "pinned"];
     const all = () => ids.forEach(expectEntriesMatch);
 
     all();
@@ -113,6 +118,14 @@ describe("task-admission entries", () => {
     const claimed = await ok("/api/tasks/claim", { worker_id: "small", limit: 1, lease_seconds: 60 });
     expect(claimed.tasks.map((t: Json) => t.task_id)).toEqual(["hold"]);
     all();
+    // small is full now: the twin's entry for it no longer admits, while large's entry is
+    // the one kept from before, the same object from one answer to the next.
+    const twin = () => scheduler().taskAdmissionReply("hold-twin").workers;
+    const [first, again] = [twin(), twin()];
+    const at = (name: string) => first.findIndex((e) => JSON.parse(e.json).worker_id === name);
+    expect(JSON.parse(first[at("small")].json).ok).toBe(false);
+    expect(JSON.parse(first[at("large")].json).ok).toBe(true);
+    expect(again[at("large")]).toBe(first[at("large")]);
 
     // A heartbeat that reports two runs on large. Liveness changes at once; the Worker's
     // status is written after (a microtask queues it), so an answer in between must take the
@@ -148,5 +161,35 @@ describe("task-admission entries", () => {
     );
     expect(over.capacity).toMatchObject({ cpu_millis: 2000, memory_mb: 1024 });
     expect(over.shortfalls.memory_mb).toMatchObject({ capacity: 1024, requested: 4000 });
+  });
+});
+
+describe("admitting entries kept between answers", () => {
+  const entry = (chars: number) => new JsonText(`"${"x".repeat(chars - 2)}"`);
+
+  it("drop the task asked about least recently once the text passes the budget", () => {
+    const kept = new AdmittedEntries(250);
+    const [w1, w2] = [{}, {}];
+    const a = kept.forTask("a");
+    kept.add(a, "aff", w1, entry(100));
+    const b = kept.forTask("b");
+    kept.add(b, "aff", w1, entry(100));
+    expect(kept.size).toBe(200);
+    // Asking about a again makes b the oldest: b goes when c passes the budget.
+    expect(kept.forTask("a").byAffinity.get("aff")?.get(w1)?.json.length).toBe(100);
+    const c = kept.forTask("c");
+    kept.add(c, "aff", w2, entry(100));
+    expect(kept.size).toBe(200);
+    expect(kept.forTask("b").byAffinity.size).toBe(0);
+    expect(kept.forTask("a").byAffinity.get("aff")?.get(w1)).toBeDefined();
+  });
+
+  it("start a task over when it alone passes the budget", () => {
+    const kept = new AdmittedEntries(150);
+    const a = kept.forTask("a");
+    kept.add(a, "aff", {}, entry(100));
+    kept.add(a, "aff", {}, entry(100));
+    expect(kept.size).toBe(0);
+    expect(a.byAffinity.size).toBe(0);
   });
 });
