@@ -27,6 +27,7 @@ export {
   leaseView,
   asLease,
   leasesOn,
+  sameLeases,
   workerView,
   concurrencySettings,
   type ConcurrencySettings,

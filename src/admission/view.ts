@@ -123,6 +123,10 @@ export function leaseView(task: Task): LeaseView | undefined {
   return l;
 }
 
+/** The same leases in the same order, compared by identity (one object per Task object: leaseView()). */
+export const sameLeases = (a: readonly LeaseView[], b: readonly LeaseView[]): boolean =>
+  a.length === b.length && a.every((l, i) => l === b[i]);
+
 /** The active leases on one worker, by task name. */
 export function leasesOn(worker: string, tasks: Iterable<Task>): LeaseView[] {
   const out: LeaseView[] = [];

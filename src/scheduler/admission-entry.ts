@@ -12,7 +12,7 @@
 // part and the task's request. Those entries are kept as well (AdmittedEntries), so that an
 // answer for a task of a shape asked about before (another task of the same campaign, or a
 // view polling one task) copies them instead of building them again.
-import { explainWorker, type Decision, type LeaseView, type WorkerView } from "../admission/index.ts";
+import { explainWorker, sameLeases, type Decision, type LeaseView, type WorkerView } from "../admission/index.ts";
 import { JsonText, vectorJson } from "../protocol/json-text.ts";
 import type { Worker } from "../resources/types.ts";
 import type { CacheAffinity } from "./affinity.ts";
@@ -32,9 +32,6 @@ type WorkerPart = {
 // object for as long as its Task is current (leaseView()): comparing them by identity
 // tells whether anything the part shows has changed.
 const parts = new WeakMap<Worker, WorkerPart>();
-
-const sameLeases = (a: readonly LeaseView[], b: readonly LeaseView[]) =>
-  a.length === b.length && a.every((l, i) => l === b[i]);
 
 // A string built by concatenation is a tree of its pieces, and every copy of it walks the
 // tree again. A part kept from one answer to the next is made one flat string once (a JSON

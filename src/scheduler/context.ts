@@ -1,6 +1,6 @@
 // What every scheduler operation shares: the store (truth), the informer (reads), the
 // liveness table, the clock, one mutex for state changes, and a wake-up for long-polls.
-import { leaseView, workerView, type LeaseView, type WorkerView } from "../admission/index.ts";
+import { leaseView, sameLeases, workerView, type LeaseView, type WorkerView } from "../admission/index.ts";
 import { isActive, type Task, type TaskStatus, type Worker } from "../resources/types.ts";
 import type { Informer } from "../store/cache.ts";
 import { retryOnConflict, type RetryOptions } from "../store/retry.ts";
@@ -52,6 +52,8 @@ export class SchedulerContext {
   readonly known: Known = (kind, name) => (this.cache.caches(kind) ? (this.cache.get(kind, name) ?? null) : undefined);
   /** Queues' limits, usage and shares, from the informer. */
   readonly queues: QueueLedger;
+  /** The last view built of each Worker object, and the liveness it was built with (workerView()). */
+  private readonly views = new WeakMap<Worker, { ready: boolean; reported: number; view: WorkerView }>();
 
   constructor(
     readonly store: Store,
@@ -111,10 +113,20 @@ export class SchedulerContext {
       .filter((l) => l !== undefined);
     const held = this.assumedOn.get(name);
     if (held) for (const [task, l] of held) if (!leases.some((x) => x.task === task)) leases.push(l);
-    const v = workerView(w, leases, {
-      ready: this.liveness.ready(name, this.now()),
-      reported_active: this.liveness.get(name)?.reportedActive ?? 0,
-    });
+    const ready = this.liveness.ready(name, this.now());
+    const reported = this.liveness.get(name)?.reportedActive ?? 0;
+    // The view of the same Worker object with the same leases and liveness is the one built
+    // before: a fleet-wide answer (task-admission, conditions) asks for every worker's view,
+    // and most have not changed since the last one. Frozen, as every reader shares it.
+    const known = this.views.get(w);
+    let v: WorkerView;
+    if (known && known.ready === ready && known.reported === reported && sameLeases(known.view.leases, leases))
+      v = known.view;
+    else {
+      v = workerView(w, leases, { ready, reported_active: reported });
+      Object.freeze(v.leases);
+      this.views.set(w, { ready, reported, view: Object.freeze(v) });
+    }
     const n = storedNominee(this, v, this.now());
     const queues = this.queues.viewFor(leases.map((l) => l.task));
     return n || queues ? { ...v, ...(n ? { nominee: n } : {}), ...(queues ? { queues } : {}) } : v;
