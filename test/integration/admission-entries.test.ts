@@ -3,9 +3,10 @@
 // the entry built the plain way from admit(): after leases come and go, heartbeats change
 // what a Runner reports, and a worker's capacity changes, no answer may show a stale part.
 // An admitting entry is kept whole and given to the next answer for a task of the same
-// shape: "hold-twin" asks for what "hold" asks for, and is answered after it each time.
+// shape: "hold-twin" asks for what "hold" asks for, and is answered after it each time. The
+// worker views the scheduler keeps between answers must equal views built afresh throughout.
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { admit, explainWorker, taskView } from "../../src/admission/index.ts";
+import { admit, explainWorker, leasesOn, taskView, workerView } from "../../src/admission/index.ts";
 import { ByteWriter, ReplyBufferPool, writeJson } from "../../src/api/large-reply.ts";
 import { affinityFor, sourceCacheKey } from "../../src/scheduler/affinity.ts";
 import { AdmittedEntries } from "../../src/scheduler/admission-entry.ts";
@@ -49,8 +50,23 @@ function plainEntries(taskId: string): string[] {
   });
 }
 
+/** The views the scheduler keeps (SchedulerContext.workerView) equal views built afresh. */
+function expectViewsFresh(): void {
+  const ctx = scheduler().ctx;
+  const tasks = ctx.cache.list("Task");
+  for (const w of ctx.cache.list("Worker")) {
+    const name = w.metadata.name;
+    const fresh = workerView(w, leasesOn(name, tasks), {
+      ready: ctx.liveness.ready(name, ctx.now()),
+      reported_active: ctx.liveness.get(name)?.reportedActive ?? 0,
+    });
+    expect(ctx.workerView(w)).toEqual(fresh);
+  }
+}
+
 /** The entries as the reply carries them, and the whole answer as the HTTP reply writes it. */
 function expectEntriesMatch(taskId: string): void {
+  expectViewsFresh();
   const reply = scheduler().taskAdmissionReply(taskId);
   expect(reply.workers.map((e) => e.json)).toEqual(plainEntries(taskId));
   const w = new ByteWriter(new ReplyBufferPool());
