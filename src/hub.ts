@@ -155,6 +155,8 @@ export class Hub {
       onError: (e) => this.http.log.warn({ err: e }, "event write failed"),
       onDrop: (reason) => this.metrics.eventDropped(reason),
       now: opts.now,
+      // The live replicas split the budget (followReplicas keeps the count).
+      share: () => 1 / this.stripe.count,
     });
     this.metrics = new HubMetrics({
       taskCounts: (index) => cache.indexCounts("Task", index),

@@ -27,7 +27,7 @@ export type EventBudget = { perSecond: number; burst: number };
 /** How long an Event is kept after it was last written: the Event GC's time rule, and on etcd each Event key's lease. */
 export const EVENT_TTL_SECONDS = 3600;
 
-/** 50 a second of each reason, after a burst of 500: a 500-task dispatch is told in full. */
+/** 50 a second of each reason (for the whole fleet: replicas split it), after a burst of 500: a 500-task dispatch is told in full. */
 export const DEFAULT_EVENT_BUDGET: EventBudget = { perSecond: 50, burst: 500 };
 
 export type EventRecorderOptions = {
@@ -39,15 +39,27 @@ export type EventRecorderOptions = {
   budget?: EventBudget;
   /** Told of each Event dropped for being over its reason's budget. */
   onDrop?: (reason: string) => void;
+  /**
+   * This Hub's part of the budget's rate, from 0 to 1 (default 1): replicas sharing a store
+   * each refill at 1/N of it, so the rate bounds what the store receives, not what each
+   * replica sends.
+   */
+  share?: () => number;
   now?: () => number;
 };
 
-/** A token bucket per reason: the same idea as kube's event spam filter, keyed by reason. */
+/**
+ * A token bucket per reason: the same idea as kube's event spam filter, keyed by reason.
+ * `share` is this Hub's part of the rate: replicas on one store split it, so under a load
+ * that never pauses the store takes the same Events a second however many replicas write
+ * them. Each keeps the whole burst: a dispatch reaches one replica and is told in full.
+ */
 class ReasonBudget {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
   constructor(
     private readonly b: EventBudget,
     private readonly now: () => number,
+    private readonly share: () => number,
   ) {}
 
   take(reason: string): boolean {
@@ -55,7 +67,8 @@ class ReasonBudget {
     let bucket = this.buckets.get(reason);
     if (!bucket) this.buckets.set(reason, (bucket = { tokens: this.b.burst, at: t }));
     else {
-      bucket.tokens = Math.min(this.b.burst, bucket.tokens + ((t - bucket.at) / 1000) * this.b.perSecond);
+      const rate = this.b.perSecond * this.share();
+      bucket.tokens = Math.min(this.b.burst, bucket.tokens + ((t - bucket.at) / 1000) * rate);
       bucket.at = t;
     }
     if (bucket.tokens < 1) return false;
@@ -86,7 +99,7 @@ export class EventRecorder {
     private readonly store: Store,
     private readonly opts: EventRecorderOptions = { maxEvents: 5000, flushMs: 100 },
   ) {
-    this.budget = new ReasonBudget(opts.budget ?? DEFAULT_EVENT_BUDGET, opts.now ?? Date.now);
+    this.budget = new ReasonBudget(opts.budget ?? DEFAULT_EVENT_BUDGET, opts.now ?? Date.now, opts.share ?? (() => 1));
   }
 
   /** Queue an Event for the next write; false when it was dropped (over its reason's budget, or closed). */

@@ -50,6 +50,37 @@ describe("Event budget per reason", () => {
       await store.close();
     }
   });
+  it("replicas split the rate: a share of 1/3 refills a third as fast, and the burst stays whole", async () => {
+    slot.dir = await mkdtemp(join(tmpdir(), "loom-events-"));
+    const store = openSqliteStore(join(slot.dir, "loom.db"));
+    let clock = 1_000_000;
+    let replicas = 3;
+    const rec = new EventRecorder(store, {
+      maxEvents: 1000,
+      flushMs: 5,
+      budget: { perSecond: 30, burst: 20 },
+      now: () => clock,
+      share: () => 1 / replicas,
+    });
+    const leased = (n: number, at: string) =>
+      Array.from({ length: n }, (_, i) =>
+        rec.record({ object: task(`${at}${i}`), type: "Normal", reason: "LeaseGranted", message: "leased" }),
+      ).filter(Boolean).length;
+    try {
+      expect(leased(30, "a")).toBe(20);
+      clock += 1000; // 30 a second over three replicas: 10 for this one
+      expect(leased(30, "b")).toBe(10);
+      replicas = 1; // the others left: the whole rate again
+      clock += 500;
+      expect(leased(30, "c")).toBe(15);
+      await rec.flush();
+      const { items } = await store.list<EventObject>("Event");
+      expect(items).toHaveLength(45);
+    } finally {
+      await rec.close();
+      await store.close();
+    }
+  });
 });
 
 describe("Event aggregation and order", () => {
