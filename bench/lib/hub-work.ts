@@ -9,6 +9,7 @@ import { Hub } from "../../src/hub.ts";
 import { parseClaim, parseComplete, parseDispatch, parseRegister, parseStart } from "../../src/protocol/parse.ts";
 import { tempDir, waitQuiet } from "./hub.ts";
 import { noopTask, registerBody } from "./workload.ts";
+import { getCondition, type Task } from "../../src/resources/types.ts";
 
 export type HubWork = {
   leases: number;
@@ -35,7 +36,21 @@ export async function measureHubWork(o: { tasks: number; runners: number; claimL
     }
     const ids = Array.from({ length: o.runners }, (_, i) => `hw-runner-${String(i).padStart(3, "0")}`);
     for (const id of ids) await s.register(parseRegister(registerBody(id, o.claimLimit)));
-    // The conditions pass over the new tasks and workers is done: the load alone is measured.
+    // The conditions pass over the new tasks and workers is done, as in the lease scenario
+    // (waitConditions): every task says what the registered workers make of it, then no write
+    // for a second. A pass writes a bounded batch and spaces itself, so quiet alone can come
+    // between two passes, and the rest of the backlog would be measured as leasing.
+    const t0c = performance.now();
+    for (;;) {
+      const owed = hub.cache.list<Task>("Task").filter((t) => {
+        const reason = getCondition(t.status?.conditions, "Admitted")?.reason;
+        return reason === undefined || reason === "NoWorkers";
+      }).length;
+      if (owed === 0) break;
+      if (performance.now() - t0c > 120_000)
+        throw new Error(`${owed} tasks still had no settled Admitted condition after 120 s`);
+      await new Promise((res) => setTimeout(res, 100));
+    }
     const quiet = await waitQuiet(() => hub.store.revision(), 1000, 120_000);
     if (!quiet.settled) throw new Error("the Hub did not fall quiet within 120 s");
 
