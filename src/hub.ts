@@ -155,7 +155,7 @@ export class Hub {
       onError: (e) => this.http.log.warn({ err: e }, "event write failed"),
       onDrop: (reason) => this.metrics.eventDropped(reason),
       now: opts.now,
-      // The live replicas split the budget (followReplicas keeps the count).
+      // The live replicas split each reason's rate (followReplicas keeps their count).
       share: () => 1 / this.stripe.count,
     });
     this.metrics = new HubMetrics({
