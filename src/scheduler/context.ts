@@ -128,7 +128,7 @@ export class SchedulerContext {
       this.views.set(w, { ready, reported, view: Object.freeze(v) });
     }
     const n = storedNominee(this, v, this.now());
-    const queues = this.queues.viewFor(leases.map((l) => l.task));
+    const queues = this.queues.viewFor(leases);
     return n || queues ? { ...v, ...(n ? { nominee: n } : {}), ...(queues ? { queues } : {}) } : v;
   }
 

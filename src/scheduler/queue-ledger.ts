@@ -180,9 +180,12 @@ export class QueueLedger {
     return (this.bookCache ??= new QueueBook(this.limits, this.used, this.waiting));
   }
 
-  /** What the quota check needs on one worker's view; undefined (no check at all) while no Queue exists. */
-  viewFor(leaseTasks: readonly string[]): QueuesView | undefined {
-    return this.active ? { book: this.book(), counted: new Set(leaseTasks) } : undefined;
+  /**
+   * What the quota check needs on one worker's view, given the leases it holds; undefined (no
+   * check at all, and nothing built) while no Queue exists.
+   */
+  viewFor(leases: readonly { task: string }[]): QueuesView | undefined {
+    return this.active ? { book: this.book(), counted: new Set(leases.map((l) => l.task)) } : undefined;
   }
 
   private weight(queue: string): number {
