@@ -6,6 +6,7 @@ import type { Informer } from "../store/cache.ts";
 import { retryOnConflict, type RetryOptions } from "../store/retry.ts";
 import type { Applied, Known, Store, StoredObject, TxnOp } from "../store/store.ts";
 import { HubError } from "../protocol/errors.ts";
+import { StoreError } from "../store/errors.ts";
 import { RENEWAL_KIND, type TaskLease } from "./renewal.ts";
 import { Liveness } from "./liveness.ts";
 import { Mutex } from "./mutex.ts";
@@ -28,6 +29,9 @@ export type CommitOptions = { owned?: boolean };
  * a flush, and the step's caller is answered only when every write it made is durable.
  */
 export type LockedCommit = <T extends StoredObject = StoredObject>(ops: TxnOp<T>[], o?: CommitOptions) => Promise<T[]>;
+
+/** One caller's ops waiting to be merged into a transaction (commitMerged()). */
+type MergedWrite = { ops: TxnOp[]; resolve: () => void; reject: (e: unknown) => void };
 
 export class SchedulerContext {
   readonly liveness: Liveness;
@@ -52,6 +56,8 @@ export class SchedulerContext {
   readonly known: Known = (kind, name) => (this.cache.caches(kind) ? (this.cache.get(kind, name) ?? null) : undefined);
   /** Queues' limits, usage and shares, from the informer. */
   readonly queues: QueueLedger;
+  /** Status writes waiting for the end of this turn of the event loop (commitMerged()). */
+  private merging: MergedWrite[] | undefined;
   /** The last view built of each Worker object, and the liveness it was built with (workerView()). */
   private readonly views = new WeakMap<Worker, { ready: boolean; reported: number; view: WorkerView }>();
 
@@ -233,6 +239,76 @@ export class SchedulerContext {
     return applied.results as T[];
   }
 
+  /**
+   * commit() of owned ops, in one store transaction with the other writes merged this way
+   * in the same turn of the event loop: the Runners' status writes that arrive together
+   * (start, complete, fail) share one decision pass, one revision and one informer update,
+   * which costs the Hub less than a transaction each. The writes are collected until the
+   * turn's I/O callbacks have run (setImmediate), which is before the store's next flush
+   * would have made any of them durable. When the merged transaction is refused (a write's
+   * precondition or validation failed), nothing of it was applied, and each write is
+   * committed alone, so that each caller learns its own outcome as if never merged.
+   */
+  private commitMerged(ops: TxnOp[]): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      if (!this.merging) {
+        this.merging = [];
+        setImmediate(() => this.flushMerged());
+      }
+      this.merging.push({ ops, resolve, reject });
+    });
+  }
+
+  private flushMerged(): void {
+    const all = this.merging ?? [];
+    this.merging = undefined;
+    let batch: MergedWrite[] = [];
+    let size = 0;
+    const send = () => {
+      if (batch.length > 0) void this.applyMerged(batch);
+      batch = [];
+      size = 0;
+    };
+    for (const w of all) {
+      if (size + w.ops.length > this.store.maxWritesPerTxn) send();
+      batch.push(w);
+      size += w.ops.length;
+    }
+    send();
+  }
+
+  private async applyMerged(batch: MergedWrite[]): Promise<void> {
+    const alone = (w: MergedWrite) => this.apply(w.ops, { owned: true }, undefined).then(() => w.resolve(), w.reject);
+    if (batch.length === 1) return void (await alone(batch[0]));
+    const ops = batch.flatMap((w) => w.ops);
+    let applied: Applied;
+    const started = performance.now();
+    try {
+      applied = await this.store.apply(ops, { known: this.known, readOnlyResults: true, ownedInput: true });
+    } catch (e) {
+      // A store that refuses a transaction applies none of it (StoreError); anything else may
+      // have left it applied or not, so every write of it is told, as a single write would be.
+      if (!(e instanceof StoreError)) {
+        this.observer.commit((performance.now() - started) / 1000, ops.length, e);
+        for (const w of batch) w.reject(e);
+        return;
+      }
+      await Promise.all(batch.map(alone));
+      return;
+    }
+    try {
+      await this.cache.waitForRevision(applied.revision);
+      this.wake();
+      await applied.durable;
+      this.observer.commit((performance.now() - started) / 1000, ops.length);
+    } catch (e) {
+      this.observer.commit((performance.now() - started) / 1000, ops.length, e);
+      for (const w of batch) w.reject(e);
+      return;
+    }
+    for (const w of batch) w.resolve();
+  }
+
   /** Resolves once the informer reflects every write the store has applied. */
   async caughtUp(): Promise<void> {
     await this.cache.waitForRevision(await this.store.revision());
@@ -267,7 +343,7 @@ export class SchedulerContext {
         const t = this.task(name);
         if (!t) throw new HubError(404, "task_not_found", { task_id: name });
         const { status, result } = fn(t);
-        if (status) await this.commit([{ op: "updateStatus", object: { ...t, status } }, ...also()], { owned: true });
+        if (status) await this.commitMerged([{ op: "updateStatus", object: { ...t, status } }, ...also()]);
         return result;
       },
       { refresh: () => this.caughtUp() },
