@@ -298,7 +298,7 @@ const commitsNote = (runs: readonly (readonly [string, LeaseRun])[]) =>
   runs
     .map(
       ([label, r]) =>
-        `${label} ${(r.commits / r.leases).toFixed(2)} (${r.commits ? (r.committedWrites / r.commits).toFixed(1) : "0"} writes each)`,
+        `${label} ${(r.commits / r.leases).toFixed(2)} (${r.commits ? (r.committedWrites / r.commits).toFixed(1) : "0"} transactions each)`,
     )
     .join(", ");
 
@@ -377,7 +377,7 @@ export const lease: Scenario = {
         "written per lease: write_bytes from /proc/PID/io over the load, of the Hub (SQLite: its WAL and checkpoints) or of the Hubs and etcd (what etcd made durable)",
         `claim commits that lost a race and decided again, per 1,000 claims: SQLite ${((loom.racesLost * 1000) / loom.claims).toFixed(1)}${onEtcd && onThree ? `, one etcd replica ${((onEtcd.racesLost * 1000) / onEtcd.claims).toFixed(1)}, three replicas ${((onThree.racesLost * 1000) / onThree.claims).toFixed(1)}` : ""}`,
         `store writes whose commit failed its compares and were decided again, per 1,000 leases: SQLite ${((loom.failedCommits * 1000) / loom.leases).toFixed(1)}${onEtcd && onThree ? `, one etcd replica ${((onEtcd.failedCommits * 1000) / onEtcd.leases).toFixed(1)}, three replicas ${((onThree.failedCommits * 1000) / onThree.leases).toFixed(1)}` : ""}`,
-        `durable store commits per lease (etcd: Txns, one round trip each; SQLite: WAL flushes, one fsync each), and writes per commit: ${commitsNote(
+        `durable store commits per lease (etcd: Txns, one round trip each; SQLite: WAL flushes, one fsync each), and the store transactions each carried (a transaction writes one object or several: a claim's leases, the Task status writes made in one turn): ${commitsNote(
           [
             ["SQLite", loom],
             ...(onEtcd && onThree && follow

@@ -179,7 +179,11 @@ export class HubMetrics implements SchedulerObserver {
       "Durable commits of the store: etcd Txns sent (one round trip each) or SQLite WAL flushes (one fsync each); writes decided meanwhile share one.",
       (c) => c.commits,
     );
-    committed("loom_store_committed_writes_total", "Writes the store's durable commits carried.", (c) => c.writes);
+    committed(
+      "loom_store_committed_writes_total",
+      "Store transactions the durable commits carried (one may write several objects).",
+      (c) => c.writes,
+    );
     committed(
       "loom_store_commits_failed_total",
       "Writes whose commit failed its compares and were decided again on fresh reads (etcd: a key they read had moved since; SQLite writes never race).",

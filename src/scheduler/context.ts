@@ -262,6 +262,9 @@ export class SchedulerContext {
   private flushMerged(): void {
     const all = this.merging ?? [];
     this.merging = undefined;
+    // A status write that ends or moves a lease also writes its worker's lease set and its
+    // queue's usage, each a key of its own on etcd: a transaction holds a third as many.
+    const most = Math.max(1, Math.floor(this.store.maxWritesPerTxn / 3));
     let batch: MergedWrite[] = [];
     let size = 0;
     const send = () => {
@@ -270,7 +273,7 @@ export class SchedulerContext {
       size = 0;
     };
     for (const w of all) {
-      if (size + w.ops.length > this.store.maxWritesPerTxn) send();
+      if (size + w.ops.length > most) send();
       batch.push(w);
       size += w.ops.length;
     }

@@ -50,6 +50,8 @@ for (const b of backends) {
     let stop: () => Promise<void>;
     let cache: Informer;
     let ctx: SchedulerContext;
+    /** Every store transaction the context committed: its op count, and whether it failed. */
+    let commits: { ops: number; failed: boolean }[];
 
     beforeEach(async () => {
       dir = await mkdtemp(join(tmpdir(), "loom-merged-"));
@@ -64,11 +66,15 @@ for (const b of backends) {
         });
       cache = new Informer(store, ["Task"]);
       await cache.start();
-      ctx = new SchedulerContext(store, cache, {
-        heartbeatGraceSeconds: 60,
-        defaultMaxAttempts: 3,
-        resultsDir: join(dir, "results"),
-      });
+      commits = [];
+      ctx = new SchedulerContext(
+        store,
+        cache,
+        { heartbeatGraceSeconds: 60, defaultMaxAttempts: 3, resultsDir: join(dir, "results") },
+        {
+          observer: { commit: (_s, ops, error) => commits.push({ ops, failed: error !== undefined }), claim: () => {} },
+        },
+      );
     });
     afterEach(async () => {
       cache.stop();
@@ -98,6 +104,31 @@ for (const b of backends) {
       expect(new Set(revs).size).toBe(1);
       expect(Number(revs[0])).toBeGreaterThan(before);
       expect(["a", "b", "c"].map((n) => task(n).status?.issues)).toEqual([["one"], ["two"], ["three"]]);
+    });
+
+    it("a turn's writes past what one transaction holds go in a few, each within the store's limits", async () => {
+      const names = Array.from({ length: 150 }, (_, i) => `many-${i}`);
+      for (const part of [names.slice(0, 75), names.slice(75)])
+        await store.txn(
+          part.map((name) => ({
+            op: "create" as const,
+            object: {
+              apiVersion: A,
+              kind: "Task",
+              metadata: { name },
+              spec: { required_capability: "", execution_profile: { placement: "shared", resources: {} }, payload: {} },
+              status: { state: "queued", attempt: 1 },
+            },
+          })),
+        );
+      await cache.waitForRevision(await store.revision());
+      commits = [];
+      await Promise.all(names.map((n) => setField(n, { issues: [n] })));
+      expect(names.every((n) => task(n).status?.issues?.[0] === n)).toBe(true);
+      // Sent in as few transactions as the store's limit allows, none of them refused for its size.
+      const most = Math.min(names.length, Math.floor(store.maxWritesPerTxn / 3));
+      expect(commits).toHaveLength(Math.ceil(names.length / most));
+      expect(commits.every((c) => !c.failed && c.ops <= most)).toBe(true);
     });
 
     it("a write the store refuses fails alone; the others of its turn land", async () => {
