@@ -211,32 +211,58 @@ export class SchedulerContext {
     o: CommitOptions = {},
     unflushed: Promise<void>[] | undefined,
   ): Promise<T[]> {
-    const started = performance.now();
-    const observed = (e?: unknown) => this.observer.commit((performance.now() - started) / 1000, ops.length, e);
+    const observe = this.observeCommit(ops.length);
     let applied: Applied;
     try {
-      // The results are read like informer objects (never mutated), so the store need not copy
-      // them; `owned` ops were built for this commit alone (ApplyOptions.ownedInput).
-      applied = await this.store.apply(ops, {
-        known: this.known,
-        readOnlyResults: true,
-        ownedInput: o.owned === true,
-      });
+      applied = await this.storeApply(ops, o.owned === true);
+    } catch (e) {
+      observe(e);
+      throw e;
+    }
+    await this.settle(applied, observe, unflushed);
+    // The results are the ops' objects as written, in op order, so each is of its op's type.
+    return applied.results as T[];
+  }
+
+  /**
+   * The store's apply, as every commit makes it: the results are read like informer objects
+   * (never mutated), so the store need not copy them; `owned` ops were built for this commit
+   * alone (ApplyOptions.ownedInput).
+   */
+  private storeApply(ops: TxnOp[], owned: boolean): Promise<Applied> {
+    return this.store.apply(ops, { known: this.known, readOnlyResults: true, ownedInput: owned });
+  }
+
+  /** Reports a commit of `ops` ops to the observer, timed from now until it is called. */
+  private observeCommit(ops: number): (error?: unknown) => void {
+    const started = performance.now();
+    return (e) => this.observer.commit((performance.now() - started) / 1000, ops, e);
+  }
+
+  /**
+   * After the store applied a commit: wait until the informer has it, so the next decision
+   * reads its own write, wake the long-polls, and wait until it is durable (or leave that to
+   * `unflushed`). The commit is observed once durable: its latency runs until then,
+   * whoever waits for that.
+   */
+  private async settle(
+    applied: Applied,
+    observe: (error?: unknown) => void,
+    unflushed?: Promise<void>[],
+  ): Promise<void> {
+    try {
       await this.cache.waitForRevision(applied.revision);
     } catch (e) {
-      observed(e);
+      observe(e);
       throw e;
     }
     this.wake();
-    // Commit latency runs until the write is durable, whoever waits for that.
     const durable = applied.durable.then(
-      () => observed(),
-      (e: unknown) => (observed(e), Promise.reject(e)),
+      () => observe(),
+      (e: unknown) => (observe(e), Promise.reject(e)),
     );
     if (unflushed) unflushed.push(durable);
     else await durable;
-    // The results are the ops' objects as written, in op order, so each is of its op's type.
-    return applied.results as T[];
   }
 
   /**
@@ -284,28 +310,22 @@ export class SchedulerContext {
     const alone = (w: MergedWrite) => this.apply(w.ops, { owned: true }, undefined).then(() => w.resolve(), w.reject);
     if (batch.length === 1) return void (await alone(batch[0]));
     const ops = batch.flatMap((w) => w.ops);
+    const observe = this.observeCommit(ops.length);
     let applied: Applied;
-    const started = performance.now();
     try {
-      applied = await this.store.apply(ops, { known: this.known, readOnlyResults: true, ownedInput: true });
+      applied = await this.storeApply(ops, true);
     } catch (e) {
-      // A store that refuses a transaction applies none of it (StoreError); anything else may
-      // have left it applied or not, so every write of it is told, as a single write would be.
-      if (!(e instanceof StoreError)) {
-        this.observer.commit((performance.now() - started) / 1000, ops.length, e);
-        for (const w of batch) w.reject(e);
-        return;
-      }
-      await Promise.all(batch.map(alone));
+      // A store that refuses a transaction applies none of it (StoreError): each write goes
+      // alone. Anything else may have left it applied or not, so every write of it is told,
+      // as a single write would be.
+      if (e instanceof StoreError) return void (await Promise.all(batch.map(alone)));
+      observe(e);
+      for (const w of batch) w.reject(e);
       return;
     }
     try {
-      await this.cache.waitForRevision(applied.revision);
-      this.wake();
-      await applied.durable;
-      this.observer.commit((performance.now() - started) / 1000, ops.length);
+      await this.settle(applied, observe);
     } catch (e) {
-      this.observer.commit((performance.now() - started) / 1000, ops.length, e);
       for (const w of batch) w.reject(e);
       return;
     }
