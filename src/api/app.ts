@@ -1,6 +1,6 @@
 // The Hub's HTTP API: a fastify plugin tree with no listen() of its own (`loom hub`
 // listens). Every route shares one Hub (store, informer, scheduler) and one auth hook.
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { authenticate, type AuthConfig } from "./auth.ts";
 import { v1ErrorHandler } from "./errors.ts";
 import type { ApiHub } from "./hub.ts";
@@ -51,7 +51,7 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
 
   // v1 Runners send JSON with or without a content type; an empty body means {}.
   f.removeAllContentTypeParsers();
-  f.addContentTypeParser("*", { parseAs: "buffer" }, (req, body: Buffer, done) => {
+  const parseBody = (req: FastifyRequest, body: Buffer, done: (err: Error | null, body?: unknown) => void): void => {
     // Server-side apply sends YAML (or JSON, which is YAML too); the resource API parses it (server-side-apply.ts).
     if (req.headers["content-type"]?.startsWith("application/apply-patch+yaml")) return done(null, body);
     if (body.length === 0) return done(null, {});
@@ -74,7 +74,11 @@ export async function app(f: FastifyInstance, o: AppOptions): Promise<void> {
       });
       done(err, undefined);
     }
-  });
+  };
+  // JSON is named as well as caught by "*": fastify remembers the parser of a named type,
+  // and looks the catch-all up again (parsing the header) on every request that uses it.
+  f.addContentTypeParser("application/json", { parseAs: "buffer" }, parseBody);
+  f.addContentTypeParser("*", { parseAs: "buffer" }, parseBody);
 
   // One synchronous hook for what every request needs before its handler: the default
   // cache-control (a handler may set its own), the caller's identity, and the refusal of a
