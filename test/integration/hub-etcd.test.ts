@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Hub } from "../../src/hub.ts";
-import { EVENT_TTL_SECONDS } from "../../src/reconciler/events.ts";
+import { DEFAULT_EVENT_BUDGET, EVENT_TTL_SECONDS } from "../../src/reconciler/events.ts";
 import type { EtcdStore } from "../../src/store/etcd.ts";
 import { writeZip } from "../../src/results/zip.ts";
 import { etcdMissing, startEtcd, type EtcdCluster } from "../support/etcd.ts";
@@ -139,6 +139,28 @@ describe.skipIf(etcdMissing)("Hub replicas on etcd", () => {
       const ttl = await store.etcd.leaseClient.leaseTimeToLive({ ID: id });
       expect(Number(ttl.grantedTTL)).toBe(EVENT_TTL_SECONDS + 60);
     }
+  });
+
+  it("each of three replicas refills an Event reason at a third of the fleet's rate, and keeps the whole burst", async () => {
+    const h = hubs[1];
+    // The replica counts the live replicas as its claims' stripes do.
+    await eventually(async () => h.scheduler.ctx.stripe.count === 3, "three live replicas");
+    const { burst, perSecond } = DEFAULT_EVENT_BUDGET;
+    const reason = `BudgetProbe${process.pid}`;
+    const object = { apiVersion: "loom.dev/v1alpha1", kind: "Task", metadata: { name: "budget-probe" } };
+    /** Record n Events of the probe's reason; how many the budget let through. */
+    const record = (n: number, at: string) =>
+      Array.from({ length: n }, (_, i) =>
+        h.events.record({ object, type: "Normal", reason, message: `${at} ${i}` }),
+      ).filter(Boolean).length;
+    expect(record(burst + 100, "first")).toBe(burst);
+    const emptied = performance.now();
+    await new Promise((r) => setTimeout(r, 1500));
+    const refilled = record(2 * perSecond, "later");
+    const seconds = (performance.now() - emptied) / 1000;
+    // A third of the rate over the wait (the whole rate would give three times as many).
+    expect(refilled).toBeGreaterThanOrEqual(Math.floor((perSecond / 3) * seconds * 0.9));
+    expect(refilled).toBeLessThanOrEqual(Math.ceil((perSecond / 3) * (seconds + 0.1)));
   });
 
   it("claims for one tight worker sent through all replicas at once never over-reserve it", async () => {
