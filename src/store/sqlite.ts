@@ -723,10 +723,13 @@ export class SqliteStore extends TxnWrites implements Store {
     this.db
       .transaction(() => {
         this.db.exec("DELETE FROM allocations");
+        // Collected first: the connection runs no other statement while one iterates.
+        const found: Allocation[] = [];
         for (const json of this.st.list.iterate("Task")) {
           const a: Allocation | undefined = allocationOf(JSON.parse(json) as Task);
-          if (a) this.st.putAlloc.run(a.task, a.worker, JSON.stringify(a.lease));
+          if (a) found.push(a);
         }
+        for (const a of found) this.st.putAlloc.run(a.task, a.worker, JSON.stringify(a.lease));
         this.db.pragma(`user_version = ${SCHEMA_VERSION}`);
       })
       .immediate();

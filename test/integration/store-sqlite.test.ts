@@ -38,6 +38,24 @@ describe("sqlite store specifics", () => {
     for (const s of open.splice(0)) await s.close();
     for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
   });
+  /** Task `name` leased on worker w1 with `cpu` millicores reserved, written through `s`. */
+  const leaseOnW1 = async (s: SqliteStore, name: string, cpu: number) =>
+    s.updateStatus({
+      ...(await s.get<StoredObject>("Task", name))!,
+      status: {
+        state: "leased",
+        attempt: 1,
+        lease: {
+          worker: "w1",
+          epoch: 1,
+          mode: "pull",
+          leased_at: "2026-01-01T00:00:00.000Z",
+          lease_until: "2026-01-01T01:00:00.000Z",
+          placement: "shared",
+          reservation: { cpu_millis: cpu, memory_mb: 0, disk_mb: 0, gpu_count: 0 },
+        },
+      },
+    });
 
   it("uses WAL, synchronous=NORMAL (durability comes from the group flush) and a busy timeout", async () => {
     const { store } = await fresh();
@@ -379,30 +397,37 @@ describe("sqlite store specifics", () => {
     const cap = { cpu_millis: 1000, memory_mb: 1024, disk_mb: 0, gpu_count: 0 };
     await store.create(worker("w1", undefined, { max_concurrency: 4, initial_concurrency: 1, resource_capacity: cap }));
     for (const n of ["t1", "t2", "t3"]) await store.create(task(n));
-    const leased = async (s: SqliteStore, name: string, cpu: number) =>
-      s.updateStatus({
-        ...(await s.get<StoredObject>("Task", name))!,
-        status: {
-          state: "leased",
-          attempt: 1,
-          lease: {
-            worker: "w1",
-            epoch: 1,
-            mode: "pull",
-            leased_at: "2026-01-01T00:00:00.000Z",
-            lease_until: "2026-01-01T01:00:00.000Z",
-            placement: "shared",
-            reservation: { cpu_millis: cpu, memory_mb: 0, disk_mb: 0, gpu_count: 0 },
-          },
-        },
-      });
     // This connection has read its leases (none) before the other grants one.
-    await leased(store, "t1", 300);
-    await leased(other, "t2", 600);
-    expect((await storeError(leased(store, "t3", 200))).message).toContain("cpu_millis");
+    await leaseOnW1(store, "t1", 300);
+    await leaseOnW1(other, "t2", 600);
+    expect((await storeError(leaseOnW1(store, "t3", 200))).message).toContain("cpu_millis");
     // The other connection releases t2: this one sees the room.
     await other.delete("Task", "t2");
-    await leased(store, "t3", 700);
+    await leaseOnW1(store, "t3", 700);
+  });
+
+  it("builds the lease index of a store written before it existed from the leases its Tasks hold", async () => {
+    const { dir, file } = await tempDb();
+    dirs.push(dir);
+    const cap = { cpu_millis: 1000, memory_mb: 1024, disk_mb: 0, gpu_count: 0 };
+    const first = openSqliteStore(file);
+    await first.create(worker("w1", undefined, { max_concurrency: 4, initial_concurrency: 1, resource_capacity: cap }));
+    for (const n of ["t1", "t2", "t3", "t4"]) await first.create(task(n));
+    await leaseOnW1(first, "t1", 300);
+    await leaseOnW1(first, "t2", 300);
+    await first.close();
+    // As a Loom before schema version 1 left it: the leases in the Tasks alone.
+    const raw = new Database(file);
+    raw.exec("DROP TABLE allocations");
+    raw.pragma("user_version = 0");
+    raw.close();
+    const store = openSqliteStore(file);
+    open.push(store);
+    expect(store.pragmaValue("user_version")).toBe(2);
+    // t1 and t2 hold 600 of the 1000 millicores: 500 more do not fit, 400 do.
+    expect((await storeError(leaseOnW1(store, "t3", 500))).message).toContain("cpu_millis");
+    await leaseOnW1(store, "t3", 400);
+    expect((await storeError(leaseOnW1(store, "t4", 1))).message).toContain("cpu_millis");
   });
 
   it("decides on the caller's copy of an object only when it is at the row's revision", async () => {
