@@ -1,5 +1,7 @@
 // The contract every Store backend must pass (SQLite, etcd, ...). A backend's test file
 // calls storeContract("name", open) with a factory that yields a fresh, empty store.
+import { setFlagsFromString } from "node:v8";
+import { runInThisContext } from "node:vm";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Store, StoredObject, TxnOp, WatchEvent } from "../src/store/store.ts";
 import { StoreError } from "../src/store/errors.ts";
@@ -7,6 +9,13 @@ import { StoreError } from "../src/store/errors.ts";
 export type OpenedStore = { store: Store; reopen?: () => Promise<Store>; cleanup: () => Promise<void> };
 
 const API = "loom.dev/v1alpha1";
+
+/** Whether V8 holds `o` with fast properties, rather than as a hash table (%HasFastProperties). */
+const hasFastProperties = (() => {
+  setFlagsFromString("--allow-natives-syntax");
+  // Natives syntax is read by the parser, so the function is compiled after the flag is set.
+  return runInThisContext("(o) => %HasFastProperties(o)") as (o: object) => boolean;
+})();
 
 export function worker(
   name: string,
@@ -597,6 +606,24 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
         const final = (await store.get<StoredObject>("Worker", "w1"))!;
         expect(final.spec).toEqual({ max_concurrency: 2, initial_concurrency: 1 });
         expect(final.status).toEqual({ conditions: [{ type: "Ready", status: "True" }] });
+      });
+
+      it("a status its writer built by deleting a field is stored as a fresh object", async () => {
+        const created = await store.create(task("t1"));
+        // As a retry builds one: a copy of the status with a field in the middle deleted.
+        const status: Record<string, unknown> = { state: "queued", attempt: 2, finished_at: "x", conditions: [] };
+        delete status.finished_at;
+        expect(hasFastProperties(status)).toBe(false);
+        const applied = await store.apply([{ op: "updateStatus", object: { ...created, status } }], {
+          ownedInput: true,
+          readOnlyResults: true,
+        });
+        await applied.durable;
+        const stored = applied.results[0];
+        expect(stored.status).toEqual({ state: "queued", attempt: 2, conditions: [] });
+        expect(hasFastProperties(stored.status as object)).toBe(true);
+        // Its values are the writer's, not copies: only the object holding them is new.
+        expect((stored.status as { conditions: unknown }).conditions).toBe(status.conditions);
       });
 
       it("watchers get their own copies", async () => {
