@@ -1,21 +1,13 @@
 // The contract every Store backend must pass (SQLite, etcd, ...). A backend's test file
 // calls storeContract("name", open) with a factory that yields a fresh, empty store.
-import { setFlagsFromString } from "node:v8";
-import { runInThisContext } from "node:vm";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Store, StoredObject, TxnOp, WatchEvent } from "../src/store/store.ts";
 import { StoreError } from "../src/store/errors.ts";
+import { hasFastProperties } from "./support/v8.ts";
 
 export type OpenedStore = { store: Store; reopen?: () => Promise<Store>; cleanup: () => Promise<void> };
 
 const API = "loom.dev/v1alpha1";
-
-/** Whether V8 holds `o` with fast properties, rather than as a hash table (%HasFastProperties). */
-const hasFastProperties = (() => {
-  setFlagsFromString("--allow-natives-syntax");
-  // Natives syntax is read by the parser, so the function is compiled after the flag is set.
-  return runInThisContext("(o) => %HasFastProperties(o)") as (o: object) => boolean;
-})();
 
 export function worker(
   name: string,

@@ -7,6 +7,7 @@ import { endLease, grantLease, markFinal, requeue } from "../../src/scheduler/li
 import type { TaskStatus } from "../../src/resources/types.ts";
 import { taskWith } from "../support/task.ts";
 import { zero } from "../../src/admission/index.ts";
+import { hasFastProperties } from "../support/v8.ts";
 
 const NOW = Date.parse("2030-01-01T00:00:00Z");
 
@@ -65,6 +66,17 @@ describe("transitions share the status they start from and never change it", () 
     expect(again.excluded_workers).toEqual(["w"]);
     // The kept history is shared, not copied: the earlier attempt is the same object.
     expect(ended.attempts?.[0]).toBe(leased.attempts?.[0]);
+  });
+
+  it("the end of a lease builds a status without the lease, rather than deleting it from a copy", () => {
+    // A first attempt: the history is added by the end of the lease, after the lease's field.
+    const queued: TaskStatus = { state: "queued", attempt: 1, conditions: [] };
+    const leased = grantLease(task(deepFreeze(queued)), { ...grant, admission: { ok: true } as never }, NOW);
+    const ended = endLease(deepFreeze(leased), "returned", NOW, "returned", "CompletedWithoutResult");
+    expect(Object.hasOwn(ended, "lease")).toBe(false);
+    expect(ended.attempts).toHaveLength(1);
+    // A copy that lost a field would be a hash table to V8 (the store lays statuses out again, at a cost).
+    expect(hasFastProperties(ended)).toBe(true);
   });
 
   it("a transition shares every condition it leaves as it was, and replaces the one it changes", () => {
