@@ -3,6 +3,7 @@
 // from a reply it received, so both sides read the same `status`, `code` and `detail`.
 import { requestErrors, type RequestName } from "./schemas.ts";
 import type { RequestTypes } from "./types.gen.ts";
+import { isJsonObject } from "../resources/json.ts";
 
 /**
  * The codes the Hub answers with: v1's (RUNNER_PROTOCOL §1, kept as v1 spells them, even
@@ -81,7 +82,7 @@ export class HubError extends Error {
 
   /** A non-2xx or non-JSON reply a client received from `path`; status 0 means none arrived. */
   static received(status: number, body: unknown, path: string): HubError {
-    const obj = isObj(body) ? body : undefined;
+    const obj = isJsonObject(body) ? body : undefined;
     const { error: _e, ...detail } = obj ?? (body === undefined ? {} : { body });
     // Whatever code that Hub sent, or none: a client may talk to a newer Hub, so it is taken as it came.
     const code = (typeof obj?.error === "string" ? obj.error : "") as HubErrorCode;
@@ -99,8 +100,6 @@ function describeBody(body: unknown): string {
   const text = typeof body === "string" ? body : JSON.stringify(body);
   return text.length > 300 ? text.slice(0, 300) + "…" : text;
 }
-
-const isObj = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
 
 export const isHubError = (e: unknown): e is HubError => e instanceof HubError;
 

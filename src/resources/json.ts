@@ -1,4 +1,8 @@
-// Equality of JSON values: what "unchanged" means for a spec, labels or a status.
+// JSON values: which are objects, what "unchanged" means for a spec, labels or a status, and a copy.
+
+/** A JSON object: an object that is neither null nor an array. */
+export const isJsonObject = (v: unknown): v is Record<string, unknown> =>
+  v !== null && typeof v === "object" && !Array.isArray(v);
 
 /** Deep equality of JSON values; key order does not matter, array order does. */
 export function jsonEqual(a: unknown, b: unknown): boolean {

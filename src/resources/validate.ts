@@ -4,6 +4,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import { type JSONSchema, loadCrds, API_VERSION } from "./crds.ts";
 import { boundErrors, HAS_CONTROL, NO_CONTROL, withDefaultLimits } from "./limits.ts";
 import type { FieldError } from "./field-error.ts";
+import { isJsonObject } from "./json.ts";
 
 export type { FieldError, FieldReason } from "./field-error.ts";
 
@@ -148,7 +149,7 @@ class SchemaNode {
    */
   check(value: unknown, prev: unknown, path: (string | number)[], errs: FieldError[]): void {
     if (value === prev) return;
-    if (this.byField && isRecord(value) && isRecord(prev)) {
+    if (this.byField && isJsonObject(value) && isJsonObject(prev)) {
       this.run(this.shellOf(), value, path, errs);
       const props = this.schema.properties!;
       for (const k in value) {
@@ -238,7 +239,7 @@ function statusSchemaOf(kind: string): SchemaNode | null {
  * with the rules of every object and list that holds them (SchemaNode).
  */
 export function validateStatus(obj: { kind: string; status?: unknown }, prev?: unknown): FieldError[] {
-  const was = isRecord(prev) ? prev : undefined;
+  const was = isJsonObject(prev) ? prev : undefined;
   const bounds = boundErrors({ status: obj.status }, "", {}, was && { status: was });
   if (bounds.length) return bounds;
   const node = statusSchemaOf(obj.kind);
@@ -259,8 +260,6 @@ export function* compileStatusValidators(): Generator<void> {
     if (node) yield* node.compileEach(true);
   }
 }
-
-const isRecord = (x: unknown): x is Record<string, unknown> => x !== null && typeof x === "object" && !Array.isArray(x);
 
 /** Compile a request schema with the same ajv, rules and default limits as the CRDs. */
 export function compileSchema(schema: JSONSchema): (data: unknown) => FieldError[] {

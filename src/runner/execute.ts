@@ -10,6 +10,7 @@ import { writeZipFile, type ZipEntryInput } from "../results/zip.ts";
 import { hostSnapshot, type HostResources } from "./host.ts";
 import { aggregateUsage, runProcess, STOPPED_EXIT_CODE, utcNow, type ResourceUsage } from "./process.ts";
 import { materializeSource, resolveSource, type SourceSummary } from "./source.ts";
+import { isJsonObject } from "../resources/json.ts";
 
 /** A task as `/api/tasks/claim` (or a direct push) hands it over; saved verbatim as task.json. */
 export type { ClaimedTask };
@@ -76,8 +77,6 @@ const RUNTIME_ENV_KEYS = [
   "LOOM_PHASE_INDEX",
 ];
 export const DEFAULT_SCRUBBED_ENV = ["LOOM_HUB_TOKEN", "LOOM_RUNNER_TOKEN"];
-
-const isObj = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
 const pad = (n: number, w: number) => String(n).padStart(w, "0");
 
 /** A task id as a directory name: ids are slugs already, but `..` or a `/` must never leave the work dir. */
@@ -100,7 +99,7 @@ export function attemptPaths(workDir: string, task: ClaimedTask) {
 
 function envObject(v: unknown, field: string): Record<string, string> {
   if (v === undefined || v === null) return {};
-  if (!isObj(v)) throw new Error(`${field} must be an object`);
+  if (!isJsonObject(v)) throw new Error(`${field} must be an object`);
   return Object.fromEntries(
     Object.entries(v).map(([k, val]) => [k, typeof val === "string" ? val : JSON.stringify(val)]),
   );
@@ -122,8 +121,8 @@ function buildEnv(
 }
 
 function runtimeEnv(task: ClaimedTask, attemptNo: number, workerId: string): Record<string, string> {
-  const payload = isObj(task.payload) ? task.payload : {};
-  const normalized = isObj(payload.normalized) ? payload.normalized : {};
+  const payload = isJsonObject(task.payload) ? task.payload : {};
+  const normalized = isJsonObject(payload.normalized) ? payload.normalized : {};
   const s = (...vs: unknown[]) => String(vs.find((v) => v !== undefined && v !== null && v !== "") ?? "");
   return {
     LOOM_TASK_ID: task.task_id,
@@ -163,7 +162,7 @@ export function commandList(payload: Record<string, unknown>): Record<string, un
   if (typeof raw === "string") raw = [raw];
   if (!Array.isArray(raw)) throw new Error(`payload.${isPhases ? "phases" : "commands"} must be a list`);
   return raw.map((item, i) => {
-    const spec: Record<string, unknown> = isObj(item) ? { ...item } : { command: item };
+    const spec: Record<string, unknown> = isJsonObject(item) ? { ...item } : { command: item };
     const idx = i + 1;
     spec.name = String(spec.name ?? `command-${pad(idx, 2)}`);
     spec.phase = String(spec.phase ?? spec.name);
@@ -546,7 +545,7 @@ export async function executeTask(task: ClaimedTask, opts: ExecuteOptions): Prom
   await writeFile(path.join(attemptDir, "stdout.txt"), "");
   await writeFile(path.join(attemptDir, "stderr.txt"), "");
 
-  const payload = isObj(task.payload) ? task.payload : {};
+  const payload = isJsonObject(task.payload) ? task.payload : {};
   const runner = typeof payload.runner === "string" && payload.runner !== "" ? payload.runner : "noop";
   const ctx: RunContext = {
     opts,
@@ -561,10 +560,10 @@ export async function executeTask(task: ClaimedTask, opts: ExecuteOptions): Prom
   const outcome = await runAttempt(runner, task, ctx);
   const finishedAt = utcNow();
   const host = await hostSnapshot(opts.workDir);
-  const cc = isObj(task.controller_concurrency) ? task.controller_concurrency : {};
-  const admission = isObj(cc.resource_admission)
+  const cc = isJsonObject(task.controller_concurrency) ? task.controller_concurrency : {};
+  const admission = isJsonObject(cc.resource_admission)
     ? cc.resource_admission
-    : isObj(task.resource_admission)
+    : isJsonObject(task.resource_admission)
       ? task.resource_admission
       : {};
   const result: WorkerResult = {
@@ -587,7 +586,7 @@ export async function executeTask(task: ClaimedTask, opts: ExecuteOptions): Prom
     stderr_path: "stderr.txt",
   };
   if (runner === "repo") result.phase_result_path = "phase-results.json";
-  if (isObj(payload.normalized)) result.normalized = payload.normalized;
+  if (isJsonObject(payload.normalized)) result.normalized = payload.normalized;
   if (outcome.timedOut) result.timed_out = true;
   if (outcome.stopped) result.stopped = outcome.stopped;
   await writeFile(path.join(attemptDir, "worker-result.json"), json(result));

@@ -14,7 +14,7 @@ import { addAmounts, demandOf, type Amounts } from "../admission/queues.ts";
 import type { LeaseView } from "../admission/view.ts";
 import { isKind } from "../resources/types.ts";
 import { loadCrds } from "../resources/crds.ts";
-import { jsonClone, jsonEqual } from "../resources/json.ts";
+import { isJsonObject, jsonClone, jsonEqual } from "../resources/json.ts";
 import { validateMetadata, validateObject, validateStatus } from "../resources/validate.ts";
 import { alreadyExists, conflict, invalid, notFound, StoreError } from "./errors.ts";
 import type { Applied, ApplyOptions, StoredObject, TxnOp, WatchEventType } from "./store.ts";
@@ -132,7 +132,7 @@ function changedObject(
  * status that is not a JSON object is left for validation to refuse.
  */
 function laidOut(status: unknown): unknown {
-  return status !== null && typeof status === "object" && !Array.isArray(status) ? { ...status } : status;
+  return isJsonObject(status) ? { ...status } : status;
 }
 
 /**
