@@ -67,6 +67,28 @@ export type WatchSpec = {
 type EventType = WatchEventType | "BOOKMARK" | "ERROR";
 const line = (type: EventType, object: unknown) => `${JSON.stringify({ type, object })}\n`;
 
+/** The last lines joined, and their join: the watches of one kind mostly write the very same lines. */
+let lastParts: (string | Buffer)[] = [];
+let lastJoined: string | Buffer = "";
+
+/**
+ * Lines as one piece, so that they go out as one chunk of the chunked response. A client
+ * reads each chunk as a piece of its own (Node's HTTP client emits a 'data' event for
+ * each), and at hundreds of lines a second on every watch that was the largest part of a
+ * client's work. The lines of a store event are encoded once and shared by every watch
+ * that sends them as stored (StoredEvent.line), so the watches that write the same lines
+ * in a turn share one join too.
+ */
+function joined(parts: (string | Buffer)[]): string | Buffer {
+  if (parts.length === lastParts.length && parts.every((p, i) => p === lastParts[i])) return lastJoined;
+  const out = parts.every((p) => typeof p === "string")
+    ? parts.join("")
+    : Buffer.concat(parts.map((p) => (typeof p === "string" ? Buffer.from(p) : p)));
+  lastParts = parts;
+  lastJoined = out;
+  return out;
+}
+
 /** Snapshot + watch registration retries when the log was compacted past a fresh snapshot. */
 const SNAPSHOT_ATTEMPTS = 3;
 
@@ -258,10 +280,7 @@ export class WatchStream {
       for (const p of parts) this.write(p);
       return;
     }
-    // One write to the socket for the whole turn, without copying the shared lines.
-    this.res.cork();
-    for (const p of parts) this.write(p);
-    this.res.uncork();
+    this.write(joined(parts));
   }
 
   /** The event the client should see, given what it holds; undefined sends nothing. */

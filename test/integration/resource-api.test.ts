@@ -738,6 +738,54 @@ describe("watch", () => {
     expect(bookmarks(w.events).length).toBeGreaterThanOrEqual(1);
   });
 
+  it("writes the events delivered together as one chunk of the response, to every watch alike", async () => {
+    const hub = await startHub();
+    const from = (await call(`${api(hub)}/campaigns`, "GET")).body.metadata.resourceVersion;
+    const port = Number(new URL(hub.url).port);
+    // Raw clients, to see the response's chunked framing itself: a client reads each chunk as a piece.
+    const readers = await Promise.all(
+      [0, 1].map(async () => {
+        const s = net.connect(port, "127.0.0.1");
+        cleanups.push(() => void s.destroy());
+        await once(s, "connect");
+        let raw = Buffer.alloc(0);
+        s.on("data", (d: Buffer) => (raw = Buffer.concat([raw, d])));
+        s.write(`GET ${API_PREFIX}/campaigns?watch=1&resourceVersion=${from} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+        /** The chunks received so far, each as its text. */
+        return () => {
+          const chunks: string[] = [];
+          let at = raw.indexOf("\r\n\r\n") + 4;
+          for (;;) {
+            const eol = raw.indexOf("\r\n", at);
+            if (at < 4 || eol < 0) break;
+            const size = parseInt(raw.subarray(at, eol).toString("latin1"), 16);
+            if (!(size > 0) || eol + 2 + size + 2 > raw.length) break;
+            chunks.push(raw.subarray(eol + 2, eol + 2 + size).toString("utf8"));
+            at = eol + 2 + size + 2;
+          }
+          return chunks;
+        };
+      }),
+    );
+    await eventually(() => readers.every((r) => r().length > 0), "the first BOOKMARK on both watches");
+    // One transaction: three objects at one revision, delivered to each watch in one run.
+    const names = ["c1", "c2", "c3"];
+    await hub.store.apply(
+      names.map((name) => ({
+        op: "create" as const,
+        object: { apiVersion: API_VERSION, kind: "Campaign", metadata: { name }, spec: SAMPLES.Campaign.spec },
+      })),
+    );
+    for (const read of readers) {
+      const chunk = await eventually(() => read().find((c) => c.includes('"c1"')), "the campaigns' events");
+      const lines = chunk!
+        .trimEnd()
+        .split("\n")
+        .map((l) => JSON.parse(l) as WatchEv);
+      expect(lines.map((e) => `${e.type} ${e.object.metadata.name}`)).toEqual(names.map((n) => `ADDED ${n}`));
+    }
+  });
+
   it("cuts off a watcher that does not read, while other watchers and requests carry on", async () => {
     const hub = await startHub();
     await call(`${api(hub)}/tasks`, "POST", {
