@@ -731,6 +731,40 @@ describe("watch", () => {
     }
   });
 
+  it("resumed with a selector, tells a client that may hold an object what it needs, and nothing twice", async () => {
+    const hub = await startHub();
+    for (const [name, pool] of [
+      ["w1", "a"],
+      ["w2", "b"],
+    ])
+      await call(`${api(hub)}/workers`, "POST", { metadata: { name, labels: { pool } }, spec: {} });
+    const from = (await call(`${api(hub)}/workers`, "GET")).body.metadata.resourceVersion;
+    const w = await Watch.open(`${api(hub)}/workers?watch=1&resourceVersion=${from}&labelSelector=pool%3Da`);
+    const relabel = (name: string, labels: Record<string, string>) =>
+      mergePatch(`${api(hub)}/workers/${name}`, { metadata: { labels } });
+    await relabel("w1", { pool: "a", x: "1" }); // may be held, matches: MODIFIED
+    await relabel("w2", { pool: "b", x: "1" }); // may be held, does not match: DELETED
+    await relabel("w2", { pool: "b", x: "2" }); // known not held now: nothing
+    await relabel("w2", { pool: "a" }); // starts matching: ADDED
+    await call(`${api(hub)}/workers`, "POST", { metadata: { name: "w3", labels: { pool: "b" } }, spec: {} });
+    await call(`${api(hub)}/workers/w1`, "DELETE");
+    await w.until((evs) => evs.some((e) => e.type === "DELETED" && e.object.metadata.name === "w1"), "w1 DELETED");
+    // Each name's events, repeats in a row collapsed (the worker controller may write a status too).
+    const of = (name: string) =>
+      w.events
+        .filter((e) => e.type !== "BOOKMARK" && e.object.metadata.name === name)
+        .map((e) => e.type)
+        .filter((t, i, all) => i === 0 || t !== all[i - 1]);
+    expect(of("w1")).toEqual(["MODIFIED", "DELETED"]);
+    expect(of("w2")).toEqual(["DELETED", "ADDED", ...of("w2").slice(2)]);
+    expect(
+      of("w2")
+        .slice(2)
+        .every((t) => t === "MODIFIED"),
+    ).toBe(true);
+    expect(of("w3")).toEqual([]);
+  });
+
   it("ends cleanly after timeoutSeconds", async () => {
     const hub = await startHub();
     const w = await Watch.open(`${api(hub)}/workers?watch=1&timeoutSeconds=0.2`);
