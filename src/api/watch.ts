@@ -74,8 +74,8 @@ let lastJoined: string | Buffer = "";
 /**
  * Lines as one piece, so that they go out as one chunk of the chunked response. A client
  * reads each chunk as a piece of its own (Node's HTTP client emits a 'data' event for
- * each), and at hundreds of lines a second on every watch that was the largest part of a
- * client's work. The lines of a store event are encoded once and shared by every watch
+ * each), and at hundreds of lines a second on every watch, a piece per line would be the
+ * largest part of a client's work. The lines of a store event are encoded once and shared by every watch
  * that sends them as stored (StoredEvent.line), so the watches that write the same lines
  * in a turn share one join too.
  */
