@@ -33,7 +33,7 @@ export const watchScenario: Scenario = {
     const acksDir = tempDir("acks");
     const acksFile = join(acksDir, "acks.json");
     let result: WatchResult | undefined;
-    const run = await leaseRun("loom", sizes, o, {
+    const run = await leaseRun((process.env.LOOM_WATCH_KIND ?? "loom") as "loom", sizes, o, {
       acksFile,
       ackSample: sample,
       during: async (url) => {

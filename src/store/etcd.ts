@@ -32,6 +32,7 @@ import { conflict, gone, StoreError, tooLarge } from "./errors.ts";
 import { labelSelectorMatcher } from "./labels.ts";
 import { TxnBatcher } from "./etcd-batch.ts";
 import { ExpiryLeases, leaseUnknown } from "./etcd-expiry.ts";
+import { EtcdEvent, EtcdRecord, parseStored, SharedWatch } from "./etcd-watch.ts";
 import {
   allocationChange,
   badRequest,
@@ -55,7 +56,6 @@ import type {
   StoredObject,
   TxnOp,
   WatchEvent,
-  WatchEventType,
   WatchHandle,
   WatchOptions,
 } from "./store.ts";
@@ -199,6 +199,9 @@ export class EtcdStore extends TxnWrites implements Store {
    */
   private readonly inFlight = new Map<string, Promise<void>>();
   private readonly watchers = new Set<Watcher>();
+  /** The etcd watch the API's watches share (etcd-watch.ts), and its start. */
+  private shared: SharedWatch | undefined;
+  private sharedStart: Promise<SharedWatch> | undefined;
   /** Writes decided while a Txn is in flight go out together in the next (etcd-batch.ts). */
   private readonly batcher: TxnBatcher;
   /** The etcd leases that puts of expiring kinds carry (etcd-expiry.ts). */
@@ -823,43 +826,27 @@ export class EtcdStore extends TxnWrites implements Store {
     const from = Math.max(Math.floor(fromRevision), this.base);
     await this.assertNotCompacted(fromRevision, from);
     const prefix = this.kindPrefix(kind);
+    const objects = this.kindPrefix(undefined).length;
+    // Every object's events with their last states is what each watch the API serves asks
+    // for: those share one etcd watch (etcd-watch.ts).
+    if (kind === undefined && opts.lastStateOnDelete !== false) {
+      const shared = await this.sharedWatch(from);
+      if (shared) return shared.subscribe(from, fromRevision, onEvent, opts.onError);
+    }
     const builder = this.client.watch().prefix(prefix);
     if (opts.lastStateOnDelete !== false) builder.withPreviousKV();
     const watcher = builder.startRevision(String(from + 1)).watcher();
-    const objects = this.kindPrefix(undefined).length;
-    // A put of this process's, at the revision it committed at: the object it stored, not etcd's bytes decoded again.
-    const own = (key: string, revision: number) => {
-      const w = this.written.get(key);
-      return w?.revision === revision ? w.object : undefined;
-    };
     let stopped = false;
     watcher.on("data", (res) => {
       if (stopped) return;
       // etcd never splits one revision across responses: each revision goes out in one run.
       for (const ev of res.events) {
         if (stopped) return;
-        const revision = Number(ev.kv.mod_revision);
-        const key = ev.kv.key.toString();
-        const slash = key.indexOf("/", objects);
-        const type: WatchEventType = ev.type === "Delete" ? "DELETED" : ev.kv.version === "1" ? "ADDED" : "MODIFIED";
-        // Kind and name come from the key; the object is decoded only if the consumer reads it.
-        const stored = type === "DELETED" ? ev.prev_kv : ev.kv;
-        let decoded: StoredObject | undefined;
-        const event: WatchEvent = {
-          type,
-          revision,
-          kind: key.slice(objects, slash),
-          name: key.slice(slash + 1),
-          get object() {
-            return (decoded ??= stored
-              ? (own(key, revision) ?? parseStored(stored.value.toString(), revision))
-              : tombstone(key, objects, revision));
-          },
-        };
+        const event = new EtcdEvent(new EtcdRecord(ev, objects, this.own));
         try {
           onEvent(event);
         } catch (err) {
-          console.error(`store watch callback failed at revision ${revision}:`, err);
+          console.error(`store watch callback failed at revision ${event.revision}:`, err);
         }
       }
     });
@@ -867,9 +854,7 @@ export class EtcdStore extends TxnWrites implements Store {
       if (stopped) return;
       stopped = true;
       this.watchers.delete(watcher);
-      const e = /compacted/.test(err.message)
-        ? gone(fromRevision)
-        : new StoreError("Gone", 410, `etcd watch ended: ${err.message}; list again and watch from the new revision`);
+      const e = watchEnded(err, fromRevision);
       if (opts.onError) opts.onError(e);
       else console.error(`etcd store watch on ${prefix} ended:`, e.message);
     });
@@ -887,6 +872,42 @@ export class EtcdStore extends TxnWrites implements Store {
     };
   }
 
+  /** A put of this process's, at the revision it committed at: the object it stored, not etcd's bytes decoded again. */
+  private readonly own = (key: string, revision: number): StoredObject | undefined => {
+    const w = this.written.get(key);
+    return w?.revision === revision ? w.object : undefined;
+  };
+
+  /** The shared watch, started from `from` if there is none; undefined if it cannot serve a watch from `from`. */
+  private async sharedWatch(from: number): Promise<SharedWatch | undefined> {
+    if (!this.sharedStart) {
+      const watcher = this.client
+        .watch()
+        .prefix(this.kindPrefix(undefined))
+        .withPreviousKV()
+        .startRevision(String(from + 1))
+        .watcher();
+      this.watchers.add(watcher);
+      const shared = new SharedWatch(watcher, from, this.kindPrefix(undefined).length, this.own, watchEnded, () => {
+        this.watchers.delete(watcher);
+        if (this.shared === shared) {
+          this.shared = undefined;
+          this.sharedStart = undefined;
+        }
+      });
+      this.shared = shared;
+      this.sharedStart = shared.connected().then(
+        () => shared,
+        (e: unknown) => {
+          shared.end();
+          throw e;
+        },
+      );
+    }
+    const shared = await this.sharedStart;
+    return shared.covers(from) ? shared : undefined;
+  }
+
   /** Gone exactly when events after `from` have been compacted away: a read at `from` fails. */
   private async assertNotCompacted(asked: number, from: number): Promise<void> {
     if (from < 1) return;
@@ -902,6 +923,7 @@ export class EtcdStore extends TxnWrites implements Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.shared?.end();
     await Promise.all([...this.watchers].map((w) => w.cancel().catch(() => undefined)));
     this.watchers.clear();
     this.client.close();
@@ -939,16 +961,11 @@ function toStored(obj: StoredObject): string {
   return JSON.stringify({ ...obj, metadata });
 }
 
-/** What a DELETED event without the last state carries: the kind and name its key names, at the deletion's revision. */
-function tombstone(key: string, objectsPrefix: number, revision: number): StoredObject {
-  const [kind, name] = key.slice(objectsPrefix).split("/");
-  return { apiVersion: "", kind, metadata: { name, resourceVersion: String(revision) } };
-}
-
-function parseStored(json: string, rev: number): StoredObject {
-  const obj = JSON.parse(json) as StoredObject;
-  obj.metadata.resourceVersion = String(rev);
-  return obj;
+/** Why a watch ended: Gone either way, so its consumer lists again. */
+function watchEnded(err: Error, asked: number): StoreError {
+  return /compacted/.test(err.message)
+    ? gone(asked)
+    : new StoreError("Gone", 410, `etcd watch ended: ${err.message}; list again and watch from the new revision`);
 }
 
 const fromKv = (kv: IKeyValue) => parseStored(kv.value.toString(), Number(kv.mod_revision));

@@ -453,6 +453,83 @@ describe.skipIf(etcdMissing)("etcd backend", () => {
     }
   });
 
+  it("watches of every object share one etcd watch; one from before what it keeps gets its own", async () => {
+    // etcd's own count of the watches it serves, from its metrics.
+    const etcdWatchers = async () => {
+      const text = await (await fetch(`${etcd.endpoints[0]}/metrics`)).text();
+      return Number(/^etcd_debugging_mvcc_watcher_total (\S+)$/m.exec(text)![1]);
+    };
+    const store = await openEtcdStore({ endpoints: etcd.endpoints, prefix: `/loom-test-${process.pid}-${++n}` });
+    try {
+      const before = await etcdWatchers();
+      const start = await store.revision();
+      const watches = await Promise.all(
+        Array.from({ length: 20 }, async () => {
+          const events: WatchEvent[] = [];
+          const handle = await store.watch(undefined, start, (ev) => events.push(ev));
+          return { events, handle };
+        }),
+      );
+      expect(await etcdWatchers()).toBe(before + 1);
+
+      await store.txn([1, 2, 3].map((i) => ({ op: "create", object: worker(`w${i}`) })));
+      await store.delete("Worker", "w3");
+      await eventually(() => watches.every((w) => w.events.length === 4), "four events on every watch");
+      for (const w of watches)
+        expect(w.events.map((e) => `${e.type} ${e.object.metadata.name}`)).toEqual([
+          "ADDED w1",
+          "ADDED w2",
+          "ADDED w3",
+          "DELETED w3",
+        ]);
+      // Each watch decodes its own copy; the JSON and the watch line are the object's, with its resourceVersion.
+      (watches[0].events[0].object.spec as { max_concurrency?: number }).max_concurrency = 99;
+      expect((watches[1].events[0].object.spec as { max_concurrency?: number }).max_concurrency).toBe(2);
+      const [added] = watches[1].events;
+      expect(JSON.parse(added.json!)).toEqual(watches[2].events[0].object);
+      expect(JSON.parse(added.line!("ADDED").toString())).toEqual({
+        type: "ADDED",
+        object: watches[2].events[0].object,
+      });
+      expect(watches[3].events[3].object.metadata).toMatchObject({ name: "w3" });
+
+      // A watch that starts behind the shared one, within what it keeps: exactly the events after its start.
+      const mid = Number(watches[0].events[1].revision);
+      const behind: WatchEvent[] = [];
+      const b = await store.watch(undefined, mid - 1, (ev) => behind.push(ev));
+      expect(behind.map((e) => `${e.type} ${e.object.metadata.name}`)).toEqual(
+        ["ADDED w1", "ADDED w2", "ADDED w3", "DELETED w3"].filter(
+          (_, i) => Number(watches[0].events[i].revision) > mid - 1,
+        ),
+      );
+      expect(await etcdWatchers()).toBe(before + 1);
+
+      // Past what the shared watch keeps (1,024 events), a watch from the start is an etcd watch of its own.
+      for (let i = 0; i < 1200; i += 100)
+        await store.txn(
+          Array.from({ length: 100 }, (_, j) => ({ op: "create" as const, object: worker(`x${i + j}`) })),
+        );
+      await eventually(() => watches.every((w) => w.events.length === 1204), "every write on every watch");
+      const old: WatchEvent[] = [];
+      const o = await store.watch(undefined, start, (ev) => old.push(ev));
+      expect(await etcdWatchers()).toBe(before + 2);
+      await eventually(() => old.length === 1204, "the old watch's replay");
+      expect(old.map((e) => `${e.type} ${e.name} ${e.revision}`)).toEqual(
+        watches[5].events.map((e) => `${e.type} ${e.name} ${e.revision}`),
+      );
+
+      // The shared watch ends with its last watch.
+      for (const w of watches) w.handle.stop();
+      b.stop();
+      o.stop();
+      const deadline = Date.now() + 5000;
+      while ((await etcdWatchers()) !== before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(await etcdWatchers()).toBe(before);
+    } finally {
+      await store.close();
+    }
+  });
+
   it("a watch takes this process's own read-only writes as written, and decodes every other write", async () => {
     const prefix = `/loom-test-${process.pid}-${++n}`;
     const store = await openEtcdStore({ endpoints: etcd.endpoints, prefix });
