@@ -136,6 +136,8 @@ export class SharedWatch {
   private kept: EtcdRecord[] = [];
   private floor: number;
   private ended = false;
+  /** Settles once etcd has accepted the watch; rejects if it refused it (the watch has then ended). */
+  readonly ready: Promise<void>;
 
   /**
    * `watcher` is an etcd watch from `from + 1`, not yet connected. `onEnd` runs once the
@@ -150,16 +152,12 @@ export class SharedWatch {
     private readonly onEnd: () => void,
   ) {
     this.floor = from;
+    this.ready = new Promise<void>((resolve, reject) => {
+      watcher.once("connected", () => resolve());
+      watcher.once("error", reject);
+    });
     watcher.on("data", (res: { events: Raw[] }) => this.deliver(res.events));
     watcher.on("error", (err: Error) => this.fail(err));
-  }
-
-  /** Resolves once etcd has accepted the watch; rejects if it refused it. */
-  connected(): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.watcher.once("connected", () => resolve());
-      this.watcher.once("error", reject);
-    });
   }
 
   /** Whether a watch from `from` can be served: every event after it is kept or still to come. */

@@ -199,9 +199,8 @@ export class EtcdStore extends TxnWrites implements Store {
    */
   private readonly inFlight = new Map<string, Promise<void>>();
   private readonly watchers = new Set<Watcher>();
-  /** The etcd watch the API's watches share (etcd-watch.ts), and its start. */
+  /** The etcd watch the API's watches share (etcd-watch.ts). */
   private shared: SharedWatch | undefined;
-  private sharedStart: Promise<SharedWatch> | undefined;
   /** Writes decided while a Txn is in flight go out together in the next (etcd-batch.ts). */
   private readonly batcher: TxnBatcher;
   /** The etcd leases that puts of expiring kinds carry (etcd-expiry.ts). */
@@ -880,7 +879,8 @@ export class EtcdStore extends TxnWrites implements Store {
 
   /** The shared watch, started from `from` if there is none; undefined if it cannot serve a watch from `from`. */
   private async sharedWatch(from: number): Promise<SharedWatch | undefined> {
-    if (!this.sharedStart) {
+    let shared = this.shared;
+    if (!shared) {
       const watcher = this.client
         .watch()
         .prefix(this.kindPrefix(undefined))
@@ -888,23 +888,20 @@ export class EtcdStore extends TxnWrites implements Store {
         .startRevision(String(from + 1))
         .watcher();
       this.watchers.add(watcher);
-      const shared = new SharedWatch(watcher, from, this.kindPrefix(undefined).length, this.own, watchEnded, () => {
-        this.watchers.delete(watcher);
-        if (this.shared === shared) {
-          this.shared = undefined;
-          this.sharedStart = undefined;
-        }
-      });
-      this.shared = shared;
-      this.sharedStart = shared.connected().then(
-        () => shared,
-        (e: unknown) => {
-          shared.end();
-          throw e;
+      const started: SharedWatch = new SharedWatch(
+        watcher,
+        from,
+        this.kindPrefix(undefined).length,
+        this.own,
+        watchEnded,
+        () => {
+          this.watchers.delete(watcher);
+          if (this.shared === started) this.shared = undefined;
         },
       );
+      this.shared = shared = started;
     }
-    const shared = await this.sharedStart;
+    await shared.ready;
     return shared.covers(from) ? shared : undefined;
   }
 
