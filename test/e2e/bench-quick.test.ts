@@ -59,12 +59,23 @@ describe("npm run bench -- --quick", () => {
     expect(r.stdout.match(/^-- micro: run \d of 2$/gm)).toEqual(["-- micro: run 1 of 2", "-- micro: run 2 of 2"]);
     // Each run's tables, then the combined ones: the last third.
     const all = tablesOf(r.stdout).get("micro")!;
-    const combined = all.slice((all.length / 3) * 2);
-    const admit = combined[0].find((row) => row[0].startsWith("admit()"));
-    expect(admit?.[1]).toMatch(/^[\d.,]+ µs \([\d.,]+ µs, [\d.,]+ µs\)$/);
+    const third = all.length / 3;
+    /** A cell of table `t` in run 1, run 2 and the combined tables, found by its row's label. */
+    const cells = (t: number, label: (row: string[]) => boolean, col: number) =>
+      [0, 1, 2].map((k) => all[k * third + t].find(label)?.[col]);
+    const figure = /^[\d.,]+ µs$/;
+    const combinedFigure = /^[\d.,]+ µs \([\d.,]+ µs, [\d.,]+ µs\)$/;
+    // A figure two runs measured alike stays as it is (combineCell); otherwise its median and both runs'.
+    const combinedFrom = ([a, b, combined]: (string | undefined)[]) => {
+      expect(a).toMatch(figure);
+      expect(b).toMatch(figure);
+      if (a === b) expect(combined).toBe(a);
+      else expect(combined).toMatch(combinedFigure);
+      if (a !== b) expect(combined).toContain(`(${a}, ${b})`);
+    };
+    combinedFrom(cells(0, (row) => row[0].startsWith("admit()"), 1));
     // The Hub's work per lease without HTTP: its one quick run's row, combined the same way.
-    const hubWork = combined[2].find((row) => row[0] === "run 1");
-    expect(hubWork?.[2]).toMatch(/^[\d.,]+ µs \([\d.,]+ µs, [\d.,]+ µs\)$/);
+    combinedFrom(cells(2, (row) => row[0] === "run 1", 2));
     expect(r.stdout).toMatch(/in-process, median of 2 runs/);
 
     const bad = run("micro", "--runs", "0", "--no-write");
