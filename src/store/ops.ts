@@ -81,12 +81,11 @@ function checkOp(op: Extract<TxnOp, { op: "check" }>, have: string | undefined):
 /** The object a create stores: a fresh uid, creationTimestamp and generation 1. */
 function createdObject(input: StoredObject, now: string, rv: string): StoredObject {
   // A caller-supplied status is kept: a Runner's registration creates a Worker with both.
-  const obj: StoredObject = {
+  const { deletionTimestamp: _dropped, ...metadata } = input.metadata;
+  return {
     ...input,
-    metadata: { ...input.metadata, uid: randomUUID(), creationTimestamp: now, generation: 1, resourceVersion: rv },
+    metadata: { ...metadata, uid: randomUUID(), creationTimestamp: now, generation: 1, resourceVersion: rv },
   };
-  delete obj.metadata.deletionTimestamp;
-  return obj;
 }
 
 /** The object an update (metadata + spec, status kept) or updateStatus (status only) stores. */
@@ -98,8 +97,10 @@ function changedObject(
 ): StoredObject {
   let obj: StoredObject;
   if (op === "update") {
+    // The status is the stored one: left out of the copy rather than deleted from it (laidOut()).
+    const { status: _kept, ...fields } = input;
     obj = {
-      ...input,
+      ...fields,
       metadata: {
         ...input.metadata,
         // Once set, a deletion stays requested whoever updates the object (GitOps, a controller).
@@ -114,8 +115,7 @@ function changedObject(
         resourceVersion: rv,
       },
     };
-    if (cur.status === undefined) delete obj.status;
-    else obj.status = cur.status;
+    if (cur.status !== undefined) obj.status = cur.status;
   } else {
     const { status: _replaced, ...rest } = cur;
     obj = { ...rest, metadata: { ...cur.metadata, resourceVersion: rv } };
