@@ -1,7 +1,8 @@
 // The etcd store's watch events, and one etcd watch shared by the API's watches.
 //
 // Each watch the API serves reads every object's events (it filters by kind itself, and
-// needs every revision for its BOOKMARKs) with each deleted object's last state. On etcd,
+// needs every revision for its BOOKMARKs) with each deleted object's last state, and so does
+// GitOps's watch of the objects it applied. On etcd,
 // a watch of its own for each would have etcd send every event once per watch, and the Hub
 // decode and encode each copy: with hundreds of clients watching, etcd and the Hub spend
 // their time on the copies, and leases wait. So those watches share one etcd watch:
