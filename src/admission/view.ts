@@ -123,6 +123,24 @@ export function leaseView(task: Task): LeaseView | undefined {
   return l;
 }
 
+/**
+ * Whether `after` holds the very lease `before` holds: both active, with the same worker,
+ * placement and reservation, on the same spec (a start, a renewal, a progress note). Then
+ * `after` shares `before`'s view, so neither the store's guard nor a worker's view builds
+ * it again, and a comparison by identity sees the lease unchanged.
+ */
+export function sameLeaseAs(before: Task, after: Task): boolean {
+  const a = before.status?.lease;
+  const b = after.status?.lease;
+  if (!a || !b || a.worker !== b.worker || a.placement !== b.placement || a.reservation !== b.reservation) return false;
+  if (before.spec !== after.spec || before.metadata.name !== after.metadata.name) return false;
+  if (!isActive(after.status?.state)) return false;
+  const l = leaseView(before);
+  if (!l) return false;
+  leaseViews.set(after, l);
+  return true;
+}
+
 /** The same leases in the same order, compared by identity (one object per Task object: leaseView()). */
 export const sameLeases = (a: readonly LeaseView[], b: readonly LeaseView[]): boolean =>
   a.length === b.length && a.every((l, i) => l === b[i]);

@@ -38,6 +38,11 @@ export async function runnerRoutes(f: FastifyInstance): Promise<void> {
   f.post("/api/tasks/claim", replySchema("claim"), async (req, reply) => {
     const b = bodyOf(req.body);
     assertActsAs(req, b.worker_id);
+    const clamped = clampNotice(claimClamps(b));
+    if (clamped) reply.header(CLAMPED_HEADER, clamped);
+    const order = parseClaim(b);
+    // A claim that does not wait answers at once: nothing to end early.
+    if (order.waitMs <= 0) return scheduler.claim(order);
     // A client that goes away (the response closes before it is written) ends its long-poll.
     const ac = new AbortController();
     const gone = () => {
@@ -46,10 +51,8 @@ export async function runnerRoutes(f: FastifyInstance): Promise<void> {
     reply.raw.once("close", gone);
     const stop = () => ac.abort();
     hub.stopping.addEventListener("abort", stop, { once: true });
-    const clamped = clampNotice(claimClamps(b));
-    if (clamped) reply.header(CLAMPED_HEADER, clamped);
     try {
-      return await scheduler.claim(parseClaim(b), ac.signal);
+      return await scheduler.claim(order, ac.signal);
     } finally {
       hub.stopping.removeEventListener("abort", stop);
     }
