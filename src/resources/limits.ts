@@ -82,6 +82,22 @@ export function boundErrors(
 }
 
 /**
+ * boundErrors for a value that sits `depth` levels below its object's root, named `at`
+ * there: the depth limit counts from the root, as if the walk had started there.
+ */
+export function boundErrorsAt(value: unknown, prev: unknown, at: string, depth: number): FieldError[] {
+  const walk = new BoundWalk(at, LIMITS.depth, LIMITS.freeStringLength, LIMITS.freeItems);
+  walk.visit(value, prev, depth);
+  return walk.errs;
+}
+
+/** A key that no schema names (a free part's, a map's) is bounded like a string in a schema. */
+export const badKey = (k: string): boolean => k.length > LIMITS.stringLength || k.includes("\0");
+
+/** The message for a key badKey() refuses. */
+export const BAD_KEY = "has a key that is too long or contains NUL";
+
+/**
  * The walk behind boundErrors. It recurses, but only below a depth it has checked first, so
  * a hostile nesting ends at `maxDepth` frames; it allocates nothing per value (the path is a
  * stack of keys, spelled out only for an error), as most walks find nothing.
@@ -126,8 +142,8 @@ class BoundWalk {
     for (const k in v) {
       if (!Object.hasOwn(v, k)) continue;
       if (++count > this.maxItems) return this.error(`must have at most ${this.maxItems} keys`);
-      if (k.length > LIMITS.stringLength || k.includes("\0")) {
-        this.error("has a key that is too long or contains NUL");
+      if (badKey(k)) {
+        this.error(BAD_KEY);
         continue;
       }
       this.keys.push(k);

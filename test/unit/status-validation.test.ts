@@ -158,3 +158,88 @@ describe("boundErrors with the value it replaces", () => {
     ]);
   });
 });
+
+describe("validateStatus walks the parts the schema leaves open, and only those", () => {
+  const deep = (n: number) => {
+    let v: Record<string, unknown> = {};
+    for (let i = 0; i < n; i++) v = { a: v };
+    return v;
+  };
+
+  it("bounds a free part (a Runner's error) with or without the status it replaces", () => {
+    const failed = { state: "run_error", attempt: 1, conditions: [], error: { type: "x", detail: "a\0b" } };
+    const want = [
+      { field: "status.error.detail", message: "must not contain NUL characters", reason: "FieldValueInvalid" },
+    ];
+    expect(validateStatus(task(failed))).toEqual(want);
+    expect(validateStatus(task(failed), leased)).toEqual(want);
+    const nested = { ...failed, error: deep(100) };
+    const errs = validateStatus(task(nested), leased);
+    expect(errs).toHaveLength(1);
+    expect(errs[0]).toMatchObject({ message: "nests deeper than 64 levels" });
+    // The limit counts from the object's root, as the walk over the whole object does.
+    expect(errs[0].field).toBe(`status.error${".a".repeat(62)}`);
+    expect(errs).toEqual(boundErrors({ status: nested }));
+    const wide = { ...failed, error: Object.fromEntries(Array.from({ length: 10_001 }, (_, i) => [`k${i}`, i])) };
+    expect(validateStatus(task(wide), leased)).toEqual([
+      { field: "status.error", message: "must have at most 10000 keys", reason: "FieldValueInvalid" },
+    ]);
+  });
+
+  it("bounds the fields an open object keeps beyond those it names (what admission saw), wherever it sits", () => {
+    const withNote = (note: unknown) => ({ ...lease, admission: { ...lease.admission, note } });
+    expect(validateStatus(task({ ...leased, lease: withNote("a\0b") }), leased)).toEqual([
+      { field: "status.lease.admission.note", message: "must not contain NUL characters", reason: "FieldValueInvalid" },
+    ]);
+    const longKey = { ...lease, admission: { ...lease.admission, ["k".repeat(5000)]: 1 } };
+    expect(validateStatus(task({ ...leased, lease: longKey }))).toEqual([
+      {
+        field: "status.lease.admission",
+        message: "has a key that is too long or contains NUL",
+        reason: "FieldValueInvalid",
+      },
+    ]);
+    // The same record inside a new attempt, as the end of a lease moves it there.
+    const attempt = {
+      attempt: 1,
+      worker: "w1",
+      leased_at: "2026-01-01T00:00:00.000Z",
+      ended_at: "2026-01-01T00:01:00.000Z",
+      outcome: "clean",
+      admission: { note: deep(80) },
+    };
+    const ended = { state: "clean", attempt: 1, conditions: [], attempts: [attempt] };
+    const errs = validateStatus(task(ended), leased);
+    expect(errs.map((e) => e.message)).toEqual(["nests deeper than 64 levels"]);
+    expect(errs[0].field.startsWith("status.attempts[0].admission.note.a")).toBe(true);
+    // Its named, typed fields are ajv's: a string where a number belongs is refused by type.
+    const typed = { ...lease, admission: { ...lease.admission, capacity: { cpu_millis: "a\0b" } } };
+    expect(validateStatus(task({ ...leased, lease: typed }), leased).map((e) => e.field)).toEqual([
+      "status.lease.admission.capacity.cpu_millis",
+    ]);
+  });
+
+  it("refuses out-of-bounds values in typed parts through the schema's limits", () => {
+    const long = { type: "Admitted", status: "True", reason: "R", message: "m".repeat(40_000) };
+    expect(validateStatus(task({ ...leased, conditions: [long] }), leased)).toEqual([
+      {
+        field: "status.conditions[0].message",
+        message: "must be at most 32768 characters",
+        reason: "FieldValueInvalid",
+      },
+    ]);
+    const nan = { ...lease, reservation: { ...lease.reservation, cpu_millis: Number.NaN } };
+    expect(validateStatus(task({ ...leased, lease: nan }), leased).map((e) => e.field)).toEqual([
+      "status.lease.reservation.cpu_millis",
+    ]);
+    const nul = { ...leased, excluded_workers: ["w\0"] };
+    expect(validateStatus(task(nul), leased).map((e) => e.field)).toEqual(["status.excluded_workers[0]"]);
+  });
+
+  it("bounds the keys of a map (a campaign's count per state)", () => {
+    const counts = { by_state: { ["s\0"]: 1 } };
+    expect(validateStatus({ kind: "Campaign", status: counts })).toEqual([
+      { field: "status.by_state", message: "has a key that is too long or contains NUL", reason: "FieldValueInvalid" },
+    ]);
+  });
+});
