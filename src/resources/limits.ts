@@ -53,7 +53,8 @@ export function jsonTooDeep(buf: Uint8Array, max: number = LIMITS.depth): boolea
   return false;
 }
 
-const join = (at: string, key: string | number) =>
+/** A field's name one key further down: `spec.a` and `b` give `spec.a.b`, and `0` gives `spec.a[0]`. */
+export const joinKey = (at: string, key: string | number) =>
   typeof key === "number" ? `${at}[${key}]` : at ? `${at}.${key}` : key;
 
 /**
@@ -154,7 +155,7 @@ class BoundWalk {
   }
 
   private error(message: string): void {
-    const field = this.keys.reduce<string>((path, k) => join(path, k), this.at);
+    const field = this.keys.reduce<string>(joinKey, this.at);
     this.errs.push({ field, message, reason: "FieldValueInvalid" });
   }
 }

@@ -8,6 +8,7 @@ import {
   boundErrors,
   boundErrorsAt,
   HAS_CONTROL,
+  joinKey,
   LIMITS,
   NO_CONTROL,
   withDefaultLimits,
@@ -148,8 +149,7 @@ type Openness = {
 };
 
 /** "status.attempts[1].admission": the field a path names. */
-const fieldOf = (path: readonly (string | number)[]): string =>
-  path.reduce<string>((f, k) => (typeof k === "number" ? `${f}[${k}]` : f ? `${f}.${k}` : k), "");
+const fieldOf = (path: readonly (string | number)[]): string => path.reduce<string>(joinKey, "");
 
 /**
  * One node of a kind's status schema, compiled two ways: whole, and as a shell that keeps the
