@@ -202,7 +202,12 @@ class SchemaNode {
       return;
     }
     if (this.byItem && Array.isArray(value) && Array.isArray(prev)) {
-      this.run(this.shellOf(), value, path, errs);
+      // Past its own maxItems (the shell refuses it), a list's items are not looked into.
+      if (
+        !this.run(this.shellOf(), value, path, errs) &&
+        value.length > ((this.schema.maxItems as number | undefined) ?? Infinity)
+      )
+        return;
       const item = this.itemNode();
       for (let i = 0; i < value.length; i++) {
         if (value[i] === prev[i]) continue;
@@ -249,6 +254,8 @@ class SchemaNode {
     if (value === null || typeof value !== "object") return;
     if (Array.isArray(value)) {
       if (!this.byItem || !this.itemNode().open.deep) return;
+      // Past the list's own maxItems, which ajv has refused: its items are not looked into.
+      if (value.length > ((this.schema.maxItems as number | undefined) ?? Infinity)) return;
       const was = Array.isArray(prev) ? prev : undefined;
       for (let i = 0; i < value.length; i++) {
         path.push(i);
@@ -330,13 +337,15 @@ class SchemaNode {
     return n;
   }
 
-  private run(v: ValidateFunction, value: unknown, path: (string | number)[], errs: FieldError[]): void {
-    if (v(value)) return;
+  /** Whether `value` passed `v`; what it found wrong goes onto `errs`. */
+  private run(v: ValidateFunction, value: unknown, path: (string | number)[], errs: FieldError[]): boolean {
+    if (v(value)) return true;
     const at = path.map((k) => `/${String(k).replace(/~/g, "~0").replace(/\//g, "~1")}`).join("");
     for (const e of v.errors ?? []) {
       const f = toFieldError({ ...e, instancePath: at + e.instancePath });
       if (f) errs.push(f);
     }
+    return false;
   }
 }
 

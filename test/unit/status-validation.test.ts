@@ -232,6 +232,12 @@ describe("validateStatus walks the parts the schema leaves open, and only those"
     expect(validateStatus(task({ ...leased, lease: nan }), leased).map((e) => e.field)).toEqual([
       "status.lease.reservation.cpu_millis",
     ]);
+    // A list past its own limit is refused by that limit, and its items are not looked into.
+    const many = { ...leased, excluded_workers: Array.from({ length: 50_000 }, (_, i) => `w${i}\0`) };
+    const was = { ...leased, excluded_workers: ["w1"] };
+    expect(validateStatus(task(many), was)).toEqual([
+      { field: "status.excluded_workers", message: "must have at most 1000 items", reason: "FieldValueInvalid" },
+    ]);
     const nul = { ...leased, excluded_workers: ["w\0"] };
     expect(validateStatus(task(nul), leased).map((e) => e.field)).toEqual(["status.excluded_workers[0]"]);
   });
