@@ -53,8 +53,7 @@ export function jsonTooDeep(buf: Uint8Array, max: number = LIMITS.depth): boolea
   return false;
 }
 
-/** A field's name one key further down: `spec.a` and `b` give `spec.a.b`, and `0` gives `spec.a[0]`. */
-export const joinKey = (at: string, key: string | number) =>
+const join = (at: string, key: string | number) =>
   typeof key === "number" ? `${at}[${key}]` : at ? `${at}.${key}` : key;
 
 /**
@@ -81,22 +80,6 @@ export function boundErrors(
   walk.visit(value, prev, 0);
   return walk.errs;
 }
-
-/**
- * boundErrors for a value that sits `depth` levels below its object's root, named `at`
- * there: the depth limit counts from the root, as if the walk had started there.
- */
-export function boundErrorsAt(value: unknown, prev: unknown, at: string, depth: number): FieldError[] {
-  const walk = new BoundWalk(at, LIMITS.depth, LIMITS.freeStringLength, LIMITS.freeItems);
-  walk.visit(value, prev, depth);
-  return walk.errs;
-}
-
-/** A key that no schema names (a free part's, a map's) is bounded like a string in a schema. */
-export const badKey = (k: string): boolean => k.length > LIMITS.stringLength || k.includes("\0");
-
-/** The message for a key badKey() refuses. */
-export const BAD_KEY = "has a key that is too long or contains NUL";
 
 /**
  * The walk behind boundErrors. It recurses, but only below a depth it has checked first, so
@@ -143,8 +126,8 @@ class BoundWalk {
     for (const k in v) {
       if (!Object.hasOwn(v, k)) continue;
       if (++count > this.maxItems) return this.error(`must have at most ${this.maxItems} keys`);
-      if (badKey(k)) {
-        this.error(BAD_KEY);
+      if (k.length > LIMITS.stringLength || k.includes("\0")) {
+        this.error("has a key that is too long or contains NUL");
         continue;
       }
       this.keys.push(k);
@@ -155,7 +138,7 @@ class BoundWalk {
   }
 
   private error(message: string): void {
-    const field = this.keys.reduce<string>(joinKey, this.at);
+    const field = this.keys.reduce<string>((path, k) => join(path, k), this.at);
     this.errs.push({ field, message, reason: "FieldValueInvalid" });
   }
 }

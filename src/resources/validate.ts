@@ -2,17 +2,7 @@
 // the HTTP API, the CLI) validates through here, so they accept and reject the same things.
 import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import { type JSONSchema, loadCrds, API_VERSION } from "./crds.ts";
-import {
-  BAD_KEY,
-  badKey,
-  boundErrors,
-  boundErrorsAt,
-  HAS_CONTROL,
-  joinKey,
-  LIMITS,
-  NO_CONTROL,
-  withDefaultLimits,
-} from "./limits.ts";
+import { boundErrors, HAS_CONTROL, NO_CONTROL, withDefaultLimits } from "./limits.ts";
 import type { FieldError } from "./field-error.ts";
 import { isJsonObject } from "./json.ts";
 
@@ -132,26 +122,6 @@ function compileStatusPart(schema: JSONSchema): ValidateFunction {
 }
 
 /**
- * Where a status schema node leaves a value's contents unchecked, so that the bounds walk
- * (limits.ts) must look there. Wherever the schema states a type, ajv's limits hold
- * (withDefaultLimits: string lengths, no control characters, safe integers, finite numbers,
- * item counts), and closed objects bound the depth; only these parts can hold anything.
- */
-type Openness = {
-  /** Nothing below is typed (an object or list that names no fields or items, a value of no type): walk it all. */
-  free: boolean;
-  /** An object that keeps fields its schema does not name: walk those. */
-  extraKeys: boolean;
-  /** An object whose keys are data (additionalProperties is a schema): bound the keys. */
-  map: boolean;
-  /** This node or one below is one of these. */
-  deep: boolean;
-};
-
-/** "status.attempts[1].admission": the field a path names. */
-const fieldOf = (path: readonly (string | number)[]): string => path.reduce<string>(joinKey, "");
-
-/**
  * One node of a kind's status schema, compiled two ways: whole, and as a shell that keeps the
  * rules of the value itself (its type, known fields, required fields, item count, CEL rules)
  * with each field's or item's own schema left open. The shell and every part passing is
@@ -164,8 +134,6 @@ class SchemaNode {
   private shell: ValidateFunction | undefined;
   private readonly parts = new Map<string, SchemaNode>();
   private item: SchemaNode | undefined;
-  private values: SchemaNode | undefined;
-  private openness: Openness | undefined;
   private readonly byField: boolean;
   private readonly byItem: boolean;
 
@@ -184,31 +152,19 @@ class SchemaNode {
     if (this.byField && isJsonObject(value) && isJsonObject(prev)) {
       this.run(this.shellOf(), value, path, errs);
       const props = this.schema.properties!;
-      const extraKeys = this.open.extraKeys;
-      let keys = 0;
       for (const k in value) {
-        if (!Object.hasOwn(value, k)) continue;
-        keys++;
         const v = value[k];
-        if (v === prev[k]) continue;
-        if (Object.hasOwn(props, k)) {
-          path.push(k);
-          this.partOf(k).check(v, prev[k], path, errs);
-          path.pop();
-        } else if (extraKeys) this.walkExtra(k, v, prev[k], path, errs);
-        // An unknown field the schema does not keep is the shell's to refuse.
+        // An unknown field is the shell's to refuse.
+        if (v === prev[k] || !Object.hasOwn(value, k) || !Object.hasOwn(props, k)) continue;
+        path.push(k);
+        this.partOf(k).check(v, prev[k], path, errs);
+        path.pop();
       }
-      if (extraKeys && keys > LIMITS.freeItems) errs.push(tooManyKeys(path));
       return;
     }
     if (this.byItem && Array.isArray(value) && Array.isArray(prev)) {
-      // Past its own maxItems (the shell refuses it), a list's items are not looked into.
-      if (
-        !this.run(this.shellOf(), value, path, errs) &&
-        value.length > ((this.schema.maxItems as number | undefined) ?? Infinity)
-      )
-        return;
-      const item = this.itemNode();
+      this.run(this.shellOf(), value, path, errs);
+      const item = (this.item ??= new SchemaNode(this.schema.items!));
       for (let i = 0; i < value.length; i++) {
         if (value[i] === prev[i]) continue;
         path.push(i);
@@ -218,89 +174,6 @@ class SchemaNode {
       return;
     }
     this.run((this.whole ??= compileStatusPart(this.schema)), value, path, errs);
-    this.walkOpen(value, prev, path, errs);
-  }
-
-  /** Where this node leaves contents unchecked (Openness), worked out once from the schema. */
-  private get open(): Openness {
-    if (this.openness) return this.openness;
-    const s = this.schema;
-    const types: unknown[] = s.type === undefined ? [] : Array.isArray(s.type) ? s.type : [s.type];
-    const container = types.length === 0 || types.includes("object") || types.includes("array");
-    const mapOf = s.additionalProperties !== null && typeof s.additionalProperties === "object";
-    const free = container && !this.byField && !this.byItem && !mapOf;
-    // Fields beside the named ones, whatever schema they have, are walked whole: no CRD has them.
-    const extraKeys =
-      this.byField && (s["x-kubernetes-preserve-unknown-fields"] === true || s.additionalProperties === true || mapOf);
-    const map = !this.byField && mapOf;
-    const below =
-      (this.byField && Object.keys(s.properties!).some((k) => this.partOf(k).open.deep)) ||
-      (this.byItem && this.itemNode().open.deep) ||
-      (map && this.valueNode().open.deep);
-    return (this.openness = { free, extraKeys, map, deep: free || extraKeys || map || below });
-  }
-
-  /**
-   * The bounds (limits.ts) of the parts of `value` this node's schema leaves open, where they
-   * differ from `prev`: a value checked whole by ajv is walked only there.
-   */
-  private walkOpen(value: unknown, prev: unknown, path: (string | number)[], errs: FieldError[]): void {
-    const o = this.open;
-    if (!o.deep || value === prev) return;
-    if (o.free) {
-      errs.push(...boundErrorsAt(value, prev, fieldOf(path), path.length));
-      return;
-    }
-    if (value === null || typeof value !== "object") return;
-    if (Array.isArray(value)) {
-      if (!this.byItem || !this.itemNode().open.deep) return;
-      // Past the list's own maxItems, which ajv has refused: its items are not looked into.
-      if (value.length > ((this.schema.maxItems as number | undefined) ?? Infinity)) return;
-      const was = Array.isArray(prev) ? prev : undefined;
-      for (let i = 0; i < value.length; i++) {
-        path.push(i);
-        this.itemNode().walkOpen(value[i], was?.[i], path, errs);
-        path.pop();
-      }
-      return;
-    }
-    const was = isJsonObject(prev) ? prev : undefined;
-    const props = this.byField ? this.schema.properties! : undefined;
-    let keys = 0;
-    for (const k in value) {
-      if (!Object.hasOwn(value, k)) continue;
-      keys++;
-      const v = (value as Record<string, unknown>)[k];
-      if (v === was?.[k]) continue;
-      if (props && Object.hasOwn(props, k)) {
-        const part = this.partOf(k);
-        if (!part.open.deep) continue;
-        path.push(k);
-        part.walkOpen(v, was?.[k], path, errs);
-        path.pop();
-      } else if (o.extraKeys || o.map) this.walkExtra(k, v, was?.[k], path, errs);
-    }
-    if ((o.extraKeys || o.map) && keys > LIMITS.freeItems) errs.push(tooManyKeys(path));
-  }
-
-  /** A key the schema does not name, in an object that keeps such keys or a map: its bounds, and its value's. */
-  private walkExtra(k: string, v: unknown, was: unknown, path: (string | number)[], errs: FieldError[]): void {
-    if (badKey(k)) {
-      errs.push({ field: fieldOf(path), message: BAD_KEY, reason: "FieldValueInvalid" });
-      return;
-    }
-    path.push(k);
-    if (this.open.map) this.valueNode().walkOpen(v, was, path, errs);
-    else errs.push(...boundErrorsAt(v, was, fieldOf(path), path.length));
-    path.pop();
-  }
-
-  private itemNode(): SchemaNode {
-    return (this.item ??= new SchemaNode(this.schema.items!));
-  }
-
-  private valueNode(): SchemaNode {
-    return (this.values ??= new SchemaNode(this.schema.additionalProperties as JSONSchema));
   }
 
   /**
@@ -308,7 +181,6 @@ class SchemaNode {
    * otherwise compile on the first write that reaches each of them.
    */
   *compileEach(root = false): Generator<void> {
-    void this.open;
     // A status as a whole is checked only when the object had none: rare, and the largest compile.
     if (!root || (!this.byField && !this.byItem)) {
       this.whole ??= compileStatusPart(this.schema);
@@ -318,7 +190,7 @@ class SchemaNode {
     this.shellOf();
     yield;
     if (this.byField) for (const k of Object.keys(this.schema.properties!)) yield* this.partOf(k).compileEach();
-    else yield* this.itemNode().compileEach();
+    else yield* (this.item ??= new SchemaNode(this.schema.items!)).compileEach();
   }
 
   private shellOf(): ValidateFunction {
@@ -337,26 +209,18 @@ class SchemaNode {
     return n;
   }
 
-  /** Whether `value` passed `v`; what it found wrong goes onto `errs`. */
-  private run(v: ValidateFunction, value: unknown, path: (string | number)[], errs: FieldError[]): boolean {
-    if (v(value)) return true;
+  private run(v: ValidateFunction, value: unknown, path: (string | number)[], errs: FieldError[]): void {
+    if (v(value)) return;
     const at = path.map((k) => `/${String(k).replace(/~/g, "~0").replace(/\//g, "~1")}`).join("");
     for (const e of v.errors ?? []) {
       const f = toFieldError({ ...e, instancePath: at + e.instancePath });
       if (f) errs.push(f);
     }
-    return false;
   }
 }
 
 /** Each kind's status schema, with the limits and closed objects of validateObject's; null: the kind has no status schema. */
 const statusSchemas = new Map<string, SchemaNode | null>();
-
-const tooManyKeys = (path: readonly (string | number)[]): FieldError => ({
-  field: fieldOf(path),
-  message: `must have at most ${LIMITS.freeItems} keys`,
-  reason: "FieldValueInvalid",
-});
 
 function statusSchemaOf(kind: string): SchemaNode | null {
   let node = statusSchemas.get(kind);
@@ -376,10 +240,10 @@ function statusSchemaOf(kind: string): SchemaNode | null {
  */
 export function validateStatus(obj: { kind: string; status?: unknown }, prev?: unknown): FieldError[] {
   const was = isJsonObject(prev) ? prev : undefined;
+  const bounds = boundErrors({ status: obj.status }, "", {}, was && { status: was });
+  if (bounds.length) return bounds;
   const node = statusSchemaOf(obj.kind);
-  // With no schema, the bounds are all there is to check.
-  if (!node) return boundErrors({ status: obj.status }, "", {}, was && { status: was });
-  if (obj.status === undefined) return [];
+  if (!node || obj.status === undefined) return [];
   const errs: FieldError[] = [];
   node.check(obj.status, was, ["status"], errs);
   return dedupe(errs);
