@@ -124,12 +124,12 @@ export function leaseView(task: Task): LeaseView | undefined {
 }
 
 /**
- * Whether `after` holds the very lease `before` holds: both active, with the same worker,
- * placement and reservation, on the same spec (a start, a renewal, a progress note). Then
- * `after` shares `before`'s view, so neither the store's guard nor a worker's view builds
- * it again, and a comparison by identity sees the lease unchanged.
+ * Give `after` the lease view of `before` when it holds the very same lease: both active,
+ * with the same worker, placement and reservation, on the same spec (a start, a renewal, a
+ * progress note). Neither the store's guard nor a worker's view then builds it again, and a
+ * comparison by identity sees the lease unchanged. Returns whether it did.
  */
-export function sameLeaseAs(before: Task, after: Task): boolean {
+export function shareLeaseView(before: Task, after: Task): boolean {
   const a = before.status?.lease;
   const b = after.status?.lease;
   if (!a || !b || a.worker !== b.worker || a.placement !== b.placement || a.reservation !== b.reservation) return false;

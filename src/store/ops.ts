@@ -11,7 +11,7 @@ import {
   type Allocation,
 } from "../admission/guard.ts";
 import { addAmounts, demandOf, type Amounts } from "../admission/queues.ts";
-import { sameLeaseAs, type LeaseView } from "../admission/view.ts";
+import { shareLeaseView, type LeaseView } from "../admission/view.ts";
 import { isKind } from "../resources/types.ts";
 import { loadCrds } from "../resources/crds.ts";
 import { isJsonObject, jsonClone, jsonEqual } from "../resources/json.ts";
@@ -161,7 +161,7 @@ export function allocationChange(
   after: StoredObject | undefined,
 ): { was?: Allocation; now?: Allocation } | undefined {
   if (kind !== "Task") return undefined;
-  if (isKind(before, "Task") && isKind(after, "Task") && sameLeaseAs(before, after)) return undefined;
+  if (isKind(before, "Task") && isKind(after, "Task") && shareLeaseView(before, after)) return undefined;
   const was = isKind(before, "Task") ? allocationOf(before) : undefined;
   const now = isKind(after, "Task") ? allocationOf(after) : undefined;
   return sameAllocation(was, now) ? undefined : { was, now };

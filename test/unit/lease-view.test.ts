@@ -3,7 +3,7 @@
 // view compared lease by lease sees the same object. Anything the view is made of that
 // changes makes a new one.
 import { describe, expect, it } from "vitest";
-import { leaseView, sameLeaseAs } from "../../src/admission/view.ts";
+import { leaseView, shareLeaseView } from "../../src/admission/view.ts";
 import { allocationChange } from "../../src/store/ops.ts";
 import type { Task, TaskStatus } from "../../src/resources/types.ts";
 import { taskWith } from "../support/task.ts";
@@ -33,7 +33,7 @@ describe("a write that keeps the lease keeps its view", () => {
     const t = leased();
     const view = leaseView(t)!;
     const s = started(t);
-    expect(sameLeaseAs(t, s)).toBe(true);
+    expect(shareLeaseView(t, s)).toBe(true);
     expect(leaseView(s)).toBe(view);
     expect(change(t, s)).toBeUndefined();
   });
@@ -45,7 +45,7 @@ describe("a write that keeps the lease keeps its view", () => {
       ...s,
       status: { ...s.status, lease: { ...s.status!.lease!, reservation: { ...reservation } } },
     };
-    expect(sameLeaseAs(t, copy)).toBe(false);
+    expect(shareLeaseView(t, copy)).toBe(false);
     expect(change(t, copy)).toBeUndefined();
     expect(leaseView(copy)).not.toBe(leaseView(t));
     expect(leaseView(copy)).toEqual(leaseView(t));
@@ -55,16 +55,16 @@ describe("a write that keeps the lease keeps its view", () => {
     const t = leased();
     const s = started(t);
     const moved: Task = { ...s, status: { ...s.status, lease: { ...s.status!.lease!, worker: "w2" } } };
-    expect(sameLeaseAs(t, moved)).toBe(false);
+    expect(shareLeaseView(t, moved)).toBe(false);
     expect(change(t, moved)).toMatchObject({ was: { worker: "w1" }, now: { worker: "w2" } });
 
     const queued: Task = { ...s, spec: { ...s.spec, queue: "team-a" } };
-    expect(sameLeaseAs(t, queued)).toBe(false);
+    expect(shareLeaseView(t, queued)).toBe(false);
     expect(leaseView(queued)?.queue).toBe("team-a");
     expect(change(t, queued)).toMatchObject({ now: { lease: { queue: "team-a" } } });
 
     const ended: Task = { ...s, status: { ...s.status, state: "returned" } };
-    expect(sameLeaseAs(t, ended)).toBe(false);
+    expect(shareLeaseView(t, ended)).toBe(false);
     expect(change(t, ended)).toEqual({ was: expect.objectContaining({ worker: "w1" }), now: undefined });
   });
 
@@ -72,7 +72,7 @@ describe("a write that keeps the lease keeps its view", () => {
     const t = leased();
     const before: Task = { ...t, status: { ...t.status, state: "returned" } };
     const after: Task = { ...t, status: { ...t.status, state: "running" } };
-    expect(sameLeaseAs(before, after)).toBe(false);
+    expect(shareLeaseView(before, after)).toBe(false);
     expect(change(before, after)).toMatchObject({ was: undefined, now: { worker: "w1" } });
   });
 });
