@@ -19,12 +19,13 @@ import { claimCost } from "./scenarios/claim-cost.ts";
 import { coldStartScenario, rssScenario } from "./scenarios/coldstart.ts";
 import { conditionsScenario } from "./scenarios/conditions.ts";
 import { dispatchScenario } from "./scenarios/dispatch.ts";
-import { lease } from "./scenarios/lease.ts";
+import { lease, leaseWarm } from "./scenarios/lease.ts";
 import { microScenario } from "./scenarios/micro.ts";
 import { watchScenario } from "./scenarios/watch.ts";
 
 const ALL: Scenario[] = [
   lease,
+  leaseWarm,
   claimCost,
   dispatchScenario,
   admissionScenario,

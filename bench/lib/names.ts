@@ -2,6 +2,7 @@
 // without starting a run).
 export const SCENARIO_NAMES = [
   "lease",
+  "lease-warm",
   "claim",
   "dispatch",
   "admission",

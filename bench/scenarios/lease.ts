@@ -184,6 +184,12 @@ export async function leaseRun(
     ackSample?: number;
     during?: (url: string) => Promise<() => Promise<void>>;
     queued?: QueuedWork;
+    /**
+     * Leases run on the same server before the measured load, not measured: its code is then
+     * compiled and its heap settled, as in a server that has been up for a while. The tasks
+     * are dispatched with the measured ones, so the measured load starts on as many queued.
+     */
+    warmLeases?: number;
   } = {},
 ): Promise<LeaseRun> {
   const server = await startServer(kind, o);
@@ -195,18 +201,36 @@ export async function leaseRun(
   try {
     const c = new JsonClient(url);
     const q = extra.queued;
+    const warm = extra.warmLeases ?? 0;
     if (q) await createQueues(c, q, sizes.runners);
-    const created = q
-      ? await dispatchRange(
-          c,
-          "lease",
-          0,
-          sizes.tasks,
-          1000,
-          (i) => i % q.shapes,
-          (i) => queueName(i % q.queues),
-        )
-      : await dispatchRange(c, "lease", 0, sizes.tasks);
+    const dispatch = (prefix: string, count: number) =>
+      q
+        ? dispatchRange(
+            c,
+            prefix,
+            0,
+            count,
+            1000,
+            (i) => i % q.shapes,
+            (i) => queueName(i % q.queues),
+          )
+        : dispatchRange(c, prefix, 0, count);
+    if (warm > 0) {
+      // The warm-up's own tasks, leased to the last one before the measured ones are dispatched.
+      if ((await dispatch("warm", warm)) !== warm) throw new Error(`${kind}: warm-up tasks not all dispatched`);
+      const runners = server.runnerUrls ?? server.urls;
+      const cfg: LoadConfig = { url, urls: runners, runners: sizes.runners, claimLimit: sizes.claimLimit, tasks: warm };
+      const load = spawnScript("procs/runner-load.ts", { LOOM_BENCH_LOAD: JSON.stringify(cfg) });
+      try {
+        await waitForLine(load, "stdout", /^READY$/m, 120_000);
+        load.proc.stdin!.write("GO\n");
+        const r = await resultOf<LoadResult>(load, 1_800_000);
+        if (r.leases !== warm) throw new Error(`${kind}: ${r.leases} warm-up leases for ${warm} tasks`);
+      } finally {
+        await stop(load);
+      }
+    }
+    const created = await dispatch("lease", sizes.tasks);
     if (created !== sizes.tasks) throw new Error(`${kind}: dispatched ${created} of ${sizes.tasks} tasks`);
     // Let the Hub finish reacting to the dispatch, so the run measures leasing alone.
     if (kind !== "floor") await settle(c, o, () => true);
@@ -402,5 +426,44 @@ export const lease: Scenario = {
       ],
     };
     return [t];
+  },
+};
+
+/**
+ * The lease load on servers that have been up for a while: each first serves as many leases
+ * as it is measured on, unmeasured, so its code is compiled and its heap settled. The lease
+ * scenario measures from the first lease, which a short run's figures include.
+ */
+export const leaseWarm: Scenario = {
+  name: "lease-warm",
+  summary: "the lease load on a floor and a SQLite Hub that each served as many leases first (compiled, settled)",
+  async run(o) {
+    const sizes = leaseSizes(o.quick);
+    const warmLeases = sizes.tasks;
+    const floor = await leaseRun("floor", sizes, o, { warmLeases });
+    const loom = await leaseRun("loom", sizes, o, { warmLeases });
+    return [
+      {
+        scenario: "lease-warm",
+        title: `lease throughput after ${warmLeases.toLocaleString("en")} leases unmeasured, W=${sizes.runners} Runners, ${sizes.tasks.toLocaleString("en")} noop tasks, claim limit ${sizes.claimLimit}`,
+        columns: LEASE_COLUMNS,
+        rows: [
+          leaseRow("floor (fastify, in-memory FIFO)", floor),
+          leaseRow("Loom (`loom hub`, SQLite)", loom),
+          ratioRow("ratio Loom/floor", loom, floor),
+        ],
+        notes: [
+          "each server first serves a load of its own tasks, dispatched, leased and completed before the measured tasks are dispatched; the measured load then starts on as many queued tasks as the lease scenario's",
+          "#21's targets are read from the lease scenario, which measures from a server's first lease; this one shows what a server that has been up for a while costs",
+          `CPU per lease on the server's main thread, then on its other threads (GC, compiler, I/O pool), then the load generator: ${threadsNote(
+            [
+              ["floor", floor],
+              ["SQLite", loom],
+            ],
+          )}`,
+          `claim p99 without each Runner's first ${WARM_CLAIMS} claims: floor ${cell(floor.claimP99Warm, "ms")}, SQLite ${cell(loom.claimP99Warm, "ms")} (${ratio(loom.claimP99Warm, floor.claimP99Warm)} the floor's)`,
+        ],
+      },
+    ];
   },
 };
