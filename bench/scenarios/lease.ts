@@ -186,8 +186,9 @@ export async function leaseRun(
     queued?: QueuedWork;
     /**
      * Leases run on the same server before the measured load, not measured: its code is then
-     * compiled and its heap settled, as in a server that has been up for a while. The tasks
-     * are dispatched with the measured ones, so the measured load starts on as many queued.
+     * compiled and its heap settled, as in a server that has been up for a while. Their tasks
+     * are dispatched and leased before the measured ones are dispatched, so the measured load
+     * starts on as many queued tasks as it would without them.
      */
     warmLeases?: number;
   } = {},
