@@ -1,11 +1,12 @@
 // The SQLite store's active leases in memory: by task, by worker (the lease guard reads one
-// worker's), and each queue's usage summed (the quota guard reads one queue's). The
-// allocations table is what a store opens with; this index is what a write transaction reads,
-// so a lease costs the guards no query, no JSON decode and no secondary index in the file.
+// worker's), and each queue's usage summed (the quota guard reads one queue's). The store
+// builds it from the Tasks whose rows carry the lease flag (sqlite.ts), and a write
+// transaction reads it, so a lease costs the guards no query, no JSON decode and no
+// secondary index in the file.
 //
 // Every change goes through set(), which hands back what it replaced: a transaction records
 // that to undo its changes if it rolls back (SqliteStore.apply), and a store that finds
-// another connection's commit, or a failed COMMIT, loads the index again from the table.
+// another connection's commit, or a failed COMMIT, builds the index again from the flagged Tasks.
 import { allocationQueue, type Allocation } from "../admission/guard.ts";
 import { addDemand, type Amounts } from "../admission/queues.ts";
 import type { LeaseView } from "../admission/view.ts";

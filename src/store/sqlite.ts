@@ -16,7 +16,6 @@
 import Database from "better-sqlite3";
 import { allocationOf, allocationQueue, type Allocation } from "../admission/guard.ts";
 import { addAmounts, demandOf } from "../admission/queues.ts";
-import type { LeaseView } from "../admission/view.ts";
 import type { Task } from "../resources/types.ts";
 import { jsonClone } from "../resources/json.ts";
 import { gone } from "./errors.ts";
@@ -77,12 +76,15 @@ CREATE TABLE IF NOT EXISTS meta (
 INSERT OR IGNORE INTO meta (id, revision, compacted, event_count) VALUES (1, 0, 0, 0);
 -- The current objects: each row points at the event that wrote it (events.seq), so an
 -- object's JSON is stored once per revision, in the log. A row stays small, and one page
--- holds many, so a group of writes dirties few pages of this table.
+-- holds many, so a group of writes dirties few pages of this table. lease is 1 on the row
+-- of a Task that holds an active lease: the lease index (allocation-index.ts) is built from
+-- those Tasks alone, and the flag is written with the row, in the same statement.
 CREATE TABLE IF NOT EXISTS objects (
   kind TEXT NOT NULL,
   name TEXT NOT NULL,
   seq INTEGER NOT NULL,
   revision INTEGER NOT NULL,
+  lease INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (kind, name)
 );
 -- The event log, and the JSON of every current object. seq orders the several events of one
@@ -100,26 +102,18 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_by_revision ON events (revision);
 -- Replays of one kind scan by revision: a second index would cost every write a b-tree insert.
 DROP INDEX IF EXISTS events_by_kind;
--- The active leases: an index derived from the Task rows in the same transaction. The store
--- loads it into memory (allocation-index.ts), where the guards read it by worker and by
--- queue; the file keeps it for the next start, and needs no index on it but the task's.
-CREATE TABLE IF NOT EXISTS allocations (
-  task TEXT PRIMARY KEY,
-  worker TEXT NOT NULL,
-  lease TEXT NOT NULL
-);
-DROP INDEX IF EXISTS allocations_by_worker;
-DROP INDEX IF EXISTS allocations_by_queue;
 `;
 
 /** Events the log drops at a time once past its limit: about a millisecond of deleting rows. */
 const COMPACT_STEP = 500;
 
 /**
- * PRAGMA user_version: 1 = the allocations index exists and is complete; 2 = objects rows
- * point into the event log instead of holding their own JSON (upgradeLayout()).
+ * PRAGMA user_version: 1 = an allocations table holds the active leases; 2 = objects rows
+ * point into the event log instead of holding their own JSON (upgradeLayout()); 3 = the
+ * objects rows flag the Tasks that hold a lease, and the allocations table is gone
+ * (upgradeLeaseFlags()).
  */
-const SCHEMA_VERSION = 2;
+const SCHEMA_VERSION = 3;
 
 type Meta = { revision: number; compacted: number; event_count: number };
 type PendingEvent = {
@@ -208,7 +202,7 @@ export class SqliteStore extends TxnWrites implements Store {
   /** The running write transaction's ApplyOptions.known; see current(). */
   private txnKnown: Known | undefined;
   private closed = false;
-  /** The allocations table in memory (allocation-index.ts); loaded on first use and again after another connection's commit. */
+  /** The active leases in memory (allocation-index.ts); built on first use and again after another connection's commit. */
   private readonly allocs = new AllocationIndex();
   private allocsLoaded = false;
   /** The running write transaction's allocation changes, to undo if it rolls back. */
@@ -226,8 +220,8 @@ export class SqliteStore extends TxnWrites implements Store {
     begin: Database.Statement<[]>;
     commit: Database.Statement<[]>;
     list: Database.Statement<[string], string>;
-    insert: Database.Statement<[string, string, number | bigint, number]>;
-    replace: Database.Statement<[number | bigint, number, string, string]>;
+    insert: Database.Statement<[string, string, number | bigint, number, number]>;
+    replace: Database.Statement<[number | bigint, number, number, string, string]>;
     del: Database.Statement<[string, string]>;
     dropStale: Database.Statement<[string, string, number]>;
     addEvent: Database.Statement<[number, string, string, string, string]>;
@@ -236,9 +230,7 @@ export class SqliteStore extends TxnWrites implements Store {
     nthEventRevision: Database.Statement<[number, number], number>;
     countEvents: Database.Statement<[number, number], number>;
     dropEvents: Database.Statement<[number, number]>;
-    allocsAll: Database.Statement<[], [string, string, string]>;
-    putAlloc: Database.Statement<[string, string, string]>;
-    dropAlloc: Database.Statement<[string]>;
+    leased: Database.Statement<[], string>;
   };
   private readonly sync: WalSync;
   private readonly checkpointer: Checkpointer;
@@ -280,6 +272,7 @@ export class SqliteStore extends TxnWrites implements Store {
       this.db.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
       this.db.exec(SCHEMA);
       this.upgradeLayout();
+      this.upgradeLeaseFlags(version);
       this.pageSize = Number(this.db.pragma("page_size", { simple: true }));
     } catch (e) {
       this.db.close();
@@ -303,8 +296,8 @@ export class SqliteStore extends TxnWrites implements Store {
       begin: db.prepare("BEGIN IMMEDIATE"),
       commit: db.prepare("COMMIT"),
       list: db.prepare<[string], string>(LIST_SQL).pluck(),
-      insert: db.prepare("INSERT INTO objects (kind, name, seq, revision) VALUES (?, ?, ?, ?)"),
-      replace: db.prepare("UPDATE objects SET seq = ?, revision = ? WHERE kind = ? AND name = ?"),
+      insert: db.prepare("INSERT INTO objects (kind, name, seq, revision, lease) VALUES (?, ?, ?, ?, ?)"),
+      replace: db.prepare("UPDATE objects SET seq = ?, revision = ?, lease = ? WHERE kind = ? AND name = ?"),
       del: db.prepare("DELETE FROM objects WHERE kind = ? AND name = ?"),
       // The event an object is about to stop pointing at, when compaction kept it only for the object.
       dropStale: db.prepare(
@@ -333,13 +326,12 @@ export class SqliteStore extends TxnWrites implements Store {
       dropEvents: db.prepare(
         "DELETE FROM events WHERE revision > ? AND revision <= ? AND NOT EXISTS (SELECT 1 FROM objects o WHERE o.kind = events.kind AND o.name = events.name AND o.seq = events.seq)",
       ),
-      allocsAll: db.prepare<[], [string, string, string]>("SELECT task, worker, lease FROM allocations").raw(),
-      putAlloc: db.prepare("INSERT OR REPLACE INTO allocations (task, worker, lease) VALUES (?, ?, ?)"),
-      dropAlloc: db.prepare("DELETE FROM allocations WHERE task = ?"),
+      leased: db
+        .prepare<[], string>(
+          "SELECT e.json FROM objects o JOIN events e ON e.seq = o.seq WHERE o.kind = 'Task' AND o.lease = 1",
+        )
+        .pluck(),
     };
-    const version = Number(db.pragma("user_version", { simple: true }));
-    if (version < 1) this.backfillAllocations();
-    else if (version < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
     this.checkpointer = new Checkpointer(
       path,
       (why) => {
@@ -573,8 +565,9 @@ export class SqliteStore extends TxnWrites implements Store {
         // The JSON goes into the log once; the objects row points at it.
         const json = JSON.stringify(e.stored);
         const seq = this.st.addEvent.run(rev, kind, name, e.type, json).lastInsertRowid;
-        if (e.type === "ADDED") this.st.insert.run(kind, name, seq, rev);
-        else this.st.replace.run(seq, rev, kind, name);
+        const lease = this.leaseFlag(kind, name);
+        if (e.type === "ADDED") this.st.insert.run(kind, name, seq, rev, lease);
+        else this.st.replace.run(seq, rev, lease, kind, name);
         events.push({ revision: rev, kind, name, type: e.type, json, written: e.stored ?? undefined });
         written.set(`${kind}/${name}`, e.stored);
       }
@@ -652,8 +645,7 @@ export class SqliteStore extends TxnWrites implements Store {
       // current(): the worker as this transaction sees it, decoded once per revision written.
       guardLease(this.current("Worker", now.worker), now, index.on(now.worker));
       this.guardQueueOf(now, index);
-      this.st.putAlloc.run(now.task, now.worker, JSON.stringify(now.lease));
-    } else this.st.dropAlloc.run(was!.task);
+    }
     const task = (now ?? was)!.task;
     this.allocUndo?.push([task, index.set(task, now)]);
   }
@@ -669,17 +661,24 @@ export class SqliteStore extends TxnWrites implements Store {
     guardQueue(queue, now, used);
   }
 
-  /** The allocations index, loaded from its table when it is not known to match it. */
+  /** The allocations index, built from the Tasks whose rows are flagged when it is not known to match them. */
   private allocations(): AllocationIndex {
     if (this.allocsLoaded) return this.allocs;
     this.allocs.clear();
-    for (const [task, worker, lease] of this.st.allocsAll.iterate())
-      this.allocs.set(task, { task, worker, lease: JSON.parse(lease) as LeaseView });
+    for (const json of this.st.leased.all()) {
+      const a = allocationOf(JSON.parse(json) as Task);
+      if (a) this.allocs.set(a.task, a);
+    }
     this.allocsLoaded = true;
     return this.allocs;
   }
 
-  /** Another connection committed, or a commit failed: the table is read again on next use. */
+  /** The lease flag of an object's row: 1 for a Task the index holds a lease of (allocate() ran on this write already). */
+  private leaseFlag(kind: string, name: string): number {
+    return kind === "Task" && this.allocations().get(name) !== undefined ? 1 : 0;
+  }
+
+  /** Another connection committed, or a commit failed: the index is built again on next use. */
   private forgetAllocations(): void {
     this.allocsLoaded = false;
     this.allocs.clear();
@@ -718,21 +717,36 @@ export class SqliteStore extends TxnWrites implements Store {
       .immediate();
   }
 
-  /** Build the allocations index from the Task rows (a store written before it existed). */
-  private backfillAllocations(): void {
-    this.db
-      .transaction(() => {
-        this.db.exec("DELETE FROM allocations");
+  /**
+   * Up to schema version 3: each Task row that holds a lease gets its flag, from the
+   * allocations table a store of version 1 or 2 kept, or (before version 1) from the leases
+   * its Tasks hold; then the table goes. One transaction.
+   */
+  private upgradeLeaseFlags(version: number): void {
+    if (version >= SCHEMA_VERSION) return;
+    const db = this.db;
+    db.transaction(() => {
+      const columns = db.prepare<[], string>("SELECT name FROM pragma_table_info('objects')").pluck().all();
+      if (!columns.includes("lease")) db.exec("ALTER TABLE objects ADD COLUMN lease INTEGER NOT NULL DEFAULT 0");
+      const hasTable = db
+        .prepare<[], number>("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'allocations'")
+        .pluck()
+        .get()!;
+      if (version >= 1 && hasTable)
+        db.exec("UPDATE objects SET lease = 1 WHERE kind = 'Task' AND name IN (SELECT task FROM allocations)");
+      else {
         // Collected first: the connection runs no other statement while one iterates.
-        const found: Allocation[] = [];
-        for (const json of this.st.list.iterate("Task")) {
+        const leased: string[] = [];
+        for (const json of db.prepare<[string], string>(LIST_SQL).pluck().iterate("Task")) {
           const a: Allocation | undefined = allocationOf(JSON.parse(json) as Task);
-          if (a) found.push(a);
+          if (a) leased.push(a.task);
         }
-        for (const a of found) this.st.putAlloc.run(a.task, a.worker, JSON.stringify(a.lease));
-        this.db.pragma(`user_version = ${SCHEMA_VERSION}`);
-      })
-      .immediate();
+        const flag = db.prepare("UPDATE objects SET lease = 1 WHERE kind = 'Task' AND name = ?");
+        for (const name of leased) flag.run(name);
+      }
+      db.exec("DROP TABLE IF EXISTS allocations");
+      db.pragma(`user_version = ${SCHEMA_VERSION}`);
+    }).immediate();
   }
 
   // ---- watch -------------------------------------------------------------------------

@@ -209,7 +209,7 @@ describe("sqlite store specifics", () => {
     const db = new Database(file, { readonly: true });
     try {
       const columns = db.prepare("SELECT name FROM pragma_table_info('objects')").pluck().all();
-      expect(columns).toEqual(["kind", "name", "seq", "revision"]);
+      expect(columns).toEqual(["kind", "name", "seq", "revision", "lease"]);
       // Every row holds the log's events plus one event per current object below the cutoff, nothing more.
       const compacted = store.compactedRevision();
       const rows = db.prepare("SELECT count(*) FROM events").pluck().get() as number;
@@ -272,7 +272,7 @@ describe("sqlite store specifics", () => {
 
     const store = openSqliteStore(file);
     open.push(store);
-    expect(store.pragmaValue("user_version")).toBe(2);
+    expect(store.pragmaValue("user_version")).toBe(3);
     expect(await store.revision()).toBe(5);
     expect(store.compactedRevision()).toBe(2);
     expect(store.eventLogSize()).toBe(3);
@@ -309,7 +309,7 @@ describe("sqlite store specifics", () => {
     db.pragma("user_version = 9");
     db.close();
     expect(() => openSqliteStore(file)).toThrow(
-      /schema version 9, written by a later Loom; this one reads versions up to 2/,
+      /schema version 9, written by a later Loom; this one reads versions up to 3/,
     );
     const raw = new Database(file, { readonly: true });
     try {
@@ -418,16 +418,87 @@ describe("sqlite store specifics", () => {
     await first.close();
     // As a Loom before schema version 1 left it: the leases in the Tasks alone.
     const raw = new Database(file);
-    raw.exec("DROP TABLE allocations");
+    raw.exec("ALTER TABLE objects DROP COLUMN lease");
     raw.pragma("user_version = 0");
     raw.close();
     const store = openSqliteStore(file);
     open.push(store);
-    expect(store.pragmaValue("user_version")).toBe(2);
+    expect(store.pragmaValue("user_version")).toBe(3);
     // t1 and t2 hold 600 of the 1000 millicores: 500 more do not fit, 400 do.
     expect((await storeError(leaseOnW1(store, "t3", 500))).message).toContain("cpu_millis");
     await leaseOnW1(store, "t3", 400);
     expect((await storeError(leaseOnW1(store, "t4", 1))).message).toContain("cpu_millis");
+  });
+
+  it("flags the leased Tasks of a store that kept its leases in an allocations table, and drops the table", async () => {
+    const { dir, file } = await tempDb();
+    dirs.push(dir);
+    const cap = { cpu_millis: 1000, memory_mb: 1024, disk_mb: 0, gpu_count: 0 };
+    const first = openSqliteStore(file);
+    await first.create(worker("w1", undefined, { max_concurrency: 4, initial_concurrency: 1, resource_capacity: cap }));
+    for (const n of ["t1", "t2", "t3", "t4"]) await first.create(task(n));
+    await leaseOnW1(first, "t1", 300);
+    await leaseOnW1(first, "t2", 300);
+    await first.close();
+    // As schema version 2 left it: no flag column, the leases in a table of their own.
+    const raw = new Database(file);
+    raw.exec(`
+      ALTER TABLE objects DROP COLUMN lease;
+      CREATE TABLE allocations (task TEXT PRIMARY KEY, worker TEXT NOT NULL, lease TEXT NOT NULL);
+      INSERT INTO allocations VALUES ('t1', 'w1', '{}'), ('t2', 'w1', '{}');
+    `);
+    raw.pragma("user_version = 2");
+    raw.close();
+    const store = openSqliteStore(file);
+    open.push(store);
+    expect(store.pragmaValue("user_version")).toBe(3);
+    // t1 and t2 hold 600 of the 1000 millicores: 500 more do not fit, 400 do.
+    expect((await storeError(leaseOnW1(store, "t3", 500))).message).toContain("cpu_millis");
+    await leaseOnW1(store, "t3", 400);
+    expect((await storeError(leaseOnW1(store, "t4", 1))).message).toContain("cpu_millis");
+    await store.close();
+    const after = new Database(file, { readonly: true });
+    try {
+      expect(after.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'allocations'").pluck().get()).toBe(0);
+      expect(after.prepare("SELECT name FROM objects WHERE lease = 1 ORDER BY name").pluck().all()).toEqual([
+        "t1",
+        "t2",
+        "t3",
+      ]);
+    } finally {
+      after.close();
+    }
+  });
+
+  it("keeps a Task's lease flag with its row: set by a grant, kept by a start, cleared by a release or a delete", async () => {
+    const { store, file } = await fresh();
+    const cap = { cpu_millis: 1000, memory_mb: 1024, disk_mb: 0, gpu_count: 0 };
+    await store.create(worker("w1", undefined, { max_concurrency: 4, initial_concurrency: 1, resource_capacity: cap }));
+    for (const n of ["t1", "t2"]) await store.create(task(n));
+    const flags = () => {
+      const raw = new Database(file, { readonly: true });
+      try {
+        return raw.prepare("SELECT name, lease FROM objects WHERE kind = 'Task' ORDER BY name").raw().all();
+      } finally {
+        raw.close();
+      }
+    };
+    await leaseOnW1(store, "t1", 300);
+    await leaseOnW1(store, "t2", 300);
+    expect(flags()).toEqual([
+      ["t1", 1],
+      ["t2", 1],
+    ]);
+    const t1 = (await store.get<StoredObject & { status: Record<string, unknown> }>("Task", "t1"))!;
+    await store.updateStatus({ ...t1, status: { ...t1.status, state: "running" } });
+    const t2 = (await store.get<StoredObject & { status: Record<string, unknown> }>("Task", "t2"))!;
+    await store.updateStatus({ ...t2, status: { state: "returned", attempt: 1 } });
+    expect(flags()).toEqual([
+      ["t1", 1],
+      ["t2", 0],
+    ]);
+    await store.delete("Task", "t1");
+    expect(flags()).toEqual([["t2", 0]]);
   });
 
   it("decides on the caller's copy of an object only when it is at the row's revision", async () => {
