@@ -406,7 +406,11 @@ describe("sqlite store specifics", () => {
     await leaseOnW1(store, "t3", 700);
   });
 
-  it("builds the lease index of a store written before it existed from the leases its Tasks hold", async () => {
+  /**
+   * A store file of an earlier schema version: worker w1 (1000 millicores), tasks t1-t4, t1 and
+   * t2 leased on w1 with 300 each; `downgrade` rewrites the file as that version left it.
+   */
+  async function earlierStore(downgrade: (raw: Database.Database) => void): Promise<string> {
     const { dir, file } = await tempDb();
     dirs.push(dir);
     const cap = { cpu_millis: 1000, memory_mb: 1024, disk_mb: 0, gpu_count: 0 };
@@ -416,46 +420,43 @@ describe("sqlite store specifics", () => {
     await leaseOnW1(first, "t1", 300);
     await leaseOnW1(first, "t2", 300);
     await first.close();
-    // As a Loom before schema version 1 left it: the leases in the Tasks alone.
     const raw = new Database(file);
-    raw.exec("ALTER TABLE objects DROP COLUMN lease");
-    raw.pragma("user_version = 0");
+    downgrade(raw);
     raw.close();
+    return file;
+  }
+
+  /** Opens it: the upgraded store holds t1's and t2's leases (600 millicores of w1's 1000). */
+  async function openWithTwoLeases(file: string): Promise<SqliteStore> {
     const store = openSqliteStore(file);
     open.push(store);
     expect(store.pragmaValue("user_version")).toBe(3);
-    // t1 and t2 hold 600 of the 1000 millicores: 500 more do not fit, 400 do.
     expect((await storeError(leaseOnW1(store, "t3", 500))).message).toContain("cpu_millis");
     await leaseOnW1(store, "t3", 400);
     expect((await storeError(leaseOnW1(store, "t4", 1))).message).toContain("cpu_millis");
+    return store;
+  }
+
+  it("builds the lease index of a store written before it existed from the leases its Tasks hold", async () => {
+    // As a Loom before schema version 1 left it: the leases in the Tasks alone.
+    const file = await earlierStore((raw) => {
+      raw.exec("ALTER TABLE objects DROP COLUMN lease");
+      raw.pragma("user_version = 0");
+    });
+    await openWithTwoLeases(file);
   });
 
   it("flags the leased Tasks of a store that kept its leases in an allocations table, and drops the table", async () => {
-    const { dir, file } = await tempDb();
-    dirs.push(dir);
-    const cap = { cpu_millis: 1000, memory_mb: 1024, disk_mb: 0, gpu_count: 0 };
-    const first = openSqliteStore(file);
-    await first.create(worker("w1", undefined, { max_concurrency: 4, initial_concurrency: 1, resource_capacity: cap }));
-    for (const n of ["t1", "t2", "t3", "t4"]) await first.create(task(n));
-    await leaseOnW1(first, "t1", 300);
-    await leaseOnW1(first, "t2", 300);
-    await first.close();
     // As schema version 2 left it: no flag column, the leases in a table of their own.
-    const raw = new Database(file);
-    raw.exec(`
-      ALTER TABLE objects DROP COLUMN lease;
-      CREATE TABLE allocations (task TEXT PRIMARY KEY, worker TEXT NOT NULL, lease TEXT NOT NULL);
-      INSERT INTO allocations VALUES ('t1', 'w1', '{}'), ('t2', 'w1', '{}');
-    `);
-    raw.pragma("user_version = 2");
-    raw.close();
-    const store = openSqliteStore(file);
-    open.push(store);
-    expect(store.pragmaValue("user_version")).toBe(3);
-    // t1 and t2 hold 600 of the 1000 millicores: 500 more do not fit, 400 do.
-    expect((await storeError(leaseOnW1(store, "t3", 500))).message).toContain("cpu_millis");
-    await leaseOnW1(store, "t3", 400);
-    expect((await storeError(leaseOnW1(store, "t4", 1))).message).toContain("cpu_millis");
+    const file = await earlierStore((raw) => {
+      raw.exec(`
+        ALTER TABLE objects DROP COLUMN lease;
+        CREATE TABLE allocations (task TEXT PRIMARY KEY, worker TEXT NOT NULL, lease TEXT NOT NULL);
+        INSERT INTO allocations VALUES ('t1', 'w1', '{}'), ('t2', 'w1', '{}');
+      `);
+      raw.pragma("user_version = 2");
+    });
+    const store = await openWithTwoLeases(file);
     await store.close();
     const after = new Database(file, { readonly: true });
     try {
