@@ -2,10 +2,10 @@
 //
 // Each watch the API serves reads every object's events (it filters by kind itself, and
 // needs every revision for its BOOKMARKs) with each deleted object's last state, and so does
-// GitOps's watch of the objects it applied. On etcd,
-// a watch of its own for each would have etcd send every event once per watch, and the Hub
-// decode and encode each copy: with hundreds of clients watching, etcd and the Hub spend
-// their time on the copies, and leases wait. So those watches share one etcd watch:
+// GitOps's watch of the objects it applied. On etcd, a watch of its own for each would have
+// etcd send every event once per watch, and the Hub decode and encode each copy: with
+// hundreds of clients watching, etcd and the Hub spend their time on the copies, and leases
+// wait. So those watches share one etcd watch:
 //
 // - The etcd watch starts where the first of them asked to, and keeps the last events it
 //   delivered. A watch that asks to start at a revision those events cover is served from
